@@ -1,0 +1,359 @@
+//! Length-framed, domain-separated SHA-256.
+//!
+//! Every digest in gemm-audit is SHA-256 over a domain string followed by
+//! tagged fields. Each field is written as
+//! `tag_len:u64le | tag | presence:u8 | value_len:u64le | value`, so no two
+//! different field sequences can produce the same byte stream. Integers are
+//! little-endian of fixed width; enums are framed by their stable names, so
+//! reordering Rust variants never changes a digest.
+//!
+//! Fields are produced once, by a type's `visit_fields`, and consumed both by
+//! the [`Framer`] (for digests) and by diff renderers (for naming what
+//! changed): one list of fields, two uses.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use sha2::{Digest as _, Sha256};
+use std::fmt;
+
+/// A SHA-256 digest. Prints as lowercase hex.
+///
+/// All zeros is the placeholder value and is refused wherever a real digest
+/// is required.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Digest(pub [u8; 32]);
+
+impl Digest {
+    /// The all-zero placeholder.
+    pub const ZERO: Digest = Digest([0; 32]);
+
+    /// True for the all-zero placeholder.
+    pub fn is_zero(&self) -> bool {
+        self.0 == [0; 32]
+    }
+
+    /// Plain SHA-256 of `bytes` (no framing): used for output fingerprints
+    /// and file checksums, where the input is already one byte string.
+    pub fn sha256(bytes: &[u8]) -> Digest {
+        Digest(Sha256::digest(bytes).into())
+    }
+
+    /// Lowercase hex rendering.
+    pub fn to_hex(&self) -> String {
+        let mut s = String::with_capacity(64);
+        for b in self.0 {
+            s.push(char::from_digit((b >> 4) as u32, 16).unwrap_or('0'));
+            s.push(char::from_digit((b & 0xf) as u32, 16).unwrap_or('0'));
+        }
+        s
+    }
+
+    /// Parses 64 hex digits (either case).
+    pub fn from_hex(s: &str) -> Option<Digest> {
+        let bytes = s.as_bytes();
+        if bytes.len() != 64 {
+            return None;
+        }
+        let mut out = [0u8; 32];
+        for (i, pair) in bytes.chunks_exact(2).enumerate() {
+            let hi = (pair[0] as char).to_digit(16)?;
+            let lo = (pair[1] as char).to_digit(16)?;
+            out[i] = (hi * 16 + lo) as u8;
+        }
+        Some(Digest(out))
+    }
+
+    /// The first 12 hex digits, for tables.
+    pub fn short(&self) -> String {
+        self.to_hex()[..12].to_string()
+    }
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl fmt::Debug for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Digest({})", self.to_hex())
+    }
+}
+
+// Hex in human-readable formats (the JSON rendering), 32 raw bytes in binary
+// ones (the trace file).
+impl Serialize for Digest {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if serializer.is_human_readable() {
+            serializer.serialize_str(&self.to_hex())
+        } else {
+            self.0.serialize(serializer)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Digest {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        if deserializer.is_human_readable() {
+            let s = String::deserialize(deserializer)?;
+            Digest::from_hex(&s)
+                .ok_or_else(|| serde::de::Error::custom("expected 64 hex digits for a digest"))
+        } else {
+            <[u8; 32]>::deserialize(deserializer).map(Digest)
+        }
+    }
+}
+
+/// One field value, as handed to a [`FieldVisitor`].
+#[derive(Debug, Clone, Copy)]
+pub enum FieldValue<'a> {
+    /// An optional field that is not present (framed with presence 0).
+    Absent,
+    Bool(bool),
+    U32(u32),
+    U64(u64),
+    I64(i64),
+    U32x3([u32; 3]),
+    Str(&'a str),
+    StrList(&'a [String]),
+    Digest(&'a Digest),
+}
+
+impl fmt::Display for FieldValue<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FieldValue::Absent => f.write_str("(absent)"),
+            FieldValue::Bool(v) => write!(f, "{v}"),
+            FieldValue::U32(v) => write!(f, "{v}"),
+            FieldValue::U64(v) => write!(f, "{v}"),
+            FieldValue::I64(v) => write!(f, "{v}"),
+            FieldValue::U32x3([x, y, z]) => write!(f, "{x}x{y}x{z}"),
+            FieldValue::Str(s) => write!(f, "{s:?}"),
+            FieldValue::StrList(l) => write!(f, "{l:?}"),
+            FieldValue::Digest(d) => write!(f, "{d}"),
+        }
+    }
+}
+
+/// Receives the fields of a framed value, in a fixed order.
+pub trait FieldVisitor {
+    fn field(&mut self, tag: &'static str, value: FieldValue<'_>);
+}
+
+/// Types whose identity is a sequence of tagged fields.
+pub trait Framed {
+    /// Hands every identity field to `v`, always in the same order.
+    fn visit_fields<V: FieldVisitor>(&self, v: &mut V);
+}
+
+/// Writes fields in the framed byte layout into a reusable buffer.
+///
+/// Framing into a buffer and hashing it with one `update` is much faster
+/// than feeding SHA-256 many tiny slices.
+#[derive(Default)]
+pub struct Framer {
+    buf: Vec<u8>,
+}
+
+impl Framer {
+    pub fn new() -> Self {
+        Framer { buf: Vec::with_capacity(2048) }
+    }
+
+    /// The bytes framed so far.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    pub fn clear(&mut self) {
+        self.buf.clear();
+    }
+
+    fn raw(&mut self, tag: &str, presence: u8, value: &[u8]) {
+        self.buf.extend_from_slice(&(tag.len() as u64).to_le_bytes());
+        self.buf.extend_from_slice(tag.as_bytes());
+        self.buf.push(presence);
+        self.buf.extend_from_slice(&(value.len() as u64).to_le_bytes());
+        self.buf.extend_from_slice(value);
+    }
+
+    /// Frames the domain string that starts every digest.
+    pub fn domain(&mut self, domain: &str) {
+        self.raw("domain", 1, domain.as_bytes());
+    }
+
+    /// Frames every field of `value`.
+    pub fn frame<T: Framed + ?Sized>(&mut self, value: &T) {
+        value.visit_fields(self);
+    }
+}
+
+impl FieldVisitor for Framer {
+    fn field(&mut self, tag: &'static str, value: FieldValue<'_>) {
+        match value {
+            FieldValue::Absent => self.raw(tag, 0, &[]),
+            FieldValue::Bool(v) => self.raw(tag, 1, &[v as u8]),
+            FieldValue::U32(v) => self.raw(tag, 1, &v.to_le_bytes()),
+            FieldValue::U64(v) => self.raw(tag, 1, &v.to_le_bytes()),
+            FieldValue::I64(v) => self.raw(tag, 1, &v.to_le_bytes()),
+            FieldValue::U32x3([x, y, z]) => {
+                let mut b = [0u8; 12];
+                b[..4].copy_from_slice(&x.to_le_bytes());
+                b[4..8].copy_from_slice(&y.to_le_bytes());
+                b[8..].copy_from_slice(&z.to_le_bytes());
+                self.raw(tag, 1, &b)
+            }
+            FieldValue::Str(s) => self.raw(tag, 1, s.as_bytes()),
+            FieldValue::StrList(list) => {
+                // value = count:u64le, then each item as len:u64le | bytes.
+                let len: usize = 8 + list.iter().map(|s| 8 + s.len()).sum::<usize>();
+                self.buf.extend_from_slice(&(tag.len() as u64).to_le_bytes());
+                self.buf.extend_from_slice(tag.as_bytes());
+                self.buf.push(1);
+                self.buf.extend_from_slice(&(len as u64).to_le_bytes());
+                self.buf.extend_from_slice(&(list.len() as u64).to_le_bytes());
+                for s in list {
+                    self.buf.extend_from_slice(&(s.len() as u64).to_le_bytes());
+                    self.buf.extend_from_slice(s.as_bytes());
+                }
+            }
+            FieldValue::Digest(d) => self.raw(tag, 1, &d.0),
+        }
+    }
+}
+
+/// Streaming SHA-256 under a domain string.
+pub struct DigestWriter {
+    hasher: Sha256,
+    framer: Framer,
+}
+
+impl DigestWriter {
+    /// Starts a digest under `domain`.
+    pub fn new(domain: &str) -> Self {
+        let mut framer = Framer::new();
+        framer.domain(domain);
+        let mut hasher = Sha256::new();
+        hasher.update(framer.bytes());
+        framer.clear();
+        DigestWriter { hasher, framer }
+    }
+
+    /// Frames and hashes one field.
+    pub fn field(&mut self, tag: &'static str, value: FieldValue<'_>) {
+        self.framer.field(tag, value);
+        self.flush();
+    }
+
+    /// Frames and hashes every field of `value`.
+    pub fn frame<T: Framed + ?Sized>(&mut self, value: &T) {
+        self.framer.frame(value);
+        self.flush();
+    }
+
+    fn flush(&mut self) {
+        self.hasher.update(self.framer.bytes());
+        self.framer.clear();
+    }
+
+    pub fn finish(self) -> Digest {
+        Digest(self.hasher.finalize().into())
+    }
+}
+
+/// Digest of one framed value under `domain`.
+pub fn framed_digest<T: Framed + ?Sized>(domain: &str, value: &T) -> Digest {
+    let mut w = DigestWriter::new(domain);
+    w.frame(value);
+    w.finish()
+}
+
+/// Collects fields as `(tag, rendered value)` pairs, for naming what changed.
+#[derive(Default)]
+pub struct FieldList {
+    pub fields: Vec<(&'static str, String)>,
+}
+
+impl FieldVisitor for FieldList {
+    fn field(&mut self, tag: &'static str, value: FieldValue<'_>) {
+        self.fields.push((tag, value.to_string()));
+    }
+}
+
+/// The fields of `value`, rendered.
+pub fn field_list<T: Framed + ?Sized>(value: &T) -> Vec<(&'static str, String)> {
+    let mut l = FieldList::default();
+    value.visit_fields(&mut l);
+    l.fields
+}
+
+/// One field that differs between two framed values.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldChange {
+    pub field: String,
+    pub expected: String,
+    pub found: String,
+}
+
+/// Every field that differs between `expected` and `found`, in field order.
+pub fn field_changes<T: Framed + ?Sized>(expected: &T, found: &T) -> Vec<FieldChange> {
+    let a = field_list(expected);
+    let b = field_list(found);
+    a.into_iter()
+        .zip(b)
+        .filter(|(x, y)| x.1 != y.1)
+        .map(|(x, y)| FieldChange {
+            field: x.0.to_string(),
+            expected: x.1,
+            found: y.1,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Two(&'static str, &'static str);
+    impl Framed for Two {
+        fn visit_fields<V: FieldVisitor>(&self, v: &mut V) {
+            v.field("a", FieldValue::Str(self.0));
+            v.field("b", FieldValue::Str(self.1));
+        }
+    }
+
+    #[test]
+    fn framing_separates_field_boundaries() {
+        // Concatenation would make these equal; framing must not.
+        let x = framed_digest("t", &Two("ab", "c"));
+        let y = framed_digest("t", &Two("a", "bc"));
+        assert_ne!(x, y);
+    }
+
+    #[test]
+    fn domain_separates() {
+        assert_ne!(framed_digest("t1", &Two("a", "b")), framed_digest("t2", &Two("a", "b")));
+    }
+
+    #[test]
+    fn hex_round_trip() {
+        let d = Digest::sha256(b"abc");
+        assert_eq!(
+            d.to_hex(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(Digest::from_hex(&d.to_hex()), Some(d));
+        assert_eq!(Digest::from_hex("zz"), None);
+    }
+
+    #[test]
+    fn absent_differs_from_empty() {
+        struct Opt(Option<&'static str>);
+        impl Framed for Opt {
+            fn visit_fields<V: FieldVisitor>(&self, v: &mut V) {
+                v.field("x", self.0.map_or(FieldValue::Absent, FieldValue::Str));
+            }
+        }
+        assert_ne!(framed_digest("t", &Opt(None)), framed_digest("t", &Opt(Some(""))));
+    }
+}

@@ -1,0 +1,180 @@
+//! The library's error type. The binary maps it to exit codes.
+
+use crate::digest::FieldChange;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::path::PathBuf;
+
+/// Everything the library can refuse or fail at.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A launch set could not be built.
+    #[error("launch set refused: {0}")]
+    LaunchSet(#[from] LaunchSetError),
+    /// A plan, capture or replay was refused.
+    #[error("{0}")]
+    Refused(#[from] Refusal),
+    /// A trace file is malformed.
+    #[error("{path}: {source}")]
+    Format { path: PathBuf, source: FormatError },
+    /// Reading or writing a file failed.
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    /// A file exists and no overwrite was asked for.
+    #[error("{path} already exists; pass --force to replace it")]
+    WouldOverwrite { path: PathBuf },
+    /// A workload is unknown or malformed.
+    #[error("workload {name}: {reason}")]
+    Workload { name: String, reason: String },
+    /// The backend is unavailable or failed.
+    #[error("backend {backend}: {reason}")]
+    Backend { backend: String, reason: String },
+}
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { path: path.into(), source }
+    }
+
+    pub(crate) fn workload(name: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Workload { name: name.into(), reason: reason.into() }
+    }
+}
+
+/// Result alias of the library.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why a launch set was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaunchSetError {
+    #[error("a launch set must hold at least one launch")]
+    Empty,
+    #[error("more routes pushed than the {declared} declared")]
+    TooManyRoutes { declared: u64 },
+    #[error("finished with {pushed} of {declared} declared routes")]
+    Short { declared: u64, pushed: u64 },
+    #[error("route {index}: zero grid dimension {grid:?}")]
+    ZeroGrid { index: u64, grid: [u32; 3] },
+    #[error("route {index}: zero block dimension {block:?}")]
+    ZeroBlock { index: u64, block: [u32; 3] },
+    #[error("route {index}: block has {block_threads} threads but the route declares {route_threads}")]
+    ThreadsMismatch { index: u64, block_threads: u64, route_threads: u32 },
+    #[error("route {index}: arguments digest is the all-zero placeholder")]
+    ZeroArgumentsDigest { index: u64 },
+}
+
+/// Where in the record → capture → replay flow a refusal happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RefusalStage {
+    /// Building a plan: the launch set rebuilt from the routes differs.
+    PlanConstruction,
+    /// A capture request whose route capacity differs from the manifest.
+    CaptureRequest,
+    /// Checking a replay against the live context, before launch.
+    ReplayValidation,
+    /// A capture whose result differs from the manifest.
+    CaptureResult,
+    /// Comparing a plan with a golden manifest or trace.
+    GoldenComparison,
+}
+
+impl fmt::Display for RefusalStage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RefusalStage::PlanConstruction => "plan construction",
+            RefusalStage::CaptureRequest => "capture request",
+            RefusalStage::ReplayValidation => "replay validation",
+            RefusalStage::CaptureResult => "capture result",
+            RefusalStage::GoldenComparison => "golden comparison",
+        })
+    }
+}
+
+/// A refusal that names what changed: where, which route, which field, the
+/// expected value and the one found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub struct Refusal {
+    pub stage: RefusalStage,
+    /// The replay label, when refused during a replay.
+    pub label: Option<String>,
+    /// Route index, when one route is at fault.
+    pub route_index: Option<u64>,
+    pub change: FieldChange,
+    /// Further changed fields of the same route, if any.
+    pub more: Vec<FieldChange>,
+}
+
+impl Refusal {
+    pub(crate) fn new(
+        stage: RefusalStage,
+        route_index: Option<u64>,
+        field: impl Into<String>,
+        expected: impl fmt::Display,
+        found: impl fmt::Display,
+    ) -> Self {
+        Refusal {
+            stage,
+            label: None,
+            route_index,
+            change: FieldChange { field: field.into(), expected: expected.to_string(), found: found.to_string() },
+            more: Vec::new(),
+        }
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "refused at {}", self.stage)?;
+        if let Some(l) = &self.label {
+            write!(f, " of {l:?}")?;
+        }
+        if let Some(i) = self.route_index {
+            write!(f, ": route {i}")?;
+        }
+        write!(
+            f,
+            ": {} expected {}, found {}",
+            self.change.field, self.change.expected, self.change.found
+        )?;
+        for c in &self.more {
+            write!(f, "; {} expected {}, found {}", c.field, c.expected, c.found)?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a trace file could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FormatError {
+    #[error("file is {size} bytes, over the {limit}-byte limit")]
+    TooLarge { size: u64, limit: u64 },
+    #[error("truncated: {needed} bytes needed at offset {offset}, file has {len}")]
+    Truncated { offset: u64, needed: u64, len: u64 },
+    #[error("not a gemm-audit trace (bad magic {found:02x?})")]
+    BadMagic { found: Vec<u8> },
+    #[error("format version {found} is newer than this build reads (up to {supported}); upgrade gemm-audit")]
+    NewerVersion { found: u16, supported: u16 },
+    #[error("format version {found} is not supported (this build reads {supported})")]
+    UnsupportedVersion { found: u16, supported: u16 },
+    #[error("reserved header bytes must be zero, found {found:#06x}")]
+    Reserved { found: u16 },
+    #[error("payload length {declared} does not match the {actual} bytes present")]
+    LengthMismatch { declared: u64, actual: u64 },
+    #[error("checksum mismatch: header says {expected}, payload hashes to {found}")]
+    Checksum { expected: String, found: String },
+    #[error("payload does not decode: {0}")]
+    Decode(String),
+    #[error("payload has {0} trailing bytes after the trace")]
+    TrailingBytes(u64),
+    #[error("payload is not in canonical encoding (re-encoding differs)")]
+    NonCanonical,
+    #[error("{what} is {found}, over the limit of {limit}")]
+    LimitExceeded { what: &'static str, found: u64, limit: u64 },
+    #[error("payload could not be encoded: {0}")]
+    Encode(String),
+    #[error("trace is inconsistent: {0}")]
+    Inconsistent(String),
+}

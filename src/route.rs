@@ -1,0 +1,399 @@
+//! `ResolvedGemmRoute`: the full identity of one GEMM launch.
+//!
+//! A route says everything that can change the output bits of one launch:
+//! what was asked (op, dtype, shape), what served it (backend, kernel symbol,
+//! module, compiler, device), how the reduction was ordered (numeric contract,
+//! output ownership), and how it was launched (grid, block, shared memory,
+//! arguments digest). Two launches with equal routes must give equal bits.
+
+use crate::digest::{Digest, FieldValue, FieldVisitor, Framed};
+use crate::identity::{CompilerIdentity, DeviceIdentity};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+macro_rules! named_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $var:ident => $s:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        pub enum $name { $($(#[$vm])* $var),+ }
+        impl $name {
+            /// Every variant, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$var),+];
+            /// The stable name used in digests, files and the command line.
+            pub fn as_str(&self) -> &'static str {
+                match self { $($name::$var => $s),+ }
+            }
+            /// Parses the stable name.
+            pub fn parse(s: &str) -> Option<Self> {
+                match s { $($s => Some($name::$var),)+ _ => None }
+            }
+        }
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { f.write_str(self.as_str()) }
+        }
+    };
+}
+
+named_enum!(
+    /// Logical operation: which operand is stored transposed (row-major storage).
+    GemmOp {
+        /// C[m,n] = A[m,k] * B[k,n]; A stored m x k, B stored k x n.
+        Nn => "nn",
+        /// A stored transposed (k x m).
+        Tn => "tn",
+        /// B stored transposed (n x k).
+        Nt => "nt",
+    }
+);
+
+named_enum!(
+    /// Storage dtype of A, B and C. Accumulation is f32 in every contract here.
+    DType {
+        F32 => "f32",
+        F16 => "f16",
+        Bf16 => "bf16",
+    }
+);
+
+impl DType {
+    /// True for the 16-bit storage types.
+    pub fn is_half(&self) -> bool {
+        matches!(self, DType::F16 | DType::Bf16)
+    }
+}
+
+named_enum!(
+    /// The physical backend that executed a launch.
+    PhysicalBackend {
+        /// The CPU reference backend (Rust kernels).
+        CpuReference => "cpu-reference",
+        /// Custom CUDA kernels compiled with NVRTC.
+        CudaNvrtc => "cuda-nvrtc",
+        /// cuBLAS (sgemm / GemmEx).
+        Cublas => "cublas",
+        /// cuBLASLt matmul.
+        CublasLt => "cublaslt",
+    }
+);
+
+impl PhysicalBackend {
+    /// The module kind that serves this backend's kernels.
+    pub fn module_kind(&self) -> ModuleKind {
+        match self {
+            PhysicalBackend::CpuReference => ModuleKind::CpuReference,
+            PhysicalBackend::CudaNvrtc => ModuleKind::Nvrtc,
+            PhysicalBackend::Cublas => ModuleKind::Cublas,
+            PhysicalBackend::CublasLt => ModuleKind::CublasLt,
+        }
+    }
+
+    /// True for vendor libraries, whose kernels are chosen by the library.
+    pub fn is_vendor(&self) -> bool {
+        matches!(self, PhysicalBackend::Cublas | PhysicalBackend::CublasLt)
+    }
+}
+
+named_enum!(
+    /// Where a kernel symbol comes from.
+    ModuleKind {
+        CpuReference => "cpu-reference",
+        Nvrtc => "nvrtc",
+        Cublas => "cublas",
+        CublasLt => "cublaslt",
+    }
+);
+
+named_enum!(
+    /// Kind of numeric contract: how each output's reduction is ordered and rounded.
+    ContractKind {
+        /// One ascending-k `fma` chain from zero per output, RNE output rounding.
+        /// The numeric reference: equal bits on every device that honours it.
+        ScalarFma => "scalar-fma",
+        /// Contiguous k-chunks, each an ascending fma chain, folded in fixed chunk order.
+        SplitKFixed => "split-k-fixed",
+        /// Tensor-core tiles whose per-element order is independent of the tile family.
+        TensorCoreTileParity => "tensor-core-tile-parity",
+        /// Deterministic TF32 rounding of f32 operands.
+        Tf32 => "tf32",
+        /// Vendor library, pedantic f32 compute.
+        VendorPedantic => "vendor-pedantic",
+        /// Vendor library, fast math (TF32) allowed.
+        VendorFast => "vendor-fast",
+        /// Split-K partials folded in completion order: nondeterministic by design.
+        AtomicUnordered => "atomic-unordered",
+    }
+);
+
+named_enum!(
+    /// How operands are converted before the multiply.
+    OperandConversion {
+        /// Exact widening to f32 (bf16/f16/f32 -> f32 is exact).
+        ExactWiden => "exact-widen",
+        /// f32 rounded to TF32.
+        Tf32Round => "tf32-round",
+        /// Whatever the vendor library does.
+        VendorDefined => "vendor-defined",
+    }
+);
+
+named_enum!(
+    /// Who owns (writes) each output element.
+    OutputOwnership {
+        /// One thread/worker computes and stores each element.
+        OneOwnerPerElement => "one-owner-per-element",
+        /// One worker owns each output tile.
+        OneOwnerPerTile => "one-owner-per-tile",
+        /// Split-K partials folded in a fixed order by one owner.
+        FixedSplitKFold => "fixed-split-k-fold",
+        /// Several writers accumulate atomically, in arrival order.
+        AtomicAccumulate => "atomic-accumulate",
+        /// Decided inside a vendor library.
+        VendorDefined => "vendor-defined",
+    }
+);
+
+/// The numeric contract of a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct NumericContract {
+    pub kind: ContractKind,
+    /// Number of k-splits the reduction is folded from (1 when not split).
+    pub splits: u32,
+}
+
+impl fmt::Display for NumericContract {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.splits > 1 {
+            write!(f, "{}/{}", self.kind, self.splits)
+        } else {
+            f.write_str(self.kind.as_str())
+        }
+    }
+}
+
+/// Problem shape: C is m x n, the reduction runs over k.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct GemmShape {
+    pub m: u64,
+    pub k: u64,
+    pub n: u64,
+}
+
+/// Leading dimensions (in elements) of A, B and C.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct GemmStrides {
+    pub lda: u64,
+    pub ldb: u64,
+    pub ldc: u64,
+}
+
+/// The output tile one block (or CPU task) owns, and its k step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TileShape {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+}
+
+/// How the kernel was launched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LaunchConfig {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub dynamic_shared_bytes: u32,
+    /// Digest of the kernel's argument values (addresses excluded).
+    pub arguments_digest: Digest,
+}
+
+impl LaunchConfig {
+    /// Threads per block.
+    pub fn block_threads(&self) -> u64 {
+        self.block.iter().map(|&d| d as u64).product()
+    }
+}
+
+/// A TMA tensor map's identity, where a kernel uses one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TensorMapIdentity {
+    pub revision: u32,
+    pub digest: Digest,
+}
+
+/// What a vendor library (cuBLAS, cuBLASLt) exposes about its choice.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct VendorRoute {
+    /// Library name and version, e.g. `cublasLt 13.1.0`.
+    pub library_version: String,
+    pub algorithm_id: i64,
+    pub tile_id: i64,
+    pub split_k: i64,
+    pub reduction_scheme: i64,
+    pub stages_id: i64,
+    pub swizzle: i64,
+    pub inner_shape_id: Option<i64>,
+    pub cluster_shape_id: Option<i64>,
+    pub workspace_bytes: u64,
+    /// Physical kernel symbols seen in the captured graph for this call.
+    pub physical_kernels: Vec<String>,
+}
+
+/// The full identity of one GEMM launch. See `shared/design/semantics.md`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ResolvedGemmRoute {
+    /// Workload-level name of the GEMM (e.g. `qkv@b8`), for reports.
+    pub gemm: String,
+    pub op: GemmOp,
+    pub dtype: DType,
+    pub backend: PhysicalBackend,
+    pub contract: NumericContract,
+    /// Instruction family, e.g. `scalar-fma`, `mma.sync`.
+    pub instruction_family: String,
+    /// Instruction shape, e.g. `1x1x1`, `m16n8k16`.
+    pub instruction_shape: String,
+    pub uses_tensor_cores: bool,
+    pub operand_conversion: OperandConversion,
+    pub output_ownership: OutputOwnership,
+    pub kernel_symbol: String,
+    pub module_kind: ModuleKind,
+    /// Compilation target, e.g. `x86_64` or `sm_90`.
+    pub compilation_target: String,
+    /// Digest of the module (artifact) the symbol was loaded from.
+    pub artifact_digest: Digest,
+    pub compiler: CompilerIdentity,
+    pub device: DeviceIdentity,
+    /// Device capabilities the kernel relies on (sorted).
+    pub device_capabilities: Vec<String>,
+    pub shape: GemmShape,
+    pub strides: GemmStrides,
+    pub tile: TileShape,
+    pub bk: u32,
+    pub stages: u32,
+    pub threads: u32,
+    pub launch: LaunchConfig,
+    pub tensor_map: Option<TensorMapIdentity>,
+    /// Digest of the resources the kernel was built with (registers, smem carve-out, ...).
+    pub resources_digest: Digest,
+    pub tuning_table_revision: u32,
+    pub schedule_revision: u32,
+    pub vendor: Option<VendorRoute>,
+}
+
+impl Framed for ResolvedGemmRoute {
+    fn visit_fields<V: FieldVisitor>(&self, v: &mut V) {
+        use FieldValue as F;
+        v.field("gemm", F::Str(&self.gemm));
+        v.field("op", F::Str(self.op.as_str()));
+        v.field("dtype", F::Str(self.dtype.as_str()));
+        v.field("backend", F::Str(self.backend.as_str()));
+        v.field("contract.kind", F::Str(self.contract.kind.as_str()));
+        v.field("contract.splits", F::U32(self.contract.splits));
+        v.field("instruction_family", F::Str(&self.instruction_family));
+        v.field("instruction_shape", F::Str(&self.instruction_shape));
+        v.field("uses_tensor_cores", F::Bool(self.uses_tensor_cores));
+        v.field("operand_conversion", F::Str(self.operand_conversion.as_str()));
+        v.field("output_ownership", F::Str(self.output_ownership.as_str()));
+        v.field("kernel_symbol", F::Str(&self.kernel_symbol));
+        v.field("module_kind", F::Str(self.module_kind.as_str()));
+        v.field("compilation_target", F::Str(&self.compilation_target));
+        v.field("artifact_digest", F::Digest(&self.artifact_digest));
+        self.compiler.visit_fields(v);
+        self.device.visit_fields(v);
+        v.field("device_capabilities", F::StrList(&self.device_capabilities));
+        v.field("shape.m", F::U64(self.shape.m));
+        v.field("shape.k", F::U64(self.shape.k));
+        v.field("shape.n", F::U64(self.shape.n));
+        v.field("strides.lda", F::U64(self.strides.lda));
+        v.field("strides.ldb", F::U64(self.strides.ldb));
+        v.field("strides.ldc", F::U64(self.strides.ldc));
+        v.field("tile.m", F::U32(self.tile.m));
+        v.field("tile.n", F::U32(self.tile.n));
+        v.field("tile.k", F::U32(self.tile.k));
+        v.field("bk", F::U32(self.bk));
+        v.field("stages", F::U32(self.stages));
+        v.field("threads", F::U32(self.threads));
+        v.field("launch.grid", F::U32x3(self.launch.grid));
+        v.field("launch.block", F::U32x3(self.launch.block));
+        v.field(
+            "launch.dynamic_shared_bytes",
+            F::U32(self.launch.dynamic_shared_bytes),
+        );
+        v.field(
+            "launch.arguments_digest",
+            F::Digest(&self.launch.arguments_digest),
+        );
+        match &self.tensor_map {
+            Some(t) => {
+                v.field("tensor_map.revision", F::U32(t.revision));
+                v.field("tensor_map.digest", F::Digest(&t.digest));
+            }
+            None => {
+                v.field("tensor_map.revision", F::Absent);
+                v.field("tensor_map.digest", F::Absent);
+            }
+        }
+        v.field("resources_digest", F::Digest(&self.resources_digest));
+        v.field("tuning_table_revision", F::U32(self.tuning_table_revision));
+        v.field("schedule_revision", F::U32(self.schedule_revision));
+        match &self.vendor {
+            Some(x) => {
+                v.field("vendor.library_version", F::Str(&x.library_version));
+                v.field("vendor.algorithm_id", F::I64(x.algorithm_id));
+                v.field("vendor.tile_id", F::I64(x.tile_id));
+                v.field("vendor.split_k", F::I64(x.split_k));
+                v.field("vendor.reduction_scheme", F::I64(x.reduction_scheme));
+                v.field("vendor.stages_id", F::I64(x.stages_id));
+                v.field("vendor.swizzle", F::I64(x.swizzle));
+                v.field(
+                    "vendor.inner_shape_id",
+                    x.inner_shape_id.map_or(F::Absent, F::I64),
+                );
+                v.field(
+                    "vendor.cluster_shape_id",
+                    x.cluster_shape_id.map_or(F::Absent, F::I64),
+                );
+                v.field("vendor.workspace_bytes", F::U64(x.workspace_bytes));
+                v.field("vendor.physical_kernels", F::StrList(&x.physical_kernels));
+            }
+            None => {
+                for tag in VENDOR_TAGS {
+                    v.field(tag, F::Absent);
+                }
+            }
+        }
+    }
+}
+
+const VENDOR_TAGS: [&str; 11] = [
+    "vendor.library_version",
+    "vendor.algorithm_id",
+    "vendor.tile_id",
+    "vendor.split_k",
+    "vendor.reduction_scheme",
+    "vendor.stages_id",
+    "vendor.swizzle",
+    "vendor.inner_shape_id",
+    "vendor.cluster_shape_id",
+    "vendor.workspace_bytes",
+    "vendor.physical_kernels",
+];
+
+impl ResolvedGemmRoute {
+    /// Every string the route holds, for limit checks on decoded files.
+    pub fn strings(&self) -> impl Iterator<Item = &str> {
+        let vendor = self.vendor.iter().flat_map(|v| {
+            std::iter::once(v.library_version.as_str())
+                .chain(v.physical_kernels.iter().map(String::as_str))
+        });
+        [
+            self.gemm.as_str(),
+            &self.instruction_family,
+            &self.instruction_shape,
+            &self.kernel_symbol,
+            &self.compilation_target,
+        ]
+        .into_iter()
+        .chain(self.compiler.strings())
+        .chain(self.device.strings())
+        .chain(self.device_capabilities.iter().map(String::as_str))
+        .chain(vendor)
+    }
+}

@@ -1,0 +1,215 @@
+//! The trace file envelope and its payload codec.
+//!
+//! Layout (all integers little-endian):
+//!
+//! | offset | size | field |
+//! | --- | --- | --- |
+//! | 0 | 8 | magic `GEMMAUDT` |
+//! | 8 | 2 | format version |
+//! | 10 | 2 | reserved, zero |
+//! | 12 | 8 | payload length |
+//! | 20 | n | payload: bincode 2 (standard config) of the trace |
+//! | 20+n | 32 | SHA-256 of the payload |
+//!
+//! bincode (unmaintained, RUSTSEC-2025-0141) is used only in this module,
+//! always behind the checksummed envelope. It accepts trailing bytes and
+//! overlong varints, so decoding requires every byte consumed and that
+//! re-encoding gives the same bytes: one trace, one encoding.
+
+use super::RecordedGemmTrace;
+use crate::digest::Digest;
+use crate::error::{Error, FormatError, Result};
+use std::io::Write;
+use std::path::Path;
+
+/// File magic.
+pub const MAGIC: [u8; 8] = *b"GEMMAUDT";
+/// The format version this build writes and reads.
+pub const FORMAT_VERSION: u16 = 1;
+/// Header size: magic, version, reserved, payload length.
+pub const HEADER_LEN: usize = 20;
+/// Trailer size: SHA-256 of the payload.
+pub const TRAILER_LEN: usize = 32;
+/// Hard ceiling on a file, and on what the decoder may claim to allocate.
+pub const MAX_FILE_BYTES: u64 = 512 << 20;
+
+/// Limits checked while decoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest file accepted (at most [`MAX_FILE_BYTES`]).
+    pub max_file_bytes: u64,
+    /// Most routes in one trace.
+    pub max_routes: u64,
+    /// Longest string (symbol, name, version) in bytes.
+    pub max_string_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_file_bytes: MAX_FILE_BYTES, max_routes: 1 << 20, max_string_bytes: 4096 }
+    }
+}
+
+type Config = bincode::config::Configuration<
+    bincode::config::LittleEndian,
+    bincode::config::Varint,
+    bincode::config::Limit<{ MAX_FILE_BYTES as usize }>,
+>;
+
+fn config() -> Config {
+    bincode::config::standard().with_limit::<{ MAX_FILE_BYTES as usize }>()
+}
+
+/// Encodes the payload (no envelope).
+pub fn encode_payload(trace: &RecordedGemmTrace) -> Result<Vec<u8>, FormatError> {
+    bincode::serde::encode_to_vec(trace, config()).map_err(|e| FormatError::Encode(e.to_string()))
+}
+
+/// Wraps a payload in the envelope.
+pub fn seal(payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER_LEN + payload.len() + TRAILER_LEN);
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(payload);
+    out.extend_from_slice(&Digest::sha256(payload).0);
+    out
+}
+
+/// Encodes a trace as a complete file image.
+pub fn encode_trace(trace: &RecordedGemmTrace) -> Result<Vec<u8>, FormatError> {
+    Ok(seal(&encode_payload(trace)?))
+}
+
+fn need(bytes: &[u8], offset: usize, n: usize) -> Result<&[u8], FormatError> {
+    bytes.get(offset..offset + n).ok_or(FormatError::Truncated {
+        offset: offset as u64,
+        needed: n as u64,
+        len: bytes.len() as u64,
+    })
+}
+
+/// Checks the envelope and returns the payload, before any decoding.
+pub fn open<'a>(bytes: &'a [u8], limits: &Limits) -> Result<&'a [u8], FormatError> {
+    let max = limits.max_file_bytes.min(MAX_FILE_BYTES);
+    if bytes.len() as u64 > max {
+        return Err(FormatError::TooLarge { size: bytes.len() as u64, limit: max });
+    }
+    let magic = need(bytes, 0, 8)?;
+    if magic != MAGIC {
+        return Err(FormatError::BadMagic { found: magic.to_vec() });
+    }
+    let v = need(bytes, 8, 2)?;
+    let version = u16::from_le_bytes([v[0], v[1]]);
+    if version > FORMAT_VERSION {
+        return Err(FormatError::NewerVersion { found: version, supported: FORMAT_VERSION });
+    }
+    if version != FORMAT_VERSION {
+        return Err(FormatError::UnsupportedVersion { found: version, supported: FORMAT_VERSION });
+    }
+    let r = need(bytes, 10, 2)?;
+    let reserved = u16::from_le_bytes([r[0], r[1]]);
+    if reserved != 0 {
+        return Err(FormatError::Reserved { found: reserved });
+    }
+    let l = need(bytes, 12, 8)?;
+    let declared = u64::from_le_bytes(l.try_into().expect("8 bytes"));
+    let actual = (bytes.len() - HEADER_LEN) as u64;
+    // Compare without adding to `declared`, which may be hostile.
+    if actual < TRAILER_LEN as u64 || declared != actual - TRAILER_LEN as u64 {
+        return Err(FormatError::LengthMismatch {
+            declared,
+            actual: actual.saturating_sub(TRAILER_LEN as u64),
+        });
+    }
+    let payload = &bytes[HEADER_LEN..bytes.len() - TRAILER_LEN];
+    let stored = &bytes[bytes.len() - TRAILER_LEN..];
+    let found = Digest::sha256(payload);
+    if found.0 != stored {
+        let mut expected = [0u8; 32];
+        expected.copy_from_slice(stored);
+        return Err(FormatError::Checksum { expected: Digest(expected).to_hex(), found: found.to_hex() });
+    }
+    Ok(payload)
+}
+
+/// Decodes a payload: every byte consumed, canonical, within the limits.
+pub fn decode_payload(payload: &[u8], limits: &Limits) -> Result<RecordedGemmTrace, FormatError> {
+    let (trace, used): (RecordedGemmTrace, usize) =
+        bincode::serde::decode_from_slice(payload, config()).map_err(|e| FormatError::Decode(e.to_string()))?;
+    if used != payload.len() {
+        return Err(FormatError::TrailingBytes((payload.len() - used) as u64));
+    }
+    check_limits(&trace, limits)?;
+    trace.check_shape()?;
+    if encode_payload(&trace)? != payload {
+        return Err(FormatError::NonCanonical);
+    }
+    Ok(trace)
+}
+
+fn check_limits(trace: &RecordedGemmTrace, limits: &Limits) -> Result<(), FormatError> {
+    let routes = trace.routes.len() as u64;
+    if routes > limits.max_routes {
+        return Err(FormatError::LimitExceeded { what: "route count", found: routes, limit: limits.max_routes });
+    }
+    let longest = trace
+        .routes
+        .iter()
+        .flat_map(|r| r.strings())
+        .chain(trace.context.strings())
+        .chain(std::iter::once(trace.workload.as_str()))
+        .chain(trace.volatile.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()]))
+        .map(str::len)
+        .max()
+        .unwrap_or(0) as u64;
+    if longest > limits.max_string_bytes {
+        return Err(FormatError::LimitExceeded {
+            what: "string length",
+            found: longest,
+            limit: limits.max_string_bytes,
+        });
+    }
+    Ok(())
+}
+
+/// Decodes a complete file image.
+pub fn decode_trace(bytes: &[u8], limits: &Limits) -> Result<RecordedGemmTrace, FormatError> {
+    decode_payload(open(bytes, limits)?, limits)
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same
+/// directory, flushed to disk, then linked into place. Without `overwrite` an
+/// existing file is never replaced (the link fails if the name exists, so
+/// there is no check-then-write race).
+pub fn write_atomic(path: &Path, bytes: &[u8], overwrite: bool) -> Result<()> {
+    if !overwrite && path.exists() {
+        return Err(Error::WouldOverwrite { path: path.into() });
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
+        f.sync_all().map_err(|e| Error::io(&tmp, e))?;
+        if overwrite {
+            std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+        } else {
+            match std::fs::hard_link(&tmp, path) {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    Err(Error::WouldOverwrite { path: path.into() })
+                }
+                Err(e) => Err(Error::io(path, e)),
+            }
+        }
+    })();
+    // The temporary name is gone after a rename; after a link (or a failure) remove it.
+    let _ = std::fs::remove_file(&tmp);
+    result
+}
