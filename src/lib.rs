@@ -27,3 +27,9 @@ pub use plan::CapturedGemmGraphPlan;
 pub use policy::{F32Policy, GemmPolicy, HalfPolicy, PolicyMode};
 pub use route::{DType, GemmOp, ResolvedGemmRoute};
 pub use trace::{OutputFingerprint, PreparedGemmCaptureManifest, RecordedGemmTrace};
+pub mod mutation;
+
+#[doc(hidden)]
+pub mod fuzzing;
+#[doc(hidden)]
+pub mod testkit;

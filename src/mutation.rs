@@ -1,0 +1,314 @@
+//! Route mutations, and the check that every one is refused before launch.
+//!
+//! Used by the audit's self-check, the property tests and the fuzz targets,
+//! so all three exercise the same refusal path a user's replay takes.
+
+use crate::digest::{Digest, field_list};
+use crate::error::Refusal;
+use crate::identity::GemmRouteIdentity;
+use crate::launch_set::build_resolved_gemm_launch_set;
+use crate::plan::CapturedGemmGraphPlan;
+use crate::route::ResolvedGemmRoute;
+use crate::trace::{PreparedGemmCaptureManifest, RecordedGemmTrace};
+use std::cell::Cell;
+
+/// One way to tamper with a route list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mutation {
+    /// Drop route `i`.
+    Remove(usize),
+    /// Exchange routes `i` and `j`.
+    Swap(usize, usize),
+    /// Rename the kernel symbol of route `i`.
+    Symbol(usize),
+    /// Change the module kind of route `i`.
+    ModuleKind(usize),
+    /// Change the dtype of route `i`.
+    DType(usize),
+    /// Change the arguments digest of route `i`.
+    ArgumentsDigest(usize),
+    /// Change (or add) the tensor-map digest of route `i`.
+    TensorMapDigest(usize),
+    /// Change the identity field named `tag` of route `i`.
+    Field(usize, &'static str),
+}
+
+impl Mutation {
+    /// The named kinds the audit self-check runs, against route `i` (and `j` for swaps).
+    pub fn kinds(i: usize, j: usize) -> Vec<Mutation> {
+        vec![
+            Mutation::Remove(i),
+            Mutation::Swap(i, j),
+            Mutation::Symbol(i),
+            Mutation::ModuleKind(i),
+            Mutation::DType(i),
+            Mutation::ArgumentsDigest(i),
+            Mutation::TensorMapDigest(i),
+        ]
+    }
+
+    /// Short name for reports.
+    pub fn name(&self) -> String {
+        match self {
+            Mutation::Remove(_) => "remove".into(),
+            Mutation::Swap(..) => "swap".into(),
+            Mutation::Symbol(_) => "symbol".into(),
+            Mutation::ModuleKind(_) => "module-kind".into(),
+            Mutation::DType(_) => "dtype".into(),
+            Mutation::ArgumentsDigest(_) => "arguments-digest".into(),
+            Mutation::TensorMapDigest(_) => "tensor-map-digest".into(),
+            Mutation::Field(_, tag) => format!("field {tag}"),
+        }
+    }
+
+    /// Applies the mutation. Indices wrap modulo the route count; returns
+    /// false when nothing could change (empty list, or a field unknown).
+    pub fn apply(&self, routes: &mut Vec<ResolvedGemmRoute>) -> bool {
+        if routes.is_empty() {
+            return false;
+        }
+        let n = routes.len();
+        match *self {
+            Mutation::Remove(i) => {
+                routes.remove(i % n);
+                true
+            }
+            Mutation::Swap(i, j) => {
+                routes.swap(i % n, j % n);
+                true
+            }
+            Mutation::Symbol(i) => mutate_field(&mut routes[i % n], "kernel_symbol"),
+            Mutation::ModuleKind(i) => mutate_field(&mut routes[i % n], "module_kind"),
+            Mutation::DType(i) => mutate_field(&mut routes[i % n], "dtype"),
+            Mutation::ArgumentsDigest(i) => mutate_field(&mut routes[i % n], "launch.arguments_digest"),
+            Mutation::TensorMapDigest(i) => mutate_field(&mut routes[i % n], "tensor_map.digest"),
+            Mutation::Field(i, tag) => mutate_field(&mut routes[i % n], tag),
+        }
+    }
+}
+
+/// Every identity field tag of a route, in framing order.
+pub fn route_field_tags() -> Vec<&'static str> {
+    field_list(&crate::testkit::sample_route(0)).into_iter().map(|(t, _)| t).collect()
+}
+
+fn flip(d: &mut Digest) {
+    d.0[0] ^= 0x01;
+}
+
+fn bump_str(s: &mut String) {
+    s.push('\'');
+}
+
+/// Changes the field named `tag` to a different value. Returns false for an
+/// unknown tag, so a field added to the framing without a mutation here
+/// makes the property tests fail.
+pub fn mutate_field(r: &mut ResolvedGemmRoute, tag: &str) -> bool {
+    use crate::route::*;
+    fn next<T: Copy + PartialEq>(all: &[T], x: T) -> T {
+        let i = all.iter().position(|v| *v == x).unwrap_or(0);
+        all[(i + 1) % all.len()]
+    }
+    match tag {
+        "gemm" => bump_str(&mut r.gemm),
+        "op" => r.op = next(GemmOp::ALL, r.op),
+        "dtype" => r.dtype = next(DType::ALL, r.dtype),
+        "backend" => r.backend = next(PhysicalBackend::ALL, r.backend),
+        "contract.kind" => r.contract.kind = next(ContractKind::ALL, r.contract.kind),
+        "contract.splits" => r.contract.splits = r.contract.splits.wrapping_add(1),
+        "instruction_family" => bump_str(&mut r.instruction_family),
+        "instruction_shape" => bump_str(&mut r.instruction_shape),
+        "uses_tensor_cores" => r.uses_tensor_cores = !r.uses_tensor_cores,
+        "operand_conversion" => r.operand_conversion = next(OperandConversion::ALL, r.operand_conversion),
+        "output_ownership" => r.output_ownership = next(OutputOwnership::ALL, r.output_ownership),
+        "kernel_symbol" => bump_str(&mut r.kernel_symbol),
+        "module_kind" => r.module_kind = next(ModuleKind::ALL, r.module_kind),
+        "compilation_target" => bump_str(&mut r.compilation_target),
+        "artifact_digest" => flip(&mut r.artifact_digest),
+        "compiler.name" => bump_str(&mut r.compiler.name),
+        "compiler.version" => bump_str(&mut r.compiler.version),
+        "compiler.options_digest" => flip(&mut r.compiler.options_digest),
+        "compiler.source_digest" => flip(&mut r.compiler.source_digest),
+        "device.class" => bump_str(&mut r.device.class),
+        "device.compute_capability" => {
+            r.device.compute_capability = match r.device.compute_capability {
+                Some([a, b]) => Some([a, b + 1]),
+                None => Some([0, 0]),
+            }
+        }
+        "device.multiprocessors" => r.device.multiprocessors = r.device.multiprocessors.wrapping_add(1),
+        "device.driver" => bump_str(&mut r.device.driver),
+        "device_capabilities" => r.device_capabilities.push("extra".into()),
+        "shape.m" => r.shape.m = r.shape.m.wrapping_add(1),
+        "shape.k" => r.shape.k = r.shape.k.wrapping_add(1),
+        "shape.n" => r.shape.n = r.shape.n.wrapping_add(1),
+        "strides.lda" => r.strides.lda = r.strides.lda.wrapping_add(1),
+        "strides.ldb" => r.strides.ldb = r.strides.ldb.wrapping_add(1),
+        "strides.ldc" => r.strides.ldc = r.strides.ldc.wrapping_add(1),
+        "tile.m" => r.tile.m = r.tile.m.wrapping_add(1),
+        "tile.n" => r.tile.n = r.tile.n.wrapping_add(1),
+        "tile.k" => r.tile.k = r.tile.k.wrapping_add(1),
+        "bk" => r.bk = r.bk.wrapping_add(1),
+        "stages" => r.stages = r.stages.wrapping_add(1),
+        // Keep block threads equal to route threads so the builder accepts the
+        // launch and the change reaches the digest.
+        "threads" => {
+            r.threads = r.threads.wrapping_add(1).max(1);
+            r.launch.block = [r.threads, 1, 1];
+        }
+        "launch.grid" => r.launch.grid[0] = r.launch.grid[0].wrapping_add(1).max(1),
+        "launch.block" => {
+            // Another shape; the route's threads follow so the builder still
+            // accepts the launch and the change reaches the digest.
+            let [x, y, z] = r.launch.block;
+            r.launch.block = if x != y { [y, x, z] } else { [x, y.saturating_mul(2), z] };
+            r.threads = r.launch.block_threads().min(u32::MAX as u64) as u32;
+        }
+        "launch.dynamic_shared_bytes" => {
+            r.launch.dynamic_shared_bytes = r.launch.dynamic_shared_bytes.wrapping_add(16)
+        }
+        "launch.arguments_digest" => flip(&mut r.launch.arguments_digest),
+        "tensor_map.revision" | "tensor_map.digest" => match &mut r.tensor_map {
+            Some(t) if tag == "tensor_map.revision" => t.revision = t.revision.wrapping_add(1),
+            Some(t) => flip(&mut t.digest),
+            None => r.tensor_map = Some(TensorMapIdentity { revision: 0, digest: Digest([1; 32]) }),
+        },
+        "resources_digest" => flip(&mut r.resources_digest),
+        "tuning_table_revision" => r.tuning_table_revision = r.tuning_table_revision.wrapping_add(1),
+        "schedule_revision" => r.schedule_revision = r.schedule_revision.wrapping_add(1),
+        t if t.starts_with("vendor.") => return mutate_vendor(r, t),
+        _ => return false,
+    }
+    true
+}
+
+fn mutate_vendor(r: &mut ResolvedGemmRoute, tag: &str) -> bool {
+    let Some(v) = r.vendor.as_mut() else {
+        // Absent before: any vendor block is a change.
+        r.vendor = Some(crate::route::VendorRoute {
+            library_version: "synthetic".into(),
+            algorithm_id: 0,
+            tile_id: 0,
+            split_k: 0,
+            reduction_scheme: 0,
+            stages_id: 0,
+            swizzle: 0,
+            inner_shape_id: None,
+            cluster_shape_id: None,
+            workspace_bytes: 0,
+            physical_kernels: Vec::new(),
+        });
+        return true;
+    };
+    match tag {
+        "vendor.library_version" => bump_str(&mut v.library_version),
+        "vendor.algorithm_id" => v.algorithm_id = v.algorithm_id.wrapping_add(1),
+        "vendor.tile_id" => v.tile_id = v.tile_id.wrapping_add(1),
+        "vendor.split_k" => v.split_k = v.split_k.wrapping_add(1),
+        "vendor.reduction_scheme" => v.reduction_scheme = v.reduction_scheme.wrapping_add(1),
+        "vendor.stages_id" => v.stages_id = v.stages_id.wrapping_add(1),
+        "vendor.swizzle" => v.swizzle = v.swizzle.wrapping_add(1),
+        "vendor.inner_shape_id" => v.inner_shape_id = Some(v.inner_shape_id.map_or(0, |x| x.wrapping_add(1))),
+        "vendor.cluster_shape_id" => v.cluster_shape_id = Some(v.cluster_shape_id.map_or(0, |x| x.wrapping_add(1))),
+        "vendor.workspace_bytes" => v.workspace_bytes = v.workspace_bytes.wrapping_add(1),
+        "vendor.physical_kernels" => v.physical_kernels.push("extra_kernel".into()),
+        _ => return false,
+    }
+    true
+}
+
+/// Applies a mutation chosen by three fuzzer bytes (kind, i, j).
+#[doc(hidden)]
+pub fn apply_bytes(routes: &mut Vec<ResolvedGemmRoute>, chunk: &[u8]) {
+    let b = |k: usize| chunk.get(k).copied().unwrap_or(0) as usize;
+    let tags = route_field_tags();
+    let m = match b(0) % 8 {
+        0 => Mutation::Remove(b(1)),
+        1 => Mutation::Swap(b(1), b(2)),
+        2 => Mutation::Symbol(b(1)),
+        3 => Mutation::ModuleKind(b(1)),
+        4 => Mutation::DType(b(1)),
+        5 => Mutation::ArgumentsDigest(b(1)),
+        6 => Mutation::TensorMapDigest(b(1)),
+        _ => Mutation::Field(b(1), tags[b(2) % tags.len()]),
+    };
+    m.apply(routes);
+}
+
+/// What happened to one tampered route list on its way to a replay.
+#[derive(Debug, Clone, Default)]
+pub struct MutationOutcome {
+    /// Plan construction against the golden manifest.
+    pub construction: Option<Refusal>,
+    /// The builder's refusal when re-digesting the tampered routes.
+    pub redigest: Option<String>,
+    /// Replay validation of the re-digested plan against the live context.
+    pub validation: Option<Refusal>,
+    /// Comparison of the re-digested plan with the golden trace.
+    pub golden: Option<Refusal>,
+    /// Whether any launch closure was called.
+    pub launched: bool,
+}
+
+impl MutationOutcome {
+    /// True when the change was refused before any launch.
+    pub fn refused_before_launch(&self) -> bool {
+        !self.launched
+            && self.construction.is_some()
+            && (self.redigest.is_some() || self.validation.is_some() || self.golden.is_some())
+    }
+
+    /// The first refusal, as text.
+    pub fn first_refusal(&self) -> String {
+        self.construction
+            .as_ref()
+            .map(|r| r.to_string())
+            .or_else(|| self.redigest.clone())
+            .or_else(|| self.validation.as_ref().map(|r| r.to_string()))
+            .or_else(|| self.golden.as_ref().map(|r| r.to_string()))
+            .unwrap_or_else(|| "accepted".into())
+    }
+}
+
+/// Runs `routes` (tampered copies of `golden`'s) through both attacks: a
+/// plan against the golden manifest, and a plan whose launch set was
+/// re-digested to match, then guarded replays. Launch closures only record
+/// that they were called.
+pub fn exercise(golden: &RecordedGemmTrace, live: &GemmRouteIdentity, routes: Vec<ResolvedGemmRoute>) -> MutationOutcome {
+    let launched = Cell::new(false);
+    let mut out = MutationOutcome::default();
+    match CapturedGemmGraphPlan::new(golden.manifest(), routes.clone()) {
+        Ok(plan) => {
+            let _ = plan.with_validated_launch(live, "mutation", |_| launched.set(true));
+        }
+        Err(r) => out.construction = Some(r),
+    }
+    match build_resolved_gemm_launch_set(&routes) {
+        Err(e) => out.redigest = Some(e.to_string()),
+        Ok(set) => {
+            let manifest = PreparedGemmCaptureManifest {
+                context: golden.context.clone(),
+                launch_set: set,
+                route_capacity: set.launch_count,
+            };
+            match CapturedGemmGraphPlan::new(manifest, routes) {
+                Err(r) => out.validation = Some(r),
+                Ok(plan) => {
+                    out.validation = plan.validate(live).err();
+                    out.golden = plan.check_against_golden_trace(golden).err();
+                    // The guarded replay: golden comparison, then validated launch.
+                    if out.golden.is_none() {
+                        let _ = plan.with_validated_launch(live, "mutation", |_| launched.set(true));
+                    }
+                }
+            }
+        }
+    }
+    out.launched = launched.get();
+    out
+}
+
+/// Whether a mutation made any difference (e.g. a swap of equal routes does not).
+pub fn changes(original: &[ResolvedGemmRoute], mutated: &[ResolvedGemmRoute]) -> bool {
+    original != mutated
+}
