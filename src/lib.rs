@@ -33,3 +33,4 @@ pub mod mutation;
 pub mod fuzzing;
 #[doc(hidden)]
 pub mod testkit;
+pub mod workload;

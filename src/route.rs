@@ -15,6 +15,7 @@ macro_rules! named_enum {
     ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $var:ident => $s:literal),+ $(,)? }) => {
         $(#[$m])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(rename_all = "kebab-case")]
         pub enum $name { $($(#[$vm])* $var),+ }
         impl $name {
             /// Every variant, in declaration order.
@@ -72,7 +73,7 @@ named_enum!(
         /// cuBLAS (sgemm / GemmEx).
         Cublas => "cublas",
         /// cuBLASLt matmul.
-        CublasLt => "cublaslt",
+        CublasLt => "cublas-lt",
     }
 );
 
@@ -99,7 +100,7 @@ named_enum!(
         CpuReference => "cpu-reference",
         Nvrtc => "nvrtc",
         Cublas => "cublas",
-        CublasLt => "cublaslt",
+        CublasLt => "cublas-lt",
     }
 );
 

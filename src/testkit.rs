@@ -154,7 +154,7 @@ pub fn sample_vendor_route(i: u64) -> ResolvedGemmRoute {
 pub fn sample_trace(count: u64) -> crate::RecordedGemmTrace {
     let routes = sample_routes(count);
     let fingerprints = (0..count)
-        .map(|i| crate::OutputFingerprint { bytes: 1024 * (i + 1), sha256: tagged("output", i) })
+        .map(|i| crate::OutputFingerprint { input_seed: i, bytes: 1024 * (i + 1), sha256: tagged("output", i) })
         .collect();
     let mut volatile = crate::identity::VolatileMetadata::new();
     volatile.insert("host".into(), "synthetic".into());

@@ -20,6 +20,7 @@ use super::RecordedGemmTrace;
 use crate::digest::Digest;
 use crate::error::{Error, FormatError, Result};
 use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::path::Path;
 
 /// File magic.
@@ -192,9 +193,20 @@ pub fn write_atomic(path: &Path, bytes: &[u8], overwrite: bool) -> Result<()> {
         _ => std::path::PathBuf::from("."),
     };
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    // Unique per process and per call, so concurrent writers (threads of one
+    // process included) never share a temporary file; `create_new` never
+    // follows or reuses whatever already has that name.
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let seq = NEXT.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.tmp-{}-{seq}", std::process::id()));
+    let mut created = false;
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(|e| Error::io(&tmp, e))?;
+        created = true;
         f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
         f.sync_all().map_err(|e| Error::io(&tmp, e))?;
         if overwrite {
@@ -209,7 +221,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8], overwrite: bool) -> Result<()> {
             }
         }
     })();
-    // The temporary name is gone after a rename; after a link (or a failure) remove it.
-    let _ = std::fs::remove_file(&tmp);
+    // The temporary name is gone after a rename; after a link (or a failure)
+    // remove it, but never a file this call did not create.
+    if created {
+        let _ = std::fs::remove_file(&tmp);
+    }
     result
 }

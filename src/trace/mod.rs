@@ -10,19 +10,23 @@ use crate::route::ResolvedGemmRoute;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-/// SHA-256 of one launch's output bytes (plain SHA-256, no framing, so any
-/// tool can recompute it from a dump of the output).
+/// What one launch produced: the seed its inputs were generated from, and
+/// the SHA-256 of its output bytes (plain SHA-256, no framing, so any tool
+/// can recompute it from a dump of the output).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct OutputFingerprint {
+    /// Seed of the launch's inputs (see `backend::cpu::kernels::seeded_value`),
+    /// so `check --replay` can regenerate them.
+    pub input_seed: u64,
     /// Output size in bytes.
     pub bytes: u64,
     pub sha256: Digest,
 }
 
 impl OutputFingerprint {
-    /// Fingerprint of an output buffer.
-    pub fn of(bytes: &[u8]) -> Self {
-        OutputFingerprint { bytes: bytes.len() as u64, sha256: Digest::sha256(bytes) }
+    /// Fingerprint of an output buffer computed from inputs seeded by `input_seed`.
+    pub fn of(input_seed: u64, bytes: &[u8]) -> Self {
+        OutputFingerprint { input_seed, bytes: bytes.len() as u64, sha256: Digest::sha256(bytes) }
     }
 }
 

@@ -463,15 +463,17 @@ fn splitmix64(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Bits of the hash kept for a seeded value. 12 bits gives multiples of 2^-11
-/// in [-1, 1): exact in f32 and f16, and small enough that products are exact in
-/// f32, so only the accumulation order moves bits.
-const SEEDED_BITS: u32 = 12;
+/// Bits of the hash kept for a seeded value. 24 bits gives multiples of 2^-23
+/// in [-1, 1), a full f32 significand: f32 products are then inexact, so an
+/// FMA chain and a separate multiply-then-add give different bits and the
+/// audit can tell them apart. For f16/bf16 the value is rounded (RNE) to the
+/// dtype, whose products are exact in f32 anyway.
+const SEEDED_BITS: u32 = 24;
 
 /// Deterministic seeded value of logical element `(row, col)` of a matrix.
 ///
 /// A splitmix64-style hash of `(seed, row, col)` is mapped to a multiple of
-/// 2^-11 in [-1, 1), then quantized to `dtype` (bf16 rounding can reach
+/// 2^-23 in [-1, 1), then quantized to `dtype` (f16/bf16 rounding can reach
 /// exactly ±1). The value does not depend on the matrix's dimensions, so the
 /// first `r` rows of an M=64 operand equal an M=r operand, which the
 /// batch-invariance audits need.

@@ -1,1 +1,513 @@
+//! The CPU reference backend: real GEMM kernels in Rust (see [`kernels`]),
+//! their routes and module set, and a CPU "graph" whose replays go only
+//! through [`CapturedGemmGraphPlan::with_validated_launch`].
+
 pub mod kernels;
+
+use crate::digest::{Digest, DigestWriter, FieldValue};
+use crate::error::{Error, Refusal, Result};
+use crate::identity::{
+    CompilerIdentity, DeviceIdentity, GemmRouteIdentity, ModuleIdentity, Revisions, VolatileMetadata,
+};
+use crate::launch_set::build_resolved_gemm_launch_set;
+use crate::plan::CapturedGemmGraphPlan;
+use crate::policy::GemmPolicy;
+use crate::route::{
+    ContractKind, DType, GemmOp, GemmShape, GemmStrides, LaunchConfig, ModuleKind, NumericContract,
+    OperandConversion, OutputOwnership, PhysicalBackend, ResolvedGemmRoute, TileShape,
+};
+use crate::trace::PreparedGemmCaptureManifest;
+use crate::workload::{GemmSpec, RouteChoice};
+use kernels::Problem;
+
+/// Worker threads of the tiled and fixed split-K kernels. Fixed, not the
+/// machine's core count, so routes (and goldens) are the same everywhere.
+pub const WORKERS: u32 = 4;
+/// Output tile of the tiled and fixed split-K kernels.
+pub const TILE: u32 = 32;
+/// The dispatcher picks fixed split-K for m at most this...
+pub const DISPATCH_SPLIT_K_MAX_M: u64 = 16;
+/// ...when k is at least this...
+pub const DISPATCH_SPLIT_K_MIN_K: u64 = 256;
+/// ...with this many splits.
+pub const DISPATCH_SPLITS: u32 = 4;
+/// Revision of the dispatcher's thresholds (the tuning table).
+pub const TUNING_TABLE_REVISION: u32 = 1;
+/// Revision of the kernels' work schedule (tile order, worker assignment).
+pub const SCHEDULE_REVISION: u32 = 1;
+
+/// The kernels' source: its digest is part of the compiler identity, so an
+/// edited kernel is a different artifact.
+const KERNEL_SOURCE: &[u8] = include_bytes!("kernels.rs");
+
+/// The kernel families of the CPU module.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CpuKernel {
+    ScalarFma,
+    Tiled,
+    SplitKFixed(u32),
+    SplitKAtomic(u32),
+}
+
+impl CpuKernel {
+    const FAMILIES: [&'static str; 4] = ["scalar_fma", "tiled32x32", "split_k_fixed", "split_k_atomic"];
+
+    fn family(&self) -> &'static str {
+        match self {
+            CpuKernel::ScalarFma => Self::FAMILIES[0],
+            CpuKernel::Tiled => Self::FAMILIES[1],
+            CpuKernel::SplitKFixed(_) => Self::FAMILIES[2],
+            CpuKernel::SplitKAtomic(_) => Self::FAMILIES[3],
+        }
+    }
+
+    /// The kernel symbol for one op and dtype.
+    pub fn symbol(&self, op: GemmOp, dtype: DType) -> String {
+        format!("cpu_{}_{}_{}", self.family(), op, dtype)
+    }
+
+    fn splits(&self) -> u32 {
+        match *self {
+            CpuKernel::SplitKFixed(s) | CpuKernel::SplitKAtomic(s) => s,
+            _ => 1,
+        }
+    }
+
+    /// The kernel a stored route names. Refuses routes this backend did not
+    /// produce or whose fields disagree with the symbol.
+    pub fn from_route(route: &ResolvedGemmRoute) -> Result<CpuKernel, String> {
+        if route.backend != PhysicalBackend::CpuReference {
+            return Err(format!("backend {} is not the CPU reference", route.backend));
+        }
+        let splits = route.contract.splits;
+        let kernel = match route.contract.kind {
+            ContractKind::ScalarFma if route.output_ownership == OutputOwnership::OneOwnerPerTile => CpuKernel::Tiled,
+            ContractKind::ScalarFma => CpuKernel::ScalarFma,
+            ContractKind::SplitKFixed => CpuKernel::SplitKFixed(splits),
+            ContractKind::AtomicUnordered => CpuKernel::SplitKAtomic(splits),
+            other => return Err(format!("contract {other} has no CPU kernel")),
+        };
+        if kernel.splits() == 0 || kernel.splits() > crate::workload::MAX_SPLITS {
+            return Err(format!("split count {} is out of range", kernel.splits()));
+        }
+        let expected = kernel.symbol(route.op, route.dtype);
+        if route.kernel_symbol != expected {
+            return Err(format!("symbol {:?} does not match its contract (expected {expected:?})", route.kernel_symbol));
+        }
+        Ok(kernel)
+    }
+
+    fn contract(&self) -> (ContractKind, OutputOwnership) {
+        match self {
+            CpuKernel::ScalarFma => (ContractKind::ScalarFma, OutputOwnership::OneOwnerPerElement),
+            CpuKernel::Tiled => (ContractKind::ScalarFma, OutputOwnership::OneOwnerPerTile),
+            CpuKernel::SplitKFixed(_) => (ContractKind::SplitKFixed, OutputOwnership::FixedSplitKFold),
+            CpuKernel::SplitKAtomic(_) => (ContractKind::AtomicUnordered, OutputOwnership::AtomicAccumulate),
+        }
+    }
+
+    /// Runs the kernel; returns f32 accumulators (not yet rounded to dtype).
+    fn execute(&self, p: &Problem, a: &[f32], b: &[f32]) -> Vec<f32> {
+        let mut c = vec![0.0f32; p.c_len()];
+        match *self {
+            CpuKernel::ScalarFma => kernels::scalar_fma(p, a, b, &mut c),
+            CpuKernel::Tiled => kernels::tiled(p, a, b, &mut c, TILE as usize, TILE as usize, WORKERS as usize),
+            CpuKernel::SplitKFixed(s) => kernels::split_k_fixed(p, a, b, &mut c, s as usize),
+            CpuKernel::SplitKAtomic(s) => kernels::split_k_atomic(p, a, b, &mut c, s as usize),
+        }
+        c
+    }
+}
+
+/// Every symbol the CPU module serves, sorted.
+pub fn module_symbols() -> Vec<String> {
+    let mut out = Vec::new();
+    for k in [CpuKernel::ScalarFma, CpuKernel::Tiled, CpuKernel::SplitKFixed(1), CpuKernel::SplitKAtomic(1)] {
+        for op in GemmOp::ALL {
+            for dtype in DType::ALL {
+                out.push(k.symbol(*op, *dtype));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn compiler_identity() -> CompilerIdentity {
+    let mut options = DigestWriter::new("gemm-audit/cpu-options/v1");
+    options.field("accumulate", FieldValue::Str("f32"));
+    options.field("fma", FieldValue::Str("f32::mul_add (fused, round-to-nearest-even)"));
+    options.field("output", FieldValue::Str("round-to-nearest-even to dtype"));
+    options.field("workers", FieldValue::U32(WORKERS));
+    options.field("tile", FieldValue::U32(TILE));
+    CompilerIdentity {
+        name: "gemm-audit-cpu".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        options_digest: options.finish(),
+        source_digest: Digest::sha256(KERNEL_SOURCE),
+    }
+}
+
+fn module_digest(compiler: &CompilerIdentity, symbols: &[String]) -> Digest {
+    let mut w = DigestWriter::new("gemm-audit/cpu-module/v1");
+    w.frame(compiler);
+    w.field("symbols", FieldValue::StrList(symbols));
+    w.finish()
+}
+
+/// The CPU device identity: architecture only. Model and core count are
+/// volatile metadata (they do not change the bits of these kernels).
+pub fn device_identity() -> DeviceIdentity {
+    DeviceIdentity {
+        class: format!("cpu/{}", std::env::consts::ARCH),
+        compute_capability: None,
+        multiprocessors: 0,
+        driver: "none".into(),
+    }
+}
+
+/// Facts about this machine kept as volatile metadata.
+pub fn volatile_metadata() -> VolatileMetadata {
+    let mut v = VolatileMetadata::new();
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    v.insert("cpu.model".into(), model);
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    v.insert("cpu.logical_cores".into(), cores.to_string());
+    v.insert("cpu.features".into(), cpu_features());
+    v.insert("os".into(), std::env::consts::OS.into());
+    v
+}
+
+fn cpu_features() -> String {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut f = Vec::new();
+        if std::arch::is_x86_feature_detected!("fma") {
+            f.push("fma");
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            f.push("avx2");
+        }
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            f.push("avx512f");
+        }
+        if std::arch::is_x86_feature_detected!("sha") {
+            f.push("sha");
+        }
+        f.join(",")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        String::new()
+    }
+}
+
+/// The CPU reference backend.
+#[derive(Debug, Clone)]
+pub struct CpuBackend {
+    context: GemmRouteIdentity,
+}
+
+impl Default for CpuBackend {
+    fn default() -> Self {
+        CpuBackend::new(GemmPolicy::CPU_DEFAULT)
+    }
+}
+
+impl CpuBackend {
+    /// A CPU backend under `policy`.
+    pub fn new(policy: GemmPolicy) -> Self {
+        let compiler = compiler_identity();
+        let symbols = module_symbols();
+        let module = ModuleIdentity { kind: ModuleKind::CpuReference, digest: module_digest(&compiler, &symbols), symbols };
+        let context = GemmRouteIdentity {
+            policy,
+            permitted_backends: policy
+                .backends()
+                .iter()
+                .copied()
+                .filter(|b| *b == PhysicalBackend::CpuReference)
+                .collect(),
+            permitted_contracts: policy.contracts(),
+            compiler,
+            modules: vec![module],
+            device: device_identity(),
+            revisions: Revisions { tuning_table: TUNING_TABLE_REVISION, schedule: SCHEDULE_REVISION, tensor_map: 0 },
+        };
+        CpuBackend { context }
+    }
+
+    /// The live context replays are validated against.
+    pub fn context(&self) -> &GemmRouteIdentity {
+        &self.context
+    }
+
+    /// The kernel the shape-based dispatcher picks: fixed split-K for small
+    /// m and long k (when the policy permits it for the dtype), tiled
+    /// otherwise. Like a vendor heuristic, deterministic but not batch invariant.
+    pub fn dispatch(&self, dtype: DType, m: u64, k: u64) -> CpuKernel {
+        let split_ok = self.context.policy.refuse_contract(dtype, ContractKind::SplitKFixed).is_none();
+        if split_ok && m <= DISPATCH_SPLIT_K_MAX_M && k >= DISPATCH_SPLIT_K_MIN_K {
+            CpuKernel::SplitKFixed(DISPATCH_SPLITS)
+        } else {
+            CpuKernel::Tiled
+        }
+    }
+
+    /// Resolves a GEMM to its route.
+    pub fn resolve(&self, spec: &GemmSpec) -> ResolvedGemmRoute {
+        let kernel = match spec.route {
+            RouteChoice::Policy => self.dispatch(spec.dtype, spec.m, spec.k),
+            RouteChoice::ScalarFma => CpuKernel::ScalarFma,
+            RouteChoice::Tiled => CpuKernel::Tiled,
+            RouteChoice::SplitKFixed(s) => CpuKernel::SplitKFixed(s),
+            RouteChoice::SplitKAtomic(s) => CpuKernel::SplitKAtomic(s),
+        };
+        self.route(&spec.name, spec.op, spec.dtype, GemmShape { m: spec.m, k: spec.k, n: spec.n }, kernel)
+    }
+
+    /// The route of `kernel` on one problem.
+    pub fn route(&self, gemm: &str, op: GemmOp, dtype: DType, shape: GemmShape, kernel: CpuKernel) -> ResolvedGemmRoute {
+        let GemmShape { m, k, n } = shape;
+        let (kind, ownership) = kernel.contract();
+        let splits = kernel.splits();
+        let strides = GemmStrides {
+            lda: if op == GemmOp::Tn { m } else { k },
+            ldb: if op == GemmOp::Nt { k } else { n },
+            ldc: n,
+        };
+        let tiles = |x: u64| x.div_ceil(TILE as u64).min(u32::MAX as u64) as u32;
+        let (tile, threads, grid) = match kernel {
+            CpuKernel::ScalarFma => (TileShape { m: 1, n: 1, k: 1 }, 1, [n as u32, m as u32, 1]),
+            CpuKernel::Tiled => (TileShape { m: TILE, n: TILE, k: 1 }, WORKERS, [tiles(n), tiles(m), 1]),
+            CpuKernel::SplitKFixed(s) => (TileShape { m: TILE, n: TILE, k: 1 }, WORKERS, [tiles(n), tiles(m), s]),
+            CpuKernel::SplitKAtomic(s) => (TileShape { m: 1, n: 1, k: 1 }, s, [1, 1, s]),
+        };
+        let bk = k.div_ceil(splits as u64).min(u32::MAX as u64) as u32;
+        let symbol = kernel.symbol(op, dtype);
+        let mut args = DigestWriter::new("gemm-audit/cpu-arguments/v1");
+        args.field("symbol", FieldValue::Str(&symbol));
+        for (tag, v) in [("m", m), ("k", k), ("n", n), ("lda", strides.lda), ("ldb", strides.ldb), ("ldc", strides.ldc)] {
+            args.field(tag, FieldValue::U64(v));
+        }
+        args.field("splits", FieldValue::U32(splits));
+        args.field("alpha", FieldValue::Str("1"));
+        args.field("beta", FieldValue::Str("0"));
+        let mut resources = DigestWriter::new("gemm-audit/cpu-resources/v1");
+        resources.field("workers", FieldValue::U32(threads));
+        resources.field("tile", FieldValue::U32x3([tile.m, tile.n, tile.k]));
+        ResolvedGemmRoute {
+            gemm: gemm.to_string(),
+            op,
+            dtype,
+            backend: PhysicalBackend::CpuReference,
+            contract: NumericContract { kind, splits },
+            instruction_family: "scalar-fma".into(),
+            instruction_shape: "1x1x1".into(),
+            uses_tensor_cores: false,
+            operand_conversion: OperandConversion::ExactWiden,
+            output_ownership: ownership,
+            kernel_symbol: symbol,
+            module_kind: ModuleKind::CpuReference,
+            compilation_target: std::env::consts::ARCH.into(),
+            artifact_digest: self.context.modules[0].digest,
+            compiler: self.context.compiler.clone(),
+            device: self.context.device.clone(),
+            device_capabilities: vec!["f32-fused-multiply-add".into()],
+            shape,
+            strides,
+            tile,
+            bk,
+            stages: 1,
+            threads,
+            launch: LaunchConfig {
+                grid,
+                block: [threads, 1, 1],
+                dynamic_shared_bytes: 0,
+                arguments_digest: args.finish(),
+            },
+            tensor_map: None,
+            resources_digest: resources.finish(),
+            tuning_table_revision: TUNING_TABLE_REVISION,
+            schedule_revision: SCHEDULE_REVISION,
+            vendor: None,
+        }
+    }
+
+    /// Runs one route eagerly on inputs seeded by `seed`; returns the output
+    /// in storage bytes.
+    pub fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {
+        let launch = CpuLaunch::prepare(route, seed)?;
+        Ok(launch.execute())
+    }
+
+    /// The scalar-FMA reference output of `route`'s problem on the same inputs.
+    pub fn reference(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {
+        let mut launch = CpuLaunch::prepare(route, seed)?;
+        launch.kernel = CpuKernel::ScalarFma;
+        Ok(launch.execute())
+    }
+
+    /// Captures `routes` into a graph prepared from `manifest`: the request
+    /// must reserve exactly the manifest's launch count, and what was
+    /// captured must reproduce the manifest's launch set.
+    pub fn capture(
+        &self,
+        manifest: &PreparedGemmCaptureManifest,
+        routes: &[ResolvedGemmRoute],
+        seeds: &[u64],
+    ) -> Result<CpuGraph> {
+        manifest.check_capture_request(routes.len() as u64)?;
+        if seeds.len() != routes.len() {
+            return Err(Error::Backend {
+                backend: "cpu".into(),
+                reason: format!("{} input seeds for {} routes", seeds.len(), routes.len()),
+            });
+        }
+        let capacity = manifest.route_capacity as usize;
+        let mut captured = Vec::with_capacity(capacity);
+        let mut launches = Vec::with_capacity(capacity);
+        for (route, &seed) in routes.iter().zip(seeds) {
+            launches.push(CpuLaunch::prepare(route, seed)?);
+            captured.push(route.clone());
+        }
+        let set = build_resolved_gemm_launch_set(&captured)?;
+        let plan = CapturedGemmGraphPlan::new(manifest.clone(), captured)?;
+        plan.check_capture_result(&set)?;
+        Ok(CpuGraph { plan, launches })
+    }
+
+    /// Replays a graph, validated against this backend's live context.
+    pub fn replay(&self, graph: &CpuGraph, label: &str) -> Result<Vec<Vec<u8>>, Refusal> {
+        graph.plan.with_validated_launch(&self.context, label, |_| graph.execute_all())
+    }
+}
+
+/// One frozen launch of a CPU graph: kernel, problem and inputs.
+#[derive(Debug, Clone)]
+struct CpuLaunch {
+    kernel: CpuKernel,
+    problem: Problem,
+    dtype: DType,
+    a: Vec<f32>,
+    b: Vec<f32>,
+}
+
+impl CpuLaunch {
+    fn prepare(route: &ResolvedGemmRoute, seed: u64) -> Result<CpuLaunch> {
+        let kernel = CpuKernel::from_route(route)
+            .map_err(|reason| Error::Backend { backend: "cpu".into(), reason: format!("route {:?}: {reason}", route.gemm) })?;
+        let GemmShape { m, k, n } = route.shape;
+        for (what, a, b) in [("A", m, k), ("B", k, n), ("C", m, n)] {
+            if a.checked_mul(b).is_none_or(|e| e > crate::workload::MAX_ELEMENTS) {
+                return Err(Error::Backend {
+                    backend: "cpu".into(),
+                    reason: format!("route {:?}: operand {what} is too large ({a} x {b})", route.gemm),
+                });
+            }
+        }
+        let problem = Problem { op: route.op, m: m as usize, k: k as usize, n: n as usize };
+        let a = kernels::seeded_a(&problem, route.dtype, seed);
+        let b = kernels::seeded_b(&problem, route.dtype, seed.wrapping_add(B_SEED_OFFSET));
+        Ok(CpuLaunch { kernel, problem, dtype: route.dtype, a, b })
+    }
+
+    fn execute(&self) -> Vec<u8> {
+        let c = self.kernel.execute(&self.problem, &self.a, &self.b);
+        kernels::to_storage_bytes(self.dtype, &c)
+    }
+}
+
+/// B's seed is the launch seed plus this, so A and B differ.
+const B_SEED_OFFSET: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// A captured CPU graph: the frozen launch list and the plan it may replay.
+#[derive(Debug)]
+pub struct CpuGraph {
+    plan: CapturedGemmGraphPlan,
+    launches: Vec<CpuLaunch>,
+}
+
+impl CpuGraph {
+    /// The plan replays are checked against.
+    pub fn plan(&self) -> &CapturedGemmGraphPlan {
+        &self.plan
+    }
+
+    fn execute_all(&self) -> Vec<Vec<u8>> {
+        self.launches.iter().map(CpuLaunch::execute).collect()
+    }
+
+    /// Replays without validation. Only for measuring what validation costs.
+    #[doc(hidden)]
+    pub fn replay_unvalidated(&self) -> Vec<Vec<u8>> {
+        self.execute_all()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::Workload;
+
+    #[test]
+    fn every_resolved_route_is_served_by_the_module() {
+        let cpu = CpuBackend::default();
+        let symbols = &cpu.context().modules[0].symbols;
+        for name in crate::workload::BUILTINS {
+            for g in Workload::builtin(name).unwrap().gemms {
+                let r = cpu.resolve(&g);
+                assert!(symbols.contains(&r.kernel_symbol), "{}", r.kernel_symbol);
+                assert_eq!(CpuKernel::from_route(&r).unwrap().symbol(r.op, r.dtype), r.kernel_symbol);
+            }
+        }
+    }
+
+    #[test]
+    fn dispatcher_depends_on_m() {
+        let cpu = CpuBackend::default();
+        assert_eq!(cpu.dispatch(DType::Bf16, 1, 512), CpuKernel::SplitKFixed(DISPATCH_SPLITS));
+        assert_eq!(cpu.dispatch(DType::Bf16, 64, 512), CpuKernel::Tiled);
+        // f32 under the exact policy never splits.
+        assert_eq!(cpu.dispatch(DType::F32, 1, 512), CpuKernel::Tiled);
+    }
+
+    #[test]
+    fn graph_replays_what_ran_eagerly_and_refuses_other_contexts() {
+        let cpu = CpuBackend::default();
+        let w = Workload::builtin("m-sweep").unwrap();
+        let routes: Vec<_> = w.gemms.iter().take(4).map(|g| cpu.resolve(g)).collect();
+        let seeds = vec![7u64; routes.len()];
+        let eager: Vec<_> = routes.iter().map(|r| cpu.run(r, 7).unwrap()).collect();
+        let set = build_resolved_gemm_launch_set(&routes).unwrap();
+        let manifest = PreparedGemmCaptureManifest {
+            context: cpu.context().clone(),
+            launch_set: set,
+            route_capacity: set.launch_count,
+        };
+        let graph = cpu.capture(&manifest, &routes, &seeds).unwrap();
+        assert_eq!(cpu.replay(&graph, "t").unwrap(), eager);
+        let other = CpuBackend::new(GemmPolicy { half: crate::HalfPolicy::Tiled, ..GemmPolicy::CPU_DEFAULT });
+        let refusal = other.replay(&graph, "t").unwrap_err();
+        assert_eq!(refusal.change.field, "policy.half");
+        // A capture request short of the manifest's count is refused.
+        assert!(cpu.capture(&manifest, &routes[..3], &seeds[..3]).is_err());
+    }
+
+    #[test]
+    fn tampered_route_cannot_pick_a_kernel() {
+        let cpu = CpuBackend::default();
+        let spec = &Workload::builtin("m-sweep").unwrap().gemms[0];
+        let mut r = cpu.resolve(spec);
+        r.kernel_symbol = "cpu_split_k_atomic_nn_bf16".into();
+        assert!(CpuKernel::from_route(&r).is_err());
+    }
+}

@@ -1,0 +1,71 @@
+//! The CUDA backend's place in the backend enum.
+//!
+//! This build carries no CUDA implementation yet: every constructor answers
+//! with a clear error, so `--backend auto` falls back to the CPU and
+//! `--backend cuda` says why it cannot run. The types are uninhabited, so
+//! their methods can never be reached.
+
+use crate::error::{Error, Result};
+use crate::identity::{GemmRouteIdentity, VolatileMetadata};
+use crate::plan::CapturedGemmGraphPlan;
+use crate::route::ResolvedGemmRoute;
+use crate::trace::PreparedGemmCaptureManifest;
+use crate::workload::GemmSpec;
+
+#[derive(Debug)]
+enum Never {}
+
+/// A CUDA device (unavailable in this build).
+#[derive(Debug)]
+pub struct CudaBackend(Never);
+
+/// A captured CUDA graph (unavailable in this build).
+#[derive(Debug)]
+pub struct CudaGraph(Never);
+
+impl CudaBackend {
+    /// Opens the first CUDA device.
+    pub fn open() -> Result<Self> {
+        let reason = if cfg!(feature = "cuda") {
+            "this version has no CUDA backend yet (the `cuda` feature only reserves it)"
+        } else {
+            "built without CUDA support (rebuild with --features cuda)"
+        };
+        Err(Error::Backend { backend: "cuda".into(), reason: reason.into() })
+    }
+
+    pub fn context(&self) -> &GemmRouteIdentity {
+        match self.0 {}
+    }
+
+    pub fn volatile(&self) -> VolatileMetadata {
+        match self.0 {}
+    }
+
+    pub fn resolve(&self, _spec: &GemmSpec) -> Result<ResolvedGemmRoute> {
+        match self.0 {}
+    }
+
+    pub fn run(&self, _route: &ResolvedGemmRoute, _seed: u64) -> Result<Vec<u8>> {
+        match self.0 {}
+    }
+
+    pub fn capture(
+        &self,
+        _manifest: &PreparedGemmCaptureManifest,
+        _routes: &[ResolvedGemmRoute],
+        _seeds: &[u64],
+    ) -> Result<CudaGraph> {
+        match self.0 {}
+    }
+
+    pub fn replay(&self, _graph: &CudaGraph, _label: &str) -> Result<Vec<Vec<u8>>> {
+        match self.0 {}
+    }
+}
+
+impl CudaGraph {
+    pub fn plan(&self) -> &CapturedGemmGraphPlan {
+        match self.0 {}
+    }
+}

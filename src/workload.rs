@@ -1,0 +1,380 @@
+//! Workloads: named lists of GEMMs with seeded inputs, from built-ins or
+//! from TOML/JSON files.
+
+use crate::digest::{Digest, DigestWriter, FieldValue};
+use crate::error::{Error, Result};
+use crate::route::{DType, GemmOp};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::path::Path;
+
+/// Largest operand or output a workload may ask for, in elements.
+pub const MAX_ELEMENTS: u64 = 1 << 26;
+/// Most GEMMs in one workload.
+pub const MAX_GEMMS: usize = 4096;
+/// Most k-splits a split-K route may use.
+pub const MAX_SPLITS: u32 = 256;
+
+/// How a GEMM picks its kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum RouteChoice {
+    /// Let the backend's shape-based dispatcher choose (like a vendor library).
+    #[default]
+    Policy,
+    /// One ascending FMA chain per output, one thread.
+    ScalarFma,
+    /// Tiled and parallel, bit-identical to scalar FMA.
+    Tiled,
+    /// Fixed-order split-K with this many splits.
+    SplitKFixed(u32),
+    /// The nondeterministic control: split-K folded in completion order.
+    SplitKAtomic(u32),
+}
+
+impl RouteChoice {
+    /// Parses `policy`, `scalar-fma`, `tiled`, `split-k-fixed:S`, `split-k-atomic:S`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let splits = |rest: &str| -> Result<u32, String> {
+            let n: u32 = rest.parse().map_err(|_| format!("split count {rest:?} is not a number"))?;
+            if n == 0 || n > MAX_SPLITS {
+                return Err(format!("split count {n} is outside 1..={MAX_SPLITS}"));
+            }
+            Ok(n)
+        };
+        match s {
+            "policy" => Ok(RouteChoice::Policy),
+            "scalar-fma" => Ok(RouteChoice::ScalarFma),
+            "tiled" => Ok(RouteChoice::Tiled),
+            _ => {
+                if let Some(rest) = s.strip_prefix("split-k-fixed:") {
+                    Ok(RouteChoice::SplitKFixed(splits(rest)?))
+                } else if let Some(rest) = s.strip_prefix("split-k-atomic:") {
+                    Ok(RouteChoice::SplitKAtomic(splits(rest)?))
+                } else {
+                    Err(format!(
+                        "unknown route {s:?} (expected policy, scalar-fma, tiled, split-k-fixed:S or split-k-atomic:S)"
+                    ))
+                }
+            }
+        }
+    }
+
+    /// Whether this choice promises batch invariance: a fixed kernel whose
+    /// per-element reduction order does not depend on m. The policy
+    /// dispatcher promises nothing; the atomic control promises nothing.
+    pub fn promises_batch_invariance(&self) -> bool {
+        matches!(self, RouteChoice::ScalarFma | RouteChoice::Tiled | RouteChoice::SplitKFixed(_))
+    }
+
+    /// Whether this choice promises run-to-run bit identity.
+    pub fn promises_determinism(&self) -> bool {
+        !matches!(self, RouteChoice::SplitKAtomic(_))
+    }
+}
+
+impl fmt::Display for RouteChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RouteChoice::Policy => f.write_str("policy"),
+            RouteChoice::ScalarFma => f.write_str("scalar-fma"),
+            RouteChoice::Tiled => f.write_str("tiled"),
+            RouteChoice::SplitKFixed(s) => write!(f, "split-k-fixed:{s}"),
+            RouteChoice::SplitKAtomic(s) => write!(f, "split-k-atomic:{s}"),
+        }
+    }
+}
+
+impl Serialize for RouteChoice {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for RouteChoice {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        RouteChoice::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// One GEMM of a workload: C[m,n] = op(A)[m,k] * op(B)[k,n].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GemmSpec {
+    pub name: String,
+    pub op: GemmOp,
+    pub dtype: DType,
+    pub m: u64,
+    pub k: u64,
+    pub n: u64,
+    #[serde(default)]
+    pub route: RouteChoice,
+    /// Input seed; defaults to the workload's. GEMMs that share seed, op,
+    /// dtype, k and n share the first rows of A and all of B, so they form
+    /// an M-sweep for batch invariance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+}
+
+/// A named list of GEMMs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    #[serde(rename = "gemm")]
+    pub gemms: Vec<GemmSpec>,
+}
+
+fn default_seed() -> u64 {
+    0x6a09_e667
+}
+
+/// Names of the built-in workloads.
+pub const BUILTINS: [&str; 3] = ["transformer-block", "m-sweep", "nondeterministic-control"];
+
+impl GemmSpec {
+    fn new(name: String, dtype: DType, m: u64, k: u64, n: u64, route: RouteChoice) -> Self {
+        GemmSpec { name, op: GemmOp::Nn, dtype, m, k, n, route, seed: None }
+    }
+
+    /// The input seed, given the workload's default.
+    pub fn input_seed(&self, workload_seed: u64) -> u64 {
+        self.seed.unwrap_or(workload_seed)
+    }
+}
+
+impl Workload {
+    /// A built-in workload by name.
+    pub fn builtin(name: &str) -> Option<Workload> {
+        match name {
+            "transformer-block" => Some(transformer_block()),
+            "m-sweep" => Some(m_sweep()),
+            "nondeterministic-control" => Some(control()),
+            _ => None,
+        }
+    }
+
+    /// A built-in name, or a path to a `.toml` or `.json` workload file.
+    pub fn load(name_or_path: &str) -> Result<Workload> {
+        if let Some(w) = Workload::builtin(name_or_path) {
+            return Ok(w);
+        }
+        let path = Path::new(name_or_path);
+        if !path.exists() {
+            return Err(Error::workload(
+                name_or_path,
+                format!("not a built-in ({}) and no such file", BUILTINS.join(", ")),
+            ));
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let w = match path.extension().and_then(|e| e.to_str()) {
+            Some("toml") => Workload::from_toml(&text),
+            Some("json") => Workload::from_json(&text),
+            _ => Err("workload files must end in .toml or .json".to_string()),
+        }
+        .map_err(|e| Error::workload(name_or_path, e))?;
+        w.validate().map_err(|e| Error::workload(name_or_path, e))?;
+        Ok(w)
+    }
+
+    pub fn from_toml(text: &str) -> Result<Workload, String> {
+        let w: Workload = toml::from_str(text).map_err(|e| e.to_string())?;
+        w.validate()?;
+        Ok(w)
+    }
+
+    pub fn from_json(text: &str) -> Result<Workload, String> {
+        let w: Workload = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        w.validate()?;
+        Ok(w)
+    }
+
+    /// Checks names, sizes and counts; the message names the GEMM at fault.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.name.trim().is_empty() {
+            return Err("workload name is empty".into());
+        }
+        if self.gemms.is_empty() {
+            return Err("workload lists no GEMMs".into());
+        }
+        if self.gemms.len() > MAX_GEMMS {
+            return Err(format!("{} GEMMs, over the limit of {MAX_GEMMS}", self.gemms.len()));
+        }
+        let mut names = std::collections::HashSet::new();
+        for g in &self.gemms {
+            if g.name.trim().is_empty() {
+                return Err("a GEMM has an empty name".into());
+            }
+            if !names.insert(g.name.as_str()) {
+                return Err(format!("GEMM name {:?} appears twice", g.name));
+            }
+            for (what, v) in [("m", g.m), ("k", g.k), ("n", g.n)] {
+                if v == 0 {
+                    return Err(format!("GEMM {:?}: {what} must be at least 1", g.name));
+                }
+            }
+            for (what, a, b) in [("A (m*k)", g.m, g.k), ("B (k*n)", g.k, g.n), ("C (m*n)", g.m, g.n)] {
+                if a.checked_mul(b).is_none_or(|e| e > MAX_ELEMENTS) {
+                    return Err(format!("GEMM {:?}: {what} is over {MAX_ELEMENTS} elements", g.name));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Framed digest of the definition (what the inputs and routes depend on).
+    pub fn digest(&self) -> Digest {
+        let mut w = DigestWriter::new("gemm-audit/workload/v1");
+        w.field("name", FieldValue::Str(&self.name));
+        w.field("seed", FieldValue::U64(self.seed));
+        w.field("gemms", FieldValue::U64(self.gemms.len() as u64));
+        for g in &self.gemms {
+            w.field("gemm.name", FieldValue::Str(&g.name));
+            w.field("gemm.op", FieldValue::Str(g.op.as_str()));
+            w.field("gemm.dtype", FieldValue::Str(g.dtype.as_str()));
+            w.field("gemm.m", FieldValue::U64(g.m));
+            w.field("gemm.k", FieldValue::U64(g.k));
+            w.field("gemm.n", FieldValue::U64(g.n));
+            let route = g.route.to_string();
+            w.field("gemm.route", FieldValue::Str(&route));
+            w.field("gemm.seed", FieldValue::U64(g.input_seed(self.seed)));
+        }
+        w.finish()
+    }
+}
+
+/// A transformer block's projections (QKV, attention output, MLP up and
+/// down), d_model 256 and d_ff 1024, at batch sizes 1, 8 and 64, bf16, on
+/// the tiled route.
+fn transformer_block() -> Workload {
+    let (d, ff) = (256, 1024);
+    let mut gemms = Vec::new();
+    for b in [1u64, 8, 64] {
+        for (proj, k, n) in [("qkv", d, 3 * d), ("attn-out", d, d), ("mlp-up", d, ff), ("mlp-down", ff, d)] {
+            gemms.push(GemmSpec::new(format!("{proj}@b{b}"), DType::Bf16, b, k, n, RouteChoice::Tiled));
+        }
+    }
+    Workload {
+        name: "transformer-block".into(),
+        description: "transformer block projections (qkv, attn-out, mlp-up, mlp-down) at batch 1, 8, 64; bf16, tiled"
+            .into(),
+        seed: default_seed(),
+        gemms,
+    }
+}
+
+/// One shape (k 512, n 256, bf16) at m = 1..128 on three routes: tiled,
+/// fixed split-K, and the policy dispatcher (split-K for small m, tiled for
+/// large m: deterministic, yet not batch invariant).
+fn m_sweep() -> Workload {
+    let mut gemms = Vec::new();
+    for (tag, route) in [
+        ("tiled", RouteChoice::Tiled),
+        ("split-k-fixed", RouteChoice::SplitKFixed(4)),
+        ("policy", RouteChoice::Policy),
+    ] {
+        for m in [1u64, 2, 4, 8, 16, 32, 64, 128] {
+            gemms.push(GemmSpec::new(format!("{tag}@m{m}"), DType::Bf16, m, 512, 256, route));
+        }
+    }
+    Workload {
+        name: "m-sweep".into(),
+        description: "k=512 n=256 bf16 at m=1..128 on tiled, split-k-fixed:4 and the policy dispatcher".into(),
+        seed: default_seed(),
+        gemms,
+    }
+}
+
+/// The nondeterministic control: f32 split-K folded in completion order.
+fn control() -> Workload {
+    Workload {
+        name: "nondeterministic-control".into(),
+        description: "f32 64x1024x64 split-K (16 splits) folded in thread completion order: must drift".into(),
+        seed: default_seed(),
+        gemms: vec![GemmSpec::new("atomic-split-k".into(), DType::F32, 64, 1024, 64, RouteChoice::SplitKAtomic(16))],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_validate() {
+        for name in BUILTINS {
+            let w = Workload::builtin(name).expect("built-in exists");
+            w.validate().expect("built-in is valid");
+            assert_eq!(w.name, name);
+        }
+    }
+
+    #[test]
+    fn route_choice_round_trips() {
+        for s in ["policy", "scalar-fma", "tiled", "split-k-fixed:4", "split-k-atomic:16"] {
+            assert_eq!(RouteChoice::parse(s).unwrap().to_string(), s);
+        }
+        assert!(RouteChoice::parse("split-k-fixed:0").is_err());
+        assert!(RouteChoice::parse("split-k-fixed:x").is_err());
+        assert!(RouteChoice::parse("magic").unwrap_err().contains("unknown route"));
+    }
+
+    #[test]
+    fn toml_and_json_parse() {
+        let toml = r#"
+            name = "mine"
+            seed = 7
+            [[gemm]]
+            name = "a"
+            op = "tn"
+            dtype = "f16"
+            m = 4
+            k = 8
+            n = 2
+            route = "split-k-fixed:2"
+        "#;
+        let w = Workload::from_toml(toml).unwrap();
+        assert_eq!(w.gemms[0].op, GemmOp::Tn);
+        assert_eq!(w.gemms[0].route, RouteChoice::SplitKFixed(2));
+        let json = serde_json::to_string(&w).unwrap();
+        assert_eq!(Workload::from_json(&json).unwrap(), w);
+    }
+
+    #[test]
+    fn bad_workloads_name_the_problem() {
+        let e = Workload::from_toml("name = \"x\"\ngemm = []").unwrap_err();
+        assert!(e.contains("no GEMMs"), "{e}");
+        let e = Workload::from_toml(
+            "name='x'\n[[gemm]]\nname='a'\nop='nn'\ndtype='f32'\nm=0\nk=1\nn=1\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("m must be at least 1"), "{e}");
+        let e = Workload::from_toml(
+            "name='x'\n[[gemm]]\nname='a'\nop='nn'\ndtype='f64'\nm=1\nk=1\nn=1\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("f64") || e.contains("variant"), "{e}");
+        let e = Workload::from_toml(
+            "name='x'\n[[gemm]]\nname='a'\nop='nn'\ndtype='f32'\nm=100000\nk=100000\nn=1\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("over"), "{e}");
+        let e = Workload::from_toml("name='x'\nbogus=1\n[[gemm]]\nname='a'\nop='nn'\ndtype='f32'\nm=1\nk=1\nn=1\n")
+            .unwrap_err();
+        assert!(e.contains("bogus"), "{e}");
+    }
+
+    #[test]
+    fn digest_tracks_definition() {
+        let a = Workload::builtin("m-sweep").unwrap();
+        let mut b = a.clone();
+        b.gemms[3].k += 1;
+        assert_ne!(a.digest(), b.digest());
+        let mut c = a.clone();
+        c.description.push('!');
+        assert_eq!(a.digest(), c.digest(), "the description is not part of the definition");
+    }
+}
