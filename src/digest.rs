@@ -157,7 +157,9 @@ pub struct Framer {
 
 impl Framer {
     pub fn new() -> Self {
-        Framer { buf: Vec::with_capacity(2048) }
+        Framer {
+            buf: Vec::with_capacity(2048),
+        }
     }
 
     /// The bytes framed so far.
@@ -170,10 +172,12 @@ impl Framer {
     }
 
     fn raw(&mut self, tag: &str, presence: u8, value: &[u8]) {
-        self.buf.extend_from_slice(&(tag.len() as u64).to_le_bytes());
+        self.buf
+            .extend_from_slice(&(tag.len() as u64).to_le_bytes());
         self.buf.extend_from_slice(tag.as_bytes());
         self.buf.push(presence);
-        self.buf.extend_from_slice(&(value.len() as u64).to_le_bytes());
+        self.buf
+            .extend_from_slice(&(value.len() as u64).to_le_bytes());
         self.buf.extend_from_slice(value);
     }
 
@@ -207,11 +211,13 @@ impl FieldVisitor for Framer {
             FieldValue::StrList(list) => {
                 // value = count:u64le, then each item as len:u64le | bytes.
                 let len: usize = 8 + list.iter().map(|s| 8 + s.len()).sum::<usize>();
-                self.buf.extend_from_slice(&(tag.len() as u64).to_le_bytes());
+                self.buf
+                    .extend_from_slice(&(tag.len() as u64).to_le_bytes());
                 self.buf.extend_from_slice(tag.as_bytes());
                 self.buf.push(1);
                 self.buf.extend_from_slice(&(len as u64).to_le_bytes());
-                self.buf.extend_from_slice(&(list.len() as u64).to_le_bytes());
+                self.buf
+                    .extend_from_slice(&(list.len() as u64).to_le_bytes());
                 for s in list {
                     self.buf.extend_from_slice(&(s.len() as u64).to_le_bytes());
                     self.buf.extend_from_slice(s.as_bytes());
@@ -332,7 +338,10 @@ mod tests {
 
     #[test]
     fn domain_separates() {
-        assert_ne!(framed_digest("t1", &Two("a", "b")), framed_digest("t2", &Two("a", "b")));
+        assert_ne!(
+            framed_digest("t1", &Two("a", "b")),
+            framed_digest("t2", &Two("a", "b"))
+        );
     }
 
     #[test]
@@ -354,6 +363,9 @@ mod tests {
                 v.field("x", self.0.map_or(FieldValue::Absent, FieldValue::Str));
             }
         }
-        assert_ne!(framed_digest("t", &Opt(None)), framed_digest("t", &Opt(Some(""))));
+        assert_ne!(
+            framed_digest("t", &Opt(None)),
+            framed_digest("t", &Opt(Some("")))
+        );
     }
 }

@@ -14,13 +14,16 @@ pub enum Error {
     LaunchSet(#[from] LaunchSetError),
     /// A plan, capture or replay was refused.
     #[error("{0}")]
-    Refused(#[from] Refusal),
+    Refused(Box<Refusal>),
     /// A trace file is malformed.
     #[error("{path}: {source}")]
     Format { path: PathBuf, source: FormatError },
     /// Reading or writing a file failed.
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// A file exists and no overwrite was asked for.
     #[error("{path} already exists; pass --force to replace it")]
     WouldOverwrite { path: PathBuf },
@@ -32,13 +35,25 @@ pub enum Error {
     Backend { backend: String, reason: String },
 }
 
+impl From<Refusal> for Error {
+    fn from(r: Refusal) -> Self {
+        Error::Refused(Box::new(r))
+    }
+}
+
 impl Error {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Io {
+            path: path.into(),
+            source,
+        }
     }
 
     pub(crate) fn workload(name: impl Into<String>, reason: impl Into<String>) -> Self {
-        Error::Workload { name: name.into(), reason: reason.into() }
+        Error::Workload {
+            name: name.into(),
+            reason: reason.into(),
+        }
     }
 }
 
@@ -59,8 +74,14 @@ pub enum LaunchSetError {
     ZeroGrid { index: u64, grid: [u32; 3] },
     #[error("route {index}: zero block dimension {block:?}")]
     ZeroBlock { index: u64, block: [u32; 3] },
-    #[error("route {index}: block has {block_threads} threads but the route declares {route_threads}")]
-    ThreadsMismatch { index: u64, block_threads: u64, route_threads: u32 },
+    #[error(
+        "route {index}: block has {block_threads} threads but the route declares {route_threads}"
+    )]
+    ThreadsMismatch {
+        index: u64,
+        block_threads: u64,
+        route_threads: u32,
+    },
     #[error("route {index}: arguments digest is the all-zero placeholder")]
     ZeroArgumentsDigest { index: u64 },
 }
@@ -94,16 +115,16 @@ impl fmt::Display for RefusalStage {
 
 /// A refusal that names what changed: where, which route, which field, the
 /// expected value and the one found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
 pub struct Refusal {
     pub stage: RefusalStage,
     /// The replay label, when refused during a replay.
     pub label: Option<String>,
     /// Route index, when one route is at fault.
     pub route_index: Option<u64>,
-    pub change: FieldChange,
-    /// Further changed fields of the same route, if any.
-    pub more: Vec<FieldChange>,
+    /// What changed: never empty; the first is the reason, the rest are
+    /// further changed fields of the same route or context.
+    changes: Vec<FieldChange>,
 }
 
 impl Refusal {
@@ -118,9 +139,36 @@ impl Refusal {
             stage,
             label: None,
             route_index,
-            change: FieldChange { field: field.into(), expected: expected.to_string(), found: found.to_string() },
-            more: Vec::new(),
+            changes: vec![FieldChange {
+                field: field.into(),
+                expected: expected.to_string(),
+                found: found.to_string(),
+            }],
         }
+    }
+
+    /// A refusal naming several changed fields. `None` when `changes` is empty.
+    pub(crate) fn with_changes(
+        stage: RefusalStage,
+        route_index: Option<u64>,
+        changes: Vec<FieldChange>,
+    ) -> Option<Self> {
+        (!changes.is_empty()).then_some(Refusal {
+            stage,
+            label: None,
+            route_index,
+            changes,
+        })
+    }
+
+    /// The change that caused the refusal.
+    pub fn change(&self) -> &FieldChange {
+        &self.changes[0]
+    }
+
+    /// Every changed field named, the cause first.
+    pub fn changes(&self) -> &[FieldChange] {
+        &self.changes
     }
 }
 
@@ -133,13 +181,13 @@ impl fmt::Display for Refusal {
         if let Some(i) = self.route_index {
             write!(f, ": route {i}")?;
         }
-        write!(
-            f,
-            ": {} expected {}, found {}",
-            self.change.field, self.change.expected, self.change.found
-        )?;
-        for c in &self.more {
-            write!(f, "; {} expected {}, found {}", c.field, c.expected, c.found)?;
+        for (i, c) in self.changes.iter().enumerate() {
+            let sep = if i == 0 { ": " } else { "; " };
+            write!(
+                f,
+                "{sep}{} expected {}, found {}",
+                c.field, c.expected, c.found
+            )?;
         }
         Ok(())
     }
@@ -155,7 +203,9 @@ pub enum FormatError {
     Truncated { offset: u64, needed: u64, len: u64 },
     #[error("not a gemm-audit trace (bad magic {found:02x?})")]
     BadMagic { found: Vec<u8> },
-    #[error("format version {found} is newer than this build reads (up to {supported}); upgrade gemm-audit")]
+    #[error(
+        "format version {found} is newer than this build reads (up to {supported}); upgrade gemm-audit"
+    )]
     NewerVersion { found: u16, supported: u16 },
     #[error("format version {found} is not supported (this build reads {supported})")]
     UnsupportedVersion { found: u16, supported: u16 },
@@ -172,7 +222,11 @@ pub enum FormatError {
     #[error("payload is not in canonical encoding (re-encoding differs)")]
     NonCanonical,
     #[error("{what} is {found}, over the limit of {limit}")]
-    LimitExceeded { what: &'static str, found: u64, limit: u64 },
+    LimitExceeded {
+        what: &'static str,
+        found: u64,
+        limit: u64,
+    },
     #[error("payload could not be encoded: {0}")]
     Encode(String),
     #[error("trace is inconsistent: {0}")]

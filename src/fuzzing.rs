@@ -4,13 +4,16 @@
 
 use crate::launch_set::build_resolved_gemm_launch_set;
 use crate::plan::CapturedGemmGraphPlan;
-use crate::trace::codec::{self, Limits};
 use crate::trace::PreparedGemmCaptureManifest;
+use crate::trace::codec::{self, Limits};
 
 /// Decodes arbitrary bytes as a trace file. Whatever decodes must re-encode
 /// to the same bytes, and its plan must build or be refused without panicking.
 pub fn decode_trace(data: &[u8]) {
-    let limits = Limits { max_file_bytes: 4 << 20, ..Limits::default() };
+    let limits = Limits {
+        max_file_bytes: 4 << 20,
+        ..Limits::default()
+    };
     if let Ok(trace) = codec::decode_trace(data, &limits) {
         let again = codec::encode_trace(&trace).expect("a decoded trace re-encodes");
         assert_eq!(again, data, "one trace, one encoding");
@@ -22,7 +25,9 @@ pub fn decode_trace(data: &[u8]) {
 /// plan: a plan built against the original manifest must refuse any change,
 /// and a re-digested one must be refused by the golden comparison.
 pub fn plan_from_routes(data: &[u8]) {
-    let Some((&count, ops)) = data.split_first() else { return };
+    let Some((&count, ops)) = data.split_first() else {
+        return;
+    };
     let count = (count % 16) as u64 + 1;
     let golden_routes = crate::testkit::sample_routes(count);
     let golden = crate::testkit::sample_trace(count);
@@ -34,16 +39,28 @@ pub fn plan_from_routes(data: &[u8]) {
     let manifest = golden.manifest();
     match CapturedGemmGraphPlan::new(manifest.clone(), routes.clone()) {
         Ok(plan) => {
-            assert!(!changed, "a changed route list was accepted against the original manifest");
-            plan.check_against_golden(&manifest).expect("unchanged plan matches its golden");
+            assert!(
+                !changed,
+                "a changed route list was accepted against the original manifest"
+            );
+            plan.check_against_golden(&manifest)
+                .expect("unchanged plan matches its golden");
         }
         Err(_) => assert!(changed, "unchanged routes refused"),
     }
     if let Ok(set) = build_resolved_gemm_launch_set(&routes) {
-        let redigested = PreparedGemmCaptureManifest { launch_set: set, route_capacity: set.launch_count, ..manifest.clone() };
+        let redigested = PreparedGemmCaptureManifest {
+            launch_set: set,
+            route_capacity: set.launch_count,
+            ..manifest.clone()
+        };
         if let Ok(plan) = CapturedGemmGraphPlan::new(redigested, routes) {
             let verdict = plan.check_against_golden_trace(&golden);
-            assert_eq!(verdict.is_err(), changed, "golden comparison must refuse exactly the changed plans");
+            assert_eq!(
+                verdict.is_err(),
+                changed,
+                "golden comparison must refuse exactly the changed plans"
+            );
         }
     }
 }

@@ -25,8 +25,14 @@ impl Framed for CompilerIdentity {
     fn visit_fields<V: FieldVisitor>(&self, v: &mut V) {
         v.field("compiler.name", FieldValue::Str(&self.name));
         v.field("compiler.version", FieldValue::Str(&self.version));
-        v.field("compiler.options_digest", FieldValue::Digest(&self.options_digest));
-        v.field("compiler.source_digest", FieldValue::Digest(&self.source_digest));
+        v.field(
+            "compiler.options_digest",
+            FieldValue::Digest(&self.options_digest),
+        );
+        v.field(
+            "compiler.source_digest",
+            FieldValue::Digest(&self.source_digest),
+        );
     }
 }
 
@@ -58,7 +64,10 @@ impl Framed for DeviceIdentity {
             Some([a, b]) => v.field("device.compute_capability", FieldValue::U32x3([a, b, 0])),
             None => v.field("device.compute_capability", FieldValue::Absent),
         }
-        v.field("device.multiprocessors", FieldValue::U32(self.multiprocessors));
+        v.field(
+            "device.multiprocessors",
+            FieldValue::U32(self.multiprocessors),
+        );
         v.field("device.driver", FieldValue::Str(&self.driver));
     }
 }
@@ -104,9 +113,17 @@ pub struct GemmRouteIdentity {
 impl Framed for GemmRouteIdentity {
     fn visit_fields<V: FieldVisitor>(&self, v: &mut V) {
         self.policy.visit_fields(v);
-        let backends: Vec<String> = self.permitted_backends.iter().map(|b| b.to_string()).collect();
+        let backends: Vec<String> = self
+            .permitted_backends
+            .iter()
+            .map(|b| b.to_string())
+            .collect();
         v.field("permitted_backends", FieldValue::StrList(&backends));
-        let contracts: Vec<String> = self.permitted_contracts.iter().map(|c| c.to_string()).collect();
+        let contracts: Vec<String> = self
+            .permitted_contracts
+            .iter()
+            .map(|c| c.to_string())
+            .collect();
         v.field("permitted_contracts", FieldValue::StrList(&contracts));
         self.compiler.visit_fields(v);
         v.field("modules.count", FieldValue::U64(self.modules.len() as u64));
@@ -116,9 +133,18 @@ impl Framed for GemmRouteIdentity {
             v.field("module.symbols", FieldValue::StrList(&m.symbols));
         }
         self.device.visit_fields(v);
-        v.field("revisions.tuning_table", FieldValue::U32(self.revisions.tuning_table));
-        v.field("revisions.schedule", FieldValue::U32(self.revisions.schedule));
-        v.field("revisions.tensor_map", FieldValue::U32(self.revisions.tensor_map));
+        v.field(
+            "revisions.tuning_table",
+            FieldValue::U32(self.revisions.tuning_table),
+        );
+        v.field(
+            "revisions.schedule",
+            FieldValue::U32(self.revisions.schedule),
+        );
+        v.field(
+            "revisions.tensor_map",
+            FieldValue::U32(self.revisions.tensor_map),
+        );
     }
 }
 
@@ -132,14 +158,17 @@ impl GemmRouteIdentity {
 
     /// The module of `kind` whose digest is `digest`, if loaded.
     pub fn module(&self, kind: ModuleKind, digest: &Digest) -> Option<&ModuleIdentity> {
-        self.modules.iter().find(|m| m.kind == kind && &m.digest == digest)
+        self.modules
+            .iter()
+            .find(|m| m.kind == kind && &m.digest == digest)
     }
 
     pub(crate) fn strings(&self) -> impl Iterator<Item = &str> {
-        self.compiler
-            .strings()
-            .chain(self.device.strings())
-            .chain(self.modules.iter().flat_map(|m| m.symbols.iter().map(String::as_str)))
+        self.compiler.strings().chain(self.device.strings()).chain(
+            self.modules
+                .iter()
+                .flat_map(|m| m.symbols.iter().map(String::as_str)),
+        )
     }
 }
 

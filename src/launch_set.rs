@@ -34,14 +34,20 @@ impl ResolvedGemmLaunchSetBuilder {
         }
         let mut writer = DigestWriter::new(LAUNCH_SET_DOMAIN);
         writer.field("launch_count", FieldValue::U64(declared));
-        Ok(ResolvedGemmLaunchSetBuilder { declared, pushed: 0, writer })
+        Ok(ResolvedGemmLaunchSetBuilder {
+            declared,
+            pushed: 0,
+            writer,
+        })
     }
 
     /// Checks and appends the next route.
     pub fn push(&mut self, route: &ResolvedGemmRoute) -> Result<(), LaunchSetError> {
         let index = self.pushed;
         if index >= self.declared {
-            return Err(LaunchSetError::TooManyRoutes { declared: self.declared });
+            return Err(LaunchSetError::TooManyRoutes {
+                declared: self.declared,
+            });
         }
         check_launch(index, route)?;
         self.writer.field("route.index", FieldValue::U64(index));
@@ -53,9 +59,15 @@ impl ResolvedGemmLaunchSetBuilder {
     /// Finishes the set; refuses one that is short of its declared count.
     pub fn finish(self) -> Result<ResolvedGemmLaunchSet, LaunchSetError> {
         if self.pushed != self.declared {
-            return Err(LaunchSetError::Short { declared: self.declared, pushed: self.pushed });
+            return Err(LaunchSetError::Short {
+                declared: self.declared,
+                pushed: self.pushed,
+            });
         }
-        Ok(ResolvedGemmLaunchSet { launch_count: self.declared, ordered_digest: self.writer.finish() })
+        Ok(ResolvedGemmLaunchSet {
+            launch_count: self.declared,
+            ordered_digest: self.writer.finish(),
+        })
     }
 }
 
@@ -63,10 +75,16 @@ impl ResolvedGemmLaunchSetBuilder {
 fn check_launch(index: u64, route: &ResolvedGemmRoute) -> Result<(), LaunchSetError> {
     let l = &route.launch;
     if l.grid.contains(&0) {
-        return Err(LaunchSetError::ZeroGrid { index, grid: l.grid });
+        return Err(LaunchSetError::ZeroGrid {
+            index,
+            grid: l.grid,
+        });
     }
     if l.block.contains(&0) {
-        return Err(LaunchSetError::ZeroBlock { index, block: l.block });
+        return Err(LaunchSetError::ZeroBlock {
+            index,
+            block: l.block,
+        });
     }
     if l.block_threads() != route.threads as u64 {
         return Err(LaunchSetError::ThreadsMismatch {

@@ -21,16 +21,23 @@ pub mod trace;
 
 pub use digest::Digest;
 pub use error::{Error, FormatError, LaunchSetError, Refusal, RefusalStage, Result};
-pub use identity::{CompilerIdentity, DeviceIdentity, GemmRouteIdentity, ModuleIdentity, Revisions};
-pub use launch_set::{ResolvedGemmLaunchSet, ResolvedGemmLaunchSetBuilder, build_resolved_gemm_launch_set};
+pub use identity::{
+    CompilerIdentity, DeviceIdentity, GemmRouteIdentity, ModuleIdentity, Revisions,
+};
+pub use launch_set::{
+    ResolvedGemmLaunchSet, ResolvedGemmLaunchSetBuilder, build_resolved_gemm_launch_set,
+};
 pub use plan::CapturedGemmGraphPlan;
 pub use policy::{F32Policy, GemmPolicy, HalfPolicy, PolicyMode};
 pub use route::{DType, GemmOp, ResolvedGemmRoute};
 pub use trace::{OutputFingerprint, PreparedGemmCaptureManifest, RecordedGemmTrace};
 pub mod mutation;
 
+pub mod audit;
+pub mod diff;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod recorder;
 #[doc(hidden)]
 pub mod testkit;
 pub mod workload;

@@ -80,7 +80,9 @@ impl Mutation {
             Mutation::Symbol(i) => mutate_field(&mut routes[i % n], "kernel_symbol"),
             Mutation::ModuleKind(i) => mutate_field(&mut routes[i % n], "module_kind"),
             Mutation::DType(i) => mutate_field(&mut routes[i % n], "dtype"),
-            Mutation::ArgumentsDigest(i) => mutate_field(&mut routes[i % n], "launch.arguments_digest"),
+            Mutation::ArgumentsDigest(i) => {
+                mutate_field(&mut routes[i % n], "launch.arguments_digest")
+            }
             Mutation::TensorMapDigest(i) => mutate_field(&mut routes[i % n], "tensor_map.digest"),
             Mutation::Field(i, tag) => mutate_field(&mut routes[i % n], tag),
         }
@@ -89,7 +91,10 @@ impl Mutation {
 
 /// Every identity field tag of a route, in framing order.
 pub fn route_field_tags() -> Vec<&'static str> {
-    field_list(&crate::testkit::sample_route(0)).into_iter().map(|(t, _)| t).collect()
+    field_list(&crate::testkit::sample_route(0))
+        .into_iter()
+        .map(|(t, _)| t)
+        .collect()
 }
 
 fn flip(d: &mut Digest) {
@@ -119,7 +124,9 @@ pub fn mutate_field(r: &mut ResolvedGemmRoute, tag: &str) -> bool {
         "instruction_family" => bump_str(&mut r.instruction_family),
         "instruction_shape" => bump_str(&mut r.instruction_shape),
         "uses_tensor_cores" => r.uses_tensor_cores = !r.uses_tensor_cores,
-        "operand_conversion" => r.operand_conversion = next(OperandConversion::ALL, r.operand_conversion),
+        "operand_conversion" => {
+            r.operand_conversion = next(OperandConversion::ALL, r.operand_conversion)
+        }
         "output_ownership" => r.output_ownership = next(OutputOwnership::ALL, r.output_ownership),
         "kernel_symbol" => bump_str(&mut r.kernel_symbol),
         "module_kind" => r.module_kind = next(ModuleKind::ALL, r.module_kind),
@@ -136,7 +143,9 @@ pub fn mutate_field(r: &mut ResolvedGemmRoute, tag: &str) -> bool {
                 None => Some([0, 0]),
             }
         }
-        "device.multiprocessors" => r.device.multiprocessors = r.device.multiprocessors.wrapping_add(1),
+        "device.multiprocessors" => {
+            r.device.multiprocessors = r.device.multiprocessors.wrapping_add(1)
+        }
         "device.driver" => bump_str(&mut r.device.driver),
         "device_capabilities" => r.device_capabilities.push("extra".into()),
         "shape.m" => r.shape.m = r.shape.m.wrapping_add(1),
@@ -161,7 +170,11 @@ pub fn mutate_field(r: &mut ResolvedGemmRoute, tag: &str) -> bool {
             // Another shape; the route's threads follow so the builder still
             // accepts the launch and the change reaches the digest.
             let [x, y, z] = r.launch.block;
-            r.launch.block = if x != y { [y, x, z] } else { [x, y.saturating_mul(2), z] };
+            r.launch.block = if x != y {
+                [y, x, z]
+            } else {
+                [x, y.saturating_mul(2), z]
+            };
             r.threads = r.launch.block_threads().min(u32::MAX as u64) as u32;
         }
         "launch.dynamic_shared_bytes" => {
@@ -171,10 +184,17 @@ pub fn mutate_field(r: &mut ResolvedGemmRoute, tag: &str) -> bool {
         "tensor_map.revision" | "tensor_map.digest" => match &mut r.tensor_map {
             Some(t) if tag == "tensor_map.revision" => t.revision = t.revision.wrapping_add(1),
             Some(t) => flip(&mut t.digest),
-            None => r.tensor_map = Some(TensorMapIdentity { revision: 0, digest: Digest([1; 32]) }),
+            None => {
+                r.tensor_map = Some(TensorMapIdentity {
+                    revision: 0,
+                    digest: Digest([1; 32]),
+                })
+            }
         },
         "resources_digest" => flip(&mut r.resources_digest),
-        "tuning_table_revision" => r.tuning_table_revision = r.tuning_table_revision.wrapping_add(1),
+        "tuning_table_revision" => {
+            r.tuning_table_revision = r.tuning_table_revision.wrapping_add(1)
+        }
         "schedule_revision" => r.schedule_revision = r.schedule_revision.wrapping_add(1),
         t if t.starts_with("vendor.") => return mutate_vendor(r, t),
         _ => return false,
@@ -208,8 +228,12 @@ fn mutate_vendor(r: &mut ResolvedGemmRoute, tag: &str) -> bool {
         "vendor.reduction_scheme" => v.reduction_scheme = v.reduction_scheme.wrapping_add(1),
         "vendor.stages_id" => v.stages_id = v.stages_id.wrapping_add(1),
         "vendor.swizzle" => v.swizzle = v.swizzle.wrapping_add(1),
-        "vendor.inner_shape_id" => v.inner_shape_id = Some(v.inner_shape_id.map_or(0, |x| x.wrapping_add(1))),
-        "vendor.cluster_shape_id" => v.cluster_shape_id = Some(v.cluster_shape_id.map_or(0, |x| x.wrapping_add(1))),
+        "vendor.inner_shape_id" => {
+            v.inner_shape_id = Some(v.inner_shape_id.map_or(0, |x| x.wrapping_add(1)))
+        }
+        "vendor.cluster_shape_id" => {
+            v.cluster_shape_id = Some(v.cluster_shape_id.map_or(0, |x| x.wrapping_add(1)))
+        }
         "vendor.workspace_bytes" => v.workspace_bytes = v.workspace_bytes.wrapping_add(1),
         "vendor.physical_kernels" => v.physical_kernels.push("extra_kernel".into()),
         _ => return false,
@@ -274,7 +298,11 @@ impl MutationOutcome {
 /// plan against the golden manifest, and a plan whose launch set was
 /// re-digested to match, then guarded replays. Launch closures only record
 /// that they were called.
-pub fn exercise(golden: &RecordedGemmTrace, live: &GemmRouteIdentity, routes: Vec<ResolvedGemmRoute>) -> MutationOutcome {
+pub fn exercise(
+    golden: &RecordedGemmTrace,
+    live: &GemmRouteIdentity,
+    routes: Vec<ResolvedGemmRoute>,
+) -> MutationOutcome {
     let launched = Cell::new(false);
     let mut out = MutationOutcome::default();
     match CapturedGemmGraphPlan::new(golden.manifest(), routes.clone()) {
@@ -298,7 +326,8 @@ pub fn exercise(golden: &RecordedGemmTrace, live: &GemmRouteIdentity, routes: Ve
                     out.golden = plan.check_against_golden_trace(golden).err();
                     // The guarded replay: golden comparison, then validated launch.
                     if out.golden.is_none() {
-                        let _ = plan.with_validated_launch(live, "mutation", |_| launched.set(true));
+                        let _ =
+                            plan.with_validated_launch(live, "mutation", |_| launched.set(true));
                     }
                 }
             }

@@ -44,8 +44,16 @@ impl CapturedGemmGraphPlan {
         }
         let rebuilt = build_resolved_gemm_launch_set(&routes)
             .map_err(|e| launch_set_refusal(RefusalStage::PlanConstruction, e))?;
-        compare_launch_sets(RefusalStage::PlanConstruction, &manifest.launch_set, &rebuilt)?;
-        Ok(CapturedGemmGraphPlan { manifest, routes, accepted: Mutex::new(None) })
+        compare_launch_sets(
+            RefusalStage::PlanConstruction,
+            &manifest.launch_set,
+            &rebuilt,
+        )?;
+        Ok(CapturedGemmGraphPlan {
+            manifest,
+            routes,
+            accepted: Mutex::new(None),
+        })
     }
 
     /// Builds the plan of a recorded trace (its own manifest and routes).
@@ -69,7 +77,11 @@ impl CapturedGemmGraphPlan {
     /// plan's, and every route must be servable. Does not touch the cache.
     pub fn validate(&self, live: &GemmRouteIdentity) -> Result<(), Refusal> {
         if live != &self.manifest.context {
-            return Err(context_refusal(RefusalStage::ReplayValidation, &self.manifest.context, live));
+            return Err(context_refusal(
+                RefusalStage::ReplayValidation,
+                &self.manifest.context,
+                live,
+            ));
         }
         let index = ModuleIndex::new(live);
         for (i, route) in self.routes.iter().enumerate() {
@@ -105,27 +117,34 @@ impl CapturedGemmGraphPlan {
     /// Compares the plan with a golden manifest: context, launch count and
     /// ordered digest must all be equal. This catches a launch set that was
     /// re-digested after a remove, swap or field change.
-    pub fn check_against_golden(&self, golden: &PreparedGemmCaptureManifest) -> Result<(), Refusal> {
+    pub fn check_against_golden(
+        &self,
+        golden: &PreparedGemmCaptureManifest,
+    ) -> Result<(), Refusal> {
         if golden.context != self.manifest.context {
-            return Err(context_refusal(RefusalStage::GoldenComparison, &golden.context, &self.manifest.context));
+            return Err(context_refusal(
+                RefusalStage::GoldenComparison,
+                &golden.context,
+                &self.manifest.context,
+            ));
         }
-        compare_launch_sets(RefusalStage::GoldenComparison, &golden.launch_set, &self.manifest.launch_set)
+        compare_launch_sets(
+            RefusalStage::GoldenComparison,
+            &golden.launch_set,
+            &self.manifest.launch_set,
+        )
     }
 
     /// Like [`Self::check_against_golden`], but with the golden routes at
     /// hand, so a refusal names the first differing route and its fields.
     pub fn check_against_golden_trace(&self, golden: &RecordedGemmTrace) -> Result<(), Refusal> {
         for (i, (g, c)) in golden.routes.iter().zip(&self.routes).enumerate() {
-            let mut changes = field_changes(g, c);
-            if !changes.is_empty() {
-                let first = changes.remove(0);
-                return Err(Refusal {
-                    stage: RefusalStage::GoldenComparison,
-                    label: None,
-                    route_index: Some(i as u64),
-                    change: first,
-                    more: changes,
-                });
+            if let Some(r) = Refusal::with_changes(
+                RefusalStage::GoldenComparison,
+                Some(i as u64),
+                field_changes(g, c),
+            ) {
+                return Err(r);
             }
         }
         self.check_against_golden(&golden.manifest())
@@ -133,7 +152,11 @@ impl CapturedGemmGraphPlan {
 
     /// Checks what a capture produced against the manifest.
     pub fn check_capture_result(&self, captured: &ResolvedGemmLaunchSet) -> Result<(), Refusal> {
-        compare_launch_sets(RefusalStage::CaptureResult, &self.manifest.launch_set, captured)
+        compare_launch_sets(
+            RefusalStage::CaptureResult,
+            &self.manifest.launch_set,
+            captured,
+        )
     }
 }
 
@@ -159,7 +182,13 @@ fn compare_launch_sets(
     found: &ResolvedGemmLaunchSet,
 ) -> Result<(), Refusal> {
     if expected.launch_count != found.launch_count {
-        return Err(Refusal::new(stage, None, "launch_count", expected.launch_count, found.launch_count));
+        return Err(Refusal::new(
+            stage,
+            None,
+            "launch_count",
+            expected.launch_count,
+            found.launch_count,
+        ));
     }
     if expected.ordered_digest != found.ordered_digest {
         return Err(Refusal::new(
@@ -184,14 +213,14 @@ fn launch_set_refusal(stage: RefusalStage, e: LaunchSetError) -> Refusal {
     Refusal::new(stage, index, field, "a well-formed launch", e)
 }
 
-fn context_refusal(stage: RefusalStage, expected: &GemmRouteIdentity, found: &GemmRouteIdentity) -> Refusal {
-    let mut changes = field_changes(expected, found);
-    if changes.is_empty() {
-        // Same fields, different lengths (e.g. a module added): name the digest.
-        return Refusal::new(stage, None, "context", expected.digest(), found.digest());
-    }
-    let first = changes.remove(0);
-    Refusal { stage, label: None, route_index: None, change: first, more: changes }
+fn context_refusal(
+    stage: RefusalStage,
+    expected: &GemmRouteIdentity,
+    found: &GemmRouteIdentity,
+) -> Refusal {
+    // Same fields but different lengths (e.g. a module added) name no field: name the digest.
+    Refusal::with_changes(stage, None, field_changes(expected, found))
+        .unwrap_or_else(|| Refusal::new(stage, None, "context", expected.digest(), found.digest()))
 }
 
 /// Symbols served by each loaded module, indexed once per validation walk.
@@ -204,7 +233,12 @@ impl<'a> ModuleIndex<'a> {
         let symbols = live
             .modules
             .iter()
-            .map(|m| ((m.kind, &m.digest), m.symbols.iter().map(String::as_str).collect()))
+            .map(|m| {
+                (
+                    (m.kind, &m.digest),
+                    m.symbols.iter().map(String::as_str).collect(),
+                )
+            })
             .collect();
         ModuleIndex { symbols }
     }
@@ -219,10 +253,22 @@ fn check_servable(
     let stage = RefusalStage::ReplayValidation;
     let expected_kind = route.backend.module_kind();
     if route.module_kind != expected_kind {
-        return Err(Refusal::new(stage, Some(i), "module_kind", expected_kind, route.module_kind));
+        return Err(Refusal::new(
+            stage,
+            Some(i),
+            "module_kind",
+            expected_kind,
+            route.module_kind,
+        ));
     }
     if !live.permitted_backends.contains(&route.backend) {
-        return Err(Refusal::new(stage, Some(i), "backend", "a backend the live context permits", route.backend));
+        return Err(Refusal::new(
+            stage,
+            Some(i),
+            "backend",
+            "a backend the live context permits",
+            route.backend,
+        ));
     }
     if !live.permitted_contracts.contains(&route.contract.kind) {
         return Err(Refusal::new(
@@ -241,7 +287,10 @@ fn check_servable(
         };
         return Err(Refusal::new(stage, Some(i), field, why, found));
     }
-    let Some(symbols) = index.symbols.get(&(route.module_kind, &route.artifact_digest)) else {
+    let Some(symbols) = index
+        .symbols
+        .get(&(route.module_kind, &route.artifact_digest))
+    else {
         return Err(Refusal::new(
             stage,
             Some(i),

@@ -94,19 +94,22 @@ impl Framed for GemmPolicy {
 }
 
 impl GemmPolicy {
-    /// The CPU backend's default: deterministic, no tensor cores, exact f32,
-    /// fixed-order split-K permitted for half types.
+    /// The CPU backend's default: deterministic, no tensor cores, and
+    /// fixed-order (deterministic, not scalar-exact) split-K permitted for
+    /// every dtype, so the shape-based dispatcher may use it.
     pub const CPU_DEFAULT: GemmPolicy = GemmPolicy {
         mode: PolicyMode::Deterministic,
         tensor_cores: false,
-        f32: F32Policy::Exact,
+        f32: F32Policy::Tf32,
         half: HalfPolicy::StreamK,
     };
 
     /// Backends this mode may replay.
     pub fn backends(&self) -> &'static [PhysicalBackend] {
         match self.mode {
-            PolicyMode::Deterministic => &[PhysicalBackend::CpuReference, PhysicalBackend::CudaNvrtc],
+            PolicyMode::Deterministic => {
+                &[PhysicalBackend::CpuReference, PhysicalBackend::CudaNvrtc]
+            }
             PolicyMode::CublasFast | PolicyMode::CublasPedantic => {
                 &[PhysicalBackend::Cublas, PhysicalBackend::CublasLt]
             }
@@ -145,9 +148,13 @@ impl GemmPolicy {
             (SplitKFixed, DType::F32) if self.f32 == F32Policy::Exact => {
                 Some("fixed-order split-K needs f32 policy tf32")
             }
-            (Tf32, DType::F32) if self.f32 == F32Policy::Exact => Some("tf32 needs f32 policy tf32"),
+            (Tf32, DType::F32) if self.f32 == F32Policy::Exact => {
+                Some("tf32 needs f32 policy tf32")
+            }
             (Tf32, d) if d.is_half() => Some("tf32 applies to f32 only"),
-            (TensorCoreTileParity, DType::F32) => Some("tensor-core tile parity applies to half types"),
+            (TensorCoreTileParity, DType::F32) => {
+                Some("tensor-core tile parity applies to half types")
+            }
             _ => None,
         }
     }
@@ -159,7 +166,10 @@ impl GemmPolicy {
             return Some(("backend", "backend not permitted by the policy mode"));
         }
         if route.uses_tensor_cores && !self.tensor_cores {
-            return Some(("uses_tensor_cores", "tensor cores not permitted by the policy"));
+            return Some((
+                "uses_tensor_cores",
+                "tensor cores not permitted by the policy",
+            ));
         }
         if let Some(why) = self.refuse_contract(route.dtype, route.contract.kind) {
             return Some(("contract.kind", why));
@@ -174,11 +184,23 @@ mod tests {
 
     #[test]
     fn atomic_is_never_permitted() {
-        for mode in [PolicyMode::Deterministic, PolicyMode::CublasFast, PolicyMode::CublasPedantic] {
+        for mode in [
+            PolicyMode::Deterministic,
+            PolicyMode::CublasFast,
+            PolicyMode::CublasPedantic,
+        ] {
             for tc in [false, true] {
-                let p = GemmPolicy { mode, tensor_cores: tc, f32: F32Policy::Tf32, half: HalfPolicy::StreamK };
+                let p = GemmPolicy {
+                    mode,
+                    tensor_cores: tc,
+                    f32: F32Policy::Tf32,
+                    half: HalfPolicy::StreamK,
+                };
                 for d in DType::ALL {
-                    assert!(p.refuse_contract(*d, ContractKind::AtomicUnordered).is_some());
+                    assert!(
+                        p.refuse_contract(*d, ContractKind::AtomicUnordered)
+                            .is_some()
+                    );
                 }
             }
         }
@@ -187,18 +209,60 @@ mod tests {
     #[test]
     fn split_k_follows_dtype_policy() {
         let p = GemmPolicy::CPU_DEFAULT;
-        assert!(p.refuse_contract(DType::Bf16, ContractKind::SplitKFixed).is_none());
-        assert!(p.refuse_contract(DType::F32, ContractKind::SplitKFixed).is_some());
-        let tiled = GemmPolicy { half: HalfPolicy::Tiled, ..p };
-        assert!(tiled.refuse_contract(DType::F16, ContractKind::SplitKFixed).is_some());
-        assert!(p.refuse_contract(DType::F32, ContractKind::ScalarFma).is_none());
+        assert!(
+            p.refuse_contract(DType::Bf16, ContractKind::SplitKFixed)
+                .is_none()
+        );
+        assert!(
+            p.refuse_contract(DType::F32, ContractKind::SplitKFixed)
+                .is_none()
+        );
+        let exact = GemmPolicy {
+            f32: F32Policy::Exact,
+            ..p
+        };
+        assert!(
+            exact
+                .refuse_contract(DType::F32, ContractKind::SplitKFixed)
+                .is_some()
+        );
+        assert!(
+            exact
+                .refuse_contract(DType::Bf16, ContractKind::SplitKFixed)
+                .is_none()
+        );
+        let tiled = GemmPolicy {
+            half: HalfPolicy::Tiled,
+            ..p
+        };
+        assert!(
+            tiled
+                .refuse_contract(DType::F16, ContractKind::SplitKFixed)
+                .is_some()
+        );
+        assert!(
+            p.refuse_contract(DType::F32, ContractKind::ScalarFma)
+                .is_none()
+        );
     }
 
     #[test]
     fn pedantic_refuses_fast() {
-        let p = GemmPolicy { mode: PolicyMode::CublasPedantic, ..GemmPolicy::CPU_DEFAULT };
-        assert!(p.refuse_contract(DType::F32, ContractKind::VendorFast).is_some());
-        assert!(p.refuse_contract(DType::F32, ContractKind::VendorPedantic).is_none());
-        assert!(p.refuse_contract(DType::F32, ContractKind::ScalarFma).is_some());
+        let p = GemmPolicy {
+            mode: PolicyMode::CublasPedantic,
+            ..GemmPolicy::CPU_DEFAULT
+        };
+        assert!(
+            p.refuse_contract(DType::F32, ContractKind::VendorFast)
+                .is_some()
+        );
+        assert!(
+            p.refuse_contract(DType::F32, ContractKind::VendorPedantic)
+                .is_none()
+        );
+        assert!(
+            p.refuse_contract(DType::F32, ContractKind::ScalarFma)
+                .is_some()
+        );
     }
 }

@@ -290,7 +290,10 @@ impl Framed for ResolvedGemmRoute {
         v.field("instruction_family", F::Str(&self.instruction_family));
         v.field("instruction_shape", F::Str(&self.instruction_shape));
         v.field("uses_tensor_cores", F::Bool(self.uses_tensor_cores));
-        v.field("operand_conversion", F::Str(self.operand_conversion.as_str()));
+        v.field(
+            "operand_conversion",
+            F::Str(self.operand_conversion.as_str()),
+        );
         v.field("output_ownership", F::Str(self.output_ownership.as_str()));
         v.field("kernel_symbol", F::Str(&self.kernel_symbol));
         v.field("module_kind", F::Str(self.module_kind.as_str()));

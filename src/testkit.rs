@@ -4,16 +4,23 @@
 //! `benches/` and `fuzz/`.
 
 use crate::digest::{Digest, DigestWriter, FieldValue};
-use crate::identity::{CompilerIdentity, DeviceIdentity, GemmRouteIdentity, ModuleIdentity, Revisions};
+use crate::identity::{
+    CompilerIdentity, DeviceIdentity, GemmRouteIdentity, ModuleIdentity, Revisions,
+};
 use crate::policy::GemmPolicy;
 use crate::route::{
     ContractKind, DType, GemmOp, GemmShape, GemmStrides, LaunchConfig, ModuleKind, NumericContract,
-    OperandConversion, OutputOwnership, PhysicalBackend, ResolvedGemmRoute, TensorMapIdentity, TileShape,
-    VendorRoute,
+    OperandConversion, OutputOwnership, PhysicalBackend, ResolvedGemmRoute, TensorMapIdentity,
+    TileShape, VendorRoute,
 };
 
 /// Kernel symbols served by the synthetic module.
-pub const SYMBOLS: [&str; 4] = ["synthetic_scalar_fma", "synthetic_tiled", "synthetic_split_k", "synthetic_mma"];
+pub const SYMBOLS: [&str; 4] = [
+    "synthetic_scalar_fma",
+    "synthetic_tiled",
+    "synthetic_split_k",
+    "synthetic_mma",
+];
 
 fn tagged(tag: &str, x: u64) -> Digest {
     let mut w = DigestWriter::new("gemm-audit/testkit/v1");
@@ -50,7 +57,11 @@ pub fn module_digest() -> Digest {
 /// A context that serves every [`sample_route`]: deterministic, tensor
 /// cores on, split-K permitted.
 pub fn context() -> GemmRouteIdentity {
-    let policy = GemmPolicy { tensor_cores: true, f32: crate::F32Policy::Tf32, ..GemmPolicy::CPU_DEFAULT };
+    let policy = GemmPolicy {
+        tensor_cores: true,
+        f32: crate::F32Policy::Tf32,
+        ..GemmPolicy::CPU_DEFAULT
+    };
     GemmRouteIdentity {
         policy,
         permitted_backends: policy.backends().to_vec(),
@@ -62,7 +73,11 @@ pub fn context() -> GemmRouteIdentity {
             symbols: SYMBOLS.iter().map(|s| s.to_string()).collect(),
         }],
         device: device(),
-        revisions: Revisions { tuning_table: 1, schedule: 1, tensor_map: 1 },
+        revisions: Revisions {
+            tuning_table: 1,
+            schedule: 1,
+            tensor_map: 1,
+        },
     }
 }
 
@@ -71,14 +86,40 @@ pub fn sample_route(i: u64) -> ResolvedGemmRoute {
     let op = GemmOp::ALL[(i % 3) as usize];
     let dtype = DType::ALL[((i / 3) % 3) as usize];
     let (contract, family, symbol, ownership, tc) = match (i / 9) % 3 {
-        0 => (ContractKind::ScalarFma, "scalar-fma", SYMBOLS[0], OutputOwnership::OneOwnerPerElement, false),
-        1 => (ContractKind::ScalarFma, "scalar-fma", SYMBOLS[1], OutputOwnership::OneOwnerPerTile, false),
-        _ if dtype.is_half() => {
-            (ContractKind::TensorCoreTileParity, "mma.sync", SYMBOLS[3], OutputOwnership::OneOwnerPerTile, true)
-        }
-        _ => (ContractKind::SplitKFixed, "scalar-fma", SYMBOLS[2], OutputOwnership::FixedSplitKFold, false),
+        0 => (
+            ContractKind::ScalarFma,
+            "scalar-fma",
+            SYMBOLS[0],
+            OutputOwnership::OneOwnerPerElement,
+            false,
+        ),
+        1 => (
+            ContractKind::ScalarFma,
+            "scalar-fma",
+            SYMBOLS[1],
+            OutputOwnership::OneOwnerPerTile,
+            false,
+        ),
+        _ if dtype.is_half() => (
+            ContractKind::TensorCoreTileParity,
+            "mma.sync",
+            SYMBOLS[3],
+            OutputOwnership::OneOwnerPerTile,
+            true,
+        ),
+        _ => (
+            ContractKind::SplitKFixed,
+            "scalar-fma",
+            SYMBOLS[2],
+            OutputOwnership::FixedSplitKFold,
+            false,
+        ),
     };
-    let splits = if contract == ContractKind::SplitKFixed { 4 } else { 1 };
+    let splits = if contract == ContractKind::SplitKFixed {
+        4
+    } else {
+        1
+    };
     let m = 1 + (i % 97) * 16;
     let (k, n) = (4096, 1024 + (i % 5) * 256);
     let threads = 128u32;
@@ -87,9 +128,16 @@ pub fn sample_route(i: u64) -> ResolvedGemmRoute {
         op,
         dtype,
         backend: PhysicalBackend::CudaNvrtc,
-        contract: NumericContract { kind: contract, splits },
+        contract: NumericContract {
+            kind: contract,
+            splits,
+        },
         instruction_family: family.into(),
-        instruction_shape: if tc { "m16n8k16".into() } else { "1x1x1".into() },
+        instruction_shape: if tc {
+            "m16n8k16".into()
+        } else {
+            "1x1x1".into()
+        },
         uses_tensor_cores: tc,
         operand_conversion: OperandConversion::ExactWiden,
         output_ownership: ownership,
@@ -101,8 +149,16 @@ pub fn sample_route(i: u64) -> ResolvedGemmRoute {
         device: device(),
         device_capabilities: vec!["fma".into()],
         shape: GemmShape { m, k, n },
-        strides: GemmStrides { lda: k, ldb: n, ldc: n },
-        tile: TileShape { m: 64, n: 64, k: 32 },
+        strides: GemmStrides {
+            lda: k,
+            ldb: n,
+            ldc: n,
+        },
+        tile: TileShape {
+            m: 64,
+            n: 64,
+            k: 32,
+        },
         bk: 32,
         stages: 2,
         threads,
@@ -112,7 +168,14 @@ pub fn sample_route(i: u64) -> ResolvedGemmRoute {
             dynamic_shared_bytes: 16384,
             arguments_digest: tagged("args", i),
         },
-        tensor_map: if i % 2 == 0 { Some(TensorMapIdentity { revision: 1, digest: tagged("tmap", i) }) } else { None },
+        tensor_map: if i % 2 == 0 {
+            Some(TensorMapIdentity {
+                revision: 1,
+                digest: tagged("tmap", i),
+            })
+        } else {
+            None
+        },
         resources_digest: tagged("resources", 0),
         tuning_table_revision: 1,
         schedule_revision: 1,
@@ -130,7 +193,10 @@ pub fn sample_vendor_route(i: u64) -> ResolvedGemmRoute {
     let mut r = sample_route(i);
     r.backend = PhysicalBackend::CublasLt;
     r.module_kind = ModuleKind::CublasLt;
-    r.contract = NumericContract { kind: ContractKind::VendorPedantic, splits: 1 };
+    r.contract = NumericContract {
+        kind: ContractKind::VendorPedantic,
+        splits: 1,
+    };
     r.operand_conversion = OperandConversion::VendorDefined;
     r.output_ownership = OutputOwnership::VendorDefined;
     r.kernel_symbol = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64".into();
@@ -154,10 +220,21 @@ pub fn sample_vendor_route(i: u64) -> ResolvedGemmRoute {
 pub fn sample_trace(count: u64) -> crate::RecordedGemmTrace {
     let routes = sample_routes(count);
     let fingerprints = (0..count)
-        .map(|i| crate::OutputFingerprint { input_seed: i, bytes: 1024 * (i + 1), sha256: tagged("output", i) })
+        .map(|i| crate::OutputFingerprint {
+            input_seed: i,
+            bytes: 1024 * (i + 1),
+            sha256: tagged("output", i),
+        })
         .collect();
     let mut volatile = crate::identity::VolatileMetadata::new();
     volatile.insert("host".into(), "synthetic".into());
-    crate::RecordedGemmTrace::new("synthetic", tagged("workload", count), context(), routes, fingerprints, volatile)
-        .expect("sample routes form a valid launch set")
+    crate::RecordedGemmTrace::new(
+        "synthetic",
+        tagged("workload", count),
+        context(),
+        routes,
+        fingerprints,
+        volatile,
+    )
+    .expect("sample routes form a valid launch set")
 }

@@ -35,7 +35,9 @@ impl RouteChoice {
     /// Parses `policy`, `scalar-fma`, `tiled`, `split-k-fixed:S`, `split-k-atomic:S`.
     pub fn parse(s: &str) -> Result<Self, String> {
         let splits = |rest: &str| -> Result<u32, String> {
-            let n: u32 = rest.parse().map_err(|_| format!("split count {rest:?} is not a number"))?;
+            let n: u32 = rest
+                .parse()
+                .map_err(|_| format!("split count {rest:?} is not a number"))?;
             if n == 0 || n > MAX_SPLITS {
                 return Err(format!("split count {n} is outside 1..={MAX_SPLITS}"));
             }
@@ -63,7 +65,10 @@ impl RouteChoice {
     /// per-element reduction order does not depend on m. The policy
     /// dispatcher promises nothing; the atomic control promises nothing.
     pub fn promises_batch_invariance(&self) -> bool {
-        matches!(self, RouteChoice::ScalarFma | RouteChoice::Tiled | RouteChoice::SplitKFixed(_))
+        matches!(
+            self,
+            RouteChoice::ScalarFma | RouteChoice::Tiled | RouteChoice::SplitKFixed(_)
+        )
     }
 
     /// Whether this choice promises run-to-run bit identity.
@@ -138,7 +143,16 @@ pub const BUILTINS: [&str; 3] = ["transformer-block", "m-sweep", "nondeterminist
 
 impl GemmSpec {
     fn new(name: String, dtype: DType, m: u64, k: u64, n: u64, route: RouteChoice) -> Self {
-        GemmSpec { name, op: GemmOp::Nn, dtype, m, k, n, route, seed: None }
+        GemmSpec {
+            name,
+            op: GemmOp::Nn,
+            dtype,
+            m,
+            k,
+            n,
+            route,
+            seed: None,
+        }
     }
 
     /// The input seed, given the workload's default.
@@ -202,7 +216,10 @@ impl Workload {
             return Err("workload lists no GEMMs".into());
         }
         if self.gemms.len() > MAX_GEMMS {
-            return Err(format!("{} GEMMs, over the limit of {MAX_GEMMS}", self.gemms.len()));
+            return Err(format!(
+                "{} GEMMs, over the limit of {MAX_GEMMS}",
+                self.gemms.len()
+            ));
         }
         let mut names = std::collections::HashSet::new();
         for g in &self.gemms {
@@ -217,9 +234,16 @@ impl Workload {
                     return Err(format!("GEMM {:?}: {what} must be at least 1", g.name));
                 }
             }
-            for (what, a, b) in [("A (m*k)", g.m, g.k), ("B (k*n)", g.k, g.n), ("C (m*n)", g.m, g.n)] {
+            for (what, a, b) in [
+                ("A (m*k)", g.m, g.k),
+                ("B (k*n)", g.k, g.n),
+                ("C (m*n)", g.m, g.n),
+            ] {
                 if a.checked_mul(b).is_none_or(|e| e > MAX_ELEMENTS) {
-                    return Err(format!("GEMM {:?}: {what} is over {MAX_ELEMENTS} elements", g.name));
+                    return Err(format!(
+                        "GEMM {:?}: {what} is over {MAX_ELEMENTS} elements",
+                        g.name
+                    ));
                 }
             }
         }
@@ -254,8 +278,20 @@ fn transformer_block() -> Workload {
     let (d, ff) = (256, 1024);
     let mut gemms = Vec::new();
     for b in [1u64, 8, 64] {
-        for (proj, k, n) in [("qkv", d, 3 * d), ("attn-out", d, d), ("mlp-up", d, ff), ("mlp-down", ff, d)] {
-            gemms.push(GemmSpec::new(format!("{proj}@b{b}"), DType::Bf16, b, k, n, RouteChoice::Tiled));
+        for (proj, k, n) in [
+            ("qkv", d, 3 * d),
+            ("attn-out", d, d),
+            ("mlp-up", d, ff),
+            ("mlp-down", ff, d),
+        ] {
+            gemms.push(GemmSpec::new(
+                format!("{proj}@b{b}"),
+                DType::Bf16,
+                b,
+                k,
+                n,
+                RouteChoice::Tiled,
+            ));
         }
     }
     Workload {
@@ -267,9 +303,10 @@ fn transformer_block() -> Workload {
     }
 }
 
-/// One shape (k 512, n 256, bf16) at m = 1..128 on three routes: tiled,
+/// One shape (k 1024, n 256, f32) at m = 1..128 on three routes: tiled,
 /// fixed split-K, and the policy dispatcher (split-K for small m, tiled for
-/// large m: deterministic, yet not batch invariant).
+/// large m: deterministic, yet not batch invariant). f32 output, because
+/// rounding to bf16 would hide most one-ulp f32 differences.
 fn m_sweep() -> Workload {
     let mut gemms = Vec::new();
     for (tag, route) in [
@@ -278,12 +315,21 @@ fn m_sweep() -> Workload {
         ("policy", RouteChoice::Policy),
     ] {
         for m in [1u64, 2, 4, 8, 16, 32, 64, 128] {
-            gemms.push(GemmSpec::new(format!("{tag}@m{m}"), DType::Bf16, m, 512, 256, route));
+            gemms.push(GemmSpec::new(
+                format!("{tag}@m{m}"),
+                DType::F32,
+                m,
+                1024,
+                256,
+                route,
+            ));
         }
     }
     Workload {
         name: "m-sweep".into(),
-        description: "k=512 n=256 bf16 at m=1..128 on tiled, split-k-fixed:4 and the policy dispatcher".into(),
+        description:
+            "k=1024 n=256 f32 at m=1..128 on tiled, split-k-fixed:4 and the policy dispatcher"
+                .into(),
         seed: default_seed(),
         gemms,
     }
@@ -293,9 +339,18 @@ fn m_sweep() -> Workload {
 fn control() -> Workload {
     Workload {
         name: "nondeterministic-control".into(),
-        description: "f32 64x1024x64 split-K (16 splits) folded in thread completion order: must drift".into(),
+        description:
+            "f32 64x1024x64 split-K (16 splits) folded in thread completion order: must drift"
+                .into(),
         seed: default_seed(),
-        gemms: vec![GemmSpec::new("atomic-split-k".into(), DType::F32, 64, 1024, 64, RouteChoice::SplitKAtomic(16))],
+        gemms: vec![GemmSpec::new(
+            "atomic-split-k".into(),
+            DType::F32,
+            64,
+            1024,
+            64,
+            RouteChoice::SplitKAtomic(16),
+        )],
     }
 }
 
@@ -314,12 +369,22 @@ mod tests {
 
     #[test]
     fn route_choice_round_trips() {
-        for s in ["policy", "scalar-fma", "tiled", "split-k-fixed:4", "split-k-atomic:16"] {
+        for s in [
+            "policy",
+            "scalar-fma",
+            "tiled",
+            "split-k-fixed:4",
+            "split-k-atomic:16",
+        ] {
             assert_eq!(RouteChoice::parse(s).unwrap().to_string(), s);
         }
         assert!(RouteChoice::parse("split-k-fixed:0").is_err());
         assert!(RouteChoice::parse("split-k-fixed:x").is_err());
-        assert!(RouteChoice::parse("magic").unwrap_err().contains("unknown route"));
+        assert!(
+            RouteChoice::parse("magic")
+                .unwrap_err()
+                .contains("unknown route")
+        );
     }
 
     #[test]
@@ -362,8 +427,10 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("over"), "{e}");
-        let e = Workload::from_toml("name='x'\nbogus=1\n[[gemm]]\nname='a'\nop='nn'\ndtype='f32'\nm=1\nk=1\nn=1\n")
-            .unwrap_err();
+        let e = Workload::from_toml(
+            "name='x'\nbogus=1\n[[gemm]]\nname='a'\nop='nn'\ndtype='f32'\nm=1\nk=1\nn=1\n",
+        )
+        .unwrap_err();
         assert!(e.contains("bogus"), "{e}");
     }
 
@@ -375,6 +442,10 @@ mod tests {
         assert_ne!(a.digest(), b.digest());
         let mut c = a.clone();
         c.description.push('!');
-        assert_eq!(a.digest(), c.digest(), "the description is not part of the definition");
+        assert_eq!(
+            a.digest(),
+            c.digest(),
+            "the description is not part of the definition"
+        );
     }
 }

@@ -31,7 +31,10 @@ impl CudaBackend {
         } else {
             "built without CUDA support (rebuild with --features cuda)"
         };
-        Err(Error::Backend { backend: "cuda".into(), reason: reason.into() })
+        Err(Error::Backend {
+            backend: "cuda".into(),
+            reason: reason.into(),
+        })
     }
 
     pub fn context(&self) -> &GemmRouteIdentity {

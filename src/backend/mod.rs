@@ -34,6 +34,8 @@ impl fmt::Display for BackendKind {
 }
 
 /// An open backend.
+// One per process: the size difference between variants does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Backend {
     Cpu(cpu::CpuBackend),
@@ -41,6 +43,7 @@ pub enum Backend {
 }
 
 /// A captured graph of either backend.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Graph {
     Cpu(cpu::CpuGraph),

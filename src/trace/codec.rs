@@ -20,8 +20,8 @@ use super::RecordedGemmTrace;
 use crate::digest::Digest;
 use crate::error::{Error, FormatError, Result};
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// File magic.
 pub const MAGIC: [u8; 8] = *b"GEMMAUDT";
@@ -47,7 +47,11 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_file_bytes: MAX_FILE_BYTES, max_routes: 1 << 20, max_string_bytes: 4096 }
+        Limits {
+            max_file_bytes: MAX_FILE_BYTES,
+            max_routes: 1 << 20,
+            max_string_bytes: 4096,
+        }
     }
 }
 
@@ -59,6 +63,23 @@ type Config = bincode::config::Configuration<
 
 fn config() -> Config {
     bincode::config::standard().with_limit::<{ MAX_FILE_BYTES as usize }>()
+}
+
+/// Decodes with an allocation limit tiered to the payload's size: no
+/// legitimate string or sequence is longer than the payload, so a hostile
+/// length claim is refused before bincode allocates more than a small
+/// multiple of the input (at most 8x, at least 64 KiB).
+fn decode_bounded(payload: &[u8]) -> Result<(RecordedGemmTrace, usize), FormatError> {
+    fn with<const N: usize>(payload: &[u8]) -> Result<(RecordedGemmTrace, usize), FormatError> {
+        bincode::serde::decode_from_slice(payload, bincode::config::standard().with_limit::<N>())
+            .map_err(|e| FormatError::Decode(e.to_string()))
+    }
+    match payload.len() {
+        0..=0x1_0000 => with::<0x1_0000>(payload),
+        0..=0x10_0000 => with::<0x80_0000>(payload),
+        0..=0x100_0000 => with::<0x800_0000>(payload),
+        _ => with::<{ MAX_FILE_BYTES as usize }>(payload),
+    }
 }
 
 /// Encodes the payload (no envelope).
@@ -95,19 +116,30 @@ fn need(bytes: &[u8], offset: usize, n: usize) -> Result<&[u8], FormatError> {
 pub fn open<'a>(bytes: &'a [u8], limits: &Limits) -> Result<&'a [u8], FormatError> {
     let max = limits.max_file_bytes.min(MAX_FILE_BYTES);
     if bytes.len() as u64 > max {
-        return Err(FormatError::TooLarge { size: bytes.len() as u64, limit: max });
+        return Err(FormatError::TooLarge {
+            size: bytes.len() as u64,
+            limit: max,
+        });
     }
     let magic = need(bytes, 0, 8)?;
     if magic != MAGIC {
-        return Err(FormatError::BadMagic { found: magic.to_vec() });
+        return Err(FormatError::BadMagic {
+            found: magic.to_vec(),
+        });
     }
     let v = need(bytes, 8, 2)?;
     let version = u16::from_le_bytes([v[0], v[1]]);
     if version > FORMAT_VERSION {
-        return Err(FormatError::NewerVersion { found: version, supported: FORMAT_VERSION });
+        return Err(FormatError::NewerVersion {
+            found: version,
+            supported: FORMAT_VERSION,
+        });
     }
     if version != FORMAT_VERSION {
-        return Err(FormatError::UnsupportedVersion { found: version, supported: FORMAT_VERSION });
+        return Err(FormatError::UnsupportedVersion {
+            found: version,
+            supported: FORMAT_VERSION,
+        });
     }
     let r = need(bytes, 10, 2)?;
     let reserved = u16::from_le_bytes([r[0], r[1]]);
@@ -130,15 +162,17 @@ pub fn open<'a>(bytes: &'a [u8], limits: &Limits) -> Result<&'a [u8], FormatErro
     if found.0 != stored {
         let mut expected = [0u8; 32];
         expected.copy_from_slice(stored);
-        return Err(FormatError::Checksum { expected: Digest(expected).to_hex(), found: found.to_hex() });
+        return Err(FormatError::Checksum {
+            expected: Digest(expected).to_hex(),
+            found: found.to_hex(),
+        });
     }
     Ok(payload)
 }
 
 /// Decodes a payload: every byte consumed, canonical, within the limits.
 pub fn decode_payload(payload: &[u8], limits: &Limits) -> Result<RecordedGemmTrace, FormatError> {
-    let (trace, used): (RecordedGemmTrace, usize) =
-        bincode::serde::decode_from_slice(payload, config()).map_err(|e| FormatError::Decode(e.to_string()))?;
+    let (trace, used) = decode_bounded(payload)?;
     if used != payload.len() {
         return Err(FormatError::TrailingBytes((payload.len() - used) as u64));
     }
@@ -153,7 +187,11 @@ pub fn decode_payload(payload: &[u8], limits: &Limits) -> Result<RecordedGemmTra
 fn check_limits(trace: &RecordedGemmTrace, limits: &Limits) -> Result<(), FormatError> {
     let routes = trace.routes.len() as u64;
     if routes > limits.max_routes {
-        return Err(FormatError::LimitExceeded { what: "route count", found: routes, limit: limits.max_routes });
+        return Err(FormatError::LimitExceeded {
+            what: "route count",
+            found: routes,
+            limit: limits.max_routes,
+        });
     }
     let longest = trace
         .routes
@@ -161,7 +199,12 @@ fn check_limits(trace: &RecordedGemmTrace, limits: &Limits) -> Result<(), Format
         .flat_map(|r| r.strings())
         .chain(trace.context.strings())
         .chain(std::iter::once(trace.workload.as_str()))
-        .chain(trace.volatile.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()]))
+        .chain(
+            trace
+                .volatile
+                .iter()
+                .flat_map(|(k, v)| [k.as_str(), v.as_str()]),
+        )
         .map(str::len)
         .max()
         .unwrap_or(0) as u64;
@@ -192,7 +235,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8], overwrite: bool) -> Result<()> {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => std::path::PathBuf::from("."),
     };
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     // Unique per process and per call, so concurrent writers (threads of one
     // process included) never share a temporary file; `create_new` never
     // follows or reuses whatever already has that name.

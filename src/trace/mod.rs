@@ -26,7 +26,11 @@ pub struct OutputFingerprint {
 impl OutputFingerprint {
     /// Fingerprint of an output buffer computed from inputs seeded by `input_seed`.
     pub fn of(input_seed: u64, bytes: &[u8]) -> Self {
-        OutputFingerprint { input_seed, bytes: bytes.len() as u64, sha256: Digest::sha256(bytes) }
+        OutputFingerprint {
+            input_seed,
+            bytes: bytes.len() as u64,
+            sha256: Digest::sha256(bytes),
+        }
     }
 }
 
@@ -76,7 +80,10 @@ impl RecordedGemmTrace {
             fingerprints,
             volatile,
         };
-        trace.check_shape().map_err(|e| Error::Format { path: "<new trace>".into(), source: e })?;
+        trace.check_shape().map_err(|e| Error::Format {
+            path: "<new trace>".into(),
+            source: e,
+        })?;
         Ok(trace)
     }
 
@@ -125,16 +132,25 @@ impl RecordedGemmTrace {
         if meta.len() > limits.max_file_bytes {
             return Err(Error::Format {
                 path: path.into(),
-                source: FormatError::TooLarge { size: meta.len(), limit: limits.max_file_bytes },
+                source: FormatError::TooLarge {
+                    size: meta.len(),
+                    limit: limits.max_file_bytes,
+                },
             });
         }
         let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-        codec::decode_trace(&bytes, &limits).map_err(|e| Error::Format { path: path.into(), source: e })
+        codec::decode_trace(&bytes, &limits).map_err(|e| Error::Format {
+            path: path.into(),
+            source: e,
+        })
     }
 
     /// Writes the trace atomically. Refuses to replace an existing file unless `overwrite`.
     pub fn write(&self, path: &Path, overwrite: bool) -> Result<()> {
-        let bytes = self.to_bytes().map_err(|e| Error::Format { path: path.into(), source: e })?;
+        let bytes = self.to_bytes().map_err(|e| Error::Format {
+            path: path.into(),
+            source: e,
+        })?;
         codec::write_atomic(path, &bytes, overwrite)
     }
 

@@ -7,7 +7,8 @@ pub mod kernels;
 use crate::digest::{Digest, DigestWriter, FieldValue};
 use crate::error::{Error, Refusal, Result};
 use crate::identity::{
-    CompilerIdentity, DeviceIdentity, GemmRouteIdentity, ModuleIdentity, Revisions, VolatileMetadata,
+    CompilerIdentity, DeviceIdentity, GemmRouteIdentity, ModuleIdentity, Revisions,
+    VolatileMetadata,
 };
 use crate::launch_set::build_resolved_gemm_launch_set;
 use crate::plan::CapturedGemmGraphPlan;
@@ -50,7 +51,12 @@ pub enum CpuKernel {
 }
 
 impl CpuKernel {
-    const FAMILIES: [&'static str; 4] = ["scalar_fma", "tiled32x32", "split_k_fixed", "split_k_atomic"];
+    const FAMILIES: [&'static str; 4] = [
+        "scalar_fma",
+        "tiled32x32",
+        "split_k_fixed",
+        "split_k_atomic",
+    ];
 
     fn family(&self) -> &'static str {
         match self {
@@ -77,11 +83,18 @@ impl CpuKernel {
     /// produce or whose fields disagree with the symbol.
     pub fn from_route(route: &ResolvedGemmRoute) -> Result<CpuKernel, String> {
         if route.backend != PhysicalBackend::CpuReference {
-            return Err(format!("backend {} is not the CPU reference", route.backend));
+            return Err(format!(
+                "backend {} is not the CPU reference",
+                route.backend
+            ));
         }
         let splits = route.contract.splits;
         let kernel = match route.contract.kind {
-            ContractKind::ScalarFma if route.output_ownership == OutputOwnership::OneOwnerPerTile => CpuKernel::Tiled,
+            ContractKind::ScalarFma
+                if route.output_ownership == OutputOwnership::OneOwnerPerTile =>
+            {
+                CpuKernel::Tiled
+            }
             ContractKind::ScalarFma => CpuKernel::ScalarFma,
             ContractKind::SplitKFixed => CpuKernel::SplitKFixed(splits),
             ContractKind::AtomicUnordered => CpuKernel::SplitKAtomic(splits),
@@ -92,7 +105,10 @@ impl CpuKernel {
         }
         let expected = kernel.symbol(route.op, route.dtype);
         if route.kernel_symbol != expected {
-            return Err(format!("symbol {:?} does not match its contract (expected {expected:?})", route.kernel_symbol));
+            return Err(format!(
+                "symbol {:?} does not match its contract (expected {expected:?})",
+                route.kernel_symbol
+            ));
         }
         Ok(kernel)
     }
@@ -101,8 +117,13 @@ impl CpuKernel {
         match self {
             CpuKernel::ScalarFma => (ContractKind::ScalarFma, OutputOwnership::OneOwnerPerElement),
             CpuKernel::Tiled => (ContractKind::ScalarFma, OutputOwnership::OneOwnerPerTile),
-            CpuKernel::SplitKFixed(_) => (ContractKind::SplitKFixed, OutputOwnership::FixedSplitKFold),
-            CpuKernel::SplitKAtomic(_) => (ContractKind::AtomicUnordered, OutputOwnership::AtomicAccumulate),
+            CpuKernel::SplitKFixed(_) => {
+                (ContractKind::SplitKFixed, OutputOwnership::FixedSplitKFold)
+            }
+            CpuKernel::SplitKAtomic(_) => (
+                ContractKind::AtomicUnordered,
+                OutputOwnership::AtomicAccumulate,
+            ),
         }
     }
 
@@ -111,7 +132,15 @@ impl CpuKernel {
         let mut c = vec![0.0f32; p.c_len()];
         match *self {
             CpuKernel::ScalarFma => kernels::scalar_fma(p, a, b, &mut c),
-            CpuKernel::Tiled => kernels::tiled(p, a, b, &mut c, TILE as usize, TILE as usize, WORKERS as usize),
+            CpuKernel::Tiled => kernels::tiled(
+                p,
+                a,
+                b,
+                &mut c,
+                TILE as usize,
+                TILE as usize,
+                WORKERS as usize,
+            ),
             CpuKernel::SplitKFixed(s) => kernels::split_k_fixed(p, a, b, &mut c, s as usize),
             CpuKernel::SplitKAtomic(s) => kernels::split_k_atomic(p, a, b, &mut c, s as usize),
         }
@@ -122,7 +151,12 @@ impl CpuKernel {
 /// Every symbol the CPU module serves, sorted.
 pub fn module_symbols() -> Vec<String> {
     let mut out = Vec::new();
-    for k in [CpuKernel::ScalarFma, CpuKernel::Tiled, CpuKernel::SplitKFixed(1), CpuKernel::SplitKAtomic(1)] {
+    for k in [
+        CpuKernel::ScalarFma,
+        CpuKernel::Tiled,
+        CpuKernel::SplitKFixed(1),
+        CpuKernel::SplitKAtomic(1),
+    ] {
         for op in GemmOp::ALL {
             for dtype in DType::ALL {
                 out.push(k.symbol(*op, *dtype));
@@ -136,7 +170,10 @@ pub fn module_symbols() -> Vec<String> {
 fn compiler_identity() -> CompilerIdentity {
     let mut options = DigestWriter::new("gemm-audit/cpu-options/v1");
     options.field("accumulate", FieldValue::Str("f32"));
-    options.field("fma", FieldValue::Str("f32::mul_add (fused, round-to-nearest-even)"));
+    options.field(
+        "fma",
+        FieldValue::Str("f32::mul_add (fused, round-to-nearest-even)"),
+    );
     options.field("output", FieldValue::Str("round-to-nearest-even to dtype"));
     options.field("workers", FieldValue::U32(WORKERS));
     options.field("tile", FieldValue::U32(TILE));
@@ -179,7 +216,9 @@ pub fn volatile_metadata() -> VolatileMetadata {
         })
         .unwrap_or_else(|| "unknown".into());
     v.insert("cpu.model".into(), model);
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     v.insert("cpu.logical_cores".into(), cores.to_string());
     v.insert("cpu.features".into(), cpu_features());
     v.insert("os".into(), std::env::consts::OS.into());
@@ -227,7 +266,11 @@ impl CpuBackend {
     pub fn new(policy: GemmPolicy) -> Self {
         let compiler = compiler_identity();
         let symbols = module_symbols();
-        let module = ModuleIdentity { kind: ModuleKind::CpuReference, digest: module_digest(&compiler, &symbols), symbols };
+        let module = ModuleIdentity {
+            kind: ModuleKind::CpuReference,
+            digest: module_digest(&compiler, &symbols),
+            symbols,
+        };
         let context = GemmRouteIdentity {
             policy,
             permitted_backends: policy
@@ -240,7 +283,11 @@ impl CpuBackend {
             compiler,
             modules: vec![module],
             device: device_identity(),
-            revisions: Revisions { tuning_table: TUNING_TABLE_REVISION, schedule: SCHEDULE_REVISION, tensor_map: 0 },
+            revisions: Revisions {
+                tuning_table: TUNING_TABLE_REVISION,
+                schedule: SCHEDULE_REVISION,
+                tensor_map: 0,
+            },
         };
         CpuBackend { context }
     }
@@ -254,7 +301,11 @@ impl CpuBackend {
     /// m and long k (when the policy permits it for the dtype), tiled
     /// otherwise. Like a vendor heuristic, deterministic but not batch invariant.
     pub fn dispatch(&self, dtype: DType, m: u64, k: u64) -> CpuKernel {
-        let split_ok = self.context.policy.refuse_contract(dtype, ContractKind::SplitKFixed).is_none();
+        let split_ok = self
+            .context
+            .policy
+            .refuse_contract(dtype, ContractKind::SplitKFixed)
+            .is_none();
         if split_ok && m <= DISPATCH_SPLIT_K_MAX_M && k >= DISPATCH_SPLIT_K_MIN_K {
             CpuKernel::SplitKFixed(DISPATCH_SPLITS)
         } else {
@@ -271,11 +322,28 @@ impl CpuBackend {
             RouteChoice::SplitKFixed(s) => CpuKernel::SplitKFixed(s),
             RouteChoice::SplitKAtomic(s) => CpuKernel::SplitKAtomic(s),
         };
-        self.route(&spec.name, spec.op, spec.dtype, GemmShape { m: spec.m, k: spec.k, n: spec.n }, kernel)
+        self.route(
+            &spec.name,
+            spec.op,
+            spec.dtype,
+            GemmShape {
+                m: spec.m,
+                k: spec.k,
+                n: spec.n,
+            },
+            kernel,
+        )
     }
 
     /// The route of `kernel` on one problem.
-    pub fn route(&self, gemm: &str, op: GemmOp, dtype: DType, shape: GemmShape, kernel: CpuKernel) -> ResolvedGemmRoute {
+    pub fn route(
+        &self,
+        gemm: &str,
+        op: GemmOp,
+        dtype: DType,
+        shape: GemmShape,
+        kernel: CpuKernel,
+    ) -> ResolvedGemmRoute {
         let GemmShape { m, k, n } = shape;
         let (kind, ownership) = kernel.contract();
         let splits = kernel.splits();
@@ -287,15 +355,38 @@ impl CpuBackend {
         let tiles = |x: u64| x.div_ceil(TILE as u64).min(u32::MAX as u64) as u32;
         let (tile, threads, grid) = match kernel {
             CpuKernel::ScalarFma => (TileShape { m: 1, n: 1, k: 1 }, 1, [n as u32, m as u32, 1]),
-            CpuKernel::Tiled => (TileShape { m: TILE, n: TILE, k: 1 }, WORKERS, [tiles(n), tiles(m), 1]),
-            CpuKernel::SplitKFixed(s) => (TileShape { m: TILE, n: TILE, k: 1 }, WORKERS, [tiles(n), tiles(m), s]),
+            CpuKernel::Tiled => (
+                TileShape {
+                    m: TILE,
+                    n: TILE,
+                    k: 1,
+                },
+                WORKERS,
+                [tiles(n), tiles(m), 1],
+            ),
+            CpuKernel::SplitKFixed(s) => (
+                TileShape {
+                    m: TILE,
+                    n: TILE,
+                    k: 1,
+                },
+                WORKERS,
+                [tiles(n), tiles(m), s],
+            ),
             CpuKernel::SplitKAtomic(s) => (TileShape { m: 1, n: 1, k: 1 }, s, [1, 1, s]),
         };
         let bk = k.div_ceil(splits as u64).min(u32::MAX as u64) as u32;
         let symbol = kernel.symbol(op, dtype);
         let mut args = DigestWriter::new("gemm-audit/cpu-arguments/v1");
         args.field("symbol", FieldValue::Str(&symbol));
-        for (tag, v) in [("m", m), ("k", k), ("n", n), ("lda", strides.lda), ("ldb", strides.ldb), ("ldc", strides.ldc)] {
+        for (tag, v) in [
+            ("m", m),
+            ("k", k),
+            ("n", n),
+            ("lda", strides.lda),
+            ("ldb", strides.ldb),
+            ("ldc", strides.ldc),
+        ] {
             args.field(tag, FieldValue::U64(v));
         }
         args.field("splits", FieldValue::U32(splits));
@@ -387,7 +478,9 @@ impl CpuBackend {
 
     /// Replays a graph, validated against this backend's live context.
     pub fn replay(&self, graph: &CpuGraph, label: &str) -> Result<Vec<Vec<u8>>, Refusal> {
-        graph.plan.with_validated_launch(&self.context, label, |_| graph.execute_all())
+        graph
+            .plan
+            .with_validated_launch(&self.context, label, |_| graph.execute_all())
     }
 }
 
@@ -403,21 +496,39 @@ struct CpuLaunch {
 
 impl CpuLaunch {
     fn prepare(route: &ResolvedGemmRoute, seed: u64) -> Result<CpuLaunch> {
-        let kernel = CpuKernel::from_route(route)
-            .map_err(|reason| Error::Backend { backend: "cpu".into(), reason: format!("route {:?}: {reason}", route.gemm) })?;
+        let kernel = CpuKernel::from_route(route).map_err(|reason| Error::Backend {
+            backend: "cpu".into(),
+            reason: format!("route {:?}: {reason}", route.gemm),
+        })?;
         let GemmShape { m, k, n } = route.shape;
         for (what, a, b) in [("A", m, k), ("B", k, n), ("C", m, n)] {
-            if a.checked_mul(b).is_none_or(|e| e > crate::workload::MAX_ELEMENTS) {
+            if a.checked_mul(b)
+                .is_none_or(|e| e > crate::workload::MAX_ELEMENTS)
+            {
                 return Err(Error::Backend {
                     backend: "cpu".into(),
-                    reason: format!("route {:?}: operand {what} is too large ({a} x {b})", route.gemm),
+                    reason: format!(
+                        "route {:?}: operand {what} is too large ({a} x {b})",
+                        route.gemm
+                    ),
                 });
             }
         }
-        let problem = Problem { op: route.op, m: m as usize, k: k as usize, n: n as usize };
+        let problem = Problem {
+            op: route.op,
+            m: m as usize,
+            k: k as usize,
+            n: n as usize,
+        };
         let a = kernels::seeded_a(&problem, route.dtype, seed);
         let b = kernels::seeded_b(&problem, route.dtype, seed.wrapping_add(B_SEED_OFFSET));
-        Ok(CpuLaunch { kernel, problem, dtype: route.dtype, a, b })
+        Ok(CpuLaunch {
+            kernel,
+            problem,
+            dtype: route.dtype,
+            a,
+            b,
+        })
     }
 
     fn execute(&self) -> Vec<u8> {
@@ -466,7 +577,10 @@ mod tests {
             for g in Workload::builtin(name).unwrap().gemms {
                 let r = cpu.resolve(&g);
                 assert!(symbols.contains(&r.kernel_symbol), "{}", r.kernel_symbol);
-                assert_eq!(CpuKernel::from_route(&r).unwrap().symbol(r.op, r.dtype), r.kernel_symbol);
+                assert_eq!(
+                    CpuKernel::from_route(&r).unwrap().symbol(r.op, r.dtype),
+                    r.kernel_symbol
+                );
             }
         }
     }
@@ -474,10 +588,21 @@ mod tests {
     #[test]
     fn dispatcher_depends_on_m() {
         let cpu = CpuBackend::default();
-        assert_eq!(cpu.dispatch(DType::Bf16, 1, 512), CpuKernel::SplitKFixed(DISPATCH_SPLITS));
+        assert_eq!(
+            cpu.dispatch(DType::Bf16, 1, 512),
+            CpuKernel::SplitKFixed(DISPATCH_SPLITS)
+        );
         assert_eq!(cpu.dispatch(DType::Bf16, 64, 512), CpuKernel::Tiled);
         // f32 under the exact policy never splits.
-        assert_eq!(cpu.dispatch(DType::F32, 1, 512), CpuKernel::Tiled);
+        let exact = CpuBackend::new(GemmPolicy {
+            f32: crate::F32Policy::Exact,
+            ..GemmPolicy::CPU_DEFAULT
+        });
+        assert_eq!(exact.dispatch(DType::F32, 1, 512), CpuKernel::Tiled);
+        assert_eq!(
+            cpu.dispatch(DType::F32, 1, 512),
+            CpuKernel::SplitKFixed(DISPATCH_SPLITS)
+        );
     }
 
     #[test]
@@ -495,9 +620,12 @@ mod tests {
         };
         let graph = cpu.capture(&manifest, &routes, &seeds).unwrap();
         assert_eq!(cpu.replay(&graph, "t").unwrap(), eager);
-        let other = CpuBackend::new(GemmPolicy { half: crate::HalfPolicy::Tiled, ..GemmPolicy::CPU_DEFAULT });
+        let other = CpuBackend::new(GemmPolicy {
+            half: crate::HalfPolicy::Tiled,
+            ..GemmPolicy::CPU_DEFAULT
+        });
         let refusal = other.replay(&graph, "t").unwrap_err();
-        assert_eq!(refusal.change.field, "policy.half");
+        assert_eq!(refusal.change().field, "policy.half");
         // A capture request short of the manifest's count is refused.
         assert!(cpu.capture(&manifest, &routes[..3], &seeds[..3]).is_err());
     }

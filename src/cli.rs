@@ -1,0 +1,525 @@
+//! Argument parsing and the subcommands.
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use gemm_audit::audit::{self, AuditOptions, Progress};
+use gemm_audit::backend::{Backend, BackendKind};
+use gemm_audit::diff::{DiffClass, TraceDiff};
+use gemm_audit::recorder::{self, ReplayOutcome};
+use gemm_audit::workload::{BUILTINS, Workload};
+use gemm_audit::{Error, RecordedGemmTrace};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::path::PathBuf;
+
+/// Success: no finding.
+pub const EXIT_OK: u8 = 0;
+/// A finding: a violated contract, a refused check, a replay that differs.
+pub const EXIT_FINDING: u8 = 1;
+/// Bad command line (clap's own code).
+#[cfg(test)]
+const EXIT_USAGE: u8 = 2;
+/// Bad input: unreadable or corrupt trace, unknown or malformed workload,
+/// a file that would be overwritten.
+pub const EXIT_BAD_INPUT: u8 = 3;
+/// The backend is unavailable or failed.
+pub const EXIT_BACKEND: u8 = 4;
+/// `diff` found disallowed differences: 64 + the sum of their class bits.
+pub const EXIT_DIFF_BASE: u8 = 64;
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0       success: every contract holds, the check passed, no disallowed difference
+  1       finding: a contract is violated, a replay was refused or differs
+  2       bad command line
+  3       bad input: unreadable or corrupt trace, unknown or malformed workload,
+          an output file that exists (pass --force)
+  4       backend unavailable or failed
+  64+N    diff only: disallowed differences were found; N is the sum of
+          identity=1, route=2, numeric=4, structural=8, policy=16";
+
+/// Audit the determinism of GPU matrix multiplies: record which kernel
+/// served every GEMM, store it, rebuild and check it, refuse drift before
+/// launch, and audit output bits.
+#[derive(Debug, Parser)]
+#[command(name = "gemm-audit", version, after_help = EXIT_CODES)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the built-in suite and print a verdict per contract (the main job).
+    ///
+    /// Checks run-to-run bit identity, eager vs replay identity, batch
+    /// invariance across m, agreement with the CPU scalar-FMA reference,
+    /// that the planted nondeterministic control is detected and refused,
+    /// and that every route mutation is refused before launch.
+    #[command(after_help = EXIT_CODES)]
+    Audit {
+        /// Backend to audit; `auto` uses CUDA when present, else the CPU.
+        #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
+        backend: BackendKind,
+        /// Eager runs compared for run-to-run identity (at least 2).
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=1000))]
+        runs: u32,
+        /// Most runs of the nondeterministic control before it counts as undetected.
+        #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(2..=10000))]
+        control_attempts: u32,
+        /// Workloads to audit (built-in names or .toml/.json files); default: transformer-block and m-sweep.
+        #[arg(long = "workload", value_name = "WORKLOAD")]
+        workloads: Vec<String>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+        /// Do not draw a progress bar (it is hidden anyway when stderr is not a terminal).
+        #[arg(long)]
+        no_progress: bool,
+    },
+    /// Run a workload eagerly, capture and replay it, and write its trace.
+    #[command(after_help = EXIT_CODES)]
+    Record {
+        /// A built-in workload name or a .toml/.json workload file.
+        workload: String,
+        /// Trace file to write.
+        #[arg(short, long, value_name = "FILE")]
+        out: PathBuf,
+        /// Replace the output file if it exists.
+        #[arg(long)]
+        force: bool,
+        #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
+        backend: BackendKind,
+    },
+    /// Rebuild a stored trace's plan and validate it against the live context.
+    #[command(after_help = EXIT_CODES)]
+    Check {
+        /// Trace file to check.
+        trace: PathBuf,
+        /// Also compare with this golden trace (names the first changed route and field).
+        #[arg(long, value_name = "FILE")]
+        golden: Option<PathBuf>,
+        /// Replay the trace and compare output fingerprints.
+        #[arg(long)]
+        replay: bool,
+        #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
+        backend: BackendKind,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Print a trace as a table or as JSON.
+    Show {
+        trace: PathBuf,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Compare two traces; exit non-zero on any difference not allowed.
+    #[command(after_help = EXIT_CODES)]
+    Diff {
+        golden: PathBuf,
+        candidate: PathBuf,
+        /// Difference classes that pass (comma-separated).
+        #[arg(long, value_enum, value_delimiter = ',')]
+        allow: Vec<DiffClass>,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// List the built-in workloads, or print one as TOML.
+    Workloads {
+        /// Print this built-in workload as a TOML file you can edit.
+        #[arg(long, value_name = "NAME")]
+        show: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Human-readable table or text.
+    Table,
+    /// JSON.
+    Json,
+}
+
+/// The exit code of an error that escaped a subcommand.
+pub fn exit_code_of(e: &anyhow::Error) -> u8 {
+    match e.downcast_ref::<Error>() {
+        Some(Error::Backend { .. }) => EXIT_BACKEND,
+        Some(Error::Refused(_)) => EXIT_FINDING,
+        Some(_) => EXIT_BAD_INPUT,
+        None => EXIT_BAD_INPUT,
+    }
+}
+
+pub fn run(args: Args) -> Result<u8> {
+    match args.command {
+        Command::Audit {
+            backend,
+            runs,
+            control_attempts,
+            workloads,
+            format,
+            no_progress,
+        } => cmd_audit(
+            backend,
+            runs,
+            control_attempts,
+            workloads,
+            format,
+            no_progress,
+        ),
+        Command::Record {
+            workload,
+            out,
+            force,
+            backend,
+        } => cmd_record(&workload, &out, force, backend),
+        Command::Check {
+            trace,
+            golden,
+            replay,
+            backend,
+            format,
+        } => cmd_check(&trace, golden, replay, backend, format),
+        Command::Show { trace, format } => cmd_show(&trace, format),
+        Command::Diff {
+            golden,
+            candidate,
+            allow,
+            format,
+        } => cmd_diff(&golden, &candidate, &allow, format),
+        Command::Workloads { show } => cmd_workloads(show),
+    }
+}
+
+fn open_backend(kind: BackendKind) -> Result<Backend> {
+    let (backend, note) = Backend::open(kind)?;
+    if let Some(note) = note {
+        eprintln!("gemm-audit: {note}");
+    }
+    Ok(backend)
+}
+
+fn read_trace(path: &std::path::Path) -> Result<RecordedGemmTrace> {
+    Ok(RecordedGemmTrace::read(path)?)
+}
+
+/// Progress bar on stderr, one stage at a time.
+struct Bar {
+    bar: ProgressBar,
+}
+
+impl Bar {
+    fn new(enabled: bool) -> Self {
+        let bar = ProgressBar::with_draw_target(
+            Some(0),
+            if enabled {
+                ProgressDrawTarget::stderr()
+            } else {
+                ProgressDrawTarget::hidden()
+            },
+        );
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        Bar { bar }
+    }
+}
+
+impl Progress for Bar {
+    fn stage(&mut self, name: &str, total: usize) {
+        self.bar.set_length(total as u64);
+        self.bar.set_position(0);
+        self.bar.set_message(name.to_string());
+    }
+
+    fn advance(&mut self, done: usize) {
+        self.bar.set_position(done as u64);
+    }
+}
+
+impl Drop for Bar {
+    fn drop(&mut self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+fn cmd_audit(
+    kind: BackendKind,
+    runs: u32,
+    control_attempts: u32,
+    workloads: Vec<String>,
+    format: Format,
+    no_progress: bool,
+) -> Result<u8> {
+    let (backend, note) = Backend::open(kind)?;
+    let mut opts = AuditOptions {
+        runs: runs as usize,
+        control_attempts: control_attempts as usize,
+        ..Default::default()
+    };
+    if !workloads.is_empty() {
+        opts.workloads = workloads
+            .iter()
+            .map(|w| Workload::load(w))
+            .collect::<Result<_, _>>()?;
+    }
+    let mut bar = Bar::new(!no_progress);
+    let mut report = audit::run_audit(&backend, &opts, &mut bar)?;
+    drop(bar);
+    report.note = note;
+    match format {
+        Format::Table => print!("{}", report.to_table()),
+        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+    }
+    Ok(if report.passed() {
+        EXIT_OK
+    } else {
+        EXIT_FINDING
+    })
+}
+
+fn cmd_record(workload: &str, out: &std::path::Path, force: bool, kind: BackendKind) -> Result<u8> {
+    let w = Workload::load(workload)?;
+    // Refuse before doing the work, not after.
+    if out.exists() && !force {
+        return Err(Error::WouldOverwrite { path: out.into() }.into());
+    }
+    let backend = open_backend(kind)?;
+    let bar = ProgressBar::new(w.gemms.len() as u64);
+    let rec = recorder::record(&backend, &w, &mut |d, _| bar.set_position(d as u64))?;
+    bar.finish_and_clear();
+    rec.trace.write(out, force)?;
+    println!(
+        "recorded {} ({} launches) on {} -> {}",
+        w.name,
+        rec.trace.launch_set.launch_count,
+        backend.name(),
+        out.display()
+    );
+    println!("launch set digest {}", rec.trace.launch_set.ordered_digest);
+    Ok(match &rec.replay {
+        ReplayOutcome::Identical { launches } => {
+            println!("replay: {launches}/{launches} launches bit-identical to the eager run");
+            EXIT_OK
+        }
+        ReplayOutcome::Differs { launches } => {
+            println!("replay: launches {launches:?} differ from the eager run");
+            EXIT_FINDING
+        }
+        ReplayOutcome::Refused { refusal } => {
+            println!("replay: {refusal}");
+            EXIT_FINDING
+        }
+    })
+}
+
+fn cmd_check(
+    path: &std::path::Path,
+    golden: Option<PathBuf>,
+    replay: bool,
+    kind: BackendKind,
+    format: Format,
+) -> Result<u8> {
+    let trace = read_trace(path)?;
+    let golden = golden.map(|g| read_trace(&g)).transpose()?;
+    let backend = open_backend(kind)?;
+    let report = recorder::check(&backend, &trace, golden.as_ref(), replay)?;
+    match format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Format::Table => {
+            println!(
+                "trace {} ({}, {} launches)",
+                path.display(),
+                report.workload,
+                report.launch_count
+            );
+            let step = |name: &str, r: &Result<(), gemm_audit::Refusal>| match r {
+                Ok(()) => println!("{name:<12} ok"),
+                Err(e) => println!("{name:<12} {e}"),
+            };
+            step("plan", &report.plan);
+            match &report.validation {
+                Some(v) => step("validation", v),
+                None => println!("{:<12} skipped (plan refused)", "validation"),
+            }
+            if let Some(g) = &report.golden {
+                step("golden", g);
+            }
+            match &report.replay {
+                Some(ReplayOutcome::Identical { launches }) => {
+                    println!(
+                        "{:<12} {launches}/{launches} fingerprints identical",
+                        "replay"
+                    )
+                }
+                Some(ReplayOutcome::Differs { launches }) => {
+                    println!("{:<12} launches {launches:?} differ", "replay")
+                }
+                Some(ReplayOutcome::Refused { refusal }) => println!("{:<12} {refusal}", "replay"),
+                None if replay => println!("{:<12} skipped (refused before launch)", "replay"),
+                None => {}
+            }
+            println!(
+                "{}",
+                if report.passed() {
+                    "check: PASS"
+                } else {
+                    "check: FAIL"
+                }
+            );
+        }
+    }
+    Ok(if report.passed() {
+        EXIT_OK
+    } else {
+        EXIT_FINDING
+    })
+}
+
+/// The table rendering of a trace.
+pub fn trace_table(t: &RecordedGemmTrace) -> String {
+    let mut s = String::new();
+    s.push_str(&format!(
+        "workload        {} ({})\n",
+        t.workload,
+        t.workload_digest.short()
+    ));
+    s.push_str(&format!("device          {}\n", t.context.device.class));
+    s.push_str(&format!("policy          {}\n", t.context.policy));
+    s.push_str(&format!(
+        "compiler        {} {}\n",
+        t.context.compiler.name, t.context.compiler.version
+    ));
+    s.push_str(&format!("context digest  {}\n", t.context.digest()));
+    s.push_str(&format!("launches        {}\n", t.launch_set.launch_count));
+    s.push_str(&format!(
+        "ordered digest  {}\n\n",
+        t.launch_set.ordered_digest
+    ));
+    let rows: Vec<[String; 8]> = t
+        .routes
+        .iter()
+        .zip(&t.fingerprints)
+        .enumerate()
+        .map(|(i, (r, f))| {
+            [
+                i.to_string(),
+                r.gemm.clone(),
+                format!("{} {}", r.op, r.dtype),
+                format!("{}x{}x{}", r.shape.m, r.shape.k, r.shape.n),
+                r.contract.to_string(),
+                r.kernel_symbol.clone(),
+                format!("{:?}/{:?}", r.launch.grid, r.launch.block),
+                f.sha256.short(),
+            ]
+        })
+        .collect();
+    let headers = [
+        "#",
+        "GEMM",
+        "OP",
+        "MxKxN",
+        "CONTRACT",
+        "KERNEL",
+        "GRID/BLOCK",
+        "OUTPUT",
+    ];
+    let mut w = headers.map(str::len);
+    for r in &rows {
+        for (w, c) in w.iter_mut().zip(r) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut l = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                l.push_str(c);
+            } else {
+                l.push_str(&format!("{c:<width$}  ", width = w[i]));
+            }
+        }
+        l.push('\n');
+        l
+    };
+    s.push_str(&line(headers.to_vec()));
+    for r in &rows {
+        s.push_str(&line(r.iter().map(String::as_str).collect()));
+    }
+    s
+}
+
+fn cmd_show(path: &std::path::Path, format: Format) -> Result<u8> {
+    let trace = read_trace(path)?;
+    match format {
+        Format::Json => println!("{}", trace.to_json()),
+        Format::Table => print!("{}", trace_table(&trace)),
+    }
+    Ok(EXIT_OK)
+}
+
+fn cmd_diff(
+    golden: &std::path::Path,
+    candidate: &std::path::Path,
+    allow: &[DiffClass],
+    format: Format,
+) -> Result<u8> {
+    let g = read_trace(golden)?;
+    let c = read_trace(candidate)?;
+    let d = TraceDiff::between(&g, &c);
+    match format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&d)?),
+        Format::Table => print!("{}", d.render()),
+    }
+    let bad = d.disallowed(allow);
+    if bad.is_empty() {
+        return Ok(EXIT_OK);
+    }
+    let names: Vec<&str> = bad.iter().map(DiffClass::as_str).collect();
+    eprintln!("gemm-audit: disallowed differences: {}", names.join(", "));
+    Ok(EXIT_DIFF_BASE + bad.iter().map(DiffClass::exit_bit).sum::<u8>())
+}
+
+fn cmd_workloads(show: Option<String>) -> Result<u8> {
+    match show {
+        Some(name) => {
+            let w = Workload::builtin(&name).ok_or_else(|| {
+                anyhow::Error::new(Error::Workload {
+                    name: name.clone(),
+                    reason: format!("no such built-in (built-ins: {})", BUILTINS.join(", ")),
+                })
+            })?;
+            print!(
+                "{}",
+                toml::to_string(&w).context("rendering the workload as TOML")?
+            );
+        }
+        None => {
+            for name in BUILTINS {
+                if let Some(w) = Workload::builtin(name) {
+                    println!("{name:<26} {:>3} GEMMs  {}", w.gemms.len(), w.description);
+                }
+            }
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Args::command().debug_assert();
+    }
+
+    #[test]
+    fn usage_exit_code_is_clap_default() {
+        let e = Args::try_parse_from(["gemm-audit", "audit", "--runs", "1"]).unwrap_err();
+        assert_eq!(e.exit_code(), EXIT_USAGE as i32);
+    }
+}

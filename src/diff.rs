@@ -1,0 +1,443 @@
+//! Comparing two traces: launch set, context, per-route field changes and
+//! fingerprint changes, each sorted into a class that `--allow` can pass.
+
+use crate::digest::{FieldChange, field_changes};
+use crate::trace::RecordedGemmTrace;
+use serde::Serialize;
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+
+/// What kind of difference a change is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum DiffClass {
+    /// Driver, toolkit, library, compiler, device or artifact identity changed.
+    Identity,
+    /// The kernel, tile, split, launch geometry or vendor algorithm changed.
+    Route,
+    /// Output fingerprints changed.
+    Numeric,
+    /// Launch count, order, GEMM set, shapes or the workload changed.
+    Structural,
+    /// The policy or a numeric contract changed.
+    Policy,
+}
+
+impl DiffClass {
+    /// Every class.
+    pub const ALL: [DiffClass; 5] = [
+        DiffClass::Identity,
+        DiffClass::Route,
+        DiffClass::Numeric,
+        DiffClass::Structural,
+        DiffClass::Policy,
+    ];
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            DiffClass::Identity => "identity",
+            DiffClass::Route => "route",
+            DiffClass::Numeric => "numeric",
+            DiffClass::Structural => "structural",
+            DiffClass::Policy => "policy",
+        }
+    }
+
+    /// Bit of this class in `diff`'s exit status (see the CLI's `--help`).
+    pub fn exit_bit(&self) -> u8 {
+        match self {
+            DiffClass::Identity => 1,
+            DiffClass::Route => 2,
+            DiffClass::Numeric => 4,
+            DiffClass::Structural => 8,
+            DiffClass::Policy => 16,
+        }
+    }
+
+    /// The class of a changed field, by its tag.
+    pub fn of_field(tag: &str) -> DiffClass {
+        let prefix = tag.split('.').next().unwrap_or(tag);
+        if tag == "contract.splits" {
+            return DiffClass::Route;
+        }
+        match prefix {
+            "policy"
+            | "permitted_backends"
+            | "permitted_contracts"
+            | "contract"
+            | "operand_conversion" => DiffClass::Policy,
+            "compiler"
+            | "device"
+            | "artifact_digest"
+            | "module"
+            | "modules"
+            | "compilation_target"
+            | "device_capabilities"
+            | "revisions" => DiffClass::Identity,
+            "vendor" if tag == "vendor.library_version" => DiffClass::Identity,
+            "gemm" | "op" | "dtype" | "shape" | "strides" => DiffClass::Structural,
+            _ => DiffClass::Route,
+        }
+    }
+}
+
+impl fmt::Display for DiffClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One difference between two traces.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Difference {
+    pub class: DiffClass,
+    /// Route index in the golden trace, for per-route differences.
+    pub route_index: Option<usize>,
+    /// The GEMM's name, for per-route differences.
+    pub gemm: Option<String>,
+    #[serde(flatten)]
+    pub change: FieldChange,
+}
+
+/// All differences between a golden and a candidate trace.
+#[derive(Debug, Clone, Serialize)]
+pub struct TraceDiff {
+    pub differences: Vec<Difference>,
+}
+
+impl TraceDiff {
+    /// Compares `golden` with `candidate`. Volatile metadata is ignored.
+    /// Routes are paired by GEMM name when names are unique, else by index.
+    pub fn between(golden: &RecordedGemmTrace, candidate: &RecordedGemmTrace) -> TraceDiff {
+        let mut out = Vec::new();
+        let mut push = |class,
+                        route_index,
+                        gemm: Option<&str>,
+                        field: &str,
+                        expected: String,
+                        found: String| {
+            out.push(Difference {
+                class,
+                route_index,
+                gemm: gemm.map(str::to_string),
+                change: FieldChange {
+                    field: field.to_string(),
+                    expected,
+                    found,
+                },
+            })
+        };
+        if golden.workload != candidate.workload {
+            push(
+                DiffClass::Structural,
+                None,
+                None,
+                "workload",
+                golden.workload.clone(),
+                candidate.workload.clone(),
+            );
+        }
+        if golden.workload_digest != candidate.workload_digest {
+            push(
+                DiffClass::Structural,
+                None,
+                None,
+                "workload_digest",
+                golden.workload_digest.to_string(),
+                candidate.workload_digest.to_string(),
+            );
+        }
+        for c in field_changes(&golden.context, &candidate.context) {
+            push(
+                DiffClass::of_field(&c.field),
+                None,
+                None,
+                &format!("context.{}", c.field),
+                c.expected,
+                c.found,
+            );
+        }
+        if golden.context.modules.len() != candidate.context.modules.len() {
+            push(
+                DiffClass::Identity,
+                None,
+                None,
+                "context.modules",
+                golden.context.modules.len().to_string(),
+                candidate.context.modules.len().to_string(),
+            );
+        }
+        if golden.launch_set.launch_count != candidate.launch_set.launch_count {
+            push(
+                DiffClass::Structural,
+                None,
+                None,
+                "launch_count",
+                golden.launch_set.launch_count.to_string(),
+                candidate.launch_set.launch_count.to_string(),
+            );
+        }
+
+        let pairs = pair_routes(golden, candidate);
+        for p in &pairs.missing {
+            push(
+                DiffClass::Structural,
+                Some(*p),
+                Some(&golden.routes[*p].gemm),
+                "gemm",
+                "present".into(),
+                "missing".into(),
+            );
+        }
+        for p in &pairs.added {
+            let r = &candidate.routes[*p];
+            push(
+                DiffClass::Structural,
+                None,
+                Some(&r.gemm),
+                "gemm",
+                "absent".into(),
+                format!("added at index {p}"),
+            );
+        }
+        for &(g, c) in &pairs.matched {
+            let gr = &golden.routes[g];
+            let cr = &candidate.routes[c];
+            if g != c {
+                push(
+                    DiffClass::Structural,
+                    Some(g),
+                    Some(&gr.gemm),
+                    "launch_order",
+                    g.to_string(),
+                    c.to_string(),
+                );
+            }
+            for ch in field_changes(gr, cr) {
+                push(
+                    DiffClass::of_field(&ch.field),
+                    Some(g),
+                    Some(&gr.gemm),
+                    &ch.field,
+                    ch.expected,
+                    ch.found,
+                );
+            }
+            let (gf, cf) = (golden.fingerprints.get(g), candidate.fingerprints.get(c));
+            if let (Some(gf), Some(cf)) = (gf, cf) {
+                if gf.input_seed != cf.input_seed {
+                    push(
+                        DiffClass::Structural,
+                        Some(g),
+                        Some(&gr.gemm),
+                        "input_seed",
+                        gf.input_seed.to_string(),
+                        cf.input_seed.to_string(),
+                    );
+                } else if gf.sha256 != cf.sha256 || gf.bytes != cf.bytes {
+                    push(
+                        DiffClass::Numeric,
+                        Some(g),
+                        Some(&gr.gemm),
+                        "output_fingerprint",
+                        gf.sha256.to_string(),
+                        cf.sha256.to_string(),
+                    );
+                }
+            }
+        }
+        // Equal routes and fingerprints can still hide a launch-set digest
+        // difference only if the trace is inconsistent; name it if so.
+        if out.is_empty() && golden.launch_set != candidate.launch_set {
+            out.push(Difference {
+                class: DiffClass::Structural,
+                route_index: None,
+                gemm: None,
+                change: FieldChange {
+                    field: "launch_set.ordered_digest".into(),
+                    expected: golden.launch_set.ordered_digest.to_string(),
+                    found: candidate.launch_set.ordered_digest.to_string(),
+                },
+            });
+        }
+        TraceDiff { differences: out }
+    }
+
+    /// The classes found.
+    pub fn classes(&self) -> BTreeSet<DiffClass> {
+        self.differences.iter().map(|d| d.class).collect()
+    }
+
+    /// The classes found that `allow` does not pass.
+    pub fn disallowed(&self, allow: &[DiffClass]) -> BTreeSet<DiffClass> {
+        self.classes()
+            .into_iter()
+            .filter(|c| !allow.contains(c))
+            .collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.differences.is_empty()
+    }
+
+    /// A reviewable text rendering, one difference a line.
+    pub fn render(&self) -> String {
+        if self.differences.is_empty() {
+            return "no differences\n".into();
+        }
+        let mut s = String::new();
+        for d in &self.differences {
+            let at = match (&d.route_index, &d.gemm) {
+                (Some(i), Some(g)) => format!("route {i} ({g})"),
+                (None, Some(g)) => format!("({g})"),
+                _ => "trace".into(),
+            };
+            s.push_str(&format!(
+                "[{}] {at}: {}: {} -> {}\n",
+                d.class, d.change.field, d.change.expected, d.change.found
+            ));
+        }
+        let counts: Vec<String> = DiffClass::ALL
+            .iter()
+            .map(|c| (c, self.differences.iter().filter(|d| d.class == *c).count()))
+            .filter(|(_, n)| *n > 0)
+            .map(|(c, n)| format!("{n} {c}"))
+            .collect();
+        s.push_str(&format!(
+            "{} differences: {}\n",
+            self.differences.len(),
+            counts.join(", ")
+        ));
+        s
+    }
+}
+
+struct Pairs {
+    matched: Vec<(usize, usize)>,
+    missing: Vec<usize>,
+    added: Vec<usize>,
+}
+
+fn pair_routes(golden: &RecordedGemmTrace, candidate: &RecordedGemmTrace) -> Pairs {
+    let unique = |t: &RecordedGemmTrace| {
+        let mut seen = std::collections::HashSet::new();
+        t.routes.iter().all(|r| seen.insert(r.gemm.as_str()))
+    };
+    if unique(golden) && unique(candidate) {
+        let index: HashMap<&str, usize> = candidate
+            .routes
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.gemm.as_str(), i))
+            .collect();
+        let mut matched = Vec::new();
+        let mut missing = Vec::new();
+        for (g, r) in golden.routes.iter().enumerate() {
+            match index.get(r.gemm.as_str()) {
+                Some(&c) => matched.push((g, c)),
+                None => missing.push(g),
+            }
+        }
+        let golden_names: std::collections::HashSet<&str> =
+            golden.routes.iter().map(|r| r.gemm.as_str()).collect();
+        let added = candidate
+            .routes
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| !golden_names.contains(r.gemm.as_str()))
+            .map(|(i, _)| i)
+            .collect();
+        Pairs {
+            matched,
+            missing,
+            added,
+        }
+    } else {
+        let n = golden.routes.len().min(candidate.routes.len());
+        Pairs {
+            matched: (0..n).map(|i| (i, i)).collect(),
+            missing: (n..golden.routes.len()).collect(),
+            added: (n..candidate.routes.len()).collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit;
+
+    #[test]
+    fn identical_traces_have_no_differences() {
+        let t = testkit::sample_trace(5);
+        let mut other = t.clone();
+        other.volatile.insert("host".into(), "elsewhere".into());
+        assert!(TraceDiff::between(&t, &other).is_empty());
+    }
+
+    #[test]
+    fn classes_are_assigned() {
+        let t = testkit::sample_trace(5);
+        let rebuild = |routes: Vec<_>, fps| {
+            RecordedGemmTrace::new(
+                &t.workload,
+                t.workload_digest,
+                t.context.clone(),
+                routes,
+                fps,
+                t.volatile.clone(),
+            )
+            .unwrap()
+        };
+        let mut routes = t.routes.clone();
+        routes[1].kernel_symbol.push('x');
+        let d = TraceDiff::between(&t, &rebuild(routes, t.fingerprints.clone()));
+        assert_eq!(
+            d.classes().into_iter().collect::<Vec<_>>(),
+            vec![DiffClass::Route]
+        );
+        assert_eq!(d.differences[0].route_index, Some(1));
+
+        let mut routes = t.routes.clone();
+        routes[2].device.driver = "590.1".into();
+        let d = TraceDiff::between(&t, &rebuild(routes, t.fingerprints.clone()));
+        assert_eq!(
+            d.classes().into_iter().collect::<Vec<_>>(),
+            vec![DiffClass::Identity]
+        );
+
+        let mut fps = t.fingerprints.clone();
+        fps[0].sha256.0[0] ^= 1;
+        let d = TraceDiff::between(&t, &rebuild(t.routes.clone(), fps));
+        assert_eq!(
+            d.classes().into_iter().collect::<Vec<_>>(),
+            vec![DiffClass::Numeric]
+        );
+        assert!(d.disallowed(&[DiffClass::Numeric]).is_empty());
+
+        let mut routes = t.routes.clone();
+        routes.swap(0, 3);
+        let mut fps = t.fingerprints.clone();
+        fps.swap(0, 3);
+        let d = TraceDiff::between(&t, &rebuild(routes, fps));
+        assert_eq!(
+            d.classes().into_iter().collect::<Vec<_>>(),
+            vec![DiffClass::Structural]
+        );
+
+        let mut routes = t.routes.clone();
+        routes.pop();
+        let mut fps = t.fingerprints.clone();
+        fps.pop();
+        let d = TraceDiff::between(&t, &rebuild(routes, fps));
+        assert!(d.render().contains("missing"));
+
+        let mut routes = t.routes.clone();
+        routes[0].contract.kind = crate::route::ContractKind::Tf32;
+        let d = TraceDiff::between(&t, &rebuild(routes, t.fingerprints.clone()));
+        assert_eq!(
+            d.classes().into_iter().collect::<Vec<_>>(),
+            vec![DiffClass::Policy]
+        );
+    }
+}

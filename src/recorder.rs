@@ -1,0 +1,207 @@
+//! Recording: run a workload eagerly, build its trace, capture it, replay
+//! it through the plan, and compare. Checking: rebuild a stored trace's
+//! plan, validate it against the live context, and optionally replay it.
+
+use crate::backend::Backend;
+use crate::error::{Error, Refusal, Result};
+use crate::plan::CapturedGemmGraphPlan;
+use crate::route::ResolvedGemmRoute;
+use crate::trace::{OutputFingerprint, RecordedGemmTrace};
+use crate::workload::Workload;
+use serde::Serialize;
+
+/// Routes, seeds and outputs of one eager run.
+#[derive(Debug, Clone)]
+pub struct EagerRun {
+    pub routes: Vec<ResolvedGemmRoute>,
+    pub seeds: Vec<u64>,
+    pub outputs: Vec<Vec<u8>>,
+}
+
+impl EagerRun {
+    /// Output fingerprints, one per launch.
+    pub fn fingerprints(&self) -> Vec<OutputFingerprint> {
+        self.seeds
+            .iter()
+            .zip(&self.outputs)
+            .map(|(&s, o)| OutputFingerprint::of(s, o))
+            .collect()
+    }
+}
+
+/// Runs every GEMM of `workload` once, in order. `progress(done, total)` is
+/// called after each launch.
+pub fn eager_run(
+    backend: &Backend,
+    workload: &Workload,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<EagerRun> {
+    let total = workload.gemms.len();
+    // Growable storage: the eager run decides the launch count.
+    let mut run = EagerRun {
+        routes: Vec::new(),
+        seeds: Vec::new(),
+        outputs: Vec::new(),
+    };
+    for (i, spec) in workload.gemms.iter().enumerate() {
+        let route = backend.resolve(spec)?;
+        let seed = spec.input_seed(workload.seed);
+        run.outputs.push(backend.run(&route, seed)?);
+        run.routes.push(route);
+        run.seeds.push(seed);
+        progress(i + 1, total);
+    }
+    Ok(run)
+}
+
+/// How a replay compared with the eager fingerprints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "outcome")]
+pub enum ReplayOutcome {
+    /// Every launch's output equals its recorded fingerprint.
+    Identical { launches: usize },
+    /// These launches' outputs differ from their recorded fingerprints.
+    Differs { launches: Vec<usize> },
+    /// The replay was refused before launch.
+    Refused { refusal: Refusal },
+}
+
+impl ReplayOutcome {
+    fn compare(expected: &[OutputFingerprint], outputs: &[Vec<u8>]) -> ReplayOutcome {
+        let differing: Vec<usize> = expected
+            .iter()
+            .zip(outputs)
+            .enumerate()
+            .filter(|(_, (f, o))| OutputFingerprint::of(f.input_seed, o) != **f)
+            .map(|(i, _)| i)
+            .collect();
+        if differing.is_empty() && expected.len() == outputs.len() {
+            ReplayOutcome::Identical {
+                launches: outputs.len(),
+            }
+        } else {
+            ReplayOutcome::Differs {
+                launches: differing,
+            }
+        }
+    }
+
+    /// True when the replay ran and matched.
+    pub fn is_identical(&self) -> bool {
+        matches!(self, ReplayOutcome::Identical { .. })
+    }
+}
+
+/// A recorded workload: its trace, the eager outputs, and the replay outcome.
+#[derive(Debug, Clone)]
+pub struct Recording {
+    pub trace: RecordedGemmTrace,
+    pub outputs: Vec<Vec<u8>>,
+    pub replay: ReplayOutcome,
+}
+
+/// Records `workload`: eager run, trace and manifest, capture reserved to the
+/// manifest's launch count, validated replay, fingerprint comparison.
+pub fn record(
+    backend: &Backend,
+    workload: &Workload,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Recording> {
+    let run = eager_run(backend, workload, progress)?;
+    let fingerprints = run.fingerprints();
+    let trace = RecordedGemmTrace::new(
+        workload.name.clone(),
+        workload.digest(),
+        backend.context().clone(),
+        run.routes,
+        fingerprints,
+        backend.volatile(),
+    )?;
+    let replay = capture_and_replay(backend, &trace, "record")?;
+    Ok(Recording {
+        trace,
+        outputs: run.outputs,
+        replay,
+    })
+}
+
+/// Captures `trace`'s routes and replays them through the plan. A refusal
+/// is an outcome, not an error.
+pub fn capture_and_replay(
+    backend: &Backend,
+    trace: &RecordedGemmTrace,
+    label: &str,
+) -> Result<ReplayOutcome> {
+    let seeds: Vec<u64> = trace.fingerprints.iter().map(|f| f.input_seed).collect();
+    let graph = match backend.capture(&trace.manifest(), &trace.routes, &seeds) {
+        Ok(g) => g,
+        Err(Error::Refused(refusal)) => return Ok(ReplayOutcome::Refused { refusal: *refusal }),
+        Err(e) => return Err(e),
+    };
+    match backend.replay(&graph, label) {
+        Ok(outputs) => Ok(ReplayOutcome::compare(&trace.fingerprints, &outputs)),
+        Err(Error::Refused(refusal)) => Ok(ReplayOutcome::Refused { refusal: *refusal }),
+        Err(e) => Err(e),
+    }
+}
+
+/// What `check` found for a stored trace.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckReport {
+    pub workload: String,
+    pub launch_count: u64,
+    /// Plan construction: the trace's routes against its own launch set.
+    pub plan: Result<(), Refusal>,
+    /// Validation of the plan against the live context.
+    pub validation: Option<Result<(), Refusal>>,
+    /// Comparison with a golden trace, when one was given.
+    pub golden: Option<Result<(), Refusal>>,
+    /// Replay and fingerprint comparison, when asked for.
+    pub replay: Option<ReplayOutcome>,
+}
+
+impl CheckReport {
+    /// True when every step that ran accepted the trace.
+    pub fn passed(&self) -> bool {
+        self.plan.is_ok()
+            && self.validation.as_ref().is_none_or(|v| v.is_ok())
+            && self.golden.as_ref().is_none_or(|g| g.is_ok())
+            && self.replay.as_ref().is_none_or(|r| r.is_identical())
+    }
+}
+
+/// Rebuilds `trace`'s plan, validates it against `backend`'s live context,
+/// compares it with `golden` if given, and replays it if `replay`. Stops at
+/// the first refusal: nothing refused is launched.
+pub fn check(
+    backend: &Backend,
+    trace: &RecordedGemmTrace,
+    golden: Option<&RecordedGemmTrace>,
+    replay: bool,
+) -> Result<CheckReport> {
+    let mut report = CheckReport {
+        workload: trace.workload.clone(),
+        launch_count: trace.launch_set.launch_count,
+        plan: Ok(()),
+        validation: None,
+        golden: None,
+        replay: None,
+    };
+    let plan = match CapturedGemmGraphPlan::from_trace(trace) {
+        Ok(p) => p,
+        Err(r) => {
+            report.plan = Err(r);
+            return Ok(report);
+        }
+    };
+    let validation = plan.validate(backend.context());
+    let valid = validation.is_ok();
+    report.validation = Some(validation);
+    if let Some(g) = golden {
+        report.golden = Some(plan.check_against_golden_trace(g));
+    }
+    if replay && valid && report.golden.as_ref().is_none_or(|g| g.is_ok()) {
+        report.replay = Some(capture_and_replay(backend, trace, "check")?);
+    }
+    Ok(report)
+}

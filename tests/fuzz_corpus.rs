@@ -1,0 +1,216 @@
+//! Replays the fuzz corpus and the saved crashing inputs through the same
+//! entry points the fuzz targets in `fuzz/` call, so CI checks every input
+//! the fuzzers kept without needing cargo-fuzz or a nightly toolchain.
+//!
+//! `fuzz/corpus/<target>/` holds the seeds (named `seed-*`, written by the
+//! ignored `regenerate_seed_corpus` test below) and the minimised entries
+//! libFuzzer added; `fuzz/regressions/<target>/` holds inputs that once
+//! crashed a target. See `docs/fuzzing.md`.
+
+use gemm_audit::fuzzing;
+use gemm_audit::trace::codec;
+use std::path::{Path, PathBuf};
+
+/// Each fuzz target and the entry point it calls.
+const TARGETS: &[(&str, fn(&[u8]))] = &[
+    ("decode_trace", fuzzing::decode_trace),
+    ("decode_payload", decode_payload),
+    ("plan_from_routes", fuzzing::plan_from_routes),
+];
+
+/// Seeds of the two decode targets (whole files, and their payloads).
+const DECODE_SEEDS: &[&str] = &[
+    "seed-sample-1",
+    "seed-sample-2",
+    "seed-sample-5",
+    "seed-vendor-2",
+];
+
+/// Seeds of `plan_from_routes`: byte 0 picks the route count (`b % 16 + 1`),
+/// then each 3 bytes are one mutation (kind, i, j; see `mutation::apply_bytes`).
+const ROUTE_SEEDS: &[(&str, &[u8])] = &[
+    ("seed-count1-unchanged", &[0]),
+    ("seed-count4-swap-equal", &[3, 1, 2, 2]),
+    ("seed-count4-remove", &[3, 0, 2, 1]),
+    ("seed-count4-symbol", &[3, 2, 1, 0]),
+    ("seed-count8-remove-field", &[7, 0, 40, 1, 7, 5, 9]),
+    ("seed-count8-swap-back", &[7, 1, 0, 3, 1, 3, 0]),
+    (
+        "seed-count16-every-kind",
+        &[
+            15, 0, 1, 0, 1, 2, 3, 2, 4, 0, 3, 5, 0, 4, 6, 0, 5, 7, 0, 6, 8, 0, 7, 9, 20,
+        ],
+    ),
+];
+
+/// The seed names `target`'s corpus must hold.
+fn seeds(target: &str) -> Vec<&'static str> {
+    match target {
+        "plan_from_routes" => ROUTE_SEEDS.iter().map(|(name, _)| *name).collect(),
+        _ => DECODE_SEEDS.to_vec(),
+    }
+}
+
+/// Corpus files must stay small (see docs/fuzzing.md).
+const MAX_FILE_BYTES: u64 = 64 << 10;
+const MAX_CORPUS_BYTES: u64 = 1 << 20;
+
+/// The `decode_payload` fuzz target: arbitrary bytes as the payload of a
+/// correctly sealed file, so mutations reach the decoder past the checksum.
+fn decode_payload(data: &[u8]) {
+    fuzzing::decode_trace(&codec::seal(data))
+}
+
+fn fuzz_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz")
+}
+
+/// Regular files in `dir`, sorted; empty when `dir` does not exist.
+fn files_in(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = entries
+        .map(|e| e.expect("readable directory entry").path())
+        .filter(|p| {
+            p.is_file()
+                && !p
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn corpus_and_regressions_replay_without_panicking() {
+    let mut corpus_bytes = 0u64;
+    for &(target, run) in TARGETS {
+        let corpus = fuzz_dir().join("corpus").join(target);
+        let regressions = fuzz_dir().join("regressions").join(target);
+        let corpus_files = files_in(&corpus);
+        for seed in seeds(target) {
+            assert!(
+                corpus_files
+                    .iter()
+                    .any(|p| p.file_name().is_some_and(|n| n == seed)),
+                "seed {seed} missing from {}; regenerate with \
+                 `cargo test --test fuzz_corpus -- --ignored regenerate_seed_corpus`",
+                corpus.display()
+            );
+        }
+        for path in corpus_files.iter().chain(&files_in(&regressions)) {
+            let data =
+                std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+            if path.starts_with(&corpus) {
+                assert!(
+                    data.len() as u64 <= MAX_FILE_BYTES,
+                    "{} is {} bytes, over the {MAX_FILE_BYTES}-byte corpus file limit",
+                    path.display(),
+                    data.len()
+                );
+                corpus_bytes += data.len() as u64;
+            }
+            // A panic here names the input through this message's context.
+            eprintln!("replaying {}", path.display());
+            run(&data);
+        }
+    }
+    assert!(
+        corpus_bytes <= MAX_CORPUS_BYTES,
+        "fuzz corpus is {corpus_bytes} bytes, over {MAX_CORPUS_BYTES}"
+    );
+}
+
+/// The decode seeds must still be real traces of the current format:
+/// otherwise the fuzzers start from inputs the decoder refuses at once and
+/// the replay above only exercises the refusal path.
+#[test]
+fn decode_seeds_are_current_traces() {
+    let limits = codec::Limits::default();
+    for seed in DECODE_SEEDS {
+        let path = fuzz_dir().join("corpus/decode_trace").join(seed);
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+        let decoded = codec::decode_trace(&bytes, &limits);
+        assert!(
+            decoded.is_ok(),
+            "{} no longer decodes ({:?}): the trace format changed; regenerate with \
+             `cargo test --test fuzz_corpus -- --ignored regenerate_seed_corpus`",
+            path.display(),
+            decoded.err()
+        );
+        let payload = fuzz_dir().join("corpus/decode_payload").join(seed);
+        let payload =
+            std::fs::read(&payload).unwrap_or_else(|e| panic!("read {}: {e}", payload.display()));
+        assert_eq!(
+            codec::seal(&payload),
+            bytes,
+            "decode_payload/{seed} is the payload of decode_trace/{seed}"
+        );
+    }
+}
+
+/// Writes the seed corpus. Seeds are overwritten in place; entries libFuzzer
+/// added are left alone. Real CPU-backend traces in `traces/cpu/*.gat` (when
+/// present and small) become seeds too.
+#[test]
+#[ignore = "regenerates the fuzz seed corpus"]
+fn regenerate_seed_corpus() {
+    use gemm_audit::testkit;
+
+    let mut traces: Vec<(String, gemm_audit::RecordedGemmTrace)> = [1, 2, 5]
+        .into_iter()
+        .map(|n| (format!("seed-sample-{n}"), testkit::sample_trace(n)))
+        .collect();
+    let mut vendor = testkit::sample_trace(2);
+    vendor.routes[1] = testkit::sample_vendor_route(1);
+    vendor.launch_set =
+        gemm_audit::build_resolved_gemm_launch_set(&vendor.routes).expect("vendor launch set");
+    traces.push(("seed-vendor-2".into(), vendor));
+
+    let mut files: Vec<(&str, String, Vec<u8>)> = Vec::new();
+    for (name, trace) in &traces {
+        let payload = codec::encode_payload(trace).expect("seed trace encodes");
+        let file = codec::seal(&payload);
+        assert_eq!(file, trace.to_bytes().expect("seed trace encodes"));
+        files.push(("decode_trace", name.clone(), file));
+        files.push(("decode_payload", name.clone(), payload));
+    }
+    let cpu = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/cpu");
+    for path in files_in(&cpu)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "gat"))
+    {
+        let bytes = std::fs::read(&path).expect("read a CPU trace");
+        if bytes.len() as u64 > MAX_FILE_BYTES {
+            eprintln!("skipping {}: {} bytes", path.display(), bytes.len());
+            continue;
+        }
+        let stem = path
+            .file_stem()
+            .expect("a file name")
+            .to_string_lossy()
+            .into_owned();
+        let name = format!("trace-cpu-{stem}");
+        if let Ok(payload) = codec::open(&bytes, &codec::Limits::default()) {
+            files.push(("decode_payload", name.clone(), payload.to_vec()));
+        }
+        files.push(("decode_trace", name, bytes));
+    }
+    for (name, bytes) in ROUTE_SEEDS {
+        files.push(("plan_from_routes", name.to_string(), bytes.to_vec()));
+    }
+
+    for (target, name, bytes) in files {
+        let dir = fuzz_dir().join("corpus").join(target);
+        std::fs::create_dir_all(&dir).expect("create the corpus directory");
+        assert!(
+            bytes.len() as u64 <= MAX_FILE_BYTES,
+            "{target}/{name} is {} bytes",
+            bytes.len()
+        );
+        std::fs::write(dir.join(&name), &bytes).expect("write a seed");
+        eprintln!("wrote fuzz/corpus/{target}/{name} ({} bytes)", bytes.len());
+    }
+}
