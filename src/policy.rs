@@ -117,18 +117,13 @@ impl GemmPolicy {
     }
 
     /// Contract kinds this mode may replay, before per-dtype rules.
-    pub fn contracts(&self) -> Vec<ContractKind> {
+    pub fn contracts(&self) -> &'static [ContractKind] {
         use ContractKind::*;
-        match self.mode {
-            PolicyMode::Deterministic => {
-                let mut c = vec![ScalarFma, SplitKFixed, Tf32];
-                if self.tensor_cores {
-                    c.push(TensorCoreTileParity);
-                }
-                c
-            }
-            PolicyMode::CublasFast => vec![VendorPedantic, VendorFast],
-            PolicyMode::CublasPedantic => vec![VendorPedantic],
+        match (self.mode, self.tensor_cores) {
+            (PolicyMode::Deterministic, false) => &[ScalarFma, SplitKFixed, Tf32],
+            (PolicyMode::Deterministic, true) => &[ScalarFma, SplitKFixed, Tf32, TensorCoreTileParity],
+            (PolicyMode::CublasFast, _) => &[VendorPedantic, VendorFast],
+            (PolicyMode::CublasPedantic, _) => &[VendorPedantic],
         }
     }
 

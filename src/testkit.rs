@@ -65,7 +65,7 @@ pub fn context() -> GemmRouteIdentity {
     GemmRouteIdentity {
         policy,
         permitted_backends: policy.backends().to_vec(),
-        permitted_contracts: policy.contracts(),
+        permitted_contracts: policy.contracts().to_vec(),
         compiler: compiler(),
         modules: vec![ModuleIdentity {
             kind: ModuleKind::Nvrtc,

@@ -279,7 +279,7 @@ impl CpuBackend {
                 .copied()
                 .filter(|b| *b == PhysicalBackend::CpuReference)
                 .collect(),
-            permitted_contracts: policy.contracts(),
+            permitted_contracts: policy.contracts().to_vec(),
             compiler,
             modules: vec![module],
             device: device_identity(),
