@@ -246,6 +246,37 @@ impl TraceDiff {
                 }
             }
         }
+        // The captured graphs: another kernel, split or node sequence is route drift.
+        if !golden.physical.is_empty()
+            && !candidate.physical.is_empty()
+            && golden.physical != candidate.physical
+        {
+            let node = |n: Option<&crate::physical::PhysicalNode>| match n {
+                None => "(none)".to_string(),
+                Some(n) => match &n.symbol {
+                    Some(s) => format!("{} {s} grid {:?} block {:?}", n.kind, n.grid, n.block),
+                    None => n.kind.to_string(),
+                },
+            };
+            let len = golden.physical.len().max(candidate.physical.len());
+            for i in 0..len {
+                let (g, c) = (golden.physical.get(i), candidate.physical.get(i));
+                if g != c {
+                    let ri = g.or(c).and_then(|n| n.route_index).map(|r| r as usize);
+                    let gemm = ri
+                        .and_then(|r| golden.routes.get(r))
+                        .map(|r| r.gemm.as_str());
+                    push(
+                        DiffClass::Route,
+                        ri,
+                        gemm,
+                        &format!("graph.node[{i}]"),
+                        node(g),
+                        node(c),
+                    );
+                }
+            }
+        }
         // Equal routes and fingerprints can still hide a launch-set digest
         // difference only if the trace is inconsistent; name it if so.
         if out.is_empty() && golden.launch_set != candidate.launch_set {

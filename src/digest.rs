@@ -116,6 +116,8 @@ pub enum FieldValue<'a> {
     U32x3([u32; 3]),
     Str(&'a str),
     StrList(&'a [String]),
+    /// Raw bytes (rendered as their SHA-256 in diffs).
+    Bytes(&'a [u8]),
     Digest(&'a Digest),
 }
 
@@ -130,6 +132,7 @@ impl fmt::Display for FieldValue<'_> {
             FieldValue::U32x3([x, y, z]) => write!(f, "{x}x{y}x{z}"),
             FieldValue::Str(s) => write!(f, "{s:?}"),
             FieldValue::StrList(l) => write!(f, "{l:?}"),
+            FieldValue::Bytes(b) => write!(f, "{} bytes, sha256 {}", b.len(), Digest::sha256(b)),
             FieldValue::Digest(d) => write!(f, "{d}"),
         }
     }
@@ -224,6 +227,7 @@ impl FieldVisitor for Framer {
                 }
             }
             FieldValue::Digest(d) => self.raw(tag, 1, &d.0),
+            FieldValue::Bytes(b) => self.raw(tag, 1, b),
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod digest;
 pub mod error;
 pub mod identity;
 pub mod launch_set;
+pub mod physical;
 pub mod plan;
 pub mod policy;
 pub mod route;

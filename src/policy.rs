@@ -121,7 +121,9 @@ impl GemmPolicy {
         use ContractKind::*;
         match (self.mode, self.tensor_cores) {
             (PolicyMode::Deterministic, false) => &[ScalarFma, SplitKFixed, Tf32],
-            (PolicyMode::Deterministic, true) => &[ScalarFma, SplitKFixed, Tf32, TensorCoreTileParity],
+            (PolicyMode::Deterministic, true) => {
+                &[ScalarFma, SplitKFixed, Tf32, TensorCoreTileParity]
+            }
             (PolicyMode::CublasFast, _) => &[VendorPedantic, VendorFast],
             (PolicyMode::CublasPedantic, _) => &[VendorPedantic],
         }

@@ -3,7 +3,8 @@
 //! plan, validate it against the live context, and optionally replay it.
 
 use crate::backend::Backend;
-use crate::error::{Error, Refusal, Result};
+use crate::error::{Error, Refusal, RefusalStage, Result};
+use crate::physical::{self, PhysicalNode};
 use crate::plan::CapturedGemmGraphPlan;
 use crate::route::ResolvedGemmRoute;
 use crate::trace::{OutputFingerprint, RecordedGemmTrace};
@@ -109,7 +110,7 @@ pub fn record(
 ) -> Result<Recording> {
     let run = eager_run(backend, workload, progress)?;
     let fingerprints = run.fingerprints();
-    let trace = RecordedGemmTrace::new(
+    let mut trace = RecordedGemmTrace::new(
         workload.name.clone(),
         workload.digest(),
         backend.context().clone(),
@@ -117,7 +118,8 @@ pub fn record(
         fingerprints,
         backend.volatile(),
     )?;
-    let replay = capture_and_replay(backend, &trace, "record")?;
+    let (replay, nodes) = capture_and_replay(backend, &trace, "record")?;
+    trace.physical = nodes;
     Ok(Recording {
         trace,
         outputs: run.outputs,
@@ -125,24 +127,64 @@ pub fn record(
     })
 }
 
-/// Captures `trace`'s routes and replays them through the plan. A refusal
-/// is an outcome, not an error.
+/// Captures `trace`'s routes, binds the graph's nodes to them (and, when
+/// the trace already holds a physical trace, requires the same nodes), then
+/// replays through the plan. A refusal is an outcome, not an error. Returns
+/// the outcome and the bound nodes (empty when refused before binding).
 pub fn capture_and_replay(
     backend: &Backend,
     trace: &RecordedGemmTrace,
     label: &str,
-) -> Result<ReplayOutcome> {
+) -> Result<(ReplayOutcome, Vec<PhysicalNode>)> {
+    let refused = |refusal: Refusal| Ok((ReplayOutcome::Refused { refusal }, Vec::new()));
     let seeds: Vec<u64> = trace.fingerprints.iter().map(|f| f.input_seed).collect();
     let graph = match backend.capture(&trace.manifest(), &trace.routes, &seeds) {
         Ok(g) => g,
-        Err(Error::Refused(refusal)) => return Ok(ReplayOutcome::Refused { refusal: *refusal }),
+        Err(Error::Refused(refusal)) => return refused(*refusal),
         Err(e) => return Err(e),
     };
+    let mut nodes = graph.physical();
+    if let Err(r) = physical::bind(&trace.routes, &mut nodes) {
+        return refused(r);
+    }
+    if !trace.physical.is_empty() {
+        if let Some(r) = compare_nodes(&trace.physical, &nodes) {
+            return refused(r);
+        }
+    }
     match backend.replay(&graph, label) {
-        Ok(outputs) => Ok(ReplayOutcome::compare(&trace.fingerprints, &outputs)),
-        Err(Error::Refused(refusal)) => Ok(ReplayOutcome::Refused { refusal: *refusal }),
+        Ok(outputs) => Ok((ReplayOutcome::compare(&trace.fingerprints, &outputs), nodes)),
+        Err(Error::Refused(refusal)) => refused(*refusal),
         Err(e) => Err(e),
     }
+}
+
+/// The first difference between a stored and a freshly captured graph.
+fn compare_nodes(stored: &[PhysicalNode], captured: &[PhysicalNode]) -> Option<Refusal> {
+    let stage = RefusalStage::CaptureResult;
+    if stored.len() != captured.len() {
+        return Some(Refusal::new(
+            stage,
+            None,
+            "graph.nodes",
+            stored.len(),
+            captured.len(),
+        ));
+    }
+    stored
+        .iter()
+        .zip(captured)
+        .enumerate()
+        .find(|(_, (a, b))| a != b)
+        .map(|(i, (a, b))| {
+            Refusal::new(
+                stage,
+                a.route_index,
+                format!("graph.node[{i}]"),
+                format!("{a:?}"),
+                format!("{b:?}"),
+            )
+        })
 }
 
 /// What `check` found for a stored trace.
@@ -201,7 +243,7 @@ pub fn check(
         report.golden = Some(plan.check_against_golden_trace(g));
     }
     if replay && valid && report.golden.as_ref().is_none_or(|g| g.is_ok()) {
-        report.replay = Some(capture_and_replay(backend, trace, "check")?);
+        report.replay = Some(capture_and_replay(backend, trace, "check")?.0);
     }
     Ok(report)
 }

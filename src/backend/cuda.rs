@@ -71,4 +71,8 @@ impl CudaGraph {
     pub fn plan(&self) -> &CapturedGemmGraphPlan {
         match self.0 {}
     }
+
+    pub fn physical(&self) -> Vec<crate::physical::PhysicalNode> {
+        match self.0 {}
+    }
 }

@@ -58,6 +58,14 @@ impl Graph {
             Graph::Cuda(g) => g.plan(),
         }
     }
+
+    /// The graph's nodes in capture order (not yet bound to routes).
+    pub fn physical(&self) -> Vec<crate::physical::PhysicalNode> {
+        match self {
+            Graph::Cpu(g) => g.physical(),
+            Graph::Cuda(g) => g.physical(),
+        }
+    }
 }
 
 impl Backend {

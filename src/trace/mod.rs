@@ -6,13 +6,27 @@ use crate::digest::Digest;
 use crate::error::{Error, FormatError, Result};
 use crate::identity::{GemmRouteIdentity, VolatileMetadata};
 use crate::launch_set::{ResolvedGemmLaunchSet, build_resolved_gemm_launch_set};
+use crate::physical::{self, PhysicalNode};
 use crate::route::ResolvedGemmRoute;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
+/// Bytes per chunk of the output fingerprint's tree.
+pub const FINGERPRINT_CHUNK_BYTES: usize = 4096;
+
+/// Domain of the output fingerprint.
+pub const FINGERPRINT_DOMAIN: &str = "gemm-audit/output-fingerprint/v1";
+
 /// What one launch produced: the seed its inputs were generated from, and
-/// the SHA-256 of its output bytes (plain SHA-256, no framing, so any tool
-/// can recompute it from a dump of the output).
+/// the fingerprint of its output bytes.
+///
+/// The fingerprint is a two-level SHA-256 so a GPU can compute it where the
+/// output lives: the output is cut into [`FINGERPRINT_CHUNK_BYTES`] chunks
+/// (the last may be shorter), each chunk is hashed with plain SHA-256
+/// (independently, in parallel), and the fingerprint is the framed SHA-256,
+/// under [`FINGERPRINT_DOMAIN`], of the byte length, the chunk size and the
+/// chunk digests in order. Equal bytes give equal fingerprints on every
+/// backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct OutputFingerprint {
     /// Seed of the launch's inputs (see `backend::cpu::kernels::seeded_value`),
@@ -26,10 +40,35 @@ pub struct OutputFingerprint {
 impl OutputFingerprint {
     /// Fingerprint of an output buffer computed from inputs seeded by `input_seed`.
     pub fn of(input_seed: u64, bytes: &[u8]) -> Self {
+        let chunks: Vec<Digest> = bytes
+            .chunks(FINGERPRINT_CHUNK_BYTES)
+            .map(Digest::sha256)
+            .collect();
+        Self::from_chunk_digests(input_seed, bytes.len() as u64, &chunks)
+    }
+
+    /// The fingerprint from per-chunk SHA-256 digests computed elsewhere
+    /// (e.g. on a GPU). `chunks` must hold one digest per chunk, in order.
+    pub fn from_chunk_digests(input_seed: u64, len: u64, chunks: &[Digest]) -> Self {
+        let mut w = crate::digest::DigestWriter::new(FINGERPRINT_DOMAIN);
+        w.field("bytes", crate::digest::FieldValue::U64(len));
+        w.field(
+            "chunk_bytes",
+            crate::digest::FieldValue::U64(FINGERPRINT_CHUNK_BYTES as u64),
+        );
+        w.field(
+            "chunks",
+            crate::digest::FieldValue::U64(chunks.len() as u64),
+        );
+        let mut all = Vec::with_capacity(chunks.len() * 32);
+        for c in chunks {
+            all.extend_from_slice(&c.0);
+        }
+        w.field("chunk_digests", crate::digest::FieldValue::Bytes(&all));
         OutputFingerprint {
             input_seed,
-            bytes: bytes.len() as u64,
-            sha256: Digest::sha256(bytes),
+            bytes: len,
+            sha256: w.finish(),
         }
     }
 }
@@ -49,6 +88,9 @@ pub struct RecordedGemmTrace {
     pub fingerprints: Vec<OutputFingerprint>,
     /// Per-machine facts, never compared (CPU model, cores, GPU UUID, ...).
     pub volatile: VolatileMetadata,
+    /// The captured graph's nodes, bound to the routes (empty when no graph
+    /// was captured). See [`crate::physical`].
+    pub physical: Vec<PhysicalNode>,
 }
 
 /// What a capture is prepared from: the context, the launch set, and the
@@ -79,12 +121,20 @@ impl RecordedGemmTrace {
             routes,
             fingerprints,
             volatile,
+            physical: Vec::new(),
         };
         trace.check_shape().map_err(|e| Error::Format {
             path: "<new trace>".into(),
             source: e,
         })?;
         Ok(trace)
+    }
+
+    /// Binds a captured graph's nodes to the routes and stores them.
+    pub fn set_physical(&mut self, mut nodes: Vec<PhysicalNode>) -> Result<(), crate::Refusal> {
+        physical::bind(&self.routes, &mut nodes)?;
+        self.physical = nodes;
+        Ok(())
     }
 
     /// The manifest a capture of this trace is prepared from.
@@ -110,6 +160,16 @@ impl RecordedGemmTrace {
             return Err(FormatError::Inconsistent(format!(
                 "{} fingerprints for {n} routes",
                 self.fingerprints.len()
+            )));
+        }
+        if let Some(bad) = self
+            .physical
+            .iter()
+            .filter_map(|p| p.route_index)
+            .find(|&i| i >= n)
+        {
+            return Err(FormatError::Inconsistent(format!(
+                "a graph node is bound to route {bad} of {n}"
             )));
         }
         Ok(())

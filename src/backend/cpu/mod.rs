@@ -553,6 +553,22 @@ impl CpuGraph {
         &self.plan
     }
 
+    /// The graph's nodes: one kernel node per frozen launch, in order.
+    pub fn physical(&self) -> Vec<crate::physical::PhysicalNode> {
+        self.plan
+            .routes()
+            .iter()
+            .map(|r| {
+                crate::physical::PhysicalNode::kernel(
+                    &r.kernel_symbol,
+                    r.launch.grid,
+                    r.launch.block,
+                    r.launch.dynamic_shared_bytes,
+                )
+            })
+            .collect()
+    }
+
     fn execute_all(&self) -> Vec<Vec<u8>> {
         self.launches.iter().map(CpuLaunch::execute).collect()
     }

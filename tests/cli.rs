@@ -1,0 +1,879 @@
+//! End-to-end tests of the `gemm-audit` binary: every subcommand on good
+//! input, and bad command lines, bad workloads and damaged or tampered
+//! traces. Each case asserts the exit code (see `gemm-audit --help`), a
+//! message that names what is wrong, and that nothing panicked.
+
+use gemm_audit::workload::Workload;
+use gemm_audit::{RecordedGemmTrace, build_resolved_gemm_launch_set};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_gemm-audit");
+
+/// The documented exit codes.
+const OK: i32 = 0;
+const FINDING: i32 = 1;
+const USAGE: i32 = 2;
+const BAD_INPUT: i32 = 3;
+const BACKEND: i32 = 4;
+const DIFF_BASE: i32 = 64;
+
+/// The tiny custom workload (three GEMMs), recorded by most tests.
+const TINY: &str = include_str!("data/tiny.toml");
+
+// ---------------------------------------------------------------- helpers
+
+/// A scratch directory under the system temp dir, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("gemm-audit-cli-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create scratch dir");
+        Scratch(dir)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    fn write(&self, name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
+        let p = self.path(name);
+        std::fs::write(&p, bytes).expect("write scratch file");
+        p
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// What one run of the binary did.
+struct Run {
+    cmd: String,
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn all(&self) -> String {
+        format!("{}{}", self.stdout, self.stderr)
+    }
+
+    /// Asserts the exit code, printing the whole run on failure.
+    fn code(&self, want: i32) -> &Self {
+        assert_eq!(
+            self.code, want,
+            "`{}` exited {}; {self}",
+            self.cmd, self.code
+        );
+        self
+    }
+
+    /// Asserts that stdout or stderr contains every needle.
+    fn says(&self, needles: &[&str]) -> &Self {
+        let all = self.all();
+        for n in needles {
+            assert!(all.contains(n), "`{}` does not say {n:?}; {self}", self.cmd);
+        }
+        self
+    }
+
+    /// Asserts that stdout or stderr contains none of the needles.
+    fn never_says(&self, needles: &[&str]) -> &Self {
+        let all = self.all();
+        for n in needles {
+            assert!(!all.contains(n), "`{}` says {n:?}; {self}", self.cmd);
+        }
+        self
+    }
+}
+
+impl std::fmt::Display for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "\n--- stdout\n{}\n--- stderr\n{}",
+            self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs the binary in `dir` and checks that it exited normally, without a panic.
+fn run_in(dir: &Path, args: &[&str]) -> Run {
+    let out = Command::new(BIN)
+        .args(args)
+        .current_dir(dir)
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .expect("spawn gemm-audit");
+    let run = Run {
+        cmd: format!("gemm-audit {}", args.join(" ")),
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert!(
+        out.status.code().is_some(),
+        "`{}` was killed by a signal; {run}",
+        run.cmd
+    );
+    assert!(
+        !run.stderr.contains("panicked"),
+        "`{}` panicked; {run}",
+        run.cmd
+    );
+    run
+}
+
+/// Writes the tiny workload into `s` and records it to `tiny.gat`.
+fn record_tiny(s: &Scratch) -> PathBuf {
+    s.write("tiny.toml", TINY);
+    run_in(
+        &s.0,
+        &["record", "tiny.toml", "-o", "tiny.gat", "--backend", "cpu"],
+    )
+    .code(OK)
+    .says(&["recorded tiny (3 launches)", "replay: 3/3"]);
+    s.path("tiny.gat")
+}
+
+fn read(path: &Path) -> RecordedGemmTrace {
+    RecordedGemmTrace::read(path).expect("trace reads back")
+}
+
+// ------------------------------------------------------------ help, usage
+
+const SUBCOMMANDS: [&str; 6] = ["audit", "record", "check", "show", "diff", "workloads"];
+
+#[test]
+fn help_of_root_and_every_subcommand_lists_the_exit_codes() {
+    let s = Scratch::new("help");
+    let mut missing = Vec::new();
+    let mut cases: Vec<Vec<&str>> = vec![vec!["--help"], vec!["-h"]];
+    cases.extend(SUBCOMMANDS.iter().map(|c| vec![*c, "--help"]));
+    for args in &cases {
+        let r = run_in(&s.0, args);
+        r.code(OK);
+        if !(r.stdout.contains("Exit codes") && r.stdout.contains("64+N")) {
+            missing.push(r.cmd.clone());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "help without the exit codes (add `after_help = EXIT_CODES` in src/cli.rs): {missing:?}"
+    );
+}
+
+#[test]
+fn version_prints_the_crate_version() {
+    let s = Scratch::new("version");
+    run_in(&s.0, &["--version"])
+        .code(OK)
+        .says(&[&format!("gemm-audit {}", env!("CARGO_PKG_VERSION"))]);
+}
+
+#[test]
+fn bad_command_lines_exit_2_and_name_the_problem() {
+    let s = Scratch::new("usage");
+    let cases: &[(&[&str], &[&str])] = &[
+        (&[], &["Usage"]),
+        (&["audit", "--runs", "1"], &["--runs", "2..=1000"]),
+        (
+            &["audit", "--control-attempts", "1"],
+            &["--control-attempts"],
+        ),
+        (&["frobnicate"], &["unrecognized subcommand", "frobnicate"]),
+        (
+            &["record", "m-sweep", "-o", "x.gat", "--backend", "x"],
+            &["--backend", "'x'", "cpu"],
+        ),
+        (&["audit", "--backend", "x"], &["--backend", "'x'"]),
+        (
+            &["diff", "a.gat", "b.gat", "--allow", "bogus"],
+            &["--allow", "bogus", "numeric"],
+        ),
+        (&["record", "m-sweep"], &["--out"]),
+        (&["check"], &["<TRACE>"]),
+        (
+            &["show", "x.gat", "--format", "yaml"],
+            &["--format", "yaml"],
+        ),
+        (&["audit", "--no-such-flag"], &["--no-such-flag"]),
+    ];
+    for (args, needles) in cases {
+        run_in(&s.0, args).code(USAGE).says(needles);
+    }
+    assert!(!s.path("x.gat").exists(), "a usage error wrote a file");
+}
+
+// --------------------------------------------------------------- workloads
+
+#[test]
+fn unknown_workload_exits_3_and_lists_the_builtins() {
+    let s = Scratch::new("unknown-workload");
+    run_in(&s.0, &["record", "nope", "-o", "x.gat", "--backend", "cpu"])
+        .code(BAD_INPUT)
+        .says(&[
+            "nope",
+            "transformer-block",
+            "m-sweep",
+            "nondeterministic-control",
+        ]);
+    assert!(!s.path("x.gat").exists());
+    run_in(&s.0, &["workloads", "--show", "nope"])
+        .code(BAD_INPUT)
+        .says(&["nope", "transformer-block", "m-sweep"]);
+    run_in(&s.0, &["audit", "--backend", "cpu", "--workload", "nope"])
+        .code(BAD_INPUT)
+        .says(&["nope", "transformer-block"]);
+}
+
+const GEMM_A: &str = "[[gemm]]\nname = \"a\"\nop = \"nn\"\ndtype = \"f32\"\nm = 1\nk = 2\nn = 3\n";
+
+#[test]
+fn malformed_workload_files_exit_3_and_name_the_problem() {
+    let s = Scratch::new("malformed-workload");
+    let gemm = |name: &str, dtype: &str, m: u64| {
+        format!(
+            "[[gemm]]\nname = \"{name}\"\nop = \"nn\"\ndtype = \"{dtype}\"\nm = {m}\nk = 2\nn = 3\n"
+        )
+    };
+    let cases: Vec<(&str, String, Vec<&str>)> = vec![
+        (
+            "syntax.toml",
+            "name = \"x\"\n[[gemm]\nname = \"a\"\n".into(),
+            vec!["syntax.toml", "TOML parse error", "line 2"],
+        ),
+        (
+            "unknown-field.toml",
+            format!("name = \"x\"\n{GEMM_A}colour = \"red\"\n"),
+            vec!["unknown-field.toml", "unknown field", "colour"],
+        ),
+        (
+            "unknown-top-field.toml",
+            format!("name = \"x\"\nbogus = 1\n{GEMM_A}"),
+            vec!["unknown field", "bogus"],
+        ),
+        (
+            "zero-m.toml",
+            format!("name = \"x\"\n{}", gemm("a", "f32", 0)),
+            vec!["zero-m.toml", "\"a\"", "m must be at least 1"],
+        ),
+        (
+            "dtype.toml",
+            format!("name = \"x\"\n{}", gemm("a", "f64", 1)),
+            vec!["dtype.toml", "f64", "bf16"],
+        ),
+        (
+            "duplicate.toml",
+            format!("name = \"x\"\n{}{}", gemm("a", "f32", 1), gemm("a", "f32", 2)),
+            vec!["duplicate.toml", "\"a\"", "appears twice"],
+        ),
+        (
+            "empty.toml",
+            "name = \"x\"\ngemm = []\n".into(),
+            vec!["empty.toml", "no GEMMs"],
+        ),
+        (
+            "too-big.toml",
+            format!("name = \"x\"\n{}", gemm("huge", "f32", 1 << 40)),
+            vec!["too-big.toml", "huge", "over"],
+        ),
+        (
+            "bad-route.toml",
+            format!("name = \"x\"\n{GEMM_A}route = \"split-k-fixed:0\"\n"),
+            vec!["bad-route.toml", "split count 0"],
+        ),
+        (
+            "syntax.json",
+            r#"{"name": "x", "gemm": [{"name": "a", "op": "nn", "dtype": "f32", "m": 1, "k": 1, "n": 1,}]}"#.into(),
+            vec!["syntax.json", "trailing comma"],
+        ),
+        (
+            "unknown-field.json",
+            r#"{"name": "x", "extra": 1, "gemm": [{"name": "a", "op": "nn", "dtype": "f32", "m": 1, "k": 1, "n": 1}]}"#.into(),
+            vec!["unknown-field.json", "unknown field", "extra"],
+        ),
+        (
+            "zero-m.json",
+            r#"{"name": "x", "gemm": [{"name": "a", "op": "nn", "dtype": "f32", "m": 0, "k": 1, "n": 1}]}"#.into(),
+            vec!["zero-m.json", "m must be at least 1"],
+        ),
+        (
+            "dtype.json",
+            r#"{"name": "x", "gemm": [{"name": "a", "op": "nn", "dtype": "f8", "m": 1, "k": 1, "n": 1}]}"#.into(),
+            vec!["dtype.json", "f8"],
+        ),
+        (
+            "workload.yaml",
+            "name: x\n".into(),
+            vec!["workload.yaml", ".toml or .json"],
+        ),
+    ];
+    for (file, text, needles) in &cases {
+        s.write(file, text);
+        run_in(&s.0, &["record", file, "-o", "out.gat", "--backend", "cpu"])
+            .code(BAD_INPUT)
+            .says(needles);
+        assert!(!s.path("out.gat").exists(), "{file}: a trace was written");
+    }
+    // The audit loads its --workload files the same way.
+    run_in(
+        &s.0,
+        &[
+            "audit",
+            "--backend",
+            "cpu",
+            "--no-progress",
+            "--workload",
+            "duplicate.toml",
+        ],
+    )
+    .code(BAD_INPUT)
+    .says(&["duplicate.toml", "appears twice"]);
+}
+
+#[test]
+fn workloads_lists_the_builtins_and_show_prints_toml_that_record_accepts() {
+    let s = Scratch::new("workloads");
+    let r = run_in(&s.0, &["workloads"]);
+    r.code(OK)
+        .says(&["transformer-block", "m-sweep", "nondeterministic-control"]);
+    assert_eq!(r.stdout.lines().count(), 3, "one line per built-in{r}");
+
+    let r = run_in(&s.0, &["workloads", "--show", "m-sweep"]);
+    r.code(OK).says(&["name = \"m-sweep\"", "[[gemm]]"]);
+    let builtin = Workload::builtin("m-sweep").expect("built-in");
+    let parsed = Workload::from_toml(&r.stdout).expect("printed TOML parses");
+    assert_eq!(parsed, builtin, "the printed TOML is the built-in");
+
+    s.write("m-sweep.toml", &r.stdout);
+    run_in(
+        &s.0,
+        &["record", "m-sweep.toml", "-o", "m.gat", "--backend", "cpu"],
+    )
+    .code(OK)
+    .says(&["recorded m-sweep (24 launches)", "replay: 24/24"]);
+    let t = read(&s.path("m.gat"));
+    assert_eq!(t.workload, "m-sweep");
+    assert_eq!(
+        t.workload_digest,
+        builtin.digest(),
+        "a workload file equal to the built-in has the built-in's digest"
+    );
+}
+
+// ------------------------------------------------------------------ record
+
+#[test]
+fn record_writes_then_refuses_to_overwrite_without_force() {
+    let s = Scratch::new("record");
+    let path = record_tiny(&s);
+    let before = std::fs::read(&path).expect("trace written");
+    let t = read(&path);
+    assert_eq!(t.workload, "tiny");
+    assert_eq!(t.routes.len(), 3);
+    assert_eq!(t.fingerprints.len(), 3);
+
+    run_in(
+        &s.0,
+        &["record", "tiny.toml", "-o", "tiny.gat", "--backend", "cpu"],
+    )
+    .code(BAD_INPUT)
+    .says(&["tiny.gat", "already exists", "--force"])
+    .never_says(&["recorded"]);
+    assert_eq!(
+        std::fs::read(&path).expect("still there"),
+        before,
+        "a refused record changed the file"
+    );
+
+    run_in(
+        &s.0,
+        &[
+            "record",
+            "tiny.toml",
+            "-o",
+            "tiny.gat",
+            "--backend",
+            "cpu",
+            "--force",
+        ],
+    )
+    .code(OK)
+    .says(&["recorded tiny", "replay: 3/3"]);
+    let again = read(&path);
+    assert!(
+        gemm_audit::diff::TraceDiff::between(&t, &again).is_empty(),
+        "re-recording changed the trace"
+    );
+
+    // An output in a directory that does not exist is bad input, not a panic.
+    run_in(
+        &s.0,
+        &[
+            "record",
+            "tiny.toml",
+            "-o",
+            "no/such/dir/t.gat",
+            "--backend",
+            "cpu",
+        ],
+    )
+    .code(BAD_INPUT)
+    .says(&["no/such/dir"]);
+}
+
+#[test]
+fn record_of_the_nondeterministic_control_is_refused_but_written() {
+    let s = Scratch::new("control");
+    run_in(
+        &s.0,
+        &[
+            "record",
+            "nondeterministic-control",
+            "-o",
+            "c.gat",
+            "--backend",
+            "cpu",
+        ],
+    )
+    .code(FINDING)
+    .says(&[
+        "recorded nondeterministic-control",
+        "refused",
+        "contract.kind",
+    ]);
+    let t = read(&s.path("c.gat"));
+    assert_eq!(t.workload, "nondeterministic-control");
+
+    for extra in [&[][..], &["--replay"][..]] {
+        let mut args = vec!["check", "c.gat", "--backend", "cpu"];
+        args.extend_from_slice(extra);
+        run_in(&s.0, &args)
+            .code(FINDING)
+            .says(&[
+                "replay validation",
+                "route 0",
+                "contract.kind",
+                "atomic-unordered",
+                "check: FAIL",
+            ])
+            .never_says(&["fingerprints identical"]);
+    }
+}
+
+// ------------------------------------------------------------------- check
+
+#[test]
+fn check_of_a_valid_trace_passes_and_replays_identical() {
+    let s = Scratch::new("check-ok");
+    record_tiny(&s);
+    run_in(&s.0, &["check", "tiny.gat", "--backend", "cpu"])
+        .code(OK)
+        .says(&["tiny.gat", "3 launches", "check: PASS"])
+        .never_says(&["refused"]);
+    run_in(&s.0, &["check", "tiny.gat", "--backend", "cpu", "--replay"])
+        .code(OK)
+        .says(&["3/3 fingerprints identical", "check: PASS"]);
+    run_in(
+        &s.0,
+        &[
+            "check",
+            "tiny.gat",
+            "--backend",
+            "cpu",
+            "--golden",
+            "tiny.gat",
+        ],
+    )
+    .code(OK)
+    .says(&["golden", "check: PASS"]);
+
+    let r = run_in(
+        &s.0,
+        &[
+            "check",
+            "tiny.gat",
+            "--backend",
+            "cpu",
+            "--replay",
+            "--format",
+            "json",
+        ],
+    );
+    r.code(OK);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("check JSON parses");
+    assert_eq!(v["workload"], "tiny");
+    assert_eq!(v["launch_count"], 3);
+    assert_eq!(v["replay"]["outcome"], "identical", "{v}");
+}
+
+#[test]
+fn damaged_trace_files_exit_3_and_name_the_path_and_problem() {
+    let s = Scratch::new("damaged");
+    let good = std::fs::read(record_tiny(&s)).expect("trace");
+    assert!(good.len() > 64);
+
+    let mut cases: Vec<(String, Vec<u8>, &[&str])> = Vec::new();
+    for cut in [3, 8, 20, good.len() / 2, good.len() - 1] {
+        cases.push((
+            format!("truncated-{cut}.gat"),
+            good[..cut].to_vec(),
+            &["truncated", "does not match", "checksum"],
+        ));
+    }
+    cases.push(("empty.gat".into(), Vec::new(), &["truncated"]));
+    for at in [good.len() / 3, good.len() / 2, good.len() - 5] {
+        let mut b = good.clone();
+        b[at] ^= 0x10;
+        cases.push((
+            format!("flipped-{at}.gat"),
+            b,
+            &["checksum", "does not decode", "does not match"],
+        ));
+    }
+    let mut b = good.clone();
+    b[..4].copy_from_slice(b"NOPE");
+    cases.push(("magic.gat".into(), b, &["not a gemm-audit trace", "magic"]));
+    cases.push((
+        "text.gat".into(),
+        b"this is not a trace at all\n".to_vec(),
+        &["not a gemm-audit trace"],
+    ));
+    let mut b = good.clone();
+    b.extend_from_slice(b"trailing");
+    cases.push((
+        "appended.gat".into(),
+        b,
+        &["does not match", "checksum", "trailing"],
+    ));
+
+    for (name, bytes, any_of) in &cases {
+        s.write(name, bytes);
+        for args in [
+            vec!["check", name.as_str(), "--backend", "cpu"],
+            vec!["show", name.as_str()],
+            vec!["diff", "tiny.gat", name.as_str()],
+        ] {
+            let r = run_in(&s.0, &args);
+            r.code(BAD_INPUT).says(&[name.as_str()]);
+            assert!(
+                any_of.iter().any(|n| r.stderr.contains(n)),
+                "`{}` names none of {any_of:?}; {r}",
+                r.cmd
+            );
+        }
+    }
+
+    std::fs::create_dir(s.path("dir.gat")).expect("mkdir");
+    let r = run_in(&s.0, &["check", "dir.gat", "--backend", "cpu"]);
+    r.code(BAD_INPUT).says(&["dir.gat"]);
+    #[cfg(unix)]
+    r.says(&["directory"]);
+
+    let r = run_in(&s.0, &["check", "missing.gat", "--backend", "cpu"]);
+    r.code(BAD_INPUT).says(&["missing.gat"]);
+    #[cfg(unix)]
+    r.says(&["No such file"]);
+    run_in(&s.0, &["show", "missing.gat"])
+        .code(BAD_INPUT)
+        .says(&["missing.gat"]);
+    run_in(&s.0, &["check", "tiny.gat", "--golden", "missing.gat"])
+        .code(BAD_INPUT)
+        .says(&["missing.gat"]);
+}
+
+#[test]
+fn resealed_route_tampering_is_refused_at_plan_construction() {
+    let s = Scratch::new("resealed");
+    let path = record_tiny(&s);
+    let mut t = read(&path);
+    let old_set = t.launch_set;
+    // A symbol the CPU module serves, so only the launch set can tell.
+    t.routes[1].kernel_symbol = "cpu_scalar_fma_tn_bf16".into();
+    t.write(&s.path("resealed.gat"), true)
+        .expect("writes with a valid checksum");
+    assert_eq!(read(&s.path("resealed.gat")).launch_set, old_set);
+
+    for extra in [&[][..], &["--replay"][..]] {
+        let mut args = vec!["check", "resealed.gat", "--backend", "cpu"];
+        args.extend_from_slice(extra);
+        run_in(&s.0, &args)
+            .code(FINDING)
+            .says(&[
+                "plan construction",
+                "ordered_digest",
+                &old_set.ordered_digest.to_string(),
+                "check: FAIL",
+            ])
+            .never_says(&["fingerprints identical"]);
+    }
+}
+
+#[test]
+fn re_digested_route_tampering_is_refused_against_the_golden() {
+    let s = Scratch::new("redigested");
+    let path = record_tiny(&s);
+    let t = read(&path);
+    let mut routes = t.routes.clone();
+    routes[1].kernel_symbol = "cpu_scalar_fma_tn_bf16".into();
+    let forged = RecordedGemmTrace::new(
+        t.workload.clone(),
+        t.workload_digest,
+        t.context.clone(),
+        routes,
+        t.fingerprints.clone(),
+        t.volatile.clone(),
+    )
+    .expect("a re-digested trace is self-consistent");
+    assert_ne!(forged.launch_set, t.launch_set);
+    forged
+        .write(&s.path("forged.gat"), false)
+        .expect("write forged");
+
+    run_in(
+        &s.0,
+        &[
+            "check",
+            "forged.gat",
+            "--backend",
+            "cpu",
+            "--golden",
+            "tiny.gat",
+        ],
+    )
+    .code(FINDING)
+    .says(&[
+        "golden comparison",
+        "route 1",
+        "kernel_symbol",
+        "cpu_split_k_fixed_tn_bf16",
+        "cpu_scalar_fma_tn_bf16",
+        "check: FAIL",
+    ]);
+    // The golden comparison comes before any replay.
+    run_in(
+        &s.0,
+        &[
+            "check",
+            "forged.gat",
+            "--backend",
+            "cpu",
+            "--golden",
+            "tiny.gat",
+            "--replay",
+        ],
+    )
+    .code(FINDING)
+    .says(&["kernel_symbol"])
+    .never_says(&["fingerprints identical"]);
+}
+
+// -------------------------------------------------------------------- show
+
+#[test]
+fn show_prints_a_table_and_lossless_json() {
+    let s = Scratch::new("show");
+    let path = record_tiny(&s);
+    let t = read(&path);
+    let r = run_in(&s.0, &["show", "tiny.gat"]);
+    r.code(OK).says(&[
+        "workload        tiny",
+        "launches        3",
+        &t.launch_set.ordered_digest.to_string(),
+        "KERNEL",
+        "cpu_split_k_fixed_tn_bf16",
+        "split-k-fixed/2",
+    ]);
+    for g in ["a", "b", "c"] {
+        assert!(
+            r.stdout
+                .lines()
+                .any(|l| l.split_whitespace().nth(1) == Some(g)),
+            "no row for GEMM {g}{r}"
+        );
+    }
+
+    let r = run_in(&s.0, &["show", "tiny.gat", "--format", "json"]);
+    r.code(OK);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("show JSON parses");
+    assert_eq!(v["workload"], "tiny");
+    assert_eq!(v["routes"].as_array().map(Vec::len), Some(3));
+    let back: RecordedGemmTrace = serde_json::from_str(&r.stdout).expect("show JSON is a trace");
+    assert_eq!(back, t, "the JSON rendering is lossless");
+}
+
+// -------------------------------------------------------------------- diff
+
+#[test]
+fn diff_classifies_changes_and_exits_64_plus_their_bits() {
+    let s = Scratch::new("diff");
+    let path = record_tiny(&s);
+    let t = read(&path);
+
+    // Same workload recorded again: only volatile metadata may differ.
+    run_in(
+        &s.0,
+        &["record", "tiny.toml", "-o", "again.gat", "--backend", "cpu"],
+    )
+    .code(OK);
+    run_in(&s.0, &["diff", "tiny.gat", "again.gat"])
+        .code(OK)
+        .says(&["no differences"]);
+    run_in(&s.0, &["diff", "tiny.gat", "tiny.gat"])
+        .code(OK)
+        .says(&["no differences"]);
+
+    // A changed output fingerprint: numeric (64 + 4).
+    let mut numeric = t.clone();
+    numeric.fingerprints[2].sha256.0[0] ^= 1;
+    numeric.write(&s.path("numeric.gat"), false).expect("write");
+    run_in(&s.0, &["diff", "tiny.gat", "numeric.gat"])
+        .code(DIFF_BASE + 4)
+        .says(&["[numeric]", "route 2 (c)", "output_fingerprint", "numeric"]);
+    run_in(
+        &s.0,
+        &["diff", "tiny.gat", "numeric.gat", "--allow", "numeric"],
+    )
+    .code(OK)
+    .says(&["output_fingerprint"]);
+    run_in(
+        &s.0,
+        &[
+            "diff",
+            "tiny.gat",
+            "numeric.gat",
+            "--allow",
+            "route,identity",
+        ],
+    )
+    .code(DIFF_BASE + 4);
+    let r = run_in(
+        &s.0,
+        &["diff", "tiny.gat", "numeric.gat", "--format", "json"],
+    );
+    r.code(DIFF_BASE + 4);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("diff JSON parses");
+    assert_eq!(v["differences"][0]["class"], "numeric", "{v}");
+    assert_eq!(v["differences"][0]["field"], "output_fingerprint", "{v}");
+    assert_eq!(v["differences"][0]["route_index"], 2, "{v}");
+
+    // A new driver everywhere: identity (64 + 1).
+    let mut identity = t.clone();
+    identity.context.device.driver = "590.44".into();
+    for r in &mut identity.routes {
+        r.device.driver = "590.44".into();
+    }
+    identity.launch_set = build_resolved_gemm_launch_set(&identity.routes).expect("launch set");
+    identity.write(&s.path("driver.gat"), false).expect("write");
+    let r = run_in(&s.0, &["diff", "tiny.gat", "driver.gat"]);
+    r.code(DIFF_BASE + 1)
+        .says(&["[identity]", "device.driver", "590.44", "identity"])
+        .never_says(&["[route]", "[numeric]", "[structural]", "[policy]"]);
+    run_in(
+        &s.0,
+        &["diff", "tiny.gat", "driver.gat", "--allow", "identity"],
+    )
+    .code(OK);
+
+    // Both at once: 64 + 1 + 4; allowing one leaves the other's bit.
+    let mut both = identity.clone();
+    both.fingerprints = numeric.fingerprints.clone();
+    both.write(&s.path("both.gat"), false).expect("write");
+    run_in(&s.0, &["diff", "tiny.gat", "both.gat"])
+        .code(DIFF_BASE + 5)
+        .says(&["identity", "numeric"]);
+    run_in(
+        &s.0,
+        &["diff", "tiny.gat", "both.gat", "--allow", "numeric"],
+    )
+    .code(DIFF_BASE + 1);
+
+    // Different workloads: structural (64 + 8).
+    s.write("other.toml", format!("name = \"other\"\n{GEMM_A}"));
+    run_in(
+        &s.0,
+        &[
+            "record",
+            "other.toml",
+            "-o",
+            "other.gat",
+            "--backend",
+            "cpu",
+        ],
+    )
+    .code(OK);
+    run_in(&s.0, &["diff", "tiny.gat", "other.gat"])
+        .code(DIFF_BASE + 8)
+        .says(&["[structural]", "workload", "structural"]);
+}
+
+// ------------------------------------------------------------------- audit
+
+#[test]
+fn audit_on_the_cpu_passes_every_contract() {
+    let s = Scratch::new("audit");
+    let r = run_in(&s.0, &["audit", "--backend", "cpu", "--no-progress"]);
+    r.code(OK).says(&["backend cpu", "verdict: PASS"]);
+    let rows: Vec<Vec<&str>> = r
+        .stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let has = |contract: &str, verdict: &str| {
+        rows.iter()
+            .any(|cells| cells.first() == Some(&contract) && cells.contains(&verdict))
+    };
+    for contract in [
+        "run-to-run",
+        "eager-vs-replay",
+        "cpu-reference",
+        "batch-invariance",
+        "nondeterminism-detected",
+        "policy-refuses-control",
+        "mutation-refusal",
+    ] {
+        assert!(has(contract, "PASS"), "no PASS row for {contract}{r}");
+    }
+    assert!(
+        !rows.iter().any(|cells| cells.contains(&"FAIL")),
+        "a FAIL row{r}"
+    );
+    assert!(
+        r.stdout.lines().any(|l| l.starts_with("batch-invariance")
+            && l.contains("INFO")
+            && l.contains("NOT batch invariant")),
+        "no INFO row saying NOT batch invariant{r}"
+    );
+}
+
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn cuda_backend_without_cuda_support_exits_4() {
+    let s = Scratch::new("cuda");
+    run_in(&s.0, &["audit", "--backend", "cuda", "--no-progress"])
+        .code(BACKEND)
+        .says(&["built without CUDA support"]);
+    s.write("tiny.toml", TINY);
+    run_in(
+        &s.0,
+        &["record", "tiny.toml", "-o", "t.gat", "--backend", "cuda"],
+    )
+    .code(BACKEND)
+    .says(&["built without CUDA support"]);
+    assert!(!s.path("t.gat").exists());
+    // `auto` falls back to the CPU and says why.
+    run_in(&s.0, &["record", "tiny.toml", "-o", "t.gat"])
+        .code(OK)
+        .says(&["built without CUDA support", "CPU", "recorded tiny"]);
+    run_in(&s.0, &["check", "t.gat", "--backend", "cuda"])
+        .code(BACKEND)
+        .says(&["built without CUDA support"]);
+}
