@@ -7,6 +7,7 @@ use std::fmt;
 
 /// Policy mode: who may serve GEMMs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum PolicyMode {
     /// Custom fixed-order kernels only (CPU reference, NVRTC).
     Deterministic,
@@ -94,6 +95,11 @@ impl Framed for GemmPolicy {
 }
 
 impl GemmPolicy {
+    /// This policy with another mode (vendor modes allow TF32 only in `CublasFast`).
+    pub fn with_mode(self, mode: PolicyMode) -> GemmPolicy {
+        GemmPolicy { mode, ..self }
+    }
+
     /// The CPU backend's default: deterministic, no tensor cores, and
     /// fixed-order (deterministic, not scalar-exact) split-K permitted for
     /// every dtype, so the shape-based dispatcher may use it.

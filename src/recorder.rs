@@ -37,6 +37,8 @@ pub fn eager_run(
     workload: &Workload,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<EagerRun> {
+    let scoped = backend.for_workload(workload);
+    let backend = scoped.as_ref().unwrap_or(backend);
     let total = workload.gemms.len();
     // Growable storage: the eager run decides the launch count.
     let mut run = EagerRun {
@@ -109,6 +111,8 @@ pub fn record(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Recording> {
     let run = eager_run(backend, workload, progress)?;
+    let scoped = backend.for_workload(workload);
+    let backend = scoped.as_ref().unwrap_or(backend);
     let fingerprints = run.fingerprints();
     let mut trace = RecordedGemmTrace::new(
         workload.name.clone(),
@@ -221,6 +225,12 @@ pub fn check(
     golden: Option<&RecordedGemmTrace>,
     replay: bool,
 ) -> Result<CheckReport> {
+    // The trace's policy mode picks vendor or custom kernels; every other
+    // policy bit, and everything else in the context, is the live one's.
+    let mode = trace.context.policy.mode;
+    let scoped = (mode != backend.context().policy.mode)
+        .then(|| backend.with_policy(backend.context().policy.with_mode(mode)));
+    let backend = scoped.as_ref().unwrap_or(backend);
     let mut report = CheckReport {
         workload: trace.workload.clone(),
         launch_count: trace.launch_set.launch_count,

@@ -3,6 +3,7 @@
 
 use crate::digest::{Digest, DigestWriter, FieldValue};
 use crate::error::{Error, Result};
+use crate::policy::PolicyMode;
 use crate::route::{DType, GemmOp};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -29,6 +30,14 @@ pub enum RouteChoice {
     SplitKFixed(u32),
     /// The nondeterministic control: split-K folded in completion order.
     SplitKAtomic(u32),
+    /// Tensor-core `mma.sync` (bf16/f16), large tile family (CUDA only).
+    MmaLarge,
+    /// Tensor-core `mma.sync` (bf16/f16), small tile family (CUDA only).
+    MmaSmall,
+    /// cuBLAS (sgemm / GemmEx) under the context's policy (CUDA only).
+    Cublas,
+    /// cuBLASLt matmul with the heuristic's first algorithm (CUDA only).
+    CublasLt,
 }
 
 impl RouteChoice {
@@ -47,6 +56,10 @@ impl RouteChoice {
             "policy" => Ok(RouteChoice::Policy),
             "scalar-fma" => Ok(RouteChoice::ScalarFma),
             "tiled" => Ok(RouteChoice::Tiled),
+            "mma-large" => Ok(RouteChoice::MmaLarge),
+            "mma-small" => Ok(RouteChoice::MmaSmall),
+            "cublas" => Ok(RouteChoice::Cublas),
+            "cublaslt" => Ok(RouteChoice::CublasLt),
             _ => {
                 if let Some(rest) = s.strip_prefix("split-k-fixed:") {
                     Ok(RouteChoice::SplitKFixed(splits(rest)?))
@@ -54,7 +67,7 @@ impl RouteChoice {
                     Ok(RouteChoice::SplitKAtomic(splits(rest)?))
                 } else {
                     Err(format!(
-                        "unknown route {s:?} (expected policy, scalar-fma, tiled, split-k-fixed:S or split-k-atomic:S)"
+                        "unknown route {s:?} (expected policy, scalar-fma, tiled, split-k-fixed:S, split-k-atomic:S, mma-large, mma-small, cublas or cublaslt)"
                     ))
                 }
             }
@@ -67,8 +80,17 @@ impl RouteChoice {
     pub fn promises_batch_invariance(&self) -> bool {
         matches!(
             self,
-            RouteChoice::ScalarFma | RouteChoice::Tiled | RouteChoice::SplitKFixed(_)
+            RouteChoice::ScalarFma
+                | RouteChoice::Tiled
+                | RouteChoice::SplitKFixed(_)
+                | RouteChoice::MmaLarge
+                | RouteChoice::MmaSmall
         )
+    }
+
+    /// Whether the route needs a vendor policy (`cublas-fast` or `cublas-pedantic`).
+    pub fn is_vendor(&self) -> bool {
+        matches!(self, RouteChoice::Cublas | RouteChoice::CublasLt)
     }
 
     /// Whether this choice promises run-to-run bit identity.
@@ -85,6 +107,10 @@ impl fmt::Display for RouteChoice {
             RouteChoice::Tiled => f.write_str("tiled"),
             RouteChoice::SplitKFixed(s) => write!(f, "split-k-fixed:{s}"),
             RouteChoice::SplitKAtomic(s) => write!(f, "split-k-atomic:{s}"),
+            RouteChoice::MmaLarge => f.write_str("mma-large"),
+            RouteChoice::MmaSmall => f.write_str("mma-small"),
+            RouteChoice::Cublas => f.write_str("cublas"),
+            RouteChoice::CublasLt => f.write_str("cublaslt"),
         }
     }
 }
@@ -130,6 +156,10 @@ pub struct Workload {
     pub description: String,
     #[serde(default = "default_seed")]
     pub seed: u64,
+    /// The policy mode the workload is recorded under; default: the
+    /// backend's own (deterministic). Vendor routes need a `cublas-*` mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicyMode>,
     #[serde(rename = "gemm")]
     pub gemms: Vec<GemmSpec>,
 }
@@ -221,8 +251,17 @@ impl Workload {
                 self.gemms.len()
             ));
         }
+        let vendor_policy = matches!(self.policy, Some(PolicyMode::CublasFast | PolicyMode::CublasPedantic));
         let mut names = std::collections::HashSet::new();
         for g in &self.gemms {
+            if g.route.is_vendor() != vendor_policy {
+                return Err(format!(
+                    "GEMM {:?}: route {} needs policy {}",
+                    g.name,
+                    g.route,
+                    if g.route.is_vendor() { "cublas-fast or cublas-pedantic" } else { "deterministic (the default)" }
+                ));
+            }
             if g.name.trim().is_empty() {
                 return Err("a GEMM has an empty name".into());
             }
@@ -255,6 +294,7 @@ impl Workload {
         let mut w = DigestWriter::new("gemm-audit/workload/v1");
         w.field("name", FieldValue::Str(&self.name));
         w.field("seed", FieldValue::U64(self.seed));
+        w.field("policy", self.policy.map_or(FieldValue::Absent, |p| FieldValue::Str(p.as_str())));
         w.field("gemms", FieldValue::U64(self.gemms.len() as u64));
         for g in &self.gemms {
             w.field("gemm.name", FieldValue::Str(&g.name));
@@ -299,6 +339,7 @@ fn transformer_block() -> Workload {
         description: "transformer block projections (qkv, attn-out, mlp-up, mlp-down) at batch 1, 8, 64; bf16, tiled"
             .into(),
         seed: default_seed(),
+        policy: None,
         gemms,
     }
 }
@@ -331,6 +372,7 @@ fn m_sweep() -> Workload {
             "k=1024 n=256 f32 at m=1..128 on tiled, split-k-fixed:4 and the policy dispatcher"
                 .into(),
         seed: default_seed(),
+        policy: None,
         gemms,
     }
 }
@@ -343,6 +385,7 @@ fn control() -> Workload {
             "f32 64x1024x64 split-K (16 splits) folded in thread completion order: must drift"
                 .into(),
         seed: default_seed(),
+        policy: None,
         gemms: vec![GemmSpec::new(
             "atomic-split-k".into(),
             DType::F32,

@@ -796,8 +796,11 @@ fn diff_classifies_changes_and_exits_64_plus_their_bits() {
     )
     .code(DIFF_BASE + 1);
 
-    // Different workloads: structural (64 + 8).
-    s.write("other.toml", format!("name = \"other\"\n{GEMM_A}"));
+    // The same GEMMs under another workload name: structural (64 + 8).
+    s.write(
+        "other.toml",
+        TINY.replace("name = \"tiny\"", "name = \"other\""),
+    );
     run_in(
         &s.0,
         &[
@@ -812,7 +815,8 @@ fn diff_classifies_changes_and_exits_64_plus_their_bits() {
     .code(OK);
     run_in(&s.0, &["diff", "tiny.gat", "other.gat"])
         .code(DIFF_BASE + 8)
-        .says(&["[structural]", "workload", "structural"]);
+        .says(&["[structural]", "workload: tiny -> other", "structural"])
+        .never_says(&["[route]", "[numeric]", "[identity]", "[policy]"]);
 }
 
 // ------------------------------------------------------------------- audit

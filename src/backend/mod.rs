@@ -85,6 +85,20 @@ impl Backend {
         }
     }
 
+    /// The same device under another policy (modules and device state are shared).
+    pub fn with_policy(&self, policy: crate::policy::GemmPolicy) -> Backend {
+        match self {
+            Backend::Cpu(_) => Backend::Cpu(cpu::CpuBackend::new(policy)),
+            Backend::Cuda(b) => Backend::Cuda(b.with_policy(policy)),
+        }
+    }
+
+    /// The backend a workload is recorded on: this one, under the
+    /// workload's policy mode if it names one.
+    pub fn for_workload(&self, w: &crate::workload::Workload) -> Option<Backend> {
+        w.policy.map(|mode| self.with_policy(self.context().policy.with_mode(mode)))
+    }
+
     /// Short name: `cpu` or `cuda`.
     pub fn name(&self) -> &'static str {
         match self {
@@ -112,7 +126,7 @@ impl Backend {
     /// Resolves a GEMM to the route this backend would launch.
     pub fn resolve(&self, spec: &GemmSpec) -> Result<ResolvedGemmRoute> {
         match self {
-            Backend::Cpu(b) => Ok(b.resolve(spec)),
+            Backend::Cpu(b) => b.resolve(spec),
             Backend::Cuda(b) => b.resolve(spec),
         }
     }

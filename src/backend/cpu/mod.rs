@@ -313,16 +313,23 @@ impl CpuBackend {
         }
     }
 
-    /// Resolves a GEMM to its route.
-    pub fn resolve(&self, spec: &GemmSpec) -> ResolvedGemmRoute {
+    /// Resolves a GEMM to its route. Tensor-core and vendor routes exist
+    /// only on the CUDA backend.
+    pub fn resolve(&self, spec: &GemmSpec) -> Result<ResolvedGemmRoute> {
         let kernel = match spec.route {
             RouteChoice::Policy => self.dispatch(spec.dtype, spec.m, spec.k),
             RouteChoice::ScalarFma => CpuKernel::ScalarFma,
             RouteChoice::Tiled => CpuKernel::Tiled,
             RouteChoice::SplitKFixed(s) => CpuKernel::SplitKFixed(s),
             RouteChoice::SplitKAtomic(s) => CpuKernel::SplitKAtomic(s),
+            other @ (RouteChoice::MmaLarge | RouteChoice::MmaSmall | RouteChoice::Cublas | RouteChoice::CublasLt) => {
+                return Err(Error::Backend {
+                    backend: "cpu".into(),
+                    reason: format!("GEMM {:?}: route {other} needs the CUDA backend", spec.name),
+                });
+            }
         };
-        self.route(
+        Ok(self.route(
             &spec.name,
             spec.op,
             spec.dtype,
@@ -332,7 +339,7 @@ impl CpuBackend {
                 n: spec.n,
             },
             kernel,
-        )
+        ))
     }
 
     /// The route of `kernel` on one problem.
@@ -591,7 +598,7 @@ mod tests {
         let symbols = &cpu.context().modules[0].symbols;
         for name in crate::workload::BUILTINS {
             for g in Workload::builtin(name).unwrap().gemms {
-                let r = cpu.resolve(&g);
+                let r = cpu.resolve(&g).unwrap();
                 assert!(symbols.contains(&r.kernel_symbol), "{}", r.kernel_symbol);
                 assert_eq!(
                     CpuKernel::from_route(&r).unwrap().symbol(r.op, r.dtype),
@@ -625,7 +632,7 @@ mod tests {
     fn graph_replays_what_ran_eagerly_and_refuses_other_contexts() {
         let cpu = CpuBackend::default();
         let w = Workload::builtin("m-sweep").unwrap();
-        let routes: Vec<_> = w.gemms.iter().take(4).map(|g| cpu.resolve(g)).collect();
+        let routes: Vec<_> = w.gemms.iter().take(4).map(|g| cpu.resolve(g).unwrap()).collect();
         let seeds = vec![7u64; routes.len()];
         let eager: Vec<_> = routes.iter().map(|r| cpu.run(r, 7).unwrap()).collect();
         let set = build_resolved_gemm_launch_set(&routes).unwrap();
@@ -650,7 +657,7 @@ mod tests {
     fn tampered_route_cannot_pick_a_kernel() {
         let cpu = CpuBackend::default();
         let spec = &Workload::builtin("m-sweep").unwrap().gemms[0];
-        let mut r = cpu.resolve(spec);
+        let mut r = cpu.resolve(spec).unwrap();
         r.kernel_symbol = "cpu_split_k_atomic_nn_bf16".into();
         assert!(CpuKernel::from_route(&r).is_err());
     }

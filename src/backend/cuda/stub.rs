@@ -1,9 +1,7 @@
-//! The CUDA backend's place in the backend enum.
-//!
-//! This build carries no CUDA implementation yet: every constructor answers
-//! with a clear error, so `--backend auto` falls back to the CPU and
-//! `--backend cuda` says why it cannot run. The types are uninhabited, so
-//! their methods can never be reached.
+//! The CUDA backend when built without the `cuda` feature: every
+//! constructor answers with a clear error, so `--backend auto` falls back to
+//! the CPU and `--backend cuda` says why it cannot run. The types are
+//! uninhabited, so their methods can never be reached.
 
 use crate::error::{Error, Result};
 use crate::identity::{GemmRouteIdentity, VolatileMetadata};
@@ -35,6 +33,10 @@ impl CudaBackend {
             backend: "cuda".into(),
             reason: reason.into(),
         })
+    }
+
+    pub fn with_policy(&self, _policy: crate::policy::GemmPolicy) -> CudaBackend {
+        match self.0 {}
     }
 
     pub fn context(&self) -> &GemmRouteIdentity {
