@@ -51,6 +51,38 @@ pub struct Check {
     pub detail: String,
 }
 
+/// One contract checked on one GEMM (a JUnit test case).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Case {
+    pub contract: String,
+    pub workload: String,
+    /// The GEMM (or M-sweep group, or control) the case is about.
+    pub gemm: String,
+    pub verdict: Verdict,
+    pub detail: String,
+}
+
+/// One cell of a batch-invariance matrix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MatrixCell {
+    pub m: u64,
+    /// Rows shared with the smallest-m member are bit-identical to it.
+    pub identical: bool,
+    pub contract: String,
+    pub kernel: String,
+}
+
+/// An M-sweep group's rows compared across batch sizes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BatchMatrix {
+    pub workload: String,
+    /// e.g. `policy nn f32 k=1024 n=256`.
+    pub group: String,
+    /// Whether the group's route promises batch invariance.
+    pub promised: bool,
+    pub cells: Vec<MatrixCell>,
+}
+
 /// The audit's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct AuditReport {
@@ -58,7 +90,15 @@ pub struct AuditReport {
     /// Why another backend than the one asked for is used, if so.
     pub note: Option<String>,
     pub runs: usize,
+    /// The verdict table: one row per contract and subject.
     pub checks: Vec<Check>,
+    /// Per-GEMM cases behind the rows (JUnit test cases).
+    pub cases: Vec<Case>,
+    /// Batch-invariance matrices of the M-sweep groups.
+    pub matrices: Vec<BatchMatrix>,
+    /// The traces recorded for each audited workload.
+    #[serde(skip)]
+    pub traces: Vec<crate::RecordedGemmTrace>,
 }
 
 impl AuditReport {
@@ -168,12 +208,19 @@ pub fn run_audit(
     progress: &mut dyn Progress,
 ) -> Result<AuditReport> {
     let runs = opts.runs.max(2);
-    let mut checks = Vec::new();
-    let mut first_trace = None;
+    let mut report = AuditReport {
+        backend: backend.name().into(),
+        note: None,
+        runs,
+        checks: Vec::new(),
+        cases: Vec::new(),
+        matrices: Vec::new(),
+        traces: Vec::new(),
+    };
     for w in &opts.workloads {
         progress.stage(&format!("{}: record + replay", w.name), w.gemms.len());
         let rec = recorder::record(backend, w, &mut |d, _| progress.advance(d))?;
-        checks.push(replay_check(&w.name, &rec.replay));
+        replay_check(&mut report, w, &rec.replay);
 
         let mut differing: HashSet<usize> = HashSet::new();
         for r in 1..runs {
@@ -188,35 +235,64 @@ pub fn run_audit(
                 }
             }
         }
-        checks.push(run_to_run_check(w, runs, &differing));
+        run_to_run_check(&mut report, w, runs, &differing);
 
         progress.stage(&format!("{}: CPU reference", w.name), w.gemms.len());
-        checks.push(reference_check(
+        reference_check(
+            &mut report,
             backend,
             w,
             &rec.trace.routes,
             &rec.outputs,
             progress,
-        )?);
-        checks.extend(batch_invariance_checks(w, &rec.trace.routes, &rec.outputs));
-        if first_trace.is_none() {
-            first_trace = Some(rec.trace);
-        }
+        )?;
+        batch_invariance_checks(&mut report, w, &rec.trace.routes, &rec.outputs);
+        report.traces.push(rec.trace);
     }
-    checks.extend(control_checks(backend, opts, progress)?);
-    if let Some(trace) = first_trace {
+    control_checks(&mut report, backend, opts, progress)?;
+    if let Some(trace) = report.traces.first().cloned() {
         progress.stage("mutation self-check", 1);
-        checks.push(mutation_check(backend, &trace));
+        mutation_check(&mut report, backend, &trace);
     }
-    Ok(AuditReport {
-        backend: backend.name().into(),
-        note: None,
-        runs,
-        checks,
-    })
+    Ok(report)
 }
 
-fn replay_check(workload: &str, outcome: &ReplayOutcome) -> Check {
+impl AuditReport {
+    fn row(
+        &mut self,
+        contract: &str,
+        subject: impl Into<String>,
+        verdict: Verdict,
+        detail: impl Into<String>,
+    ) {
+        self.checks.push(Check {
+            contract: contract.into(),
+            subject: subject.into(),
+            verdict,
+            detail: detail.into(),
+        });
+    }
+
+    fn case(
+        &mut self,
+        contract: &str,
+        workload: &str,
+        gemm: &str,
+        verdict: Verdict,
+        detail: impl Into<String>,
+    ) {
+        self.cases.push(Case {
+            contract: contract.into(),
+            workload: workload.into(),
+            gemm: gemm.into(),
+            verdict,
+            detail: detail.into(),
+        });
+    }
+}
+
+fn replay_check(report: &mut AuditReport, w: &Workload, outcome: &ReplayOutcome) {
+    const C: &str = "eager-vs-replay";
     let (verdict, detail) = match outcome {
         ReplayOutcome::Identical { launches } => (
             Verdict::Pass,
@@ -230,16 +306,44 @@ fn replay_check(workload: &str, outcome: &ReplayOutcome) -> Check {
         ),
         ReplayOutcome::Refused { refusal } => (Verdict::Fail, format!("replay refused: {refusal}")),
     };
-    Check {
-        contract: "eager-vs-replay".into(),
-        subject: workload.into(),
-        verdict,
-        detail,
+    for (i, g) in w.gemms.iter().enumerate() {
+        let (v, d) = match outcome {
+            ReplayOutcome::Identical { .. } => (Verdict::Pass, "replay bit-identical".to_string()),
+            ReplayOutcome::Differs { launches } if !launches.contains(&i) => {
+                (Verdict::Pass, "replay bit-identical".to_string())
+            }
+            ReplayOutcome::Differs { .. } => (
+                Verdict::Fail,
+                "replay output differs from eager".to_string(),
+            ),
+            ReplayOutcome::Refused { refusal } => {
+                (Verdict::Fail, format!("replay refused: {refusal}"))
+            }
+        };
+        report.case(C, &w.name, &g.name, v, d);
     }
+    report.row(C, &w.name, verdict, detail);
 }
 
-fn run_to_run_check(w: &Workload, runs: usize, differing: &HashSet<usize>) -> Check {
+fn run_to_run_check(
+    report: &mut AuditReport,
+    w: &Workload,
+    runs: usize,
+    differing: &HashSet<usize>,
+) {
+    const C: &str = "run-to-run";
     let n = w.gemms.len();
+    for (i, g) in w.gemms.iter().enumerate() {
+        let (v, d) = if differing.contains(&i) {
+            (
+                Verdict::Fail,
+                format!("output bits changed within {runs} runs"),
+            )
+        } else {
+            (Verdict::Pass, format!("bit-identical over {runs} runs"))
+        };
+        report.case(C, &w.name, &g.name, v, d);
+    }
     let (verdict, detail) = if differing.is_empty() {
         (
             Verdict::Pass,
@@ -260,21 +364,18 @@ fn run_to_run_check(w: &Workload, runs: usize, differing: &HashSet<usize>) -> Ch
             ),
         )
     };
-    Check {
-        contract: "run-to-run".into(),
-        subject: w.name.clone(),
-        verdict,
-        detail,
-    }
+    report.row(C, &w.name, verdict, detail);
 }
 
 fn reference_check(
+    report: &mut AuditReport,
     backend: &Backend,
     w: &Workload,
     routes: &[ResolvedGemmRoute],
     outputs: &[Vec<u8>],
     progress: &mut dyn Progress,
-) -> Result<Check> {
+) -> Result<()> {
+    const C: &str = "cpu-reference";
     let mut compared = 0;
     let mut other_contract = 0;
     let mut mismatched = Vec::new();
@@ -288,6 +389,21 @@ fn reference_check(
         let reference = backend.reference(route, w.gemms[i].input_seed(w.seed))?;
         if &reference != out {
             mismatched.push(route.gemm.clone());
+            report.case(
+                C,
+                &w.name,
+                &route.gemm,
+                Verdict::Fail,
+                "differs from the CPU scalar-FMA reference",
+            );
+        } else {
+            report.case(
+                C,
+                &w.name,
+                &route.gemm,
+                Verdict::Pass,
+                "equals the CPU scalar-FMA reference bit for bit",
+            );
         }
     }
     let (verdict, mut detail) = if mismatched.is_empty() {
@@ -312,21 +428,20 @@ fn reference_check(
             "; {other_contract} under other contracts not compared"
         ));
     }
-    Ok(Check {
-        contract: "cpu-reference".into(),
-        subject: w.name.clone(),
-        verdict,
-        detail,
-    })
+    report.row(C, &w.name, verdict, detail);
+    Ok(())
 }
 
 /// GEMMs that share op, dtype, k, n, route choice and seed, at different m,
-/// form an M-sweep: their first rows must agree if the route promises it.
+/// form an M-sweep: each member's rows must equal the smallest-m member's
+/// rows if the route promises batch invariance.
 fn batch_invariance_checks(
+    report: &mut AuditReport,
     w: &Workload,
     routes: &[ResolvedGemmRoute],
     outputs: &[Vec<u8>],
-) -> Vec<Check> {
+) {
+    const C: &str = "batch-invariance";
     type Key = (String, String, u64, u64, String, u64);
     let mut groups: BTreeMap<Key, Vec<usize>> = BTreeMap::new();
     for (i, g) in w.gemms.iter().enumerate() {
@@ -340,87 +455,109 @@ fn batch_invariance_checks(
         );
         groups.entry(key).or_default().push(i);
     }
-    let mut checks = Vec::new();
     for ((op, dtype, k, n, route, _), mut members) in groups {
-        let ms: HashSet<u64> = members.iter().map(|&i| w.gemms[i].m).collect();
-        if ms.len() < 2 {
+        let distinct_m: HashSet<u64> = members.iter().map(|&i| w.gemms[i].m).collect();
+        if distinct_m.len() < 2 {
             continue;
         }
         members.sort_by_key(|&i| w.gemms[i].m);
         let spec: &GemmSpec = &w.gemms[members[0]];
-        let elem = crate::backend::cpu::kernels::element_size(spec.dtype) as u64;
-        let row_bytes = (n * elem) as usize;
-        // Row r of every member against row r of the largest-m member.
-        let largest = *members.last().unwrap_or(&members[0]);
-        let mut first_diff: Option<(u64, u64, u64)> = None; // (row, m, largest m)
-        for &i in &members[..members.len() - 1] {
-            let m = w.gemms[i].m;
-            for r in 0..m {
-                let a = outputs[i].get((r as usize) * row_bytes..(r as usize + 1) * row_bytes);
-                let b =
-                    outputs[largest].get((r as usize) * row_bytes..(r as usize + 1) * row_bytes);
-                if a != b {
-                    first_diff = first_diff.or(Some((r, m, w.gemms[largest].m)));
-                    break;
-                }
-            }
-        }
-        let mut mlist: Vec<u64> = ms.into_iter().collect();
-        mlist.sort();
-        let kernels: Vec<String> = members
-            .iter()
-            .map(|&i| format!("m={}:{}", w.gemms[i].m, routes[i].contract))
-            .collect();
-        let mut distinct_contracts: Vec<String> = members
-            .iter()
-            .map(|&i| routes[i].contract.to_string())
-            .collect();
-        distinct_contracts.dedup();
+        let row_bytes = n as usize * crate::backend::cpu::kernels::element_size(spec.dtype);
+        // Rows 0..m_min of every member against the smallest-m member (the M=1 case when present).
+        let base = members[0];
+        let shared = (w.gemms[base].m as usize * row_bytes).min(outputs[base].len());
         let promised = spec.route.promises_batch_invariance();
-        let subject = format!("{} {route} {op} {dtype} k={k} n={n} m={mlist:?}", w.name);
+        let group = format!("{route} {op} {dtype} k={k} n={n}");
+        let mut cells = Vec::new();
+        let mut first_diff = None;
+        for &i in &members {
+            let identical = outputs[i].get(..shared) == outputs[base].get(..shared);
+            if !identical && first_diff.is_none() {
+                first_diff = Some(w.gemms[i].m);
+            }
+            cells.push(MatrixCell {
+                m: w.gemms[i].m,
+                identical,
+                contract: routes[i].contract.to_string(),
+                kernel: routes[i].kernel_symbol.clone(),
+            });
+            let (v, d) = match (identical, promised) {
+                (true, _) => (
+                    Verdict::Pass,
+                    format!("rows equal the m={} rows", w.gemms[base].m),
+                ),
+                (false, true) => (
+                    Verdict::Fail,
+                    format!("rows differ from the m={} rows", w.gemms[base].m),
+                ),
+                (false, false) => (
+                    Verdict::Info,
+                    format!(
+                        "rows differ from the m={} rows (not promised by {route})",
+                        w.gemms[base].m
+                    ),
+                ),
+            };
+            report.case(C, &w.name, &w.gemms[i].name, v, d);
+        }
+        let mut ms: Vec<u64> = distinct_m.into_iter().collect();
+        ms.sort();
+        let mut contracts: Vec<String> = cells.iter().map(|c| c.contract.clone()).collect();
+        contracts.dedup();
+        let base_m = w.gemms[base].m;
         let (verdict, detail) = match (first_diff, promised) {
             (None, true) => (
                 Verdict::Pass,
-                format!(
-                    "rows identical across m ({})",
-                    distinct_contracts.join(", ")
-                ),
+                format!("rows identical across m ({})", contracts.join(", ")),
             ),
             (None, false) => (
                 Verdict::Info,
                 format!("rows identical across m, not promised by {route}"),
             ),
-            (Some((r, m, big)), true) => (
+            (Some(m), true) => (
                 Verdict::Fail,
                 format!(
-                    "row {r} differs between m={m} and m={big} although {route} promises invariance"
+                    "rows of m={m} differ from m={base_m} although {route} promises invariance"
                 ),
             ),
-            (Some((r, m, big)), false) => (
-                Verdict::Info,
-                format!(
-                    "deterministic but NOT batch invariant: row {r} differs between m={m} and m={big}; kernels {}",
-                    kernels.join(" ")
-                ),
-            ),
+            (Some(m), false) => {
+                let differing: Vec<String> = cells
+                    .iter()
+                    .filter(|c| !c.identical)
+                    .map(|c| c.m.to_string())
+                    .collect();
+                (
+                    Verdict::Info,
+                    format!(
+                        "deterministic but NOT batch invariant: rows differ from m={base_m} at m={} (first at m={m}); contracts by m: {}",
+                        differing.join(","),
+                        cells
+                            .iter()
+                            .map(|c| format!("{}:{}", c.m, c.contract))
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    ),
+                )
+            }
         };
-        checks.push(Check {
-            contract: "batch-invariance".into(),
-            subject,
-            verdict,
-            detail,
+        report.row(C, format!("{} {group} m={ms:?}", w.name), verdict, detail);
+        report.matrices.push(BatchMatrix {
+            workload: w.name.clone(),
+            group,
+            promised,
+            cells,
         });
     }
-    checks
 }
 
 /// The nondeterministic control must drift (detected within the attempts),
 /// and the live policy must refuse to replay it.
 fn control_checks(
+    report: &mut AuditReport,
     backend: &Backend,
     opts: &AuditOptions,
     progress: &mut dyn Progress,
-) -> Result<Vec<Check>> {
+) -> Result<()> {
     let w = Workload::builtin("nondeterministic-control").expect("built-in control exists");
     let attempts = opts.control_attempts.max(2);
     progress.stage("nondeterministic control", attempts);
@@ -485,12 +622,22 @@ fn control_checks(
         verdict,
         detail,
     };
-    Ok(vec![drift, policy])
+    for c in [drift, policy] {
+        report.case(
+            &c.contract,
+            &w.name,
+            &w.gemms[0].name,
+            c.verdict,
+            c.detail.clone(),
+        );
+        report.checks.push(c);
+    }
+    Ok(())
 }
 
 /// Every named mutation kind, and a change of every route field, on a real
 /// trace: each must be refused before launch.
-fn mutation_check(backend: &Backend, trace: &crate::RecordedGemmTrace) -> Check {
+fn mutation_check(report: &mut AuditReport, backend: &Backend, trace: &crate::RecordedGemmTrace) {
     let n = trace.routes.len();
     let mut mutations = Mutation::kinds(0, n.saturating_sub(1));
     mutations.extend(
@@ -510,9 +657,19 @@ fn mutation_check(backend: &Backend, trace: &crate::RecordedGemmTrace) -> Check 
         at_construction += o.construction.is_some() as usize;
         at_validation += o.validation.is_some() as usize;
         at_golden += o.golden.is_some() as usize;
-        if !o.refused_before_launch() {
+        let refused = o.refused_before_launch();
+        if !refused {
             accepted.push(m.name());
         }
+        let (v, d) = if refused {
+            (
+                Verdict::Pass,
+                format!("refused before launch: {}", o.first_refusal()),
+            )
+        } else {
+            (Verdict::Fail, "accepted".to_string())
+        };
+        report.case("mutation-refusal", &trace.workload, &m.name(), v, d);
     }
     let (verdict, detail) = if accepted.is_empty() {
         (
@@ -524,10 +681,5 @@ fn mutation_check(backend: &Backend, trace: &crate::RecordedGemmTrace) -> Check 
     } else {
         (Verdict::Fail, format!("accepted: {}", accepted.join(", ")))
     };
-    Check {
-        contract: "mutation-refusal".into(),
-        subject: trace.workload.clone(),
-        verdict,
-        detail,
-    }
+    report.row("mutation-refusal", trace.workload.clone(), verdict, detail);
 }

@@ -251,7 +251,10 @@ impl Workload {
                 self.gemms.len()
             ));
         }
-        let vendor_policy = matches!(self.policy, Some(PolicyMode::CublasFast | PolicyMode::CublasPedantic));
+        let vendor_policy = matches!(
+            self.policy,
+            Some(PolicyMode::CublasFast | PolicyMode::CublasPedantic)
+        );
         let mut names = std::collections::HashSet::new();
         for g in &self.gemms {
             if g.route.is_vendor() != vendor_policy {
@@ -259,7 +262,11 @@ impl Workload {
                     "GEMM {:?}: route {} needs policy {}",
                     g.name,
                     g.route,
-                    if g.route.is_vendor() { "cublas-fast or cublas-pedantic" } else { "deterministic (the default)" }
+                    if g.route.is_vendor() {
+                        "cublas-fast or cublas-pedantic"
+                    } else {
+                        "deterministic (the default)"
+                    }
                 ));
             }
             if g.name.trim().is_empty() {
@@ -294,7 +301,11 @@ impl Workload {
         let mut w = DigestWriter::new("gemm-audit/workload/v1");
         w.field("name", FieldValue::Str(&self.name));
         w.field("seed", FieldValue::U64(self.seed));
-        w.field("policy", self.policy.map_or(FieldValue::Absent, |p| FieldValue::Str(p.as_str())));
+        w.field(
+            "policy",
+            self.policy
+                .map_or(FieldValue::Absent, |p| FieldValue::Str(p.as_str())),
+        );
         w.field("gemms", FieldValue::U64(self.gemms.len() as u64));
         for g in &self.gemms {
             w.field("gemm.name", FieldValue::Str(&g.name));

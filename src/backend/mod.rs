@@ -96,7 +96,8 @@ impl Backend {
     /// The backend a workload is recorded on: this one, under the
     /// workload's policy mode if it names one.
     pub fn for_workload(&self, w: &crate::workload::Workload) -> Option<Backend> {
-        w.policy.map(|mode| self.with_policy(self.context().policy.with_mode(mode)))
+        w.policy
+            .map(|mode| self.with_policy(self.context().policy.with_mode(mode)))
     }
 
     /// Short name: `cpu` or `cuda`.

@@ -322,7 +322,10 @@ impl CpuBackend {
             RouteChoice::Tiled => CpuKernel::Tiled,
             RouteChoice::SplitKFixed(s) => CpuKernel::SplitKFixed(s),
             RouteChoice::SplitKAtomic(s) => CpuKernel::SplitKAtomic(s),
-            other @ (RouteChoice::MmaLarge | RouteChoice::MmaSmall | RouteChoice::Cublas | RouteChoice::CublasLt) => {
+            other @ (RouteChoice::MmaLarge
+            | RouteChoice::MmaSmall
+            | RouteChoice::Cublas
+            | RouteChoice::CublasLt) => {
                 return Err(Error::Backend {
                     backend: "cpu".into(),
                     reason: format!("GEMM {:?}: route {other} needs the CUDA backend", spec.name),
@@ -632,7 +635,12 @@ mod tests {
     fn graph_replays_what_ran_eagerly_and_refuses_other_contexts() {
         let cpu = CpuBackend::default();
         let w = Workload::builtin("m-sweep").unwrap();
-        let routes: Vec<_> = w.gemms.iter().take(4).map(|g| cpu.resolve(g).unwrap()).collect();
+        let routes: Vec<_> = w
+            .gemms
+            .iter()
+            .take(4)
+            .map(|g| cpu.resolve(g).unwrap())
+            .collect();
         let seeds = vec![7u64; routes.len()];
         let eager: Vec<_> = routes.iter().map(|r| cpu.run(r, 7).unwrap()).collect();
         let set = build_resolved_gemm_launch_set(&routes).unwrap();
