@@ -99,6 +99,19 @@ pub struct AuditReport {
     /// The traces recorded for each audited workload.
     #[serde(skip)]
     pub traces: Vec<crate::RecordedGemmTrace>,
+    /// Eager wall time of each recorded launch (machine-dependent: kept out
+    /// of the JSON so it stays comparable; the HTML report charts it).
+    #[serde(skip)]
+    pub timings: Vec<Timing>,
+}
+
+/// Eager wall time of one launch.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Timing {
+    pub workload: String,
+    pub gemm: String,
+    pub contract: String,
+    pub seconds: f64,
 }
 
 impl AuditReport {
@@ -216,6 +229,7 @@ pub fn run_audit(
         cases: Vec::new(),
         matrices: Vec::new(),
         traces: Vec::new(),
+        timings: Vec::new(),
     };
     for w in &opts.workloads {
         progress.stage(&format!("{}: record + replay", w.name), w.gemms.len());
@@ -247,6 +261,14 @@ pub fn run_audit(
             progress,
         )?;
         batch_invariance_checks(&mut report, w, &rec.trace.routes, &rec.outputs);
+        for (r, secs) in rec.trace.routes.iter().zip(&rec.seconds) {
+            report.timings.push(Timing {
+                workload: w.name.clone(),
+                gemm: r.gemm.clone(),
+                contract: r.contract.to_string(),
+                seconds: *secs,
+            });
+        }
         report.traces.push(rec.trace);
     }
     control_checks(&mut report, backend, opts, progress)?;

@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use gemm_audit::audit::{self, AuditOptions, Progress};
 use gemm_audit::backend::{Backend, BackendKind};
 use gemm_audit::diff::{DiffClass, TraceDiff};
+use gemm_audit::golden;
 use gemm_audit::recorder::{self, ReplayOutcome};
 use gemm_audit::workload::{BUILTINS, Workload};
 use gemm_audit::{Error, RecordedGemmTrace};
@@ -75,6 +76,31 @@ pub enum Command {
         /// Do not draw a progress bar (it is hidden anyway when stderr is not a terminal).
         #[arg(long)]
         no_progress: bool,
+        /// Compare each recorded trace with its golden under this folder (route drift in the report).
+        #[arg(long, value_name = "DIR")]
+        golden_dir: Option<PathBuf>,
+        /// Write report.md and a self-contained report.html into this folder.
+        #[arg(long, value_name = "DIR")]
+        report: Option<PathBuf>,
+        /// Write JUnit XML (one test case per contract per GEMM) to this file.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
+    },
+    /// Record workloads and write them as golden traces (DIR/<device>/<workload>.gat).
+    ///
+    /// An existing golden is never replaced without --force; the difference
+    /// from it is printed either way.
+    #[command(after_help = EXIT_CODES)]
+    Bless {
+        /// Built-in names or .toml/.json files; default: transformer-block and m-sweep.
+        workloads: Vec<String>,
+        #[arg(long, value_name = "DIR", default_value = "traces")]
+        golden_dir: PathBuf,
+        /// Replace existing goldens.
+        #[arg(long)]
+        force: bool,
+        #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
+        backend: BackendKind,
     },
     /// Run a workload eagerly, capture and replay it, and write its trace.
     #[command(after_help = EXIT_CODES)]
@@ -89,6 +115,9 @@ pub enum Command {
         force: bool,
         #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
         backend: BackendKind,
+        /// Also dump each launch's raw output bytes into this folder (for `diff --outputs`).
+        #[arg(long, value_name = "DIR")]
+        outputs: Option<PathBuf>,
     },
     /// Rebuild a stored trace's plan and validate it against the live context.
     #[command(after_help = EXIT_CODES)]
@@ -96,8 +125,11 @@ pub enum Command {
         /// Trace file to check.
         trace: PathBuf,
         /// Also compare with this golden trace (names the first changed route and field).
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", conflicts_with = "golden_dir")]
         golden: Option<PathBuf>,
+        /// Find the golden for this trace's workload and device under DIR (DIR/<device>/<workload>.gat).
+        #[arg(long, value_name = "DIR")]
+        golden_dir: Option<PathBuf>,
         /// Replay the trace and compare output fingerprints.
         #[arg(long)]
         replay: bool,
@@ -120,6 +152,9 @@ pub enum Command {
         /// Difference classes that pass (comma-separated).
         #[arg(long, value_enum, value_delimiter = ',')]
         allow: Vec<DiffClass>,
+        /// Output dumps of the two traces (`record --outputs`), to count differing elements and ULPs.
+        #[arg(long, num_args = 2, value_names = ["GOLDEN_DIR", "CANDIDATE_DIR"])]
+        outputs: Vec<PathBuf>,
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
@@ -158,34 +193,49 @@ pub fn run(args: Args) -> Result<u8> {
             workloads,
             format,
             no_progress,
-        } => cmd_audit(
-            backend,
+            golden_dir,
+            report,
+            junit,
+        } => cmd_audit(AuditArgs {
+            kind: backend,
             runs,
             control_attempts,
             workloads,
             format,
             no_progress,
-        ),
+            golden_dir,
+            report,
+            junit,
+        }),
+        Command::Bless {
+            workloads,
+            golden_dir,
+            force,
+            backend,
+        } => cmd_bless(workloads, &golden_dir, force, backend),
         Command::Record {
             workload,
             out,
             force,
             backend,
-        } => cmd_record(&workload, &out, force, backend),
+            outputs,
+        } => cmd_record(&workload, &out, force, backend, outputs.as_deref()),
         Command::Check {
             trace,
             golden,
+            golden_dir,
             replay,
             backend,
             format,
-        } => cmd_check(&trace, golden, replay, backend, format),
+        } => cmd_check(&trace, golden, golden_dir, replay, backend, format),
         Command::Show { trace, format } => cmd_show(&trace, format),
         Command::Diff {
             golden,
             candidate,
             allow,
             format,
-        } => cmd_diff(&golden, &candidate, &allow, format),
+            outputs,
+        } => cmd_diff(&golden, &candidate, &allow, format, &outputs),
         Command::Workloads { show } => cmd_workloads(show),
     }
 }
@@ -245,42 +295,142 @@ impl Drop for Bar {
     }
 }
 
-fn cmd_audit(
+struct AuditArgs {
     kind: BackendKind,
     runs: u32,
     control_attempts: u32,
     workloads: Vec<String>,
     format: Format,
     no_progress: bool,
-) -> Result<u8> {
-    let (backend, note) = Backend::open(kind)?;
+    golden_dir: Option<PathBuf>,
+    report: Option<PathBuf>,
+    junit: Option<PathBuf>,
+}
+
+fn cmd_audit(args: AuditArgs) -> Result<u8> {
+    let (backend, note) = Backend::open(args.kind)?;
     let mut opts = AuditOptions {
-        runs: runs as usize,
-        control_attempts: control_attempts as usize,
+        runs: args.runs as usize,
+        control_attempts: args.control_attempts as usize,
         ..Default::default()
     };
-    if !workloads.is_empty() {
-        opts.workloads = workloads
+    if !args.workloads.is_empty() {
+        opts.workloads = args
+            .workloads
             .iter()
             .map(|w| Workload::load(w))
             .collect::<Result<_, _>>()?;
     }
-    let mut bar = Bar::new(!no_progress);
+    let mut bar = Bar::new(!args.no_progress);
     let mut report = audit::run_audit(&backend, &opts, &mut bar)?;
     drop(bar);
     report.note = note;
-    match format {
+    let mut drift = Vec::new();
+    if let Some(dir) = &args.golden_dir {
+        for t in &report.traces {
+            let path = golden::find_golden(dir, t)?;
+            let g = read_trace(&path)?;
+            drift.push((t.workload.clone(), TraceDiff::between(&g, t)));
+        }
+    }
+    match args.format {
         Format::Table => print!("{}", report.to_table()),
         Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
     }
-    Ok(if report.passed() {
+    let input = gemm_audit::report::ReportInput {
+        audit: &report,
+        drift,
+    };
+    if let Some(dir) = &args.report {
+        gemm_audit::report::write_report(dir, &input)?;
+        eprintln!(
+            "gemm-audit: report written to {}",
+            dir.join("report.html").display()
+        );
+    }
+    if let Some(path) = &args.junit {
+        gemm_audit::trace::codec::write_atomic(
+            path,
+            gemm_audit::report::junit(&report).as_bytes(),
+            true,
+        )?;
+    }
+    let drifted = input.drift.iter().any(|(_, d)| !d.is_empty());
+    for (w, d) in &input.drift {
+        if !d.is_empty() {
+            eprintln!("gemm-audit: {w} differs from its golden:\n{}", d.render());
+        }
+    }
+    Ok(if report.passed() && !drifted {
         EXIT_OK
     } else {
         EXIT_FINDING
     })
 }
 
-fn cmd_record(workload: &str, out: &std::path::Path, force: bool, kind: BackendKind) -> Result<u8> {
+fn cmd_bless(
+    workloads: Vec<String>,
+    dir: &std::path::Path,
+    force: bool,
+    kind: BackendKind,
+) -> Result<u8> {
+    let names = if workloads.is_empty() {
+        vec!["transformer-block".to_string(), "m-sweep".to_string()]
+    } else {
+        workloads
+    };
+    let ws: Vec<Workload> = names
+        .iter()
+        .map(|w| Workload::load(w))
+        .collect::<Result<_, _>>()?;
+    let backend = open_backend(kind)?;
+    let mut refused = false;
+    for w in &ws {
+        let rec = recorder::record(&backend, w, &mut |_, _| {})?;
+        if !rec.replay.is_identical() {
+            return Err(anyhow::anyhow!(
+                "{}: replay did not reproduce the eager run ({:?}); not blessing it",
+                w.name,
+                rec.replay
+            ));
+        }
+        let out = golden::bless(dir, &rec.trace, force)?;
+        match (&out.replaced, out.written) {
+            (None, true) => println!("blessed {} -> {}", w.name, out.path.display()),
+            (Some(d), true) if d.is_empty() => {
+                println!("blessed {} -> {} (unchanged)", w.name, out.path.display())
+            }
+            (Some(d), true) => print!(
+                "blessed {} -> {}, replacing:\n{}",
+                w.name,
+                out.path.display(),
+                d.render()
+            ),
+            (Some(d), false) if d.is_empty() => println!("{} is up to date", out.path.display()),
+            (Some(d), false) => {
+                refused = true;
+                print!(
+                    "not replacing {} (pass --force); it differs by:\n{}",
+                    out.path.display(),
+                    d.render()
+                );
+            }
+            (None, false) => {
+                refused = true;
+                println!("not replacing {} (pass --force)", out.path.display());
+            }
+        }
+    }
+    Ok(if refused { EXIT_BAD_INPUT } else { EXIT_OK })
+}
+
+fn cmd_record(
+    workload: &str,
+    out: &std::path::Path,
+    force: bool,
+    kind: BackendKind,
+    outputs: Option<&std::path::Path>,
+) -> Result<u8> {
     let w = Workload::load(workload)?;
     // Refuse before doing the work, not after.
     if out.exists() && !force {
@@ -291,6 +441,13 @@ fn cmd_record(workload: &str, out: &std::path::Path, force: bool, kind: BackendK
     let rec = recorder::record(&backend, &w, &mut |d, _| bar.set_position(d as u64))?;
     bar.finish_and_clear();
     rec.trace.write(out, force)?;
+    if let Some(dir) = outputs {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        for (r, bytes) in rec.trace.routes.iter().zip(&rec.outputs) {
+            let path = dir.join(gemm_audit::diff::output_file_name(&r.gemm));
+            gemm_audit::trace::codec::write_atomic(&path, bytes, true)?;
+        }
+    }
     println!(
         "recorded {} ({} launches) on {} -> {}",
         w.name,
@@ -318,11 +475,21 @@ fn cmd_record(workload: &str, out: &std::path::Path, force: bool, kind: BackendK
 fn cmd_check(
     path: &std::path::Path,
     golden: Option<PathBuf>,
+    golden_dir: Option<PathBuf>,
     replay: bool,
     kind: BackendKind,
     format: Format,
 ) -> Result<u8> {
     let trace = read_trace(path)?;
+    let golden = match (golden, golden_dir) {
+        (Some(g), _) => Some(g),
+        (None, Some(dir)) => {
+            let found = golden::find_golden(&dir, &trace)?;
+            eprintln!("gemm-audit: golden {}", found.display());
+            Some(found)
+        }
+        (None, None) => None,
+    };
     let golden = golden.map(|g| read_trace(&g)).transpose()?;
     let backend = open_backend(kind)?;
     let report = recorder::check(&backend, &trace, golden.as_ref(), replay)?;
@@ -465,13 +632,39 @@ fn cmd_diff(
     candidate: &std::path::Path,
     allow: &[DiffClass],
     format: Format,
+    outputs: &[PathBuf],
 ) -> Result<u8> {
     let g = read_trace(golden)?;
     let c = read_trace(candidate)?;
-    let d = TraceDiff::between(&g, &c);
+    let mut d = TraceDiff::between(&g, &c);
+    if let [gdir, cdir] = outputs {
+        let dirs = [gdir, cdir];
+        d.annotate_outputs(&g, |side, gemm| {
+            std::fs::read(dirs[side].join(gemm_audit::diff::output_file_name(gemm))).ok()
+        });
+    }
+    let cross_device = g.context.device != c.context.device;
+    let portability = gemm_audit::diff::portability(&g, &c);
     match format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&d)?),
-        Format::Table => print!("{}", d.render()),
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "differences": d.differences,
+                "cross_device": cross_device,
+                "portability": portability,
+            }))?
+        ),
+        Format::Table => {
+            print!("{}", d.render());
+            if cross_device {
+                print!(
+                    "devices differ ({} vs {}); {}",
+                    g.context.device.class,
+                    c.context.device.class,
+                    gemm_audit::diff::render_portability(&portability)
+                );
+            }
+        }
     }
     let bad = d.disallowed(allow);
     if bad.is_empty() {

@@ -343,6 +343,195 @@ impl TraceDiff {
     }
 }
 
+/// Whether one numeric contract gave the same bits on two devices.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Portability {
+    /// The contract, e.g. `scalar-fma` or `split-k-fixed/4`.
+    pub contract: String,
+    /// GEMMs run under this contract in both traces.
+    pub pairs: usize,
+    /// Of those, how many gave equal fingerprints.
+    pub equal: usize,
+}
+
+impl Portability {
+    /// True when every pair agreed.
+    pub fn portable(&self) -> bool {
+        self.equal == self.pairs
+    }
+}
+
+/// For GEMMs (paired by name) that ran under the same numeric contract in
+/// both traces, whether their fingerprints agree: the contracts that are
+/// device-portable and the ones that are not.
+pub fn portability(golden: &RecordedGemmTrace, candidate: &RecordedGemmTrace) -> Vec<Portability> {
+    let pairs = pair_routes(golden, candidate);
+    let mut by: std::collections::BTreeMap<String, Portability> = Default::default();
+    for (g, c) in pairs.matched {
+        let (gr, cr) = (&golden.routes[g], &candidate.routes[c]);
+        if gr.contract != cr.contract {
+            continue;
+        }
+        let (Some(gf), Some(cf)) = (golden.fingerprints.get(g), candidate.fingerprints.get(c))
+        else {
+            continue;
+        };
+        if gf.input_seed != cf.input_seed
+            || gr.shape != cr.shape
+            || gr.dtype != cr.dtype
+            || gr.op != cr.op
+        {
+            continue;
+        }
+        let key = gr.contract.to_string();
+        let e = by.entry(key.clone()).or_insert(Portability {
+            contract: key,
+            pairs: 0,
+            equal: 0,
+        });
+        e.pairs += 1;
+        e.equal += (gf.sha256 == cf.sha256) as usize;
+    }
+    by.into_values().collect()
+}
+
+/// Renders a portability report.
+pub fn render_portability(p: &[Portability]) -> String {
+    if p.is_empty() {
+        return "portability: no GEMM ran under the same contract in both traces\n".into();
+    }
+    let mut s = String::from("portability by numeric contract:\n");
+    for x in p {
+        s.push_str(&format!(
+            "  {:<28} {} ({}/{} GEMMs bit-identical across the two traces)\n",
+            x.contract,
+            if x.portable() {
+                "portable"
+            } else {
+                "NOT portable"
+            },
+            x.equal,
+            x.pairs
+        ));
+    }
+    s
+}
+
+/// Element-level comparison of two outputs of `dtype`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct UlpStats {
+    pub elements: u64,
+    pub differing: u64,
+    /// Largest distance in units in the last place (NaNs count as u64::MAX).
+    pub max_ulp: u64,
+}
+
+/// Compares two outputs element by element. None when sizes differ or are
+/// not a whole number of elements.
+pub fn ulp_stats(dtype: crate::route::DType, a: &[u8], b: &[u8]) -> Option<UlpStats> {
+    use crate::route::DType;
+    let size = crate::backend::cpu::kernels::element_size(dtype);
+    if a.len() != b.len() || a.len() % size != 0 {
+        return None;
+    }
+    // Map float bits onto a line where adjacent floats are adjacent integers.
+    fn ordered(bits: u64, sign: u64) -> i128 {
+        if bits & sign != 0 {
+            -((bits & !sign) as i128)
+        } else {
+            bits as i128
+        }
+    }
+    let mut st = UlpStats {
+        elements: (a.len() / size) as u64,
+        differing: 0,
+        max_ulp: 0,
+    };
+    for (x, y) in a.chunks_exact(size).zip(b.chunks_exact(size)) {
+        if x == y {
+            continue;
+        }
+        st.differing += 1;
+        let (bx, by, sign, nan) = match dtype {
+            DType::F32 => {
+                let (u, v) = (
+                    u32::from_le_bytes(x.try_into().ok()?),
+                    u32::from_le_bytes(y.try_into().ok()?),
+                );
+                (
+                    u as u64,
+                    v as u64,
+                    1u64 << 31,
+                    f32::from_bits(u).is_nan() || f32::from_bits(v).is_nan(),
+                )
+            }
+            DType::F16 | DType::Bf16 => {
+                let (u, v) = (
+                    u16::from_le_bytes(x.try_into().ok()?),
+                    u16::from_le_bytes(y.try_into().ok()?),
+                );
+                let is_nan = |h: u16| match dtype {
+                    DType::F16 => half::f16::from_bits(h).is_nan(),
+                    _ => half::bf16::from_bits(h).is_nan(),
+                };
+                (u as u64, v as u64, 1u64 << 15, is_nan(u) || is_nan(v))
+            }
+        };
+        let d = if nan {
+            u64::MAX
+        } else {
+            (ordered(bx, sign) - ordered(by, sign)).unsigned_abs() as u64
+        };
+        st.max_ulp = st.max_ulp.max(d);
+    }
+    Some(st)
+}
+
+impl TraceDiff {
+    /// Adds element counts and ULP distances to numeric differences whose
+    /// outputs `load(side, gemm)` can supply (side 0 = golden, 1 = candidate).
+    pub fn annotate_outputs(
+        &mut self,
+        golden: &RecordedGemmTrace,
+        load: impl Fn(usize, &str) -> Option<Vec<u8>>,
+    ) {
+        for d in &mut self.differences {
+            if d.class != DiffClass::Numeric {
+                continue;
+            }
+            let (Some(i), Some(g)) = (d.route_index, d.gemm.clone()) else {
+                continue;
+            };
+            let Some(route) = golden.routes.get(i) else {
+                continue;
+            };
+            if let (Some(a), Some(b)) = (load(0, &g), load(1, &g)) {
+                if let Some(st) = ulp_stats(route.dtype, &a, &b) {
+                    d.change.found.push_str(&format!(
+                        " ({} of {} elements differ, max {} ulp)",
+                        st.differing, st.elements, st.max_ulp
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// The file an output dump of `gemm` is written to under a directory.
+pub fn output_file_name(gemm: &str) -> String {
+    let safe: String = gemm
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.@".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{safe}.bin")
+}
+
 struct Pairs {
     matched: Vec<(usize, usize)>,
     missing: Vec<usize>,
@@ -397,6 +586,29 @@ fn pair_routes(golden: &RecordedGemmTrace, candidate: &RecordedGemmTrace) -> Pai
 mod tests {
     use super::*;
     use crate::testkit;
+
+    #[test]
+    fn ulp_distances() {
+        use crate::route::DType;
+        let a: Vec<u8> = [1.0f32, 2.0, -1.0]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        let b: Vec<u8> = [1.0f32, f32::from_bits(2.0f32.to_bits() + 3), -1.0]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        let st = ulp_stats(DType::F32, &a, &b).unwrap();
+        assert_eq!((st.elements, st.differing, st.max_ulp), (3, 1, 3));
+        // Across zero: +0 and -smallest are one ulp apart on each side of zero.
+        let p: Vec<u8> = f32::from_bits(1).to_le_bytes().to_vec();
+        let n: Vec<u8> = (-f32::from_bits(1)).to_le_bytes().to_vec();
+        assert_eq!(ulp_stats(DType::F32, &p, &n).unwrap().max_ulp, 2);
+        let h1 = half::bf16::from_f32(1.0).to_le_bytes();
+        let h2 = half::bf16::from_bits(half::bf16::from_f32(1.0).to_bits() + 1).to_le_bytes();
+        assert_eq!(ulp_stats(DType::Bf16, &h1, &h2).unwrap().max_ulp, 1);
+        assert!(ulp_stats(DType::F32, &a, &a[..4]).is_none());
+    }
 
     #[test]
     fn identical_traces_have_no_differences() {

@@ -27,6 +27,16 @@ pub enum Error {
     /// A file exists and no overwrite was asked for.
     #[error("{path} already exists; pass --force to replace it")]
     WouldOverwrite { path: PathBuf },
+    /// No golden trace exists for a workload on a device class.
+    #[error(
+        "no golden for workload {workload:?} on device {device:?}: expected {path} (goldens present: {available})"
+    )]
+    GoldenMissing {
+        path: PathBuf,
+        workload: String,
+        device: String,
+        available: String,
+    },
     /// A workload is unknown or malformed.
     #[error("workload {name}: {reason}")]
     Workload { name: String, reason: String },

@@ -38,7 +38,9 @@ pub mod audit;
 pub mod diff;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod golden;
 pub mod recorder;
+pub mod report;
 #[doc(hidden)]
 pub mod testkit;
 pub mod workload;

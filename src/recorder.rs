@@ -17,6 +17,8 @@ pub struct EagerRun {
     pub routes: Vec<ResolvedGemmRoute>,
     pub seeds: Vec<u64>,
     pub outputs: Vec<Vec<u8>>,
+    /// Wall time of each launch in seconds (volatile; never compared).
+    pub seconds: Vec<f64>,
 }
 
 impl EagerRun {
@@ -45,11 +47,14 @@ pub fn eager_run(
         routes: Vec::new(),
         seeds: Vec::new(),
         outputs: Vec::new(),
+        seconds: Vec::new(),
     };
     for (i, spec) in workload.gemms.iter().enumerate() {
         let route = backend.resolve(spec)?;
         let seed = spec.input_seed(workload.seed);
+        let start = std::time::Instant::now();
         run.outputs.push(backend.run(&route, seed)?);
+        run.seconds.push(start.elapsed().as_secs_f64());
         run.routes.push(route);
         run.seeds.push(seed);
         progress(i + 1, total);
@@ -100,6 +105,8 @@ impl ReplayOutcome {
 pub struct Recording {
     pub trace: RecordedGemmTrace,
     pub outputs: Vec<Vec<u8>>,
+    /// Eager wall time of each launch in seconds.
+    pub seconds: Vec<f64>,
     pub replay: ReplayOutcome,
 }
 
@@ -127,6 +134,7 @@ pub fn record(
     Ok(Recording {
         trace,
         outputs: run.outputs,
+        seconds: run.seconds,
         replay,
     })
 }

@@ -1,0 +1,797 @@
+//! Vendor routes: cuBLAS `cublasGemmEx` and cuBLASLt `cublasLtMatmul`.
+//!
+//! Row-major `C[m,n] = A'[m,k] * B'[k,n]` is computed as the column-major
+//! `C^T = B'^T A'^T`, so outputs have the CPU's layout. Numerics per mode:
+//!
+//! | mode | dtype | cuBLAS compute / math | cuBLASLt compute | contract |
+//! | --- | --- | --- | --- | --- |
+//! | cublas-fast | f32 | 32F_FAST_TF32 / TF32_TENSOR_OP | 32F_FAST_TF32 | vendor-fast |
+//! | cublas-fast | f16, bf16 | 32F / DEFAULT | 32F | vendor-fast |
+//! | cublas-pedantic | f32 | 32F_PEDANTIC / PEDANTIC | 32F | vendor-pedantic |
+//! | cublas-pedantic | f16, bf16 | 32F_PEDANTIC / PEDANTIC | 32F | vendor-pedantic |
+//!
+//! cuBLAS exposes no algorithm attributes for `cublasGemmEx` (it is called
+//! with `CUBLAS_GEMM_DEFAULT`): its route records algorithm id -1 and -1
+//! for the attributes it cannot see; cuBLASLt routes record the heuristic's
+//! first algorithm's attributes (`cublasLtMatmulAlgoConfigGetAttribute`).
+//! Both record the physical kernels a capture of the single call contains.
+
+use super::device::{Shared, cuda_err};
+use crate::digest::{Digest, DigestWriter, FieldValue};
+use crate::error::Result;
+use crate::identity::ModuleIdentity;
+use crate::route::{
+    ContractKind, DType, GemmOp, GemmShape, ModuleKind, OperandConversion, VendorRoute,
+};
+use cudarc::cublas::{CudaBlas, sys as blas};
+use cudarc::cublaslt::sys as lt;
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The API-level symbol of cuBLAS routes (listed by its pseudo-module).
+pub const CUBLAS_SYMBOL: &str = "cublasGemmEx";
+/// The API-level symbol of cuBLASLt routes.
+pub const CUBLASLT_SYMBOL: &str = "cublasLtMatmul";
+/// cuBLASLt workspace offered to the heuristic (NVIDIA's Hopper recommendation).
+pub const LT_WORKSPACE_BYTES: usize = 32 << 20;
+
+/// One vendor library that was found: its version and pseudo-module.
+#[derive(Debug, Clone)]
+pub struct Library {
+    /// e.g. `cuBLAS 13.1.0`.
+    pub version: String,
+    pub module: ModuleIdentity,
+}
+
+/// cuBLAS and cuBLASLt, where present. Handles are created on first use.
+#[derive(Debug)]
+pub struct Vendor {
+    pub cublas: Option<Library>,
+    pub cublaslt: Option<Library>,
+    handles: Mutex<Option<Handles>>,
+}
+
+/// Which vendor API a route calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    Blas,
+    Lt,
+}
+
+impl Api {
+    pub fn symbol(&self) -> &'static str {
+        match self {
+            Api::Blas => CUBLAS_SYMBOL,
+            Api::Lt => CUBLASLT_SYMBOL,
+        }
+    }
+}
+
+fn pseudo_module(kind: ModuleKind, version: &str, symbol: &str) -> ModuleIdentity {
+    let mut w = DigestWriter::new("gemm-audit/vendor-module/v1");
+    w.field("kind", FieldValue::Str(kind.as_str()));
+    w.field("version", FieldValue::Str(version));
+    ModuleIdentity {
+        kind,
+        digest: w.finish(),
+        symbols: vec![symbol.to_string()],
+    }
+}
+
+impl Vendor {
+    /// Looks for the libraries (no handle is created).
+    pub fn probe() -> Vendor {
+        // SAFETY: only checks whether the shared library can be loaded.
+        let cublas = if unsafe { blas::is_culib_present() } {
+            let mut v = [0i32; 3];
+            let ok = [
+                blas::libraryPropertyType::MAJOR_VERSION,
+                blas::libraryPropertyType::MINOR_VERSION,
+                blas::libraryPropertyType::PATCH_LEVEL,
+            ]
+            .iter()
+            .zip(v.iter_mut())
+            // SAFETY: `out` is valid for one write.
+            .all(|(p, out)| unsafe { blas::cublasGetProperty(*p, out) }.result().is_ok());
+            ok.then(|| {
+                let version = format!("cuBLAS {}.{}.{}", v[0], v[1], v[2]);
+                Library {
+                    module: pseudo_module(ModuleKind::Cublas, &version, CUBLAS_SYMBOL),
+                    version,
+                }
+            })
+        } else {
+            None
+        };
+        // SAFETY: only checks whether the shared library can be loaded.
+        let cublaslt = if unsafe { lt::is_culib_present() } {
+            // SAFETY: takes no arguments.
+            let v = unsafe { lt::cublasLtGetVersion() };
+            let version = format!("cuBLASLt {}.{}.{}", v / 10000, (v / 100) % 100, v % 100);
+            Some(Library {
+                module: pseudo_module(ModuleKind::CublasLt, &version, CUBLASLT_SYMBOL),
+                version,
+            })
+        } else {
+            None
+        };
+        Vendor {
+            cublas,
+            cublaslt,
+            handles: Mutex::new(None),
+        }
+    }
+
+    /// The library of `api`, or why it is missing.
+    pub fn library(&self, api: Api) -> Result<&Library> {
+        match api {
+            Api::Blas => self.cublas.as_ref(),
+            Api::Lt => self.cublaslt.as_ref(),
+        }
+        .ok_or_else(|| {
+            cuda_err(match api {
+                Api::Blas => "cuBLAS (libcublas.so) was not found",
+                Api::Lt => "cuBLASLt (libcublasLt.so) was not found",
+            })
+        })
+    }
+
+    /// The handles, created on first use on `stream` (the main stream).
+    pub fn handles(&self, shared: &Shared) -> Result<HandlesGuard<'_>> {
+        let mut g = self.handles.lock().unwrap_or_else(|p| p.into_inner());
+        if g.is_none() {
+            *g = Some(Handles::new(shared)?);
+        }
+        Ok(HandlesGuard(g))
+    }
+}
+
+/// Locked access to the vendor handles.
+pub struct HandlesGuard<'a>(MutexGuard<'a, Option<Handles>>);
+
+impl HandlesGuard<'_> {
+    pub fn get(&self) -> &Handles {
+        // Created by `Vendor::handles` before the guard is handed out.
+        self.0
+            .as_ref()
+            .expect("vendor handles are created before the guard is returned")
+    }
+}
+
+/// A cuBLASLt handle, destroyed on drop.
+#[derive(Debug)]
+struct LtHandle(lt::cublasLtHandle_t);
+
+// SAFETY: the handle is only used while the `Vendor::handles` mutex is held,
+// so it is never used from two threads at once.
+unsafe impl Send for LtHandle {}
+// SAFETY: as above; shared references never use the handle concurrently.
+unsafe impl Sync for LtHandle {}
+
+impl Drop for LtHandle {
+    fn drop(&mut self) {
+        // SAFETY: created by cublasLtCreate and destroyed only here.
+        let _ = unsafe { lt::cublasLtDestroy(self.0) };
+    }
+}
+
+/// The live vendor handles.
+#[derive(Debug)]
+pub struct Handles {
+    blas: Option<CudaBlas>,
+    lt: Option<LtHandle>,
+    lt_workspace: Option<CudaSlice<u8>>,
+    /// Where resolve-time captures happen (never launched).
+    pub scratch: Arc<CudaStream>,
+}
+
+impl Handles {
+    fn new(shared: &Shared) -> Result<Handles> {
+        let v = &shared.vendor;
+        let blas = match &v.cublas {
+            Some(_) => Some(
+                CudaBlas::new(shared.stream.clone())
+                    .map_err(|e| cuda_err(format!("cublasCreate: {e:?}")))?,
+            ),
+            None => None,
+        };
+        let (lt, lt_workspace) = match &v.cublaslt {
+            Some(_) => {
+                let mut h: lt::cublasLtHandle_t = std::ptr::null_mut();
+                // SAFETY: `h` is valid for one write.
+                unsafe { lt::cublasLtCreate(&mut h) }
+                    .result()
+                    .map_err(|e| cuda_err(format!("cublasLtCreate: {e:?}")))?;
+                let handle = LtHandle(h);
+                let ws = shared
+                    .stream
+                    .alloc_zeros::<u8>(LT_WORKSPACE_BYTES)
+                    .map_err(|e| cuda_err(format!("cuBLASLt workspace: {e}")))?;
+                (Some(handle), Some(ws))
+            }
+            None => (None, None),
+        };
+        let scratch = shared
+            .ctx
+            .new_stream()
+            .map_err(|e| cuda_err(format!("scratch stream: {e}")))?;
+        Ok(Handles {
+            blas,
+            lt,
+            lt_workspace,
+            scratch,
+        })
+    }
+}
+
+/// Compute settings of one vendor route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Numerics {
+    pub blas_compute: blas::cublasComputeType_t,
+    pub blas_math: blas::cublasMath_t,
+    pub lt_compute: lt::cublasComputeType_t,
+    pub contract: ContractKind,
+    pub tensor_cores: bool,
+    pub conversion: OperandConversion,
+}
+
+impl Numerics {
+    /// The settings of `dtype` under a fast (`VendorFast`) or pedantic mode.
+    pub fn of(dtype: DType, fast: bool) -> Numerics {
+        use blas::cublasComputeType_t as C;
+        use blas::cublasMath_t as M;
+        use lt::cublasComputeType_t as L;
+        match (dtype, fast) {
+            (DType::F32, true) => Numerics {
+                blas_compute: C::CUBLAS_COMPUTE_32F_FAST_TF32,
+                blas_math: M::CUBLAS_TF32_TENSOR_OP_MATH,
+                lt_compute: L::CUBLAS_COMPUTE_32F_FAST_TF32,
+                contract: ContractKind::VendorFast,
+                tensor_cores: true,
+                conversion: OperandConversion::Tf32Round,
+            },
+            (DType::F32, false) => Numerics {
+                blas_compute: C::CUBLAS_COMPUTE_32F_PEDANTIC,
+                blas_math: M::CUBLAS_PEDANTIC_MATH,
+                lt_compute: L::CUBLAS_COMPUTE_32F,
+                contract: ContractKind::VendorPedantic,
+                tensor_cores: false,
+                conversion: OperandConversion::ExactWiden,
+            },
+            (_, true) => Numerics {
+                blas_compute: C::CUBLAS_COMPUTE_32F,
+                blas_math: M::CUBLAS_DEFAULT_MATH,
+                lt_compute: L::CUBLAS_COMPUTE_32F,
+                contract: ContractKind::VendorFast,
+                tensor_cores: true,
+                conversion: OperandConversion::VendorDefined,
+            },
+            (_, false) => Numerics {
+                blas_compute: C::CUBLAS_COMPUTE_32F_PEDANTIC,
+                blas_math: M::CUBLAS_PEDANTIC_MATH,
+                lt_compute: L::CUBLAS_COMPUTE_32F,
+                contract: ContractKind::VendorPedantic,
+                tensor_cores: true,
+                conversion: OperandConversion::VendorDefined,
+            },
+        }
+    }
+
+    /// Digest of the settings (the vendor compiler identity's options digest).
+    pub fn digest(&self, api: Api) -> Digest {
+        let mut w = DigestWriter::new("gemm-audit/vendor-options/v1");
+        w.field("api", FieldValue::Str(api.symbol()));
+        w.field("blas_compute", FieldValue::U32(self.blas_compute as u32));
+        w.field("blas_math", FieldValue::U32(self.blas_math as u32));
+        w.field("lt_compute", FieldValue::U32(self.lt_compute as u32));
+        w.field("alpha", FieldValue::Str("1"));
+        w.field("beta", FieldValue::Str("0"));
+        w.finish()
+    }
+}
+
+fn blas_type(d: DType) -> blas::cudaDataType {
+    match d {
+        DType::F32 => blas::cudaDataType::CUDA_R_32F,
+        DType::F16 => blas::cudaDataType::CUDA_R_16F,
+        DType::Bf16 => blas::cudaDataType::CUDA_R_16BF,
+    }
+}
+
+fn lt_type(d: DType) -> lt::cudaDataType {
+    match d {
+        DType::F32 => lt::cudaDataType::CUDA_R_32F,
+        DType::F16 => lt::cudaDataType::CUDA_R_16F,
+        DType::Bf16 => lt::cudaDataType::CUDA_R_16BF,
+    }
+}
+
+/// The column-major call computing row-major C = A' B':
+/// (transa, transb, lda, ldb) for the first operand B' and second A'.
+pub fn column_major(op: GemmOp, shape: GemmShape) -> (bool, bool, u64, u64) {
+    let trans_first = op == GemmOp::Nt;
+    let trans_second = op == GemmOp::Tn;
+    let ld_first = if trans_first { shape.k } else { shape.n };
+    let ld_second = if trans_second { shape.m } else { shape.k };
+    (trans_first, trans_second, ld_first, ld_second)
+}
+
+/// The algorithm attributes a cuBLASLt heuristic picked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LtAlgo {
+    pub id: i64,
+    pub tile: i64,
+    pub split_k: i64,
+    pub reduction: i64,
+    pub swizzle: i64,
+    pub stages: i64,
+    pub inner_shape: Option<i64>,
+    pub cluster_shape: Option<i64>,
+    pub workspace: u64,
+}
+
+/// cuBLASLt descriptors and the chosen algorithm of one problem.
+pub struct LtPlan {
+    desc: lt::cublasLtMatmulDesc_t,
+    layouts: [lt::cublasLtMatrixLayout_t; 3],
+    algo: lt::cublasLtMatmulAlgo_t,
+    pub attrs: LtAlgo,
+}
+
+impl std::fmt::Debug for LtPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LtPlan")
+            .field("attrs", &self.attrs)
+            .finish()
+    }
+}
+
+impl Drop for LtPlan {
+    fn drop(&mut self) {
+        // SAFETY: every handle was created by cublasLt and is destroyed only here (nulls skipped).
+        unsafe {
+            for l in self.layouts {
+                if !l.is_null() {
+                    let _ = lt::cublasLtMatrixLayoutDestroy(l);
+                }
+            }
+            if !self.desc.is_null() {
+                let _ = lt::cublasLtMatmulDescDestroy(self.desc);
+            }
+        }
+    }
+}
+
+fn lt_check(s: lt::cublasStatus_t, what: &str) -> Result<()> {
+    s.result().map_err(|e| cuda_err(format!("{what}: {e:?}")))
+}
+
+impl LtPlan {
+    fn new(
+        h: &Handles,
+        dtype: DType,
+        op: GemmOp,
+        shape: GemmShape,
+        n: &Numerics,
+    ) -> Result<LtPlan> {
+        let handle =
+            h.lt.as_ref()
+                .ok_or_else(|| cuda_err("cuBLASLt is not loaded"))?
+                .0;
+        let mut plan = LtPlan {
+            desc: std::ptr::null_mut(),
+            layouts: [std::ptr::null_mut(); 3],
+            // SAFETY: the algorithm is plain data (u64 words); zero is a valid placeholder.
+            algo: unsafe { std::mem::zeroed() },
+            attrs: LtAlgo {
+                id: 0,
+                tile: 0,
+                split_k: 0,
+                reduction: 0,
+                swizzle: 0,
+                stages: 0,
+                inner_shape: None,
+                cluster_shape: None,
+                workspace: 0,
+            },
+        };
+        let (ta, tb, lda, ldb) = column_major(op, shape);
+        let t = lt_type(dtype);
+        // SAFETY: every out-pointer is valid for one write; attribute buffers
+        // are plain integers of the documented sizes.
+        unsafe {
+            lt_check(
+                lt::cublasLtMatmulDescCreate(
+                    &mut plan.desc,
+                    n.lt_compute,
+                    lt::cudaDataType::CUDA_R_32F,
+                ),
+                "cublasLtMatmulDescCreate",
+            )?;
+            for (attr, trans) in [
+                (
+                    lt::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSA,
+                    ta,
+                ),
+                (
+                    lt::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSB,
+                    tb,
+                ),
+            ] {
+                // cublasOperation_t: CUBLAS_OP_N = 0, CUBLAS_OP_T = 1.
+                let v: i32 = if trans { 1 } else { 0 };
+                lt_check(
+                    lt::cublasLtMatmulDescSetAttribute(
+                        plan.desc,
+                        attr,
+                        (&v as *const i32).cast(),
+                        std::mem::size_of::<i32>(),
+                    ),
+                    "cublasLtMatmulDescSetAttribute",
+                )?;
+            }
+            // "A" is B' (n x k column-major, or k x n transposed), "B" is A', C is n x m.
+            let (a_rows, a_cols) = if ta {
+                (shape.k, shape.n)
+            } else {
+                (shape.n, shape.k)
+            };
+            let (b_rows, b_cols) = if tb {
+                (shape.m, shape.k)
+            } else {
+                (shape.k, shape.m)
+            };
+            let dims = [
+                (a_rows, a_cols, lda),
+                (b_rows, b_cols, ldb),
+                (shape.n, shape.m, shape.n),
+            ];
+            for (slot, (r, c, ld)) in plan.layouts.iter_mut().zip(dims) {
+                lt_check(
+                    lt::cublasLtMatrixLayoutCreate(slot, t, r, c, ld as i64),
+                    "cublasLtMatrixLayoutCreate",
+                )?;
+            }
+            let mut pref: lt::cublasLtMatmulPreference_t = std::ptr::null_mut();
+            lt_check(
+                lt::cublasLtMatmulPreferenceCreate(&mut pref),
+                "cublasLtMatmulPreferenceCreate",
+            )?;
+            let ws: u64 = LT_WORKSPACE_BYTES as u64;
+            let set = lt::cublasLtMatmulPreferenceSetAttribute(
+                pref,
+                lt::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                (&ws as *const u64).cast(),
+                std::mem::size_of::<u64>(),
+            );
+            let mut result: lt::cublasLtMatmulHeuristicResult_t = std::mem::zeroed();
+            let mut found = 0i32;
+            let heur = if set.result().is_ok() {
+                lt::cublasLtMatmulAlgoGetHeuristic(
+                    handle,
+                    plan.desc,
+                    plan.layouts[0],
+                    plan.layouts[1],
+                    plan.layouts[2],
+                    plan.layouts[2],
+                    pref,
+                    1,
+                    &mut result,
+                    &mut found,
+                )
+            } else {
+                set
+            };
+            let _ = lt::cublasLtMatmulPreferenceDestroy(pref);
+            lt_check(heur, "cublasLtMatmulAlgoGetHeuristic")?;
+            if found < 1 {
+                return Err(cuda_err(format!(
+                    "cuBLASLt has no algorithm for {op} {dtype} {}x{}x{}",
+                    shape.m, shape.k, shape.n
+                )));
+            }
+            lt_check(result.state, "cuBLASLt heuristic result")?;
+            plan.algo = result.algo;
+            plan.attrs.workspace = result.workspaceSize as u64;
+        }
+        use lt::cublasLtMatmulAlgoConfigAttributes_t as A;
+        let get = |attr: A| -> Option<i64> { algo_attribute(&plan.algo, attr) };
+        plan.attrs.id = get(A::CUBLASLT_ALGO_CONFIG_ID).unwrap_or(-1);
+        plan.attrs.tile = get(A::CUBLASLT_ALGO_CONFIG_TILE_ID).unwrap_or(-1);
+        plan.attrs.split_k = get(A::CUBLASLT_ALGO_CONFIG_SPLITK_NUM).unwrap_or(-1);
+        plan.attrs.reduction = get(A::CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME).unwrap_or(-1);
+        plan.attrs.swizzle = get(A::CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING).unwrap_or(-1);
+        plan.attrs.stages = get(A::CUBLASLT_ALGO_CONFIG_STAGES_ID).unwrap_or(-1);
+        plan.attrs.inner_shape = get(A::CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID);
+        plan.attrs.cluster_shape = get(A::CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID);
+        Ok(plan)
+    }
+}
+
+/// One algorithm configuration attribute, read at the size cuBLASLt reports.
+fn algo_attribute(
+    algo: &lt::cublasLtMatmulAlgo_t,
+    attr: lt::cublasLtMatmulAlgoConfigAttributes_t,
+) -> Option<i64> {
+    let mut size = 0usize;
+    // SAFETY: a zero-size query with a null buffer only reports the size.
+    let s = unsafe {
+        lt::cublasLtMatmulAlgoConfigGetAttribute(algo, attr, std::ptr::null_mut(), 0, &mut size)
+    };
+    if s.result().is_err() || size == 0 || size > 8 {
+        return None;
+    }
+    let mut buf = [0u8; 8];
+    let mut written = 0usize;
+    // SAFETY: `buf` has room for `size` (<= 8) bytes.
+    let s = unsafe {
+        lt::cublasLtMatmulAlgoConfigGetAttribute(
+            algo,
+            attr,
+            buf.as_mut_ptr().cast::<c_void>(),
+            size,
+            &mut written,
+        )
+    };
+    if s.result().is_err() {
+        return None;
+    }
+    Some(match size {
+        1 => buf[0] as i8 as i64,
+        2 => i16::from_le_bytes([buf[0], buf[1]]) as i64,
+        4 => i32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as i64,
+        _ => i64::from_le_bytes(buf),
+    })
+}
+
+/// A vendor call prepared for one problem: everything decided before any
+/// capture, so the capture body only enqueues.
+#[derive(Debug)]
+pub struct VendorCall {
+    pub api: Api,
+    pub dtype: DType,
+    pub op: GemmOp,
+    pub shape: GemmShape,
+    pub numerics: Numerics,
+    pub lt: Option<LtPlan>,
+}
+
+impl VendorCall {
+    /// Prepares a call; for cuBLASLt this runs the heuristic.
+    pub fn new(
+        h: &Handles,
+        api: Api,
+        dtype: DType,
+        op: GemmOp,
+        shape: GemmShape,
+        fast: bool,
+    ) -> Result<VendorCall> {
+        for (what, v) in [("m", shape.m), ("k", shape.k), ("n", shape.n)] {
+            if v > i32::MAX as u64 {
+                return Err(cuda_err(format!("{what} = {v} is too large for cuBLAS")));
+            }
+        }
+        let numerics = Numerics::of(dtype, fast);
+        let lt = match api {
+            Api::Lt => Some(LtPlan::new(h, dtype, op, shape, &numerics)?),
+            Api::Blas => None,
+        };
+        Ok(VendorCall {
+            api,
+            dtype,
+            op,
+            shape,
+            numerics,
+            lt,
+        })
+    }
+
+    /// The algorithm fields of the vendor route (without physical kernels).
+    pub fn vendor_route(&self, library_version: &str) -> VendorRoute {
+        match &self.lt {
+            Some(p) => VendorRoute {
+                library_version: library_version.to_string(),
+                algorithm_id: p.attrs.id,
+                tile_id: p.attrs.tile,
+                split_k: p.attrs.split_k,
+                reduction_scheme: p.attrs.reduction,
+                stages_id: p.attrs.stages,
+                swizzle: p.attrs.swizzle,
+                inner_shape_id: p.attrs.inner_shape,
+                cluster_shape_id: p.attrs.cluster_shape,
+                workspace_bytes: p.attrs.workspace,
+                physical_kernels: Vec::new(),
+            },
+            None => VendorRoute {
+                library_version: library_version.to_string(),
+                algorithm_id: blas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT as i64,
+                tile_id: -1,
+                split_k: -1,
+                reduction_scheme: -1,
+                stages_id: -1,
+                swizzle: -1,
+                inner_shape_id: None,
+                cluster_shape_id: None,
+                workspace_bytes: 0,
+                physical_kernels: Vec::new(),
+            },
+        }
+    }
+
+    /// Digest of the call's argument values (addresses excluded).
+    pub fn arguments_digest(&self) -> Digest {
+        let (ta, tb, lda, ldb) = column_major(self.op, self.shape);
+        let mut w = DigestWriter::new("gemm-audit/vendor-arguments/v1");
+        w.field("api", FieldValue::Str(self.api.symbol()));
+        w.field("dtype", FieldValue::Str(self.dtype.as_str()));
+        w.field("transa", FieldValue::Bool(ta));
+        w.field("transb", FieldValue::Bool(tb));
+        w.field("m", FieldValue::U64(self.shape.n));
+        w.field("n", FieldValue::U64(self.shape.m));
+        w.field("k", FieldValue::U64(self.shape.k));
+        w.field("lda", FieldValue::U64(lda));
+        w.field("ldb", FieldValue::U64(ldb));
+        w.field("ldc", FieldValue::U64(self.shape.n));
+        w.field("alpha", FieldValue::Str("1"));
+        w.field("beta", FieldValue::Str("0"));
+        w.finish()
+    }
+
+    /// Enqueues the call on `stream`: `c = a' * b'` (row-major).
+    pub fn enqueue(
+        &self,
+        h: &Handles,
+        stream: &Arc<CudaStream>,
+        a: &CudaSlice<u8>,
+        b: &CudaSlice<u8>,
+        c: &mut CudaSlice<u8>,
+    ) -> Result<()> {
+        let (ta, tb, lda, ldb) = column_major(self.op, self.shape);
+        let (m, n, k) = (
+            self.shape.n as i32,
+            self.shape.m as i32,
+            self.shape.k as i32,
+        );
+        let alpha: f32 = 1.0;
+        let beta: f32 = 0.0;
+        let (pa, _ra) = a.device_ptr(stream);
+        let (pb, _rb) = b.device_ptr(stream);
+        let (pc, _rc) = c.device_ptr_mut(stream);
+        match self.api {
+            Api::Blas => {
+                let blas_h = h
+                    .blas
+                    .as_ref()
+                    .ok_or_else(|| cuda_err("cuBLAS is not loaded"))?;
+                let handle = *blas_h.handle();
+                let op = |t: bool| {
+                    if t {
+                        blas::cublasOperation_t::CUBLAS_OP_T
+                    } else {
+                        blas::cublasOperation_t::CUBLAS_OP_N
+                    }
+                };
+                let t = blas_type(self.dtype);
+                // SAFETY: the handle is live and used under the vendor mutex; the
+                // buffers hold the dense operands of the declared shape and layout;
+                // alpha and beta are host f32 scalars (pointer mode host).
+                unsafe {
+                    blas::cublasSetStream_v2(handle, stream.cu_stream() as blas::cudaStream_t)
+                        .result()
+                        .map_err(|e| cuda_err(format!("cublasSetStream: {e:?}")))?;
+                    blas::cublasSetMathMode(handle, self.numerics.blas_math)
+                        .result()
+                        .map_err(|e| cuda_err(format!("cublasSetMathMode: {e:?}")))?;
+                    blas::cublasGemmEx(
+                        handle,
+                        op(ta),
+                        op(tb),
+                        m,
+                        n,
+                        k,
+                        (&alpha as *const f32).cast(),
+                        pb as *const c_void,
+                        t,
+                        lda as i32,
+                        pa as *const c_void,
+                        t,
+                        ldb as i32,
+                        (&beta as *const f32).cast(),
+                        pc as *mut c_void,
+                        t,
+                        self.shape.n as i32,
+                        self.numerics.blas_compute,
+                        blas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                    )
+                    .result()
+                    .map_err(|e| cuda_err(format!("cublasGemmEx: {e:?}")))?;
+                }
+            }
+            Api::Lt => {
+                let plan = self
+                    .lt
+                    .as_ref()
+                    .ok_or_else(|| cuda_err("cuBLASLt call without a plan"))?;
+                let handle =
+                    h.lt.as_ref()
+                        .ok_or_else(|| cuda_err("cuBLASLt is not loaded"))?
+                        .0;
+                let ws = h
+                    .lt_workspace
+                    .as_ref()
+                    .ok_or_else(|| cuda_err("cuBLASLt workspace missing"))?;
+                let (pw, _rw) = ws.device_ptr(stream);
+                // SAFETY: descriptors, layouts and algorithm come from the same
+                // plan; buffers match the layouts; the workspace holds
+                // LT_WORKSPACE_BYTES, at least what the heuristic asked for.
+                unsafe {
+                    lt::cublasLtMatmul(
+                        handle,
+                        plan.desc,
+                        (&alpha as *const f32).cast(),
+                        pb as *const c_void,
+                        plan.layouts[0],
+                        pa as *const c_void,
+                        plan.layouts[1],
+                        (&beta as *const f32).cast(),
+                        pc as *const c_void,
+                        plan.layouts[2],
+                        pc as *mut c_void,
+                        plan.layouts[2],
+                        &plan.algo,
+                        pw as *mut c_void,
+                        LT_WORKSPACE_BYTES,
+                        stream.cu_stream() as lt::cudaStream_t,
+                    )
+                    .result()
+                    .map_err(|e| cuda_err(format!("cublasLtMatmul: {e:?}")))?;
+                }
+            }
+        }
+        let _ = (m, n);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn column_major_mapping() {
+        let s = GemmShape { m: 3, k: 5, n: 7 };
+        assert_eq!(column_major(GemmOp::Nn, s), (false, false, 7, 5));
+        assert_eq!(column_major(GemmOp::Tn, s), (false, true, 7, 3));
+        assert_eq!(column_major(GemmOp::Nt, s), (true, false, 5, 5));
+    }
+
+    #[test]
+    fn numerics_follow_the_mode() {
+        assert_eq!(
+            Numerics::of(DType::F32, true).contract,
+            ContractKind::VendorFast
+        );
+        assert_eq!(
+            Numerics::of(DType::F32, false).contract,
+            ContractKind::VendorPedantic
+        );
+        assert!(!Numerics::of(DType::F32, false).tensor_cores);
+        assert_ne!(
+            Numerics::of(DType::F32, true).digest(Api::Blas),
+            Numerics::of(DType::F32, false).digest(Api::Blas)
+        );
+        assert_ne!(
+            Numerics::of(DType::Bf16, true).digest(Api::Blas),
+            Numerics::of(DType::Bf16, true).digest(Api::Lt)
+        );
+    }
+
+    #[test]
+    fn pseudo_modules_track_the_version() {
+        let a = pseudo_module(ModuleKind::Cublas, "cuBLAS 13.1.0", CUBLAS_SYMBOL);
+        let b = pseudo_module(ModuleKind::Cublas, "cuBLAS 13.1.1", CUBLAS_SYMBOL);
+        assert_ne!(a.digest, b.digest);
+        assert_eq!(a.symbols, vec![CUBLAS_SYMBOL.to_string()]);
+    }
+}

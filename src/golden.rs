@@ -1,0 +1,173 @@
+//! Golden traces on disk: keyed by device class and workload, found by
+//! `check --golden-dir`, written by `bless` (atomically, never replacing one
+//! without an explicit flag).
+//!
+//! Layout: `DIR/<device>/<workload>.gat`, where `<device>` is `cpu` for the
+//! CPU reference backend and the GPU's model (`h200`, `h100`, ...) for CUDA.
+
+use crate::diff::TraceDiff;
+use crate::error::{Error, Result};
+use crate::identity::DeviceIdentity;
+use crate::trace::RecordedGemmTrace;
+use std::path::{Path, PathBuf};
+
+/// The folder name of a device class: `cpu`, or the GPU model in lower case
+/// (the last word of the name: `NVIDIA H200` → `h200`).
+pub fn device_key(device: &DeviceIdentity) -> String {
+    if device.class.starts_with("cpu/") {
+        return "cpu".into();
+    }
+    let last = device.class.split_whitespace().last().unwrap_or("gpu");
+    sanitize(last)
+}
+
+fn sanitize(s: &str) -> String {
+    let out: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    if out.is_empty() {
+        "unnamed".into()
+    } else {
+        out
+    }
+}
+
+/// Where the golden of `trace` lives under `dir`.
+pub fn golden_path(dir: &Path, trace: &RecordedGemmTrace) -> PathBuf {
+    dir.join(device_key(&trace.context.device))
+        .join(format!("{}.gat", sanitize(&trace.workload)))
+}
+
+/// Finds the golden for `trace` under `dir`, or says which is missing and
+/// what is there.
+pub fn find_golden(dir: &Path, trace: &RecordedGemmTrace) -> Result<PathBuf> {
+    let path = golden_path(dir, trace);
+    if path.is_file() {
+        return Ok(path);
+    }
+    let mut available: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .flat_map(|d| {
+            let device = d.file_name().to_string_lossy().into_owned();
+            std::fs::read_dir(d.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|f| f.path().extension().is_some_and(|x| x == "gat"))
+                .map(move |f| format!("{device}/{}", f.file_name().to_string_lossy()))
+        })
+        .collect();
+    available.sort();
+    Err(Error::GoldenMissing {
+        path,
+        workload: trace.workload.clone(),
+        device: device_key(&trace.context.device),
+        available: if available.is_empty() {
+            "none".into()
+        } else {
+            available.join(", ")
+        },
+    })
+}
+
+/// What `bless` did or would do.
+#[derive(Debug)]
+pub struct BlessOutcome {
+    pub path: PathBuf,
+    /// The difference from the golden it replaces (None when there was none).
+    pub replaced: Option<TraceDiff>,
+    /// Whether the file was written.
+    pub written: bool,
+}
+
+/// Writes `trace` as the golden under `dir`. An existing golden is replaced
+/// only with `force`; either way the outcome carries the diff against it, so
+/// the caller can show what changes. An unreadable existing golden is
+/// replaced only with `force` too.
+pub fn bless(dir: &Path, trace: &RecordedGemmTrace, force: bool) -> Result<BlessOutcome> {
+    let path = golden_path(dir, trace);
+    let replaced = if path.exists() {
+        match RecordedGemmTrace::read(&path) {
+            Ok(old) => Some(TraceDiff::between(&old, trace)),
+            Err(e) if !force => return Err(e),
+            Err(_) => None,
+        }
+    } else {
+        None
+    };
+    if path.exists() && !force {
+        return Ok(BlessOutcome {
+            path,
+            replaced,
+            written: false,
+        });
+    }
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    }
+    trace.write(&path, force)?;
+    Ok(BlessOutcome {
+        path,
+        replaced,
+        written: true,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit;
+
+    #[test]
+    fn device_keys() {
+        let mut d = testkit::device();
+        d.class = "NVIDIA H200".into();
+        assert_eq!(device_key(&d), "h200");
+        d.class = "cpu/x86_64".into();
+        assert_eq!(device_key(&d), "cpu");
+        d.class = "Weird/GPU Name!".into();
+        assert_eq!(device_key(&d), "name-");
+    }
+
+    #[test]
+    fn bless_refuses_to_replace_without_force_and_reports_the_diff() {
+        let dir = std::env::temp_dir().join(format!("gemm-audit-bless-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let t = testkit::sample_trace(3);
+        let first = bless(&dir, &t, false).unwrap();
+        assert!(first.written && first.replaced.is_none());
+        let before = std::fs::read(&first.path).unwrap();
+
+        let mut changed = t.clone();
+        changed.fingerprints[1].sha256.0[0] ^= 1;
+        let refused = bless(&dir, &changed, false).unwrap();
+        assert!(!refused.written);
+        assert!(!refused.replaced.as_ref().unwrap().is_empty());
+        assert_eq!(
+            std::fs::read(&first.path).unwrap(),
+            before,
+            "golden untouched"
+        );
+
+        let forced = bless(&dir, &changed, true).unwrap();
+        assert!(forced.written);
+        assert_eq!(RecordedGemmTrace::read(&forced.path).unwrap(), changed);
+        assert_eq!(find_golden(&dir, &changed).unwrap(), forced.path);
+
+        let mut other = t.clone();
+        other.workload = "absent".into();
+        let e = find_golden(&dir, &other).unwrap_err().to_string();
+        assert!(e.contains("absent") && e.contains("synthetic.gat"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

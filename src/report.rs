@@ -1,0 +1,403 @@
+//! Reports people and CI systems read: a Markdown summary, a self-contained
+//! HTML page (inline CSS and SVG, no network), and JUnit XML.
+
+use crate::audit::{AuditReport, BatchMatrix, Verdict};
+use crate::diff::TraceDiff;
+use crate::error::{Error, Result};
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// Everything a report shows.
+#[derive(Debug, Clone)]
+pub struct ReportInput<'a> {
+    pub audit: &'a AuditReport,
+    /// Route drift of each audited workload against its golden, when goldens were given.
+    pub drift: Vec<(String, TraceDiff)>,
+}
+
+fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&apos;"),
+            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => o.push(' '),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+fn md(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// The Markdown summary.
+pub fn markdown(input: &ReportInput<'_>) -> String {
+    let a = input.audit;
+    let mut s = String::new();
+    let _ = writeln!(s, "# gemm-audit report\n");
+    let _ = writeln!(
+        s,
+        "Backend **{}**, {} runs per check. Verdict: **{}**.\n",
+        a.backend,
+        a.runs,
+        if a.passed() { "PASS" } else { "FAIL" }
+    );
+    if let Some(n) = &a.note {
+        let _ = writeln!(s, "> {}\n", md(n));
+    }
+    let _ = writeln!(
+        s,
+        "## Verdicts\n\n| contract | subject | verdict | detail |\n| --- | --- | --- | --- |"
+    );
+    for c in &a.checks {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            md(&c.contract),
+            md(&c.subject),
+            c.verdict,
+            md(&c.detail)
+        );
+    }
+    let _ = writeln!(s, "\n## Batch invariance\n");
+    for m in &a.matrices {
+        let _ = writeln!(
+            s,
+            "**{} / {}**{}\n",
+            md(&m.workload),
+            md(&m.group),
+            if m.promised { " (promised)" } else { "" }
+        );
+        let _ = writeln!(
+            s,
+            "| m | rows vs smallest m | contract | kernel |\n| --- | --- | --- | --- |"
+        );
+        for c in &m.cells {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | `{}` |",
+                c.m,
+                if c.identical { "identical" } else { "differs" },
+                md(&c.contract),
+                md(&c.kernel)
+            );
+        }
+        s.push('\n');
+    }
+    let _ = writeln!(s, "## Route drift against goldens\n");
+    if input.drift.is_empty() {
+        let _ = writeln!(s, "No goldens were compared (pass `--golden-dir`).");
+    }
+    for (w, d) in &input.drift {
+        let _ = writeln!(s, "### {}\n", md(w));
+        if d.is_empty() {
+            let _ = writeln!(s, "No differences.\n");
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "| class | route | field | golden | candidate |\n| --- | --- | --- | --- | --- |"
+        );
+        for x in &d.differences {
+            let at = match (&x.route_index, &x.gemm) {
+                (Some(i), Some(g)) => format!("{i} ({g})"),
+                (_, Some(g)) => g.clone(),
+                _ => "trace".into(),
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} |",
+                x.class,
+                md(&at),
+                md(&x.change.field),
+                md(&x.change.expected),
+                md(&x.change.found)
+            );
+        }
+        s.push('\n');
+    }
+    let _ = writeln!(s, "## Timings\n");
+    let _ = writeln!(s, "{}", timing_summary(a));
+    s
+}
+
+fn timing_summary(a: &AuditReport) -> String {
+    if a.timings.is_empty() {
+        return "No timings were recorded.".into();
+    }
+    format!(
+        "{} eager launches timed; the HTML report charts them. Timings vary with the machine and are not part of any verdict.",
+        a.timings.len()
+    )
+}
+
+const CSS: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#111}\
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:4px 8px;text-align:left;font-size:13px}\
+th{background:#eee}.PASS{background:#d9f2d9}.FAIL{background:#f8d0d0}.INFO{background:#fff3c4}\
+.same{background:#d9f2d9}.differs{background:#f8d0d0}code{font-size:12px}h1 .v{padding:2px 8px;border-radius:4px}";
+
+/// The self-contained HTML page.
+pub fn html(input: &ReportInput<'_>) -> String {
+    let a = input.audit;
+    let verdict = if a.passed() { "PASS" } else { "FAIL" };
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>gemm-audit report</title><style>{CSS}</style></head><body>\n"
+    );
+    let _ = writeln!(
+        s,
+        "<h1>gemm-audit report <span class=\"v {verdict}\" id=\"overall-verdict\">{verdict}</span></h1>\n<p>Backend <b>{}</b>, {} runs per check.</p>",
+        esc(&a.backend),
+        a.runs
+    );
+    if let Some(n) = &a.note {
+        let _ = writeln!(s, "<p><i>{}</i></p>", esc(n));
+    }
+    let _ = writeln!(
+        s,
+        "<h2>Verdicts</h2>\n<table id=\"verdict-table\"><thead><tr><th>contract</th><th>subject</th><th>verdict</th><th>detail</th></tr></thead><tbody>"
+    );
+    for c in &a.checks {
+        let _ = writeln!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td class=\"{v}\">{v}</td><td>{}</td></tr>",
+            esc(&c.contract),
+            esc(&c.subject),
+            esc(&c.detail),
+            v = c.verdict
+        );
+    }
+    let _ = writeln!(s, "</tbody></table>");
+    let _ = writeln!(s, "<h2>Batch invariance</h2>\n<div id=\"batch-matrix\">");
+    for m in &a.matrices {
+        s.push_str(&matrix_html(m));
+    }
+    let _ = writeln!(s, "</div>");
+    let _ = writeln!(
+        s,
+        "<h2>Route drift against goldens</h2>\n<div id=\"route-drift\">"
+    );
+    if input.drift.is_empty() {
+        let _ = writeln!(
+            s,
+            "<p>No goldens were compared (pass <code>--golden-dir</code>).</p>"
+        );
+    }
+    for (w, d) in &input.drift {
+        let _ = writeln!(s, "<h3>{}</h3>", esc(w));
+        if d.is_empty() {
+            let _ = writeln!(s, "<p>No differences.</p>");
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "<table><tr><th>class</th><th>route</th><th>field</th><th>golden</th><th>candidate</th></tr>"
+        );
+        for x in &d.differences {
+            let at = match (&x.route_index, &x.gemm) {
+                (Some(i), Some(g)) => format!("{i} ({g})"),
+                (_, Some(g)) => g.clone(),
+                _ => "trace".into(),
+            };
+            let _ = writeln!(
+                s,
+                "<tr><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
+                x.class,
+                esc(&at),
+                esc(&x.change.field),
+                esc(&x.change.expected),
+                esc(&x.change.found)
+            );
+        }
+        let _ = writeln!(s, "</table>");
+    }
+    let _ = writeln!(s, "</div>\n<h2>Timings</h2>");
+    s.push_str(&timing_chart(a));
+    let _ = writeln!(s, "</body></html>");
+    s
+}
+
+fn matrix_html(m: &BatchMatrix) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "<table class=\"matrix\"><caption>{} / {}{}</caption><tr><th>m</th>",
+        esc(&m.workload),
+        esc(&m.group),
+        if m.promised {
+            " (promised)"
+        } else {
+            " (not promised)"
+        }
+    );
+    for c in &m.cells {
+        let _ = write!(s, "<th>{}</th>", c.m);
+    }
+    let _ = write!(s, "</tr>\n<tr><th>rows vs smallest m</th>");
+    for c in &m.cells {
+        let (class, text) = if c.identical {
+            ("same", "identical")
+        } else {
+            ("differs", "differs")
+        };
+        let _ = write!(s, "<td class=\"{class}\">{text}</td>");
+    }
+    let _ = write!(s, "</tr>\n<tr><th>kernel</th>");
+    for c in &m.cells {
+        let _ = write!(
+            s,
+            "<td><code>{}</code><br>{}</td>",
+            esc(&c.kernel),
+            esc(&c.contract)
+        );
+    }
+    let _ = writeln!(s, "</tr></table>");
+    s
+}
+
+/// Horizontal bars of each timed launch, grouped by workload, as inline SVG.
+fn timing_chart(a: &AuditReport) -> String {
+    if a.timings.is_empty() {
+        return "<p>No timings were recorded.</p>\n".into();
+    }
+    let max = a
+        .timings
+        .iter()
+        .map(|t| t.seconds)
+        .fold(0.0f64, f64::max)
+        .max(1e-9);
+    let (bar_h, label_w, chart_w) = (16.0, 260.0, 420.0);
+    let height = a.timings.len() as f64 * (bar_h + 4.0) + 30.0;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "<svg id=\"tax-chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\" role=\"img\" aria-label=\"eager time per GEMM\">",
+        label_w + chart_w + 120.0
+    );
+    let _ = writeln!(
+        s,
+        "<text x=\"0\" y=\"14\" font-size=\"12\">eager time per launch (longest = {:.3} ms)</text>",
+        max * 1e3
+    );
+    for (i, t) in a.timings.iter().enumerate() {
+        let y = 24.0 + i as f64 * (bar_h + 4.0);
+        let w = (t.seconds / max * chart_w).max(1.0);
+        let color = match t.contract.split('/').next().unwrap_or("") {
+            "scalar-fma" => "#4a7ebb",
+            "split-k-fixed" => "#7a5bb5",
+            "tensor-core-tile-parity" => "#2e9e6b",
+            "vendor-fast" | "vendor-pedantic" => "#d07a2b",
+            _ => "#888",
+        };
+        let _ = writeln!(
+            s,
+            "<text x=\"0\" y=\"{}\" font-size=\"11\">{}</text><rect x=\"{label_w}\" y=\"{y}\" width=\"{w:.1}\" height=\"{bar_h}\" fill=\"{color}\"><title>{} {}: {:.3} ms</title></rect><text x=\"{:.1}\" y=\"{}\" font-size=\"11\">{:.3} ms {}</text>",
+            y + 12.0,
+            esc(&format!("{} {}", t.workload, t.gemm)),
+            esc(&t.gemm),
+            esc(&t.contract),
+            t.seconds * 1e3,
+            label_w + w + 4.0,
+            y + 12.0,
+            t.seconds * 1e3,
+            esc(&t.contract)
+        );
+    }
+    let _ = writeln!(s, "</svg>");
+    s
+}
+
+/// JUnit XML: one test suite per contract, one test case per contract per
+/// GEMM. FAIL verdicts are failures; INFO verdicts pass with their detail in
+/// `system-out`.
+pub fn junit(a: &AuditReport) -> String {
+    let mut contracts: Vec<&str> = Vec::new();
+    for c in &a.cases {
+        if !contracts.contains(&c.contract.as_str()) {
+            contracts.push(&c.contract);
+        }
+    }
+    let total = a.cases.len();
+    let failures = a
+        .cases
+        .iter()
+        .filter(|c| c.verdict == Verdict::Fail)
+        .count();
+    let mut s = String::new();
+    let _ = writeln!(s, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
+    let _ = writeln!(
+        s,
+        "<testsuites name=\"gemm-audit\" tests=\"{total}\" failures=\"{failures}\" errors=\"0\" time=\"0\">"
+    );
+    for (id, contract) in contracts.iter().enumerate() {
+        let cases: Vec<_> = a.cases.iter().filter(|c| c.contract == *contract).collect();
+        let f = cases.iter().filter(|c| c.verdict == Verdict::Fail).count();
+        let _ = writeln!(
+            s,
+            "  <testsuite name=\"{}\" id=\"{id}\" package=\"gemm-audit.{}\" tests=\"{}\" failures=\"{f}\" errors=\"0\" skipped=\"0\" time=\"0\">",
+            esc(contract),
+            esc(&a.backend),
+            cases.len()
+        );
+        for c in cases {
+            let _ = write!(
+                s,
+                "    <testcase name=\"{}\" classname=\"gemm-audit.{}.{}\" time=\"0\"",
+                esc(&c.gemm),
+                esc(contract),
+                esc(&c.workload)
+            );
+            match c.verdict {
+                Verdict::Pass => {
+                    let _ = writeln!(s, "/>");
+                }
+                Verdict::Info => {
+                    let _ = writeln!(
+                        s,
+                        ">\n      <system-out>{}</system-out>\n    </testcase>",
+                        esc(&c.detail)
+                    );
+                }
+                Verdict::Fail => {
+                    let _ = writeln!(
+                        s,
+                        ">\n      <failure message=\"{}\" type=\"contract-violated\">{}</failure>\n    </testcase>",
+                        esc(&c.detail),
+                        esc(&c.detail)
+                    );
+                }
+            }
+        }
+        let _ = writeln!(s, "  </testsuite>");
+    }
+    let _ = writeln!(s, "</testsuites>");
+    s
+}
+
+/// Writes `report.md` and `report.html` into `dir` (created if needed).
+pub fn write_report(dir: &Path, input: &ReportInput<'_>) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    crate::trace::codec::write_atomic(&dir.join("report.md"), markdown(input).as_bytes(), true)?;
+    crate::trace::codec::write_atomic(&dir.join("report.html"), html(input).as_bytes(), true)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping() {
+        assert_eq!(
+            esc("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&apos;"
+        );
+        assert_eq!(md("a|b\nc"), "a\\|b c");
+    }
+}
