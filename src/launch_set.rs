@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize};
 /// Domain of the ordered launch-set digest.
 pub const LAUNCH_SET_DOMAIN: &str = "gemm-audit/launch-set/v1";
 
+/// From this many routes on (about 1 MiB of framed bytes), the builder hashes
+/// on a second thread.
+const PIPELINE_MIN_ROUTES: u64 = 512;
+
 /// Launch count and ordered digest of a sequence of routes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ResolvedGemmLaunchSet {
@@ -32,7 +36,12 @@ impl ResolvedGemmLaunchSetBuilder {
         if declared == 0 {
             return Err(LaunchSetError::Empty);
         }
-        let mut writer = DigestWriter::new(LAUNCH_SET_DOMAIN);
+        // Large sets overlap framing with hashing on a second thread.
+        let mut writer = if declared >= PIPELINE_MIN_ROUTES {
+            DigestWriter::pipelined(LAUNCH_SET_DOMAIN)
+        } else {
+            DigestWriter::new(LAUNCH_SET_DOMAIN)
+        };
         writer.field("launch_count", FieldValue::U64(declared));
         Ok(ResolvedGemmLaunchSetBuilder {
             declared,

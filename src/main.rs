@@ -11,7 +11,7 @@ fn main() -> ExitCode {
     match cli::run(args) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("gemm-audit: error: {e:#}");
+            eprintln!("gemm-audit: error: {}", cli::error_message(&e));
             ExitCode::from(cli::exit_code_of(&e))
         }
     }

@@ -97,8 +97,13 @@ pub fn route_field_tags() -> Vec<&'static str> {
         .collect()
 }
 
+/// Changes a digest, never into the all-zero placeholder (which the builder
+/// refuses before the change could reach the digest check).
 fn flip(d: &mut Digest) {
     d.0[0] ^= 0x01;
+    if d.is_zero() {
+        d.0[0] = 0x02;
+    }
 }
 
 fn bump_str(s: &mut String) {
@@ -139,7 +144,7 @@ pub fn mutate_field(r: &mut ResolvedGemmRoute, tag: &str) -> bool {
         "device.class" => bump_str(&mut r.device.class),
         "device.compute_capability" => {
             r.device.compute_capability = match r.device.compute_capability {
-                Some([a, b]) => Some([a, b + 1]),
+                Some([a, b]) => Some([a, b.wrapping_add(1)]),
                 None => Some([0, 0]),
             }
         }
@@ -203,23 +208,24 @@ pub fn mutate_field(r: &mut ResolvedGemmRoute, tag: &str) -> bool {
 }
 
 fn mutate_vendor(r: &mut ResolvedGemmRoute, tag: &str) -> bool {
-    let Some(v) = r.vendor.as_mut() else {
-        // Absent before: any vendor block is a change.
-        r.vendor = Some(crate::route::VendorRoute {
-            library_version: "synthetic".into(),
-            algorithm_id: 0,
-            tile_id: 0,
-            split_k: 0,
-            reduction_scheme: 0,
-            stages_id: 0,
-            swizzle: 0,
-            inner_shape_id: None,
-            cluster_shape_id: None,
-            workspace_bytes: 0,
-            physical_kernels: Vec::new(),
-        });
-        return true;
-    };
+    if !crate::route::VENDOR_TAGS.contains(&tag) {
+        return false;
+    }
+    // Absent before: add a vendor block, then change the named field in it
+    // too, so every vendor.* tag names a real change of that field.
+    let v = r.vendor.get_or_insert_with(|| crate::route::VendorRoute {
+        library_version: "synthetic".into(),
+        algorithm_id: 0,
+        tile_id: 0,
+        split_k: 0,
+        reduction_scheme: 0,
+        stages_id: 0,
+        swizzle: 0,
+        inner_shape_id: None,
+        cluster_shape_id: None,
+        workspace_bytes: 0,
+        physical_kernels: Vec::new(),
+    });
     match tag {
         "vendor.library_version" => bump_str(&mut v.library_version),
         "vendor.algorithm_id" => v.algorithm_id = v.algorithm_id.wrapping_add(1),

@@ -366,7 +366,7 @@ impl Framed for ResolvedGemmRoute {
     }
 }
 
-const VENDOR_TAGS: [&str; 11] = [
+pub(crate) const VENDOR_TAGS: [&str; 11] = [
     "vendor.library_version",
     "vendor.algorithm_id",
     "vendor.tile_id",

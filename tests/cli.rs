@@ -149,16 +149,41 @@ fn read(path: &Path) -> RecordedGemmTrace {
 
 // ------------------------------------------------------------ help, usage
 
-const SUBCOMMANDS: [&str; 6] = ["audit", "record", "check", "show", "diff", "workloads"];
+/// The subcommands, as the root `--help` lists them (so a new one is covered too).
+fn subcommands(dir: &Path) -> Vec<String> {
+    let r = run_in(dir, &["--help"]);
+    r.code(OK);
+    let names: Vec<String> = r
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| *n != "help")
+        .map(str::to_string)
+        .collect();
+    for expected in ["audit", "record", "check", "show", "diff", "workloads"] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "root --help does not list {expected}: {names:?}{r}"
+        );
+    }
+    names
+}
 
 #[test]
 fn help_of_root_and_every_subcommand_lists_the_exit_codes() {
     let s = Scratch::new("help");
     let mut missing = Vec::new();
-    let mut cases: Vec<Vec<&str>> = vec![vec!["--help"], vec!["-h"]];
-    cases.extend(SUBCOMMANDS.iter().map(|c| vec![*c, "--help"]));
+    let mut cases: Vec<Vec<String>> = vec![vec!["--help".into()], vec!["-h".into()]];
+    for c in subcommands(&s.0) {
+        cases.push(vec![c.clone(), "--help".into()]);
+        cases.push(vec!["help".into(), c]);
+    }
     for args in &cases {
-        let r = run_in(&s.0, args);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let r = run_in(&s.0, &args);
         r.code(OK);
         if !(r.stdout.contains("Exit codes") && r.stdout.contains("64+N")) {
             missing.push(r.cmd.clone());

@@ -75,9 +75,9 @@ fn decode_bounded(payload: &[u8]) -> Result<(RecordedGemmTrace, usize), FormatEr
             .map_err(|e| FormatError::Decode(e.to_string()))
     }
     match payload.len() {
-        0..=0x1_0000 => with::<0x1_0000>(payload),
-        0..=0x10_0000 => with::<0x80_0000>(payload),
-        0..=0x100_0000 => with::<0x800_0000>(payload),
+        n if n <= 0x1_0000 => with::<0x1_0000>(payload),
+        n if n <= 0x10_0000 => with::<0x80_0000>(payload),
+        n if n <= 0x100_0000 => with::<0x800_0000>(payload),
         _ => with::<{ MAX_FILE_BYTES as usize }>(payload),
     }
 }

@@ -94,19 +94,29 @@ fn topological(g: sys::CUgraph, nodes: &[sys::CUgraphNode]) -> Result<Vec<usize>
                 &mut edges,
             )
         },
-        "cuGraphGetEdges",
+        "cuGraphGetEdges (count)",
     )?;
     let mut from: Vec<sys::CUgraphNode> = vec![std::ptr::null_mut(); edges];
     let mut to: Vec<sys::CUgraphNode> = vec![std::ptr::null_mut(); edges];
+    // Edge data must be asked for: without it the driver refuses graphs with
+    // programmatic (dependent-launch) edges, which cuBLAS kernels use, as a
+    // lossy query. Every edge type orders its nodes the same way here.
+    let blank = sys::CUgraphEdgeData {
+        from_port: 0,
+        to_port: 0,
+        type_: 0,
+        reserved: [0; 5],
+    };
+    let mut data: Vec<sys::CUgraphEdgeData> = vec![blank; edges];
     if edges > 0 {
-        // SAFETY: `from` and `to` have room for `edges` handles; edge data is not asked for.
+        // SAFETY: `from`, `to` and `data` each have room for `edges` entries.
         check(
             unsafe {
                 sys::cuGraphGetEdges_v2(
                     g,
                     from.as_mut_ptr(),
                     to.as_mut_ptr(),
-                    std::ptr::null_mut(),
+                    data.as_mut_ptr(),
                     &mut edges,
                 )
             },

@@ -1,0 +1,701 @@
+//! GPU tests of the CUDA backend. Every test needs a CUDA device and is
+//! ignored by default; run them on a GPU machine with
+//!
+//! ```sh
+//! LD_LIBRARY_PATH=/usr/local/cuda/lib64 cargo test --release --features cuda --test gpu -- --ignored --test-threads=1 --nocapture
+//! ```
+//!
+//! What they print (kernels per M, drift counts) is recorded in
+//! `docs/gpu-validation.md`.
+#![cfg(feature = "cuda")]
+
+use gemm_audit::backend::cpu::kernels::{element_size, from_storage_bytes};
+use gemm_audit::backend::cpu::{CpuBackend, CpuKernel};
+use gemm_audit::backend::cuda::catalog::CudaKernel;
+use gemm_audit::backend::cuda::{CUDA_DEFAULT_POLICY, CudaBackend};
+use gemm_audit::backend::{Backend, Graph};
+use gemm_audit::physical::{self, NodeKind};
+use gemm_audit::recorder;
+use gemm_audit::route::{ContractKind, GemmShape, PhysicalBackend};
+use gemm_audit::workload::{GemmSpec, RouteChoice, Workload};
+use gemm_audit::{
+    DType, Error, GemmOp, GemmPolicy, OutputFingerprint, PolicyMode, PreparedGemmCaptureManifest,
+    ResolvedGemmRoute, build_resolved_gemm_launch_set,
+};
+use std::collections::HashSet;
+
+const OPS: [GemmOp; 3] = [GemmOp::Nn, GemmOp::Tn, GemmOp::Nt];
+const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::Bf16];
+const SEED: u64 = 0x6a09_e667;
+
+fn gpu() -> CudaBackend {
+    CudaBackend::open().expect("a CUDA device (set LD_LIBRARY_PATH to the CUDA lib64)")
+}
+
+fn shape(m: u64, k: u64, n: u64) -> GemmShape {
+    GemmShape { m, k, n }
+}
+
+fn route(
+    g: &CudaBackend,
+    op: GemmOp,
+    dtype: DType,
+    s: GemmShape,
+    k: CudaKernel,
+) -> ResolvedGemmRoute {
+    g.nvrtc_route("t", op, dtype, s, k).expect("route")
+}
+
+fn cpu_out(op: GemmOp, dtype: DType, s: GemmShape, k: CpuKernel, seed: u64) -> Vec<u8> {
+    let cpu = CpuBackend::default();
+    cpu.run(&cpu.route("t", op, dtype, s, k), seed)
+        .expect("cpu run")
+}
+
+fn spec(name: &str, op: GemmOp, dtype: DType, s: GemmShape, route: RouteChoice) -> GemmSpec {
+    GemmSpec {
+        name: name.into(),
+        op,
+        dtype,
+        m: s.m,
+        k: s.k,
+        n: s.n,
+        route,
+        seed: None,
+    }
+}
+
+fn vendor_backend(g: &CudaBackend, mode: PolicyMode) -> CudaBackend {
+    g.with_policy(GemmPolicy {
+        mode,
+        ..CUDA_DEFAULT_POLICY
+    })
+}
+
+/// Elements that differ between two outputs of the same dtype.
+fn differing(dtype: DType, a: &[u8], b: &[u8]) -> usize {
+    let e = element_size(dtype);
+    a.chunks(e).zip(b.chunks(e)).filter(|(x, y)| x != y).count()
+}
+
+/// Largest |x - y| / (1 + |y|) between two outputs, widened to f32.
+fn max_rel(dtype: DType, got: &[u8], want: &[u8]) -> f32 {
+    let g = from_storage_bytes(dtype, got).expect("whole elements");
+    let w = from_storage_bytes(dtype, want).expect("whole elements");
+    g.iter()
+        .zip(&w)
+        .map(|(x, y)| (x - y).abs() / (1.0 + y.abs()))
+        .fold(0.0, f32::max)
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn opens_and_describes_the_device() {
+    let g = gpu();
+    let c = g.context();
+    println!("device: {:?}", c.device);
+    println!(
+        "compiler: {} {} (target {})",
+        c.compiler.name,
+        c.compiler.version,
+        g.arch()
+    );
+    for m in &c.modules {
+        println!(
+            "module {} {} ({} symbols)",
+            m.kind,
+            m.digest,
+            m.symbols.len()
+        );
+    }
+    println!("volatile: {:?}", g.volatile());
+    assert_eq!(c.policy, CUDA_DEFAULT_POLICY);
+    assert_eq!(c.permitted_backends, vec![PhysicalBackend::CudaNvrtc]);
+    assert!(c.device.compute_capability.is_some());
+    // Opening again reuses the compiled module.
+    assert_eq!(gpu().context(), c);
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn scalar_fma_and_tiled_equal_the_cpu_reference_bit_for_bit() {
+    let g = gpu();
+    for s in [
+        shape(64, 256, 48),
+        shape(37, 129, 53),
+        shape(1, 7, 1),
+        shape(3, 0, 5),
+    ] {
+        for op in OPS {
+            for dtype in DTYPES {
+                let want = cpu_out(op, dtype, s, CpuKernel::ScalarFma, SEED);
+                for k in [CudaKernel::ScalarFma, CudaKernel::Tiled] {
+                    let got = g.run(&route(&g, op, dtype, s, k), SEED).expect("run");
+                    assert_eq!(
+                        differing(dtype, &got, &want),
+                        0,
+                        "{} {op} {dtype} {s:?} differs from the CPU reference",
+                        k.family()
+                    );
+                }
+            }
+        }
+    }
+    // The H200 fact, now for the whole product: 256x1024x256 f32.
+    let s = shape(256, 1024, 256);
+    let want = cpu_out(GemmOp::Nn, DType::F32, s, CpuKernel::ScalarFma, SEED);
+    let got = g
+        .run(
+            &route(&g, GemmOp::Nn, DType::F32, s, CudaKernel::Tiled),
+            SEED,
+        )
+        .unwrap();
+    assert_eq!(got, want);
+    println!("scalar-fma and tiled: every op x dtype equals the CPU reference bit for bit");
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn split_k_fixed_equals_the_cpu_fold() {
+    let g = gpu();
+    for (s, splits) in [
+        (shape(64, 256, 48), 4),
+        (shape(37, 129, 53), 3),
+        (shape(16, 1024, 256), 64),
+        (shape(5, 10, 7), 13),
+        (shape(8, 1000, 40), 1),
+    ] {
+        for op in OPS {
+            for dtype in DTYPES {
+                let want = cpu_out(op, dtype, s, CpuKernel::SplitKFixed(splits), SEED);
+                let got = g
+                    .run(
+                        &route(&g, op, dtype, s, CudaKernel::SplitKFixed(splits)),
+                        SEED,
+                    )
+                    .unwrap();
+                assert_eq!(
+                    differing(dtype, &got, &want),
+                    0,
+                    "split-k-fixed:{splits} {op} {dtype} {s:?}"
+                );
+            }
+        }
+    }
+    println!("split-k-fixed equals the CPU split_k_fixed bit for bit");
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn mma_tile_families_are_bit_identical_and_batch_invariant() {
+    let g = gpu();
+    for dtype in [DType::Bf16, DType::F16] {
+        for op in OPS {
+            for s in [
+                shape(128, 256, 128),
+                shape(200, 1000, 264),
+                shape(33, 48, 17),
+            ] {
+                let large = g
+                    .run(&route(&g, op, dtype, s, CudaKernel::MmaLarge), SEED)
+                    .unwrap();
+                let small = g
+                    .run(&route(&g, op, dtype, s, CudaKernel::MmaSmall), SEED)
+                    .unwrap();
+                assert_eq!(large, small, "mma large vs small {op} {dtype} {s:?}");
+                // Same problem, scalar FMA on the CPU: close, not equal (the layout is right).
+                let reference = cpu_out(op, dtype, s, CpuKernel::ScalarFma, SEED);
+                let rel = max_rel(dtype, &large, &reference);
+                assert!(
+                    rel < 0.02,
+                    "mma {op} {dtype} {s:?} is far from the reference: {rel}"
+                );
+            }
+        }
+        // One M-sweep (k 1024, n 256): rows of every m equal the rows of m=128, in both families.
+        let (k, n) = (1024, 256);
+        let full = g
+            .run(
+                &route(
+                    &g,
+                    GemmOp::Nn,
+                    dtype,
+                    shape(128, k, n),
+                    CudaKernel::MmaLarge,
+                ),
+                SEED,
+            )
+            .unwrap();
+        let row = n as usize * element_size(dtype);
+        for m in 1..=128u64 {
+            for fam in [CudaKernel::MmaLarge, CudaKernel::MmaSmall] {
+                let out = g
+                    .run(&route(&g, GemmOp::Nn, dtype, shape(m, k, n), fam), SEED)
+                    .unwrap();
+                assert_eq!(
+                    out,
+                    full[..m as usize * row],
+                    "{} {dtype} m={m}: rows differ from m=128",
+                    fam.family()
+                );
+            }
+        }
+    }
+    println!("mma_large == mma_small bitwise (bf16, f16, nn/tn/nt); m=1..128 rows batch invariant");
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn atomic_control_drifts() {
+    let g = gpu();
+    let s = shape(256, 1024, 256);
+    let r = route(&g, GemmOp::Nn, DType::F32, s, CudaKernel::SplitKAtomic(64));
+    let reference = cpu_out(GemmOp::Nn, DType::F32, s, CpuKernel::ScalarFma, SEED);
+    let mut seen = HashSet::new();
+    for _ in 0..20 {
+        let out = g.run(&r, SEED).unwrap();
+        assert!(max_rel(DType::F32, &out, &reference) < 1e-4);
+        seen.insert(out);
+    }
+    println!(
+        "split-k-atomic:64 256x1024x256 f32: {} distinct outputs in 20 runs",
+        seen.len()
+    );
+    assert!(seen.len() >= 2, "the atomic control never drifted");
+    // The built-in control workload (64x1024x64, 16 splits) too.
+    let w = Workload::builtin("nondeterministic-control").unwrap();
+    let r = g.resolve(&w.gemms[0]).unwrap();
+    let distinct: HashSet<Vec<u8>> = (0..32).map(|_| g.run(&r, w.seed).unwrap()).collect();
+    println!(
+        "nondeterministic-control: {} distinct outputs in 32 runs",
+        distinct.len()
+    );
+    assert!(distinct.len() >= 2);
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn device_fingerprint_equals_host_fingerprint() {
+    let g = gpu();
+    let mut x = 0x1234_5678_9abc_def0u64;
+    for len in [
+        0usize,
+        1,
+        55,
+        56,
+        63,
+        64,
+        119,
+        4095,
+        4096,
+        4097,
+        3 * 4096 + 100,
+        (1 << 20) + 7,
+    ] {
+        let bytes: Vec<u8> = (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        assert_eq!(
+            g.fingerprint(7, &bytes).unwrap(),
+            OutputFingerprint::of(7, &bytes),
+            "{len} bytes"
+        );
+    }
+    let r = route(
+        &g,
+        GemmOp::Nn,
+        DType::Bf16,
+        shape(96, 512, 200),
+        CudaKernel::Tiled,
+    );
+    let out = g.run(&r, SEED).unwrap();
+    assert_eq!(
+        g.run_fingerprinted(&r, SEED).unwrap(),
+        OutputFingerprint::of(SEED, &out)
+    );
+    let (fp, copy) = g.time_fingerprint_vs_copy(256 << 20, 10).unwrap();
+    println!(
+        "fingerprint 256 MiB: {:.1} GB/s; device copy {:.1} GB/s (read+write); ratio {:.3}",
+        (256u64 << 20) as f64 / fp / 1e9,
+        (256u64 << 20) as f64 / copy / 1e9,
+        copy / fp
+    );
+}
+
+fn manifest_of(g: &CudaBackend, routes: &[ResolvedGemmRoute]) -> PreparedGemmCaptureManifest {
+    let set = build_resolved_gemm_launch_set(routes).unwrap();
+    PreparedGemmCaptureManifest {
+        context: g.context().clone(),
+        launch_set: set,
+        route_capacity: set.launch_count,
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn capture_binds_physical_nodes_and_replays_eager_bits() {
+    let g = gpu();
+    let mut routes = Vec::new();
+    for (i, (op, dtype, s, k)) in [
+        (
+            GemmOp::Nn,
+            DType::F32,
+            shape(64, 1024, 256),
+            CudaKernel::ScalarFma,
+        ),
+        (
+            GemmOp::Tn,
+            DType::Bf16,
+            shape(8, 256, 768),
+            CudaKernel::Tiled,
+        ),
+        (
+            GemmOp::Nt,
+            DType::F16,
+            shape(16, 1024, 256),
+            CudaKernel::SplitKFixed(4),
+        ),
+        (
+            GemmOp::Nn,
+            DType::Bf16,
+            shape(200, 512, 130),
+            CudaKernel::MmaLarge,
+        ),
+        (
+            GemmOp::Nn,
+            DType::Bf16,
+            shape(200, 512, 130),
+            CudaKernel::MmaSmall,
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        routes.push(g.nvrtc_route(&format!("g{i}"), op, dtype, s, k).unwrap());
+    }
+    let seeds: Vec<u64> = (0..routes.len() as u64).map(|i| SEED + i).collect();
+    let eager: Vec<Vec<u8>> = routes
+        .iter()
+        .zip(&seeds)
+        .map(|(r, &s)| g.run(r, s).unwrap())
+        .collect();
+    let manifest = manifest_of(&g, &routes);
+    let graph = g.capture(&manifest, &routes, &seeds).unwrap();
+    let mut nodes = graph.physical();
+    for n in &nodes {
+        println!(
+            "node {} {:?} grid {:?} block {:?} smem {}",
+            n.kind, n.symbol, n.grid, n.block, n.shared_bytes
+        );
+    }
+    physical::bind(&routes, &mut nodes).expect("physical nodes bind to the routes");
+    assert_eq!(nodes.len(), routes.len());
+    for _ in 0..3 {
+        assert_eq!(g.replay(&graph, "test").unwrap(), eager);
+    }
+    // A capture request short of the manifest is refused.
+    assert!(matches!(
+        g.capture(&manifest, &routes[..2], &seeds[..2]),
+        Err(Error::Refused(_))
+    ));
+    // A tampered route (another grid) no longer binds.
+    let mut tampered = routes.clone();
+    tampered[1].launch.grid[0] += 1;
+    let mut nodes = graph.physical();
+    assert!(physical::bind(&tampered, &mut nodes).is_err());
+
+    // The whole recorder path on the GPU: eager, trace, capture, bind, validated replay.
+    let backend = Backend::Cuda(g.clone());
+    for name in ["transformer-block", "m-sweep"] {
+        let w = Workload::builtin(name).unwrap();
+        let rec = recorder::record(&backend, &w, &mut |_, _| {}).unwrap();
+        println!(
+            "record {name}: {:?}, {} graph nodes",
+            rec.replay,
+            rec.trace.physical.len()
+        );
+        assert!(rec.replay.is_identical(), "{name}: {:?}", rec.replay);
+        assert_eq!(rec.trace.physical.len(), w.gemms.len());
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn policy_mutation_refuses_replay_before_launch() {
+    let g = gpu();
+    let routes = vec![
+        route(
+            &g,
+            GemmOp::Nn,
+            DType::Bf16,
+            shape(64, 256, 64),
+            CudaKernel::MmaSmall,
+        ),
+        route(
+            &g,
+            GemmOp::Nn,
+            DType::F32,
+            shape(64, 256, 64),
+            CudaKernel::Tiled,
+        ),
+    ];
+    let seeds = vec![1, 2];
+    let graph = g
+        .capture(&manifest_of(&g, &routes), &routes, &seeds)
+        .unwrap();
+    let eager = g.replay(&graph, "ok").unwrap();
+    let no_tc = g.with_policy(GemmPolicy {
+        tensor_cores: false,
+        ..CUDA_DEFAULT_POLICY
+    });
+    let mut called = false;
+    let refused = graph
+        .plan()
+        .with_validated_launch(no_tc.context(), "mutated", |_| called = true)
+        .unwrap_err();
+    assert!(!called, "the launch closure ran under a refused policy");
+    println!("tensor_cores=false: {refused}");
+    match no_tc.replay(&graph, "mutated") {
+        Err(Error::Refused(r)) => println!("replay refused: {r}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // Validation of the plan's own routes names the tensor-core route.
+    let mut live = g.context().clone();
+    live.policy.tensor_cores = false;
+    live.permitted_contracts = live.policy.contracts().to_vec();
+    let mut manifest = manifest_of(&g, &routes);
+    manifest.context = live.clone();
+    let plan = gemm_audit::CapturedGemmGraphPlan::new(manifest, routes.clone()).unwrap();
+    let r = plan.validate(&live).unwrap_err();
+    println!("route-level refusal: {r}");
+    assert_eq!(r.route_index, Some(0));
+    // The graph still replays the eager bits under the original policy.
+    assert_eq!(g.replay(&graph, "ok").unwrap(), eager);
+    // The atomic control is refused by the default policy.
+    let atomic = vec![route(
+        &g,
+        GemmOp::Nn,
+        DType::F32,
+        shape(64, 1024, 64),
+        CudaKernel::SplitKAtomic(16),
+    )];
+    let ag = g.capture(&manifest_of(&g, &atomic), &atomic, &[3]).unwrap();
+    assert!(matches!(g.replay(&ag, "control"), Err(Error::Refused(_))));
+}
+
+fn print_vendor(r: &ResolvedGemmRoute) {
+    let v = r.vendor.as_ref().unwrap();
+    println!(
+        "  {} {} {}x{}x{}: contract {} algo {} tile {} split-k {} reduction {} stages {} swizzle {} inner {:?} cluster {:?} workspace {} launch {:?}x{:?} kernels {:?}",
+        r.kernel_symbol,
+        r.dtype,
+        r.shape.m,
+        r.shape.k,
+        r.shape.n,
+        r.contract,
+        v.algorithm_id,
+        v.tile_id,
+        v.split_k,
+        v.reduction_scheme,
+        v.stages_id,
+        v.swizzle,
+        v.inner_shape_id,
+        v.cluster_shape_id,
+        v.workspace_bytes,
+        r.launch.grid,
+        r.launch.block,
+        v.physical_kernels
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn cublas_routes_capture_bind_and_replay() {
+    let g = gpu();
+    for mode in [PolicyMode::CublasPedantic, PolicyMode::CublasFast] {
+        let v = vendor_backend(&g, mode);
+        println!("mode {}", mode.as_str());
+        let s = shape(256, 1024, 256);
+        let mut routes = Vec::new();
+        for (i, (choice, op, dtype)) in [
+            (RouteChoice::Cublas, GemmOp::Nn, DType::F32),
+            (RouteChoice::CublasLt, GemmOp::Nn, DType::F32),
+            (RouteChoice::Cublas, GemmOp::Tn, DType::Bf16),
+            (RouteChoice::CublasLt, GemmOp::Nt, DType::Bf16),
+            (RouteChoice::Cublas, GemmOp::Nn, DType::F16),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let r = v
+                .resolve(&spec(&format!("v{i}"), op, dtype, s, choice))
+                .unwrap();
+            print_vendor(&r);
+            assert!(!r.vendor.as_ref().unwrap().physical_kernels.is_empty());
+            routes.push(r);
+        }
+        let seeds = vec![SEED; routes.len()];
+        let eager: Vec<Vec<u8>> = routes.iter().map(|r| v.run(r, SEED).unwrap()).collect();
+        for (r, out) in routes.iter().zip(&eager) {
+            let reference = cpu_out(r.op, r.dtype, r.shape, CpuKernel::ScalarFma, SEED);
+            let rel = max_rel(r.dtype, out, &reference);
+            let diff = differing(r.dtype, out, &reference);
+            println!(
+                "  {} {} vs scalar FMA: {diff} of {} elements differ, max rel {rel:e}",
+                r.kernel_symbol,
+                r.dtype,
+                r.shape.m * r.shape.n
+            );
+            assert!(rel < 0.02);
+        }
+        let graph = v
+            .capture(&manifest_of(&v, &routes), &routes, &seeds)
+            .unwrap();
+        let mut nodes = graph.physical();
+        for n in &nodes {
+            println!(
+                "  node {} {:?} grid {:?} block {:?}",
+                n.kind, n.symbol, n.grid, n.block
+            );
+        }
+        physical::bind(&routes, &mut nodes).expect("vendor kernels bind");
+        assert!(nodes.iter().all(|n| n.route_index.is_some()));
+        assert_eq!(v.replay(&graph, "vendor").unwrap(), eager);
+        // The deterministic policy refuses vendor routes before launch.
+        assert!(matches!(g.replay(&graph, "vendor"), Err(Error::Refused(_))));
+        assert_eq!(
+            routes[0].contract.kind,
+            if mode == PolicyMode::CublasFast {
+                ContractKind::VendorFast
+            } else {
+                ContractKind::VendorPedantic
+            }
+        );
+    }
+    // Through the recorder, with the graph bound and stored.
+    let w = Workload {
+        name: "vendor".into(),
+        description: String::new(),
+        seed: SEED,
+        policy: Some(PolicyMode::CublasFast),
+        gemms: vec![
+            spec(
+                "sgemm",
+                GemmOp::Nn,
+                DType::F32,
+                shape(256, 1024, 256),
+                RouteChoice::Cublas,
+            ),
+            spec(
+                "lt",
+                GemmOp::Nn,
+                DType::Bf16,
+                shape(64, 4096, 256),
+                RouteChoice::CublasLt,
+            ),
+        ],
+    };
+    let rec = recorder::record(&Backend::Cuda(g.clone()), &w, &mut |_, _| {}).unwrap();
+    println!(
+        "record vendor: {:?}; {} nodes",
+        rec.replay,
+        rec.trace.physical.len()
+    );
+    assert!(rec.replay.is_identical());
+    assert!(
+        rec.trace
+            .physical
+            .iter()
+            .any(|n| n.kind == NodeKind::Kernel)
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn cublas_bf16_row_zero_across_batch_sizes() {
+    let g = gpu();
+    let v = vendor_backend(&g, PolicyMode::CublasFast);
+    let (k, n) = (4096u64, 4096u64);
+    let ms = [1u64, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096];
+    let row = n as usize * element_size(DType::Bf16);
+    for choice in [
+        RouteChoice::Cublas,
+        RouteChoice::CublasLt,
+        RouteChoice::MmaSmall,
+        RouteChoice::Policy,
+    ] {
+        let backend = if choice.is_vendor() { &v } else { &g };
+        println!("{choice} bf16 nn k={k} n={n}: row 0 against m=1");
+        let mut first: Option<Vec<u8>> = None;
+        let mut changed = Vec::new();
+        for &m in &ms {
+            let r = backend
+                .resolve(&spec(
+                    &format!("m{m}"),
+                    GemmOp::Nn,
+                    DType::Bf16,
+                    shape(m, k, n),
+                    choice,
+                ))
+                .unwrap();
+            let out = backend.run(&r, SEED).unwrap();
+            let row0 = out[..row].to_vec();
+            let diff = first
+                .as_ref()
+                .map_or(0, |f| differing(DType::Bf16, &row0, f));
+            let kernels = r.vendor.as_ref().map_or_else(
+                || vec![r.kernel_symbol.clone()],
+                |x| x.physical_kernels.clone(),
+            );
+            let algo = r.vendor.as_ref().map_or(String::new(), |x| {
+                format!(
+                    " algo {} tile {} split-k {} reduction {}",
+                    x.algorithm_id, x.tile_id, x.split_k, x.reduction_scheme
+                )
+            });
+            println!(
+                "  m={m:>4}: row 0 {} ({diff} of {n} elements differ){algo}; kernels {kernels:?}",
+                if diff == 0 { "same" } else { "CHANGED" }
+            );
+            if diff > 0 {
+                changed.push(m);
+            }
+            first.get_or_insert(row0);
+        }
+        println!("  {choice}: row 0 changed bits at m = {changed:?}");
+        if !choice.is_vendor() {
+            assert!(
+                changed.is_empty(),
+                "{choice} is not batch invariant at {changed:?}"
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn graph_enum_round_trip() {
+    // The Backend/Graph enums dispatch to the CUDA backend.
+    let g = gpu();
+    let backend = Backend::Cuda(g.clone());
+    let r = route(
+        &g,
+        GemmOp::Nn,
+        DType::F32,
+        shape(32, 64, 32),
+        CudaKernel::Tiled,
+    );
+    let m = manifest_of(&g, std::slice::from_ref(&r));
+    let graph = backend.capture(&m, std::slice::from_ref(&r), &[5]).unwrap();
+    assert!(matches!(graph, Graph::Cuda(_)));
+    assert_eq!(
+        backend.replay(&graph, "enum").unwrap(),
+        vec![g.run(&r, 5).unwrap()]
+    );
+    assert_eq!(backend.reference(&r, 5).unwrap(), g.run(&r, 5).unwrap());
+}
