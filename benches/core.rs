@@ -294,6 +294,11 @@ const SECTIONS: &[Section] = &[
         title: "3. Replay overhead: validated vs direct, plan of 128 routes",
         run: bench_replay_plan,
     },
+    Section {
+        name: "replay-cpu-graph",
+        title: "3b. Replay overhead: validated vs unvalidated replay of one CPU graph",
+        run: bench_replay_cpu_graph,
+    },
 ];
 
 fn fmt_time(d: Duration) -> String {
@@ -757,6 +762,48 @@ fn matmul(a: &[f32], b: &[f32], c: &mut [f32]) -> f32 {
         }
     }
     c[n * n - 1]
+}
+
+/// A captured CPU graph of eight real GEMMs (16x256x64, one per route kind
+/// and dtype mix): the validated replay `CpuBackend::replay` performs
+/// against running the same frozen launches without the gate.
+fn bench_replay_cpu_graph(cfg: &Config) -> Report {
+    use gemm_audit::backend::{Backend, cpu::CpuBackend};
+    let cpu = CpuBackend::default();
+    let w = gemm_audit::workload::Workload::from_toml(
+        &(0..8)
+            .map(|i| {
+                let (dtype, route) = [("bf16", "tiled"), ("f32", "split-k-fixed:4"), ("f16", "scalar-fma"), ("f32", "policy")][i % 4];
+                format!("[[gemm]]\nname = \"g{i}\"\nop = \"nn\"\ndtype = \"{dtype}\"\nm = 16\nk = 256\nn = 64\nroute = \"{route}\"\n")
+            })
+            .fold("name = \"bench-graph\"\n".to_string(), |acc, g| acc + &g),
+    )
+    .expect("bench workload parses");
+    let backend = Backend::Cpu(cpu.clone());
+    let rec = gemm_audit::recorder::record(&backend, &w, &mut |_, _| {}).expect("records");
+    let seeds: Vec<u64> = rec
+        .trace
+        .fingerprints
+        .iter()
+        .map(|f| f.input_seed)
+        .collect();
+    let graph = cpu
+        .capture(&rec.trace.manifest(), &rec.trace.routes, &seeds)
+        .expect("captures");
+    let live = cpu.context().clone();
+    replay_overhead(
+        cfg,
+        "cpu-graph",
+        &graph,
+        |g, work| {
+            g.plan()
+                .with_validated_launch(black_box(&live), "bench", |_| work(g))
+                .expect("replay accepted")
+        },
+        |g| {
+            black_box(g.replay_unvalidated());
+        },
+    )
 }
 
 fn bench_replay_plan(cfg: &Config) -> Report {
