@@ -187,6 +187,22 @@ pub struct AuditOptions {
     pub workloads: Vec<Workload>,
 }
 
+impl AuditOptions {
+    /// The suite for a backend: the CPU runs the transformer block and the
+    /// M-sweep; CUDA adds the tensor-core tile families and the vendor sweep.
+    pub fn for_backend(backend: &Backend) -> AuditOptions {
+        let mut o = AuditOptions::default();
+        if matches!(backend, Backend::Cuda(_)) {
+            o.workloads.extend(
+                ["tensor-core-sweep", "vendor-sweep"]
+                    .iter()
+                    .filter_map(|n| Workload::builtin(n)),
+            );
+        }
+        o
+    }
+}
+
 impl Default for AuditOptions {
     fn default() -> Self {
         AuditOptions {
@@ -261,6 +277,7 @@ pub fn run_audit(
             progress,
         )?;
         batch_invariance_checks(&mut report, w, &rec.trace.routes, &rec.outputs);
+        contract_parity_checks(&mut report, w, &rec.trace.routes, &rec.outputs);
         for (r, secs) in rec.trace.routes.iter().zip(&rec.seconds) {
             report.timings.push(Timing {
                 workload: w.name.clone(),
@@ -501,7 +518,7 @@ fn batch_invariance_checks(
                 m: w.gemms[i].m,
                 identical,
                 contract: routes[i].contract.to_string(),
-                kernel: routes[i].kernel_symbol.clone(),
+                kernel: physical_kernel(&routes[i]),
             });
             let (v, d) = match (identical, promised) {
                 (true, _) => (
@@ -570,6 +587,118 @@ fn batch_invariance_checks(
             cells,
         });
     }
+}
+
+/// The kernel a report names for a route: the physical kernels a vendor
+/// call became, or the custom kernel's symbol.
+fn physical_kernel(r: &ResolvedGemmRoute) -> String {
+    match &r.vendor {
+        Some(v) if !v.physical_kernels.is_empty() => v.physical_kernels.join(" + "),
+        _ => r.kernel_symbol.clone(),
+    }
+}
+
+/// GEMMs of the same problem (op, dtype, shape, seed) served under the same
+/// numeric contract by different kernels (tiled vs scalar, the dispatcher's
+/// pick vs the fixed route, the large vs the small tensor-core tile family)
+/// must give the same bits: the contract, not the kernel, decides them.
+fn contract_parity_checks(
+    report: &mut AuditReport,
+    w: &Workload,
+    routes: &[ResolvedGemmRoute],
+    outputs: &[Vec<u8>],
+) {
+    const C: &str = "contract-parity";
+    let portable = |k: ContractKind| {
+        matches!(
+            k,
+            ContractKind::ScalarFma
+                | ContractKind::SplitKFixed
+                | ContractKind::TensorCoreTileParity
+        )
+    };
+    // (op, dtype, m, k, n, seed, contract)
+    type Problem = (String, String, u64, u64, u64, u64, String);
+    let mut groups: BTreeMap<Problem, Vec<usize>> = BTreeMap::new();
+    for (i, (g, r)) in w.gemms.iter().zip(routes).enumerate() {
+        if !portable(r.contract.kind) {
+            continue;
+        }
+        let key = (
+            g.op.to_string(),
+            g.dtype.to_string(),
+            g.m,
+            g.k,
+            g.n,
+            g.input_seed(w.seed),
+            r.contract.to_string(),
+        );
+        groups.entry(key).or_default().push(i);
+    }
+    let mut pairs = 0;
+    let mut kernels: Vec<String> = Vec::new();
+    let mut broken = Vec::new();
+    for members in groups.values() {
+        let distinct: HashSet<&str> = members
+            .iter()
+            .map(|&i| routes[i].kernel_symbol.as_str())
+            .collect();
+        if members.len() < 2 || distinct.len() < 2 {
+            continue;
+        }
+        let base = members[0];
+        for &i in &members[1..] {
+            pairs += 1;
+            let same = outputs[i] == outputs[base];
+            let what = format!(
+                "{} vs {}",
+                routes[i].kernel_symbol, routes[base].kernel_symbol
+            );
+            if !kernels.contains(&routes[i].contract.to_string()) {
+                kernels.push(routes[i].contract.to_string());
+            }
+            if same {
+                report.case(
+                    C,
+                    &w.name,
+                    &w.gemms[i].name,
+                    Verdict::Pass,
+                    format!("bit-identical to {} ({what})", w.gemms[base].name),
+                );
+            } else {
+                broken.push(format!("{} vs {}", w.gemms[i].name, w.gemms[base].name));
+                report.case(
+                    C,
+                    &w.name,
+                    &w.gemms[i].name,
+                    Verdict::Fail,
+                    format!("differs from {} ({what})", w.gemms[base].name),
+                );
+            }
+        }
+    }
+    if pairs == 0 {
+        return;
+    }
+    let (verdict, detail) = if broken.is_empty() {
+        (
+            Verdict::Pass,
+            format!(
+                "{pairs}/{pairs} same-problem pairs on different kernels bit-identical under {}",
+                kernels.join(", ")
+            ),
+        )
+    } else {
+        (
+            Verdict::Fail,
+            format!(
+                "{} of {pairs} pairs differ under one contract: {}",
+                broken.len(),
+                broken.join(", ")
+            ),
+        )
+    };
+    report.row(C, &w.name, verdict, detail);
 }
 
 /// The nondeterministic control must drift (detected within the attempts),

@@ -67,7 +67,8 @@ pub enum Command {
         /// Most runs of the nondeterministic control before it counts as undetected.
         #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(2..=10000))]
         control_attempts: u32,
-        /// Workloads to audit (built-in names or .toml/.json files); default: transformer-block and m-sweep.
+        /// Workloads to audit (built-in names or .toml/.json files); default: transformer-block and
+        /// m-sweep, plus tensor-core-sweep and vendor-sweep on CUDA.
         #[arg(long = "workload", value_name = "WORKLOAD")]
         workloads: Vec<String>,
         /// Output format.
@@ -92,7 +93,7 @@ pub enum Command {
     /// from it is printed either way.
     #[command(after_help = EXIT_CODES)]
     Bless {
-        /// Built-in names or .toml/.json files; default: transformer-block and m-sweep.
+        /// Built-in names or .toml/.json files; default: the audit's suite for the backend.
         workloads: Vec<String>,
         #[arg(long, value_name = "DIR", default_value = "traces")]
         golden_dir: PathBuf,
@@ -330,7 +331,7 @@ fn cmd_audit(args: AuditArgs) -> Result<u8> {
     let mut opts = AuditOptions {
         runs: args.runs as usize,
         control_attempts: args.control_attempts as usize,
-        ..Default::default()
+        ..AuditOptions::for_backend(&backend)
     };
     if !args.workloads.is_empty() {
         opts.workloads = args

@@ -169,7 +169,13 @@ fn default_seed() -> u64 {
 }
 
 /// Names of the built-in workloads.
-pub const BUILTINS: [&str; 3] = ["transformer-block", "m-sweep", "nondeterministic-control"];
+pub const BUILTINS: [&str; 5] = [
+    "transformer-block",
+    "m-sweep",
+    "nondeterministic-control",
+    "tensor-core-sweep",
+    "vendor-sweep",
+];
 
 impl GemmSpec {
     fn new(name: String, dtype: DType, m: u64, k: u64, n: u64, route: RouteChoice) -> Self {
@@ -198,6 +204,8 @@ impl Workload {
             "transformer-block" => Some(transformer_block()),
             "m-sweep" => Some(m_sweep()),
             "nondeterministic-control" => Some(control()),
+            "tensor-core-sweep" => Some(tensor_core_sweep()),
+            "vendor-sweep" => Some(vendor_sweep()),
             _ => None,
         }
     }
@@ -355,13 +363,14 @@ fn transformer_block() -> Workload {
     }
 }
 
-/// One shape (k 1024, n 256, f32) at m = 1..128 on three routes: tiled,
-/// fixed split-K, and the policy dispatcher (split-K for small m, tiled for
+/// One shape (k 1024, n 256, f32) at m = 1..128 on four routes: scalar
+/// FMA, tiled (same contract, other kernel), fixed split-K, and the policy dispatcher (split-K for small m, tiled for
 /// large m: deterministic, yet not batch invariant). f32 output, because
 /// rounding to bf16 would hide most one-ulp f32 differences.
 fn m_sweep() -> Workload {
     let mut gemms = Vec::new();
     for (tag, route) in [
+        ("scalar-fma", RouteChoice::ScalarFma),
         ("tiled", RouteChoice::Tiled),
         ("split-k-fixed", RouteChoice::SplitKFixed(4)),
         ("policy", RouteChoice::Policy),
@@ -380,10 +389,86 @@ fn m_sweep() -> Workload {
     Workload {
         name: "m-sweep".into(),
         description:
-            "k=1024 n=256 f32 at m=1..128 on tiled, split-k-fixed:4 and the policy dispatcher"
+            "k=1024 n=256 f32 at m=1..128 on scalar-fma, tiled, split-k-fixed:4 and the policy dispatcher"
                 .into(),
         seed: default_seed(),
         policy: None,
+        gemms,
+    }
+}
+
+/// The two tensor-core tile families (CUDA only) on one bf16 shape at
+/// m = 1..128: every row must be identical across m, and the large and small
+/// families must give the same bits for the same problem.
+fn tensor_core_sweep() -> Workload {
+    let mut gemms = Vec::new();
+    for (tag, route) in [
+        ("mma-large", RouteChoice::MmaLarge),
+        ("mma-small", RouteChoice::MmaSmall),
+    ] {
+        for m in [1u64, 2, 4, 8, 16, 32, 64, 128] {
+            gemms.push(GemmSpec::new(
+                format!("{tag}@m{m}"),
+                DType::Bf16,
+                m,
+                1024,
+                256,
+                route,
+            ));
+        }
+        gemms.push(GemmSpec::new(
+            format!("{tag}-f16@m64"),
+            DType::F16,
+            64,
+            1024,
+            256,
+            route,
+        ));
+    }
+    Workload {
+        name: "tensor-core-sweep".into(),
+        description: "mma.sync m16n8k16 large and small tile families, bf16 k=1024 n=256 at m=1..128 (CUDA only)"
+            .into(),
+        seed: default_seed(),
+        policy: None,
+        gemms,
+    }
+}
+
+/// cuBLAS and cuBLASLt (CUDA only, policy cublas-fast): the sgemm of the
+/// semantics note, and bf16 k = n = 4096 at m = 1..4096, where vendor
+/// heuristics change kernels (and bits) with the batch size.
+fn vendor_sweep() -> Workload {
+    let mut gemms = vec![GemmSpec::new(
+        "sgemm".into(),
+        DType::F32,
+        256,
+        1024,
+        256,
+        RouteChoice::Cublas,
+    )];
+    for (tag, route) in [
+        ("cublas", RouteChoice::Cublas),
+        ("cublaslt", RouteChoice::CublasLt),
+    ] {
+        for m in [1u64, 16, 64, 256, 4096] {
+            gemms.push(GemmSpec::new(
+                format!("{tag}@m{m}"),
+                DType::Bf16,
+                m,
+                4096,
+                4096,
+                route,
+            ));
+        }
+    }
+    Workload {
+        name: "vendor-sweep".into(),
+        description:
+            "cuBLAS sgemm 256x1024x256; cuBLAS and cuBLASLt bf16 k=n=4096 at m=1..4096 (CUDA only)"
+                .into(),
+        seed: default_seed(),
+        policy: Some(PolicyMode::CublasFast),
         gemms,
     }
 }

@@ -15,6 +15,7 @@ const OK: i32 = 0;
 const FINDING: i32 = 1;
 const USAGE: i32 = 2;
 const BAD_INPUT: i32 = 3;
+#[cfg_attr(feature = "cuda", allow(dead_code))]
 const BACKEND: i32 = 4;
 const DIFF_BASE: i32 = 64;
 

@@ -699,3 +699,146 @@ fn graph_enum_round_trip() {
     );
     assert_eq!(backend.reference(&r, 5).unwrap(), g.run(&r, 5).unwrap());
 }
+
+/// One benchmark row: label, backend, NVRTC kernel (or a vendor route choice).
+type BenchRow<'a> = (&'a str, &'a CudaBackend, Option<CudaKernel>, RouteChoice);
+/// A dtype, a cube size and its rows.
+type BenchCase<'a> = (DType, u64, &'a [BenchRow<'a>]);
+
+#[test]
+#[ignore = "needs a CUDA device"]
+fn bench_smoke_determinism_tax_and_validation_overhead() {
+    let g = gpu();
+    let fast = vendor_backend(&g, PolicyMode::CublasFast);
+    let pedantic = vendor_backend(&g, PolicyMode::CublasPedantic);
+    let cases: [BenchCase<'_>; 3] = [
+        (
+            DType::Bf16,
+            4096,
+            &[
+                ("tiled", &g, Some(CudaKernel::Tiled), RouteChoice::Tiled),
+                (
+                    "mma_small",
+                    &g,
+                    Some(CudaKernel::MmaSmall),
+                    RouteChoice::MmaSmall,
+                ),
+                (
+                    "mma_large",
+                    &g,
+                    Some(CudaKernel::MmaLarge),
+                    RouteChoice::MmaLarge,
+                ),
+                ("cublas (fast)", &fast, None, RouteChoice::Cublas),
+                ("cublaslt (fast)", &fast, None, RouteChoice::CublasLt),
+            ],
+        ),
+        (
+            DType::Bf16,
+            8192,
+            &[
+                (
+                    "mma_large",
+                    &g,
+                    Some(CudaKernel::MmaLarge),
+                    RouteChoice::MmaLarge,
+                ),
+                ("cublas (fast)", &fast, None, RouteChoice::Cublas),
+                ("cublaslt (fast)", &fast, None, RouteChoice::CublasLt),
+            ],
+        ),
+        (
+            DType::F32,
+            4096,
+            &[
+                (
+                    "scalar_fma",
+                    &g,
+                    Some(CudaKernel::ScalarFma),
+                    RouteChoice::ScalarFma,
+                ),
+                ("tiled", &g, Some(CudaKernel::Tiled), RouteChoice::Tiled),
+                (
+                    "split_k_fixed:4",
+                    &g,
+                    Some(CudaKernel::SplitKFixed(4)),
+                    RouteChoice::SplitKFixed(4),
+                ),
+                ("cublas (pedantic)", &pedantic, None, RouteChoice::Cublas),
+                (
+                    "cublaslt (pedantic)",
+                    &pedantic,
+                    None,
+                    RouteChoice::CublasLt,
+                ),
+                ("cublas (fast, tf32)", &fast, None, RouteChoice::Cublas),
+            ],
+        ),
+    ];
+    for (dtype, size, rows) in cases {
+        let s = shape(size, size, size);
+        let flops = 2.0 * (size as f64).powi(3);
+        println!("{dtype} nn {size}^3:");
+        for (name, backend, kernel, choice) in rows {
+            let r = match kernel {
+                Some(k) => route(backend, GemmOp::Nn, dtype, s, *k),
+                None => backend
+                    .resolve(&spec("b", GemmOp::Nn, dtype, s, *choice))
+                    .unwrap(),
+            };
+            let iters = if size >= 8192 { 5 } else { 10 };
+            let secs = backend.time_route(&r, SEED, iters).unwrap();
+            println!(
+                "  {name:<22} {:>9.3} ms  {:>7.1} TFLOP/s",
+                secs * 1e3,
+                flops / secs / 1e12
+            );
+        }
+    }
+    // Validated replay vs raw graph launch, 128 GEMM nodes.
+    let routes: Vec<ResolvedGemmRoute> = (0..128)
+        .map(|i| {
+            g.nvrtc_route(
+                &format!("n{i}"),
+                GemmOp::Nn,
+                DType::Bf16,
+                shape(64, 256, 256),
+                CudaKernel::MmaSmall,
+            )
+            .unwrap()
+        })
+        .collect();
+    let seeds = vec![SEED; routes.len()];
+    let graph = g
+        .capture(&manifest_of(&g, &routes), &routes, &seeds)
+        .unwrap();
+    g.launch_validated(&graph, "warm").unwrap();
+    g.launch_unvalidated(&graph).unwrap();
+    let reps = 200;
+    let mut best = (f64::MAX, f64::MAX);
+    for _ in 0..3 {
+        let t = std::time::Instant::now();
+        for _ in 0..reps {
+            g.launch_unvalidated(&graph).unwrap();
+        }
+        best.0 = best.0.min(t.elapsed().as_secs_f64() / reps as f64);
+        let t = std::time::Instant::now();
+        for _ in 0..reps {
+            g.launch_validated(&graph, "bench").unwrap();
+        }
+        best.1 = best.1.min(t.elapsed().as_secs_f64() / reps as f64);
+    }
+    println!(
+        "graph of 128 GEMM nodes: raw launch+sync {:.1} us, validated {:.1} us, overhead {:+.2}%",
+        best.0 * 1e6,
+        best.1 * 1e6,
+        (best.1 / best.0 - 1.0) * 100.0
+    );
+    // `validate` walks every route (no cache): the cost of a first replay under a new context.
+    let t = std::time::Instant::now();
+    graph.plan().validate(g.context()).unwrap();
+    println!(
+        "full validation walk of 128 routes: {:.1} us",
+        t.elapsed().as_secs_f64() * 1e6
+    );
+}

@@ -749,7 +749,6 @@ impl VendorCall {
                 }
             }
         }
-        let _ = (m, n);
         Ok(())
     }
 }
