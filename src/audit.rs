@@ -445,6 +445,15 @@ fn reference_check(
             );
         }
     }
+    if compared == 0 {
+        report.row(
+            C,
+            &w.name,
+            Verdict::Info,
+            format!("no GEMM under the scalar-FMA contract; {other_contract} under other contracts not compared"),
+        );
+        return Ok(());
+    }
     let (verdict, mut detail) = if mismatched.is_empty() {
         (
             Verdict::Pass,
@@ -559,6 +568,21 @@ fn batch_invariance_checks(
                     "rows of m={m} differ from m={base_m} although {route} promises invariance"
                 ),
             ),
+            (Some(m), false) if cells.iter().any(|c| c.kernel != cells[0].kernel) => {
+                let differing: Vec<String> = cells
+                    .iter()
+                    .filter(|c| !c.identical)
+                    .map(|c| c.m.to_string())
+                    .collect();
+                (
+                    Verdict::Info,
+                    format!(
+                        "deterministic but NOT batch invariant: rows differ from m={base_m} at m={} (first at m={m}); kernels by m: {}",
+                        differing.join(","),
+                        kernel_runs(&cells)
+                    ),
+                )
+            }
             (Some(m), false) => {
                 let differing: Vec<String> = cells
                     .iter()
@@ -587,6 +611,40 @@ fn batch_invariance_checks(
             cells,
         });
     }
+}
+
+/// Consecutive batch sizes that ran the same kernel(s), e.g.
+/// `m=1..16: A + B; m=64..4096: C`, with long symbols shortened.
+fn kernel_runs(cells: &[MatrixCell]) -> String {
+    let short = |k: &str| {
+        k.split(" + ")
+            .map(|s| {
+                if s.len() > 48 {
+                    format!("{}...", &s[..45])
+                } else {
+                    s.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" + ")
+    };
+    let mut runs: Vec<(u64, u64, &str)> = Vec::new();
+    for c in cells {
+        match runs.last_mut() {
+            Some((_, hi, k)) if *k == c.kernel => *hi = c.m,
+            _ => runs.push((c.m, c.m, &c.kernel)),
+        }
+    }
+    runs.iter()
+        .map(|(lo, hi, k)| {
+            if lo == hi {
+                format!("m={lo}: {}", short(k))
+            } else {
+                format!("m={lo}..{hi}: {}", short(k))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The kernel a report names for a route: the physical kernels a vendor

@@ -393,16 +393,15 @@ fn cmd_bless(
     force: bool,
     kind: BackendKind,
 ) -> Result<u8> {
-    let names = if workloads.is_empty() {
-        vec!["transformer-block".to_string(), "m-sweep".to_string()]
+    let backend = open_backend(kind)?;
+    let ws: Vec<Workload> = if workloads.is_empty() {
+        AuditOptions::for_backend(&backend).workloads
     } else {
         workloads
+            .iter()
+            .map(|w| Workload::load(w))
+            .collect::<Result<_, _>>()?
     };
-    let ws: Vec<Workload> = names
-        .iter()
-        .map(|w| Workload::load(w))
-        .collect::<Result<_, _>>()?;
-    let backend = open_backend(kind)?;
     let mut refused = false;
     for w in &ws {
         let rec = recorder::record(&backend, w, &mut |_, _| {})?;

@@ -11,8 +11,11 @@ use gemm_audit::fuzzing;
 use gemm_audit::trace::codec;
 use std::path::{Path, PathBuf};
 
+/// A fuzz target's entry point.
+type Entry = fn(&[u8]);
+
 /// Each fuzz target and the entry point it calls.
-const TARGETS: &[(&str, fn(&[u8]))] = &[
+const TARGETS: &[(&str, Entry)] = &[
     ("decode_trace", fuzzing::decode_trace),
     ("decode_payload", decode_payload),
     ("plan_from_routes", fuzzing::plan_from_routes),
@@ -86,6 +89,8 @@ fn files_in(dir: &Path) -> Vec<PathBuf> {
 #[test]
 fn corpus_and_regressions_replay_without_panicking() {
     let mut corpus_bytes = 0u64;
+    let mut replayed = 0usize;
+    let mut failures = Vec::new();
     for &(target, run) in TARGETS {
         let corpus = fuzz_dir().join("corpus").join(target);
         let regressions = fuzz_dir().join("regressions").join(target);
@@ -112,11 +117,24 @@ fn corpus_and_regressions_replay_without_panicking() {
                 );
                 corpus_bytes += data.len() as u64;
             }
-            // A panic here names the input through this message's context.
-            eprintln!("replaying {}", path.display());
-            run(&data);
+            // Keep going after a panic, so one run reports every failing input.
+            if let Err(panic) = std::panic::catch_unwind(|| run(&data)) {
+                let message = panic
+                    .downcast_ref::<String>()
+                    .map(String::as_str)
+                    .or_else(|| panic.downcast_ref::<&str>().copied())
+                    .unwrap_or("(non-string panic payload)");
+                failures.push(format!("{target}: {}: {message}", path.display()));
+            }
+            replayed += 1;
         }
     }
+    assert!(
+        failures.is_empty(),
+        "{} of {replayed} fuzz inputs panicked:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     assert!(
         corpus_bytes <= MAX_CORPUS_BYTES,
         "fuzz corpus is {corpus_bytes} bytes, over {MAX_CORPUS_BYTES}"

@@ -248,7 +248,11 @@ fn every_golden_trace_renders_as_a_snapshot() {
     insta::glob!("../traces", "**/*.gat", |path| {
         seen += 1;
         let g = RecordedGemmTrace::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        assert!(!g.volatile.is_empty(), "{}: no volatile metadata", path.display());
+        assert!(
+            !g.volatile.is_empty(),
+            "{}: no volatile metadata",
+            path.display()
+        );
         insta::assert_json_snapshot!(g, { ".volatile" => "[volatile]" });
     });
     assert!(seen >= GOLDENS.len(), "found only {seen} golden traces");

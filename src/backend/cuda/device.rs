@@ -31,7 +31,7 @@ use crate::trace::{FINGERPRINT_CHUNK_BYTES, OutputFingerprint, PreparedGemmCaptu
 use crate::workload::{GemmSpec, RouteChoice};
 use cudarc::driver::sys;
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaGraph as RawGraph, CudaModule, CudaSlice, CudaStream,
+    CudaContext, CudaEvent, CudaFunction, CudaGraph as RawGraph, CudaModule, CudaSlice, CudaStream,
     LaunchConfig as CuLaunch, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
@@ -55,6 +55,27 @@ pub(crate) fn cuda_err(reason: impl Into<String>) -> Error {
     Error::Backend {
         backend: "cuda".into(),
         reason: reason.into(),
+    }
+}
+
+/// The driver as it changes bits: the kernel-module version (e.g.
+/// `580.159.04`, read from `/proc/driver/nvidia/version` on Linux) and the
+/// CUDA driver API version it implements. A driver upgrade usually keeps the
+/// API version, so the module version is what makes it visible.
+fn driver_identity(api: i32) -> String {
+    let api = format!("{}.{}", api / 1000, (api % 1000) / 10);
+    let module = std::fs::read_to_string("/proc/driver/nvidia/version")
+        .ok()
+        .and_then(|s| {
+            // "NVRM version: NVIDIA UNIX [Open ]Kernel Module for x86_64  580.159.04  Release Build ..."
+            let line = s.lines().find(|l| l.contains("Kernel Module"))?;
+            line.split_whitespace()
+                .find(|w| w.contains('.') && w.chars().all(|c| c.is_ascii_digit() || c == '.'))
+                .map(str::to_string)
+        });
+    match module {
+        Some(m) => format!("{m} (CUDA {api})"),
+        None => format!("unknown kernel module (CUDA {api})"),
     }
 }
 
@@ -193,7 +214,7 @@ impl Shared {
             class: name.clone(),
             compute_capability: Some([major as u32, minor as u32]),
             multiprocessors: sms as u32,
-            driver: format!("{}.{}", driver / 1000, (driver % 1000) / 10),
+            driver: driver_identity(driver),
         };
         let arch = format!("sm_{major}{minor}");
         let (nv_major, nv_minor) = nvrtc::version()?;
@@ -716,33 +737,108 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Mean seconds per eager launch of `route` over `iters` launches
-    /// (events around the launches, inputs prepared once).
+    /// Times `routes` against each other, for benchmarks. Each route is
+    /// prepared once (inputs seeded by `seed`, buffers allocated), launched
+    /// once to warm up and timed over three launches to pick how many
+    /// launches make one sample of about `sample_secs` (1 to 1000). With
+    /// `graphed`, those launches are captured into one graph and a sample
+    /// is one graph launch, so per-launch CPU overhead cannot hide short
+    /// kernels; a route whose capture fails falls back to eager launches
+    /// (reported in its [`RouteTiming`]). A sample is CUDA events around
+    /// its launches, divided by their count. After `warmup` untimed rounds,
+    /// `samples` rounds take one sample of every route, each round starting
+    /// at the next route, so drift affects every route alike.
     #[doc(hidden)]
-    pub fn time_route(&self, route: &ResolvedGemmRoute, seed: u64, iters: u32) -> Result<f64> {
+    pub fn time_routes(
+        &self,
+        routes: &[ResolvedGemmRoute],
+        seed: u64,
+        graphed: bool,
+        warmup: usize,
+        samples: usize,
+        sample_secs: f64,
+    ) -> Result<Vec<RouteTiming>> {
+        const MAX_LAUNCHES: f64 = 1000.0;
         let sh = &self.shared;
         let _lock = sh.lock();
-        let handles = self.vendor_handles(route)?;
+        let handles = if routes.iter().any(|r| r.backend.is_vendor()) {
+            Some(sh.vendor.handles(sh)?)
+        } else {
+            None
+        };
         let h = handles.as_ref().map(|g| g.get());
-        let mut launch = Prepared::new(sh, h, route, seed)?;
-        launch.enqueue(sh, h, &sh.stream)?;
-        let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
-        let start = sh.ctx.new_event(timing).map_err(drv("event"))?;
-        let end = sh.ctx.new_event(timing).map_err(drv("event"))?;
-        start.record(&sh.stream).map_err(drv("event record"))?;
-        for _ in 0..iters.max(1) {
+        let mut launches = routes
+            .iter()
+            .map(|r| Prepared::new(sh, h, r, seed))
+            .collect::<Result<Vec<_>>>()?;
+        let timer = EventTimer::new(sh)?;
+        let mut timings = Vec::with_capacity(launches.len());
+        // Declared after `launches`, so dropped first: a graph must not
+        // outlive the buffers its launches use.
+        let mut graphs: Vec<Option<RawGraph>> = Vec::with_capacity(launches.len());
+        for launch in &mut launches {
             launch.enqueue(sh, h, &sh.stream)?;
+            let per_launch = time_launches(sh, &timer, h, launch, None, 3)?;
+            let count = (sample_secs / per_launch.max(1e-7))
+                .round()
+                .clamp(1.0, MAX_LAUNCHES) as u32;
+            let (graph, capture_error) = if graphed {
+                match graph::capture(&sh.stream, || {
+                    for _ in 0..count {
+                        launch
+                            .enqueue(sh, h, &sh.stream)
+                            .map_err(|e| e.to_string())?;
+                    }
+                    Ok(())
+                }) {
+                    Ok(g) => (Some(g), None),
+                    Err(e) => (None, Some(e)),
+                }
+            } else {
+                (None, None)
+            };
+            timings.push(RouteTiming {
+                launches: count,
+                graphed: graph.is_some(),
+                capture_error,
+                samples: Vec::with_capacity(samples),
+            });
+            graphs.push(graph);
         }
-        end.record(&sh.stream).map_err(drv("event record"))?;
-        let ms = start.elapsed_ms(&end).map_err(drv("event elapsed"))?;
-        Ok(ms as f64 / 1e3 / iters.max(1) as f64)
+        let n = launches.len();
+        for round in 0..warmup + samples {
+            for j in 0..n {
+                let i = (round + j) % n;
+                let secs = time_launches(
+                    sh,
+                    &timer,
+                    h,
+                    &mut launches[i],
+                    graphs[i].as_ref(),
+                    timings[i].launches,
+                )?;
+                if round >= warmup {
+                    timings[i].samples.push(secs);
+                }
+            }
+        }
+        drop(graphs);
+        Ok(timings)
     }
 
-    /// Seconds to fingerprint `bytes` bytes on the device and to copy them
-    /// device to device (mean over `iters`): the fingerprint's bandwidth
-    /// against copy bandwidth.
+    /// Alternating samples of fingerprinting `bytes` device bytes (the
+    /// SHA-256 chunk kernel) and of copying them device to device, for
+    /// benchmarks: seconds per operation, each sample CUDA events around
+    /// `ops` back-to-back operations, after `warmup` untimed samples of
+    /// each. The buffers are allocated once.
     #[doc(hidden)]
-    pub fn time_fingerprint_vs_copy(&self, bytes: usize, iters: u32) -> Result<(f64, f64)> {
+    pub fn time_fingerprint_and_copy(
+        &self,
+        bytes: usize,
+        ops: u32,
+        warmup: usize,
+        samples: usize,
+    ) -> Result<(Vec<f64>, Vec<f64>)> {
         let sh = &self.shared;
         let _lock = sh.lock();
         let bytes = bytes.max(4);
@@ -753,28 +849,110 @@ impl CudaBackend {
             .stream
             .alloc_zeros::<u8>(chunks * 32)
             .map_err(drv("alloc"))?;
-        let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
-        let iters = iters.max(1);
-        let time = |f: &mut dyn FnMut() -> Result<()>| -> Result<f64> {
-            f()?;
-            let start = sh.ctx.new_event(timing).map_err(drv("event"))?;
-            let end = sh.ctx.new_event(timing).map_err(drv("event"))?;
-            start.record(&sh.stream).map_err(drv("event record"))?;
-            for _ in 0..iters {
-                f()?;
+        let timer = EventTimer::new(sh)?;
+        let ops = ops.max(1);
+        let (mut fp, mut copy) = (Vec::with_capacity(samples), Vec::with_capacity(samples));
+        for i in 0..warmup + samples {
+            let mut fp_sample = || {
+                timer.time(sh, || {
+                    for _ in 0..ops {
+                        launch_sha(sh, &src, bytes, &mut out)?;
+                    }
+                    Ok(())
+                })
+            };
+            let mut copy_sample = || {
+                timer.time(sh, || {
+                    for _ in 0..ops {
+                        sh.stream
+                            .memcpy_dtod(&src, &mut dst)
+                            .map_err(drv("memcpy_dtod"))?;
+                    }
+                    Ok(())
+                })
+            };
+            // Swap the order every other sample.
+            let (f, c) = if i % 2 == 0 {
+                let f = fp_sample()?;
+                (f, copy_sample()?)
+            } else {
+                let c = copy_sample()?;
+                (fp_sample()?, c)
+            };
+            if i >= warmup {
+                fp.push(f / f64::from(ops));
+                copy.push(c / f64::from(ops));
             }
-            end.record(&sh.stream).map_err(drv("event record"))?;
-            let ms = start.elapsed_ms(&end).map_err(drv("event elapsed"))?;
-            Ok(ms as f64 / 1e3 / iters as f64)
-        };
-        let fp = time(&mut || launch_sha(sh, &src, bytes, &mut out))?;
-        let copy = time(&mut || {
-            sh.stream
-                .memcpy_dtod(&src, &mut dst)
-                .map_err(drv("memcpy_dtod"))
-        })?;
+        }
         Ok((fp, copy))
     }
+}
+
+/// Per-launch times of one route, from [`CudaBackend::time_routes`].
+#[doc(hidden)]
+#[derive(Debug, Clone)]
+pub struct RouteTiming {
+    /// Launches per sample.
+    pub launches: u32,
+    /// Whether a sample was one launch of a graph of the launches (else
+    /// eager back-to-back launches).
+    pub graphed: bool,
+    /// Why capturing the launches failed, when it did.
+    pub capture_error: Option<String>,
+    /// Seconds per launch, one entry per sample.
+    pub samples: Vec<f64>,
+}
+
+/// Two timing events on the backend's stream.
+struct EventTimer {
+    start: CudaEvent,
+    end: CudaEvent,
+}
+
+impl EventTimer {
+    fn new(sh: &Shared) -> Result<EventTimer> {
+        let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+        Ok(EventTimer {
+            start: sh.ctx.new_event(timing).map_err(drv("event"))?,
+            end: sh.ctx.new_event(timing).map_err(drv("event"))?,
+        })
+    }
+
+    /// Seconds between events recorded before and after what `enqueue`
+    /// puts on the stream; waits for it to finish.
+    fn time(&self, sh: &Shared, enqueue: impl FnOnce() -> Result<()>) -> Result<f64> {
+        self.start.record(&sh.stream).map_err(drv("event record"))?;
+        enqueue()?;
+        self.end.record(&sh.stream).map_err(drv("event record"))?;
+        let ms = self
+            .start
+            .elapsed_ms(&self.end)
+            .map_err(drv("event elapsed"))?;
+        Ok(f64::from(ms) / 1e3)
+    }
+}
+
+/// Seconds per launch of `launch`: one launch of `graph` (which holds
+/// `count` launches of it), or `count` eager launches.
+fn time_launches(
+    sh: &Shared,
+    timer: &EventTimer,
+    h: Option<&Handles>,
+    launch: &mut Prepared,
+    graph: Option<&RawGraph>,
+    count: u32,
+) -> Result<f64> {
+    let count = count.max(1);
+    let secs = match graph {
+        Some(g) => timer.time(sh, || g.launch().map_err(drv("graph launch")))?,
+        None => timer.time(sh, || {
+            for _ in 0..count {
+                launch.enqueue(sh, h, &sh.stream)?;
+            }
+            Ok(())
+        })?,
+    };
+    Ok(secs / f64::from(count))
 }
 
 /// The context of `shared` under `policy`.

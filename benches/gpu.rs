@@ -1,0 +1,946 @@
+//! GPU benchmarks of gemm-audit's CUDA backend, with a small std-only
+//! harness in the style of `benches/core.rs`.
+//!
+//! ```text
+//! cargo bench --features cuda --bench gpu               # full run
+//! cargo bench --features cuda --bench gpu -- --quick    # fewer, shorter samples; no 4096^3 scalar rows
+//! cargo bench --features cuda --bench gpu -- tax        # only sections whose name contains "tax"
+//! cargo bench --features cuda --bench gpu -- --eager    # time GEMMs as eager launches, not graphs
+//! ```
+//!
+//! CUDA is loaded at run time: set `LD_LIBRARY_PATH` to the toolkit's
+//! `lib64` (NVRTC, cuBLAS, cuBLASLt). Without a usable CUDA device the
+//! bench prints why and exits with status 2 (a failed section: status 1).
+//!
+//! Sections (every ratio's two sides are measured in the same run, with
+//! their samples interleaved so drift affects both alike):
+//!
+//! - `tax-*`: the determinism tax. Each deterministic NVRTC kernel family
+//!   (scalar FMA, tiled, fixed split-K, mma large, mma small; bf16 and f32
+//!   where the family has a kernel) against cuBLAS (`cublasGemmEx`) and
+//!   cuBLASLt on the same shape and dtype, nn layout. Every route is
+//!   prepared once, then each sample is CUDA events around one launch of a
+//!   captured graph of N back-to-back launches of that route (N picked so a
+//!   sample spans about 50 ms, 10 ms with `--quick`; at most 1000), so CPU
+//!   launch overhead cannot hide short kernels. The rounds take one sample
+//!   of every route of the section, starting at the next route each round.
+//!   Reported: median and min ms per launch, TFLOP/s (2mnk / median) and
+//!   the tax = kernel time / vendor time (median over median).
+//! - `replay-graph`: validated replay (`CudaBackend::launch_validated`,
+//!   through `CapturedGemmGraphPlan::with_validated_launch`) against
+//!   launching the same instantiated graph directly
+//!   (`CudaBackend::launch_unvalidated`), graphs of 128 GEMM nodes, host
+//!   wall time of launch + stream synchronize, alternating samples. Goal:
+//!   under 2% overhead.
+//! - `fingerprint`: the device fingerprint (SHA-256 of each 4 KiB chunk,
+//!   one thread per chunk) against a device-to-device copy of the same
+//!   buffer, 256 MiB and 1 GiB, CUDA events, alternating samples. Goal: 0.7
+//!   of copy bandwidth; see `bench_fingerprint` for why SHA-256 cannot
+//!   reach it.
+
+use gemm_audit::backend::cuda::CudaBackend;
+use gemm_audit::backend::cuda::catalog::CudaKernel;
+use gemm_audit::physical::NodeKind;
+use gemm_audit::route::GemmShape;
+use gemm_audit::workload::{GemmSpec, RouteChoice};
+use gemm_audit::{
+    DType, GemmOp, GemmPolicy, PolicyMode, PreparedGemmCaptureManifest, ResolvedGemmRoute,
+    build_resolved_gemm_launch_set,
+};
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// Input seed of every benchmarked GEMM.
+const SEED: u64 = 0x6a09_e667;
+/// GEMM nodes in each replayed graph.
+const GRAPH_NODES: usize = 128;
+/// Bytes per fingerprint chunk (fixed by the trace format).
+const CHUNK_BYTES: usize = 4096;
+
+type Res<T> = Result<T, String>;
+
+// ---------------------------------------------------------------------------
+// Harness
+// ---------------------------------------------------------------------------
+
+/// Repetition counts for one run.
+#[derive(Clone, Copy)]
+struct Config {
+    quick: bool,
+    /// Time GEMMs as eager launches instead of one graph launch per sample.
+    eager: bool,
+    /// Untimed rounds before the timed ones.
+    warmup: usize,
+    /// Timed samples per GEMM route.
+    samples: usize,
+    /// Target length of one GEMM sample, seconds.
+    sample_secs: f64,
+    /// Timed samples per side of the replay and fingerprint ratios.
+    pair_samples: usize,
+}
+
+impl Config {
+    fn from_args() -> (Config, Vec<String>) {
+        let mut quick = false;
+        let mut eager = false;
+        let mut filters = Vec::new();
+        // `cargo bench` passes `--bench`; other flags are ignored too.
+        for a in std::env::args().skip(1) {
+            if a == "--quick" {
+                quick = true;
+            } else if a == "--eager" {
+                eager = true;
+            } else if !a.starts_with('-') {
+                filters.push(a);
+            }
+        }
+        let cfg = if quick {
+            Config {
+                quick,
+                eager,
+                warmup: 1,
+                samples: 3,
+                sample_secs: 0.01,
+                pair_samples: 7,
+            }
+        } else {
+            Config {
+                quick,
+                eager,
+                warmup: 2,
+                samples: 11,
+                sample_secs: 0.05,
+                pair_samples: 31,
+            }
+        };
+        (cfg, filters)
+    }
+}
+
+/// Median and minimum of a set of samples (seconds).
+#[derive(Clone, Copy, Debug)]
+struct Stats {
+    median: f64,
+    min: f64,
+}
+
+impl Stats {
+    fn of(samples: &[f64]) -> Stats {
+        assert!(!samples.is_empty(), "no samples");
+        let mut v = samples.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Stats { median, min: v[0] }
+    }
+}
+
+/// Host wall time per call of `f`: `inner` calls per sample.
+fn wall_sample(inner: u32, f: &mut impl FnMut() -> Res<()>) -> Res<f64> {
+    let start = Instant::now();
+    for _ in 0..inner {
+        f()?;
+    }
+    Ok(start.elapsed().as_secs_f64() / f64::from(inner))
+}
+
+/// Warms up both closures, then takes `samples` wall-time samples of each,
+/// alternating (the order swaps every other sample).
+fn measure_pair(
+    warmup: usize,
+    samples: usize,
+    inner: u32,
+    mut a: impl FnMut() -> Res<()>,
+    mut b: impl FnMut() -> Res<()>,
+) -> Res<(Stats, Stats)> {
+    for _ in 0..warmup {
+        a()?;
+        b()?;
+    }
+    let (mut sa, mut sb) = (Vec::with_capacity(samples), Vec::with_capacity(samples));
+    for i in 0..samples {
+        if i % 2 == 0 {
+            sa.push(wall_sample(inner, &mut a)?);
+            sb.push(wall_sample(inner, &mut b)?);
+        } else {
+            sb.push(wall_sample(inner, &mut b)?);
+            sa.push(wall_sample(inner, &mut a)?);
+        }
+    }
+    Ok((Stats::of(&sa), Stats::of(&sb)))
+}
+
+/// A results table: first column left-aligned, the others right-aligned.
+#[derive(Default)]
+struct Table {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+    /// Lines printed under the table (not aligned).
+    notes: Vec<String>,
+}
+
+impl Table {
+    fn new(header: &[&str]) -> Table {
+        Table {
+            header: header.iter().map(|s| s.to_string()).collect(),
+            rows: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    fn print(&self) {
+        if self.header.is_empty() {
+            return;
+        }
+        let cols = self.header.len();
+        let width = |c: usize| {
+            std::iter::once(&self.header)
+                .chain(&self.rows)
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        };
+        let widths: Vec<usize> = (0..cols).map(width).collect();
+        let line = |r: &[String]| {
+            let cells: Vec<String> = (0..cols)
+                .map(|c| {
+                    let s = r.get(c).map_or("", String::as_str);
+                    if c == 0 {
+                        format!("{s:<w$}", w = widths[c])
+                    } else {
+                        format!("{s:>w$}", w = widths[c])
+                    }
+                })
+                .collect();
+            println!("  {}", cells.join("  ").trim_end());
+        };
+        line(&self.header);
+        let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+        line(&rule);
+        for r in &self.rows {
+            line(r);
+        }
+        for n in &self.notes {
+            println!("  {n}");
+        }
+    }
+}
+
+/// What a section hands back: its table and summary lines.
+#[derive(Default)]
+struct Report {
+    table: Table,
+    summary: Vec<String>,
+}
+
+/// The backends every section uses: one device, three policies.
+struct Gpu {
+    /// The default (deterministic) policy: NVRTC routes, graphs.
+    det: CudaBackend,
+    /// cublas-fast: bf16/f16 with f32 compute, f32 with TF32 tensor cores.
+    fast: CudaBackend,
+    /// cublas-pedantic: f32 with f32 compute.
+    pedantic: CudaBackend,
+}
+
+/// A benchmark section: name (for filters), title, and what runs it.
+struct Section {
+    name: &'static str,
+    title: &'static str,
+    run: fn(&Gpu, &Config) -> Res<Report>,
+}
+
+const SECTIONS: &[Section] = &[
+    Section {
+        name: "tax-bf16-1024",
+        title: "1a. Determinism tax, bf16 nn 1024^3: every family vs cuBLAS / cuBLASLt (fast)",
+        run: |g, c| bench_tax(g, c, &TAX_BF16_1024),
+    },
+    Section {
+        name: "tax-f32-1024",
+        title: "1b. Determinism tax, f32 nn 1024^3: SIMT families vs cuBLAS / cuBLASLt (pedantic and TF32)",
+        run: |g, c| bench_tax(g, c, &TAX_F32_1024),
+    },
+    Section {
+        name: "tax-bf16-4096",
+        title: "1c. Determinism tax, bf16 nn 4096^3 (SIMT families: full run only)",
+        run: |g, c| bench_tax(g, c, &TAX_BF16_4096),
+    },
+    Section {
+        name: "tax-f32-4096",
+        title: "1d. Determinism tax, f32 nn 4096^3 (full run only)",
+        run: |g, c| bench_tax(g, c, &TAX_F32_4096),
+    },
+    Section {
+        name: "tax-bf16-8192",
+        title: "1e. Determinism tax, bf16 nn 8192^3: tensor-core families vs cuBLAS / cuBLASLt (fast)",
+        run: |g, c| bench_tax(g, c, &TAX_BF16_8192),
+    },
+    Section {
+        name: "replay-graph",
+        title: "2. Validated replay vs raw graph launch, graphs of 128 GEMM nodes",
+        run: bench_replay,
+    },
+    Section {
+        name: "fingerprint",
+        title: "3. Device fingerprint (SHA-256, 4 KiB chunks) vs device-to-device copy",
+        run: bench_fingerprint,
+    },
+];
+
+fn fmt_ms(s: f64) -> String {
+    format!("{:.3}", s * 1e3)
+}
+
+fn fmt_us(s: f64) -> String {
+    format!("{:.1}", s * 1e6)
+}
+
+fn main() -> ExitCode {
+    let (cfg, filters) = Config::from_args();
+    let det = match CudaBackend::open() {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("gemm-audit GPU benchmarks: no usable CUDA device, nothing measured.");
+            eprintln!("  CudaBackend::open(): {e}");
+            eprintln!(
+                "  (needs an NVIDIA GPU, its driver, and the CUDA toolkit's lib64 on LD_LIBRARY_PATH)"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let with_mode = |mode| {
+        det.with_policy(GemmPolicy {
+            mode,
+            ..det.context().policy
+        })
+    };
+    let gpu = Gpu {
+        fast: with_mode(PolicyMode::CublasFast),
+        pedantic: with_mode(PolicyMode::CublasPedantic),
+        det: det.clone(),
+    };
+    let dev = &det.context().device;
+    let vol = det.volatile();
+    let get = |k: &str| vol.get(k).map_or("?", String::as_str).to_string();
+    println!(
+        "gemm-audit GPU benchmarks ({} mode: {} warm-up round(s), {} samples per GEMM route of ~{} ms, \
+         {} samples per side of the replay and fingerprint ratios)",
+        if cfg.quick { "quick" } else { "full" },
+        cfg.warmup,
+        cfg.samples,
+        cfg.sample_secs * 1e3,
+        cfg.pair_samples
+    );
+    println!(
+        "device: {} ({}, {} SMs, clock {} kHz, driver {}); NVRTC {}; {}; {}",
+        dev.class,
+        det.arch(),
+        dev.multiprocessors,
+        get("cuda.device.clock_khz"),
+        dev.driver,
+        get("cuda.nvrtc_version"),
+        vol.get("cuda.cublas_version")
+            .map_or("cuBLAS not found", String::as_str),
+        vol.get("cuda.cublaslt_version")
+            .map_or("cuBLASLt not found", String::as_str),
+    );
+    println!(
+        "GEMM timing: {}",
+        if cfg.eager {
+            "CUDA events around N eager back-to-back launches (--eager)"
+        } else {
+            "CUDA events around one launch of a captured graph of N back-to-back launches"
+        }
+    );
+    let mut summary = Vec::new();
+    let mut failed = 0;
+    for s in SECTIONS {
+        if !filters.is_empty() && !filters.iter().any(|f| s.name.contains(f.as_str())) {
+            continue;
+        }
+        println!();
+        println!("== {} [{}]", s.title, s.name);
+        let start = Instant::now();
+        match (s.run)(&gpu, &cfg) {
+            Ok(report) => {
+                report.table.print();
+                summary.extend(report.summary);
+            }
+            Err(e) => {
+                println!("  FAILED: {e}");
+                summary.push(format!("{}: FAILED: {e}", s.name));
+                failed += 1;
+            }
+        }
+        println!("  ({:.1} s)", start.elapsed().as_secs_f64());
+    }
+    if !summary.is_empty() {
+        println!();
+        println!("== Summary (median-based unless stated)");
+        for line in summary {
+            println!("  {line}");
+        }
+    }
+    if failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 1. Determinism tax
+// ---------------------------------------------------------------------------
+
+/// A vendor baseline: label, API and the policy mode it is resolved under.
+type Vendor = (&'static str, RouteChoice, PolicyMode);
+
+/// cuBLAS and cuBLASLt as a bf16 user would call them (f32 compute).
+const VENDOR_FAST: &[Vendor] = &[
+    ("cuBLAS", RouteChoice::Cublas, PolicyMode::CublasFast),
+    ("cuBLASLt", RouteChoice::CublasLt, PolicyMode::CublasFast),
+];
+
+/// For f32: the same-numerics baselines (f32 compute, pedantic) first,
+/// then the fast ones (TF32 tensor cores).
+const VENDOR_F32: &[Vendor] = &[
+    (
+        "cuBLAS-ped",
+        RouteChoice::Cublas,
+        PolicyMode::CublasPedantic,
+    ),
+    (
+        "cuBLASLt-ped",
+        RouteChoice::CublasLt,
+        PolicyMode::CublasPedantic,
+    ),
+    ("cuBLAS-tf32", RouteChoice::Cublas, PolicyMode::CublasFast),
+    (
+        "cuBLASLt-tf32",
+        RouteChoice::CublasLt,
+        PolicyMode::CublasFast,
+    ),
+];
+
+/// One determinism-tax case: a dtype and cube size, the kernel families
+/// (those also run with `--quick` and those only in a full run) and the
+/// vendor baselines.
+struct TaxCase {
+    dtype: DType,
+    size: u64,
+    kernels: &'static [CudaKernel],
+    full_only: &'static [CudaKernel],
+    vendors: &'static [Vendor],
+}
+
+const SIMT: &[CudaKernel] = &[
+    CudaKernel::ScalarFma,
+    CudaKernel::Tiled,
+    CudaKernel::SplitKFixed(4),
+];
+const MMA: &[CudaKernel] = &[CudaKernel::MmaSmall, CudaKernel::MmaLarge];
+const ALL_BF16: &[CudaKernel] = &[
+    CudaKernel::ScalarFma,
+    CudaKernel::Tiled,
+    CudaKernel::SplitKFixed(4),
+    CudaKernel::MmaSmall,
+    CudaKernel::MmaLarge,
+];
+
+const TAX_BF16_1024: TaxCase = TaxCase {
+    dtype: DType::Bf16,
+    size: 1024,
+    kernels: ALL_BF16,
+    full_only: &[],
+    vendors: VENDOR_FAST,
+};
+const TAX_F32_1024: TaxCase = TaxCase {
+    dtype: DType::F32,
+    size: 1024,
+    kernels: SIMT,
+    full_only: &[],
+    vendors: VENDOR_F32,
+};
+const TAX_BF16_4096: TaxCase = TaxCase {
+    dtype: DType::Bf16,
+    size: 4096,
+    kernels: MMA,
+    full_only: SIMT,
+    vendors: VENDOR_FAST,
+};
+const TAX_F32_4096: TaxCase = TaxCase {
+    dtype: DType::F32,
+    size: 4096,
+    kernels: &[],
+    full_only: SIMT,
+    vendors: VENDOR_F32,
+};
+const TAX_BF16_8192: TaxCase = TaxCase {
+    dtype: DType::Bf16,
+    size: 8192,
+    kernels: MMA,
+    full_only: &[],
+    vendors: VENDOR_FAST,
+};
+
+/// cuBLAS bf16 at 8192^3 on an H200, per the semantics note (TFLOP/s).
+const NOTE_CUBLAS_BF16_8192_TFLOPS: f64 = 800.0;
+
+fn kernel_label(k: CudaKernel) -> String {
+    match k {
+        CudaKernel::SplitKFixed(s) | CudaKernel::SplitKAtomic(s) => {
+            format!("{}:{s}", k.family())
+        }
+        _ => k.family().to_string(),
+    }
+}
+
+fn bench_tax(gpu: &Gpu, cfg: &Config, case: &TaxCase) -> Res<Report> {
+    let TaxCase {
+        dtype,
+        size,
+        vendors,
+        ..
+    } = *case;
+    let kernels: Vec<CudaKernel> = case
+        .kernels
+        .iter()
+        .chain(if cfg.quick { &[] } else { case.full_only })
+        .copied()
+        .collect();
+    let mut summary = Vec::new();
+    if cfg.quick && !case.full_only.is_empty() {
+        summary.push(format!(
+            "tax {dtype} {size}^3: --quick leaves out {}",
+            case.full_only
+                .iter()
+                .map(|k| kernel_label(*k))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if kernels.is_empty() {
+        return Ok(Report {
+            table: Table::default(),
+            summary,
+        });
+    }
+    let shape = GemmShape {
+        m: size,
+        k: size,
+        n: size,
+    };
+    let flops = 2.0 * (size as f64).powi(3);
+    // Routes: the kernel families, then the vendor baselines that resolve.
+    let mut labels: Vec<String> = Vec::new();
+    let mut routes: Vec<ResolvedGemmRoute> = Vec::new();
+    for &k in &kernels {
+        let label = kernel_label(k);
+        let r = gpu
+            .det
+            .nvrtc_route(&label, GemmOp::Nn, dtype, shape, k)
+            .map_err(|e| format!("route {label} {dtype} {size}^3: {e}"))?;
+        labels.push(label);
+        routes.push(r);
+    }
+    let mut baselines: Vec<(&str, usize)> = Vec::new();
+    for &(label, choice, mode) in vendors {
+        let backend = match mode {
+            PolicyMode::CublasPedantic => &gpu.pedantic,
+            _ => &gpu.fast,
+        };
+        let spec = GemmSpec {
+            name: label.into(),
+            op: GemmOp::Nn,
+            dtype,
+            m: size,
+            k: size,
+            n: size,
+            route: choice,
+            seed: None,
+        };
+        match backend.resolve(&spec) {
+            Ok(r) => {
+                baselines.push((label, routes.len()));
+                labels.push(label.to_string());
+                routes.push(r);
+            }
+            Err(e) => summary.push(format!(
+                "tax {dtype} {size}^3: {label} left out, it does not resolve: {e}"
+            )),
+        }
+    }
+    let timings = gpu
+        .det
+        .time_routes(
+            &routes,
+            SEED,
+            !cfg.eager,
+            cfg.warmup,
+            cfg.samples,
+            cfg.sample_secs,
+        )
+        .map_err(|e| format!("timing {dtype} {size}^3: {e}"))?;
+    let stats: Vec<Stats> = timings.iter().map(|t| Stats::of(&t.samples)).collect();
+    let mut header = vec![
+        format!("{dtype} nn {size}^3"),
+        "N".to_string(),
+        "median ms".to_string(),
+        "min ms".to_string(),
+        "TFLOP/s".to_string(),
+    ];
+    header.extend(baselines.iter().map(|(l, _)| format!("x {l}")));
+    let mut table = Table {
+        header,
+        rows: Vec::new(),
+        notes: vec![
+            "N: launches per sample (g: one graph launch, e: eager launches); \
+             x B: median time / median time of B"
+                .to_string(),
+        ],
+    };
+    for (i, label) in labels.iter().enumerate() {
+        let t = &timings[i];
+        let st = stats[i];
+        let mut row = vec![
+            label.clone(),
+            format!("{}{}", t.launches, if t.graphed { "g" } else { "e" }),
+            fmt_ms(st.median),
+            fmt_ms(st.min),
+            format!("{:.1}", flops / st.median / 1e12),
+        ];
+        row.extend(
+            baselines
+                .iter()
+                .map(|&(_, b)| format!("{:.2}", st.median / stats[b].median)),
+        );
+        table.rows.push(row);
+        if let Some(e) = &t.capture_error {
+            summary.push(format!(
+                "tax {dtype} {size}^3: {label}: capturing its launches failed ({e}); timed eagerly"
+            ));
+        }
+    }
+    // Summary: each family's tax against each baseline, median/median and min/min.
+    for (i, label) in labels.iter().enumerate().take(kernels.len()) {
+        let parts: Vec<String> = baselines
+            .iter()
+            .map(|&(l, b)| {
+                format!(
+                    "{:.2}x {l} (min/min {:.2}x)",
+                    stats[i].median / stats[b].median,
+                    stats[i].min / stats[b].min
+                )
+            })
+            .collect();
+        summary.push(format!(
+            "tax {dtype} {size}^3 {label}: {} ms, {:.1} TFLOP/s; time / vendor time: {}",
+            fmt_ms(stats[i].median),
+            flops / stats[i].median / 1e12,
+            if parts.is_empty() {
+                "no vendor baseline".to_string()
+            } else {
+                parts.join(", ")
+            }
+        ));
+    }
+    for &(l, b) in &baselines {
+        let tflops = flops / stats[b].median / 1e12;
+        let reference = if dtype == DType::Bf16 && size == 8192 && l == "cuBLAS" {
+            format!(
+                " (semantics note: ~{NOTE_CUBLAS_BF16_8192_TFLOPS:.0} TFLOP/s on an H200; here {:.2} of it)",
+                tflops / NOTE_CUBLAS_BF16_8192_TFLOPS
+            )
+        } else {
+            String::new()
+        };
+        summary.push(format!(
+            "vendor {dtype} {size}^3 {l}: {} ms, {tflops:.1} TFLOP/s{reference}",
+            fmt_ms(stats[b].median)
+        ));
+    }
+    Ok(Report { table, summary })
+}
+
+// ---------------------------------------------------------------------------
+// 2. Validated replay vs raw graph launch
+// ---------------------------------------------------------------------------
+
+fn manifest_of(g: &CudaBackend, routes: &[ResolvedGemmRoute]) -> Res<PreparedGemmCaptureManifest> {
+    let set = build_resolved_gemm_launch_set(routes).map_err(|e| e.to_string())?;
+    Ok(PreparedGemmCaptureManifest {
+        context: g.context().clone(),
+        launch_set: set,
+        route_capacity: set.launch_count,
+    })
+}
+
+fn bench_replay(gpu: &Gpu, cfg: &Config) -> Res<Report> {
+    let g = &gpu.det;
+    let mut table = Table::new(&[
+        "graph (128 GEMM nodes)",
+        "launches/sample",
+        "median µs",
+        "min µs",
+        "overhead med",
+        "overhead min/min",
+    ]);
+    let mut summary = Vec::new();
+    // A heavier graph (the replay of a small model layer) and a light one,
+    // where a fixed per-replay cost weighs most.
+    let graphs = [
+        (
+            "mma_small bf16 64x256x256",
+            DType::Bf16,
+            (64, 256, 256),
+            CudaKernel::MmaSmall,
+        ),
+        (
+            "tiled f32 16x64x64",
+            DType::F32,
+            (16, 64, 64),
+            CudaKernel::Tiled,
+        ),
+    ];
+    for (label, dtype, (m, k, n), kernel) in graphs {
+        let shape = GemmShape { m, k, n };
+        let routes = (0..GRAPH_NODES)
+            .map(|i| g.nvrtc_route(&format!("n{i}"), GemmOp::Nn, dtype, shape, kernel))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
+        let seeds: Vec<u64> = (0..GRAPH_NODES as u64).map(|i| SEED + i).collect();
+        let graph = g
+            .capture(&manifest_of(g, &routes)?, &routes, &seeds)
+            .map_err(|e| format!("capturing {label}: {e}"))?;
+        let kernels = graph
+            .physical()
+            .iter()
+            .filter(|n| n.kind == NodeKind::Kernel)
+            .count();
+        let raw = || g.launch_unvalidated(&graph).map_err(|e| e.to_string());
+        let validated = || {
+            g.launch_validated(&graph, "bench")
+                .map_err(|e| e.to_string())
+        };
+        // Calibrate: replays per sample so one sample spans ~20 ms (5 ms quick).
+        validated()?;
+        raw()?;
+        let t = Instant::now();
+        for _ in 0..5 {
+            raw()?;
+        }
+        let once = t.elapsed().as_secs_f64() / 5.0;
+        let target = if cfg.quick { 0.005 } else { 0.02 };
+        let inner = (target / once.max(1e-6)).round().clamp(1.0, 2000.0) as u32;
+        let (v, r) = measure_pair(cfg.warmup, cfg.pair_samples, inner, validated, raw)?;
+        let over = v.median / r.median - 1.0;
+        let over_min = v.min / r.min - 1.0;
+        table.rows.push(vec![
+            format!("{label}: raw graph launch + sync"),
+            inner.to_string(),
+            fmt_us(r.median),
+            fmt_us(r.min),
+            String::new(),
+            String::new(),
+        ]);
+        table.rows.push(vec![
+            format!("{label}: validated replay + sync"),
+            inner.to_string(),
+            fmt_us(v.median),
+            fmt_us(v.min),
+            format!("{:+.3}%", over * 100.0),
+            format!("{:+.3}%", over_min * 100.0),
+        ]);
+        // The cold path: the first replay under a new context walks every route.
+        let plan = graph.plan();
+        let live = g.context();
+        let walks = 100;
+        let cold: Vec<f64> = (0..cfg.pair_samples)
+            .map(|_| {
+                let t = Instant::now();
+                for _ in 0..walks {
+                    std::hint::black_box(plan.validate(std::hint::black_box(live)))
+                        .map_err(|e| e.to_string())?;
+                }
+                Ok(t.elapsed().as_secs_f64() / f64::from(walks))
+            })
+            .collect::<Res<_>>()?;
+        let cold = Stats::of(&cold);
+        table.rows.push(vec![
+            format!("{label}: full validation walk (cold path)"),
+            walks.to_string(),
+            fmt_us(cold.median),
+            fmt_us(cold.min),
+            String::new(),
+            String::new(),
+        ]);
+        summary.push(format!(
+            "replay {label} ({kernels} kernel nodes): raw {} µs, validated {} µs per launch+sync; \
+             overhead {:+.3}% (min/min {:+.3}%); goal < 2%: {}",
+            fmt_us(r.median),
+            fmt_us(v.median),
+            over * 100.0,
+            over_min * 100.0,
+            if over < 0.02 { "met" } else { "NOT met" }
+        ));
+        summary.push(format!(
+            "replay {label}: the first replay under a new context also walks all {GRAPH_NODES} routes: {} µs",
+            fmt_us(cold.median)
+        ));
+    }
+    Ok(Report { table, summary })
+}
+
+// ---------------------------------------------------------------------------
+// 3. Fingerprint bandwidth vs copy bandwidth
+// ---------------------------------------------------------------------------
+
+/// C-level integer operations of one SHA-256 compression (64-byte block):
+/// 64 rounds of ~25 ops (Σ0, Σ1: three rotates and two xors each; Ch, Maj;
+/// five adds) and 48 message-schedule words of ~12 ops (σ0, σ1, three
+/// adds), plus the byte swaps of the loads.
+const SHA256_OPS_PER_BLOCK: f64 = 2000.0;
+/// The fewest instructions a compression compiles to on sm_80/sm_90, with
+/// every rotate one funnel shift (SHF), every three-input xor, Ch and Maj
+/// one LOP3 and every three-operand add one IADD3: ~14 per round, ~10 per
+/// schedule word.
+const SHA256_MIN_INSTR_PER_BLOCK: f64 = 1400.0;
+/// Of those, the logic ops and shifts alone (~10 per round, ~8 per
+/// schedule word): the bound even if the compiler moved every add to the
+/// FP32 pipe (IMAD), which the integer pipe never sees.
+const SHA256_MIN_LOGIC_SHIFT_PER_BLOCK: f64 = 1024.0;
+/// 32-bit integer (ALU: LOP3, SHF, IADD3) lanes per SM per clock on
+/// compute capability 8.x and 9.x (CUDA C Programming Guide, arithmetic
+/// instruction throughput).
+const INT32_LANES_PER_SM: f64 = 64.0;
+
+/// The fingerprint is plain SHA-256 of each 4 KiB chunk, one thread per
+/// chunk (the trace format fixes both).
+///
+/// Roofline: each 64-byte block read costs ~2000 integer operations
+/// (`SHA256_OPS_PER_BLOCK`; ~1400 instructions at best after LOP3/IADD3/SHF
+/// fusion, ~1000 of them logic ops and shifts), i.e. 16-30 integer
+/// instructions per byte against one byte of memory traffic. An H200 issues
+/// 132 SMs x 64 int32 lanes x 1.98 GHz = 16.7 T integer instructions/s, so
+/// SHA-256 tops out at 16.7e12 / 1400 x 64 B = ~765 GB/s (~535 GB/s at 2000
+/// ops per block; ~1050 GB/s if only the ~1000 logic ops and shifts were
+/// left on the integer pipe), while a device-to-device copy moves ~2 TB/s
+/// of payload (4+ TB/s of HBM traffic). The fingerprint is compute bound:
+/// its ceiling is ~0.26-0.37 of copy bandwidth (0.5 in the most optimistic
+/// case), and 0.7 of copy (~1.45 TB/s) would need at most ~740 integer
+/// instructions per block, fewer than SHA-256's logic ops and shifts alone.
+/// Reaching 0.7 needs a cheaper chunk hash (a trace-format change), not a
+/// better kernel. This section prints the measured figures and this
+/// arithmetic from the device's own SM count and clock.
+fn bench_fingerprint(gpu: &Gpu, cfg: &Config) -> Res<Report> {
+    let g = &gpu.det;
+    let mut table = Table::new(&[
+        "buffer",
+        "ops/sample",
+        "median ms",
+        "min ms",
+        "GB/s (median)",
+        "GB/s (best)",
+        "fp / copy",
+    ]);
+    let mut summary = Vec::new();
+    let mut best_fp_bw = 0f64;
+    let mut copy_bw_at_best = 0f64;
+    for (label, bytes) in [("256 MiB", 256usize << 20), ("1 GiB", 1usize << 30)] {
+        // ~4 GiB fingerprinted per sample: a few ms.
+        let ops = ((4usize << 30) / bytes).max(1) as u32;
+        let (fp, copy) = g
+            .time_fingerprint_and_copy(bytes, ops, cfg.warmup, cfg.pair_samples)
+            .map_err(|e| format!("fingerprint {label}: {e}"))?;
+        let (fp, copy) = (Stats::of(&fp), Stats::of(&copy));
+        let gbs = |s: f64| bytes as f64 / s / 1e9;
+        let ratio = copy.median / fp.median;
+        let ratio_min = copy.min / fp.min;
+        table.rows.push(vec![
+            format!("{label}: fingerprint ({} chunks)", bytes / CHUNK_BYTES),
+            ops.to_string(),
+            fmt_ms(fp.median),
+            fmt_ms(fp.min),
+            format!("{:.1}", gbs(fp.median)),
+            format!("{:.1}", gbs(fp.min)),
+            format!("{ratio:.3}"),
+        ]);
+        table.rows.push(vec![
+            format!("{label}: device-to-device copy"),
+            ops.to_string(),
+            fmt_ms(copy.median),
+            fmt_ms(copy.min),
+            format!("{:.1}", gbs(copy.median)),
+            format!("{:.1}", gbs(copy.min)),
+            String::new(),
+        ]);
+        summary.push(format!(
+            "fingerprint {label}: {:.1} GB/s vs copy {:.1} GB/s (bytes copied; HBM traffic is twice that): \
+             ratio {ratio:.3} (min/min {ratio_min:.3}); goal >= 0.7: {}",
+            gbs(fp.median),
+            gbs(copy.median),
+            if ratio >= 0.7 { "met" } else { "NOT met" }
+        ));
+        if gbs(fp.median) > best_fp_bw {
+            best_fp_bw = gbs(fp.median);
+            copy_bw_at_best = gbs(copy.median);
+        }
+    }
+    table.notes.push(
+        "GB/s: 10^9 bytes of the buffer per second (a copy reads and writes them); \
+         fp / copy: copy time / fingerprint time"
+            .to_string(),
+    );
+    // Roofline from this device's SM count and clock.
+    let dev = &g.context().device;
+    let clock_khz: Option<f64> = g
+        .volatile()
+        .get("cuda.device.clock_khz")
+        .and_then(|s| s.parse().ok());
+    let cc_major = dev.compute_capability.map(|c| c[0]);
+    match (clock_khz, cc_major) {
+        (Some(khz), Some(8 | 9)) if dev.multiprocessors > 0 => {
+            let issue = f64::from(dev.multiprocessors) * INT32_LANES_PER_SM * khz * 1e3;
+            let ceiling = |per_block: f64| issue / per_block * 64.0 / 1e9;
+            let blocks_per_s = best_fp_bw * 1e9 / 64.0;
+            summary.push(format!(
+                "fingerprint roofline: int32 issue {} SMs x {INT32_LANES_PER_SM:.0}/clk x {:.2} GHz = {:.1} T instr/s; \
+                 SHA-256 costs ~{SHA256_OPS_PER_BLOCK:.0} integer ops per 64-byte block (>= ~{SHA256_MIN_INSTR_PER_BLOCK:.0} \
+                 instructions, ~{SHA256_MIN_LOGIC_SHIFT_PER_BLOCK:.0} of them logic ops and shifts), so its ceiling is \
+                 {:.0} / {:.0} / {:.0} GB/s = {:.2} / {:.2} / {:.2} of the measured copy",
+                dev.multiprocessors,
+                khz / 1e6,
+                issue / 1e12,
+                ceiling(SHA256_OPS_PER_BLOCK),
+                ceiling(SHA256_MIN_INSTR_PER_BLOCK),
+                ceiling(SHA256_MIN_LOGIC_SHIFT_PER_BLOCK),
+                ceiling(SHA256_OPS_PER_BLOCK) / copy_bw_at_best,
+                ceiling(SHA256_MIN_INSTR_PER_BLOCK) / copy_bw_at_best,
+                ceiling(SHA256_MIN_LOGIC_SHIFT_PER_BLOCK) / copy_bw_at_best,
+            ));
+            let slots = issue / blocks_per_s;
+            summary.push(format!(
+                "fingerprint roofline: at the best measured {best_fp_bw:.1} GB/s ({:.2} G blocks/s) the integer pipes have \
+                 {slots:.0} instruction slots per block; SHA-256 needs >= ~{SHA256_MIN_INSTR_PER_BLOCK:.0}, so the kernel \
+                 runs at >= {:.0}% of the integer issue peak (compute bound). 0.7 of copy ({:.0} GB/s) would leave \
+                 {:.0} slots per block: not reachable with SHA-256, only with a cheaper chunk hash (a trace-format change)",
+                blocks_per_s / 1e9,
+                (SHA256_MIN_INSTR_PER_BLOCK / slots * 100.0).min(100.0),
+                0.7 * copy_bw_at_best,
+                issue / (0.7 * copy_bw_at_best * 1e9 / 64.0),
+            ));
+        }
+        _ => summary.push(format!(
+            "fingerprint roofline: not computed here (clock {clock_khz:?} kHz, compute capability {:?}; \
+             the int32 lane count assumed is for 8.x/9.x)",
+            dev.compute_capability
+        )),
+    }
+    Ok(Report { table, summary })
+}
