@@ -208,7 +208,9 @@ pub struct LaunchConfig {
 impl LaunchConfig {
     /// Threads per block.
     pub fn block_threads(&self) -> u64 {
-        self.block.iter().map(|&d| d as u64).product()
+        // Saturating: three u32 dimensions can overflow u64 (found by fuzzing),
+        // and any saturated count already differs from a route's u32 threads.
+        self.block.iter().fold(1u64, |acc, &d| acc.saturating_mul(d as u64))
     }
 }
 
