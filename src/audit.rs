@@ -568,7 +568,7 @@ fn batch_invariance_checks(
                     "rows of m={m} differ from m={base_m} although {route} promises invariance"
                 ),
             ),
-            (Some(m), false) if cells.iter().any(|c| c.kernel != cells[0].kernel) => {
+            (Some(m), false) => {
                 let differing: Vec<String> = cells
                     .iter()
                     .filter(|c| !c.identical)
@@ -580,25 +580,6 @@ fn batch_invariance_checks(
                         "deterministic but NOT batch invariant: rows differ from m={base_m} at m={} (first at m={m}); kernels by m: {}",
                         differing.join(","),
                         kernel_runs(&cells)
-                    ),
-                )
-            }
-            (Some(m), false) => {
-                let differing: Vec<String> = cells
-                    .iter()
-                    .filter(|c| !c.identical)
-                    .map(|c| c.m.to_string())
-                    .collect();
-                (
-                    Verdict::Info,
-                    format!(
-                        "deterministic but NOT batch invariant: rows differ from m={base_m} at m={} (first at m={m}); contracts by m: {}",
-                        differing.join(","),
-                        cells
-                            .iter()
-                            .map(|c| format!("{}:{}", c.m, c.contract))
-                            .collect::<Vec<_>>()
-                            .join(" ")
                     ),
                 )
             }

@@ -99,6 +99,17 @@ pub struct Difference {
     pub change: FieldChange,
 }
 
+impl Difference {
+    /// Where the difference is: `route 3 (qkv@b8)`, `(gemm)` or `trace`.
+    pub fn location(&self) -> String {
+        match (&self.route_index, &self.gemm) {
+            (Some(i), Some(g)) => format!("route {i} ({g})"),
+            (None, Some(g)) => format!("({g})"),
+            _ => "trace".into(),
+        }
+    }
+}
+
 /// All differences between a golden and a candidate trace.
 #[derive(Debug, Clone, Serialize)]
 pub struct TraceDiff {
@@ -324,14 +335,13 @@ impl TraceDiff {
         }
         let mut s = String::new();
         for d in &self.differences {
-            let at = match (&d.route_index, &d.gemm) {
-                (Some(i), Some(g)) => format!("route {i} ({g})"),
-                (None, Some(g)) => format!("({g})"),
-                _ => "trace".into(),
-            };
             s.push_str(&format!(
-                "[{}] {at}: {}: {} -> {}\n",
-                d.class, d.change.field, d.change.expected, d.change.found
+                "[{}] {}: {}: {} -> {}\n",
+                d.class,
+                d.location(),
+                d.change.field,
+                d.change.expected,
+                d.change.found
             ));
         }
         let counts: Vec<String> = DiffClass::ALL

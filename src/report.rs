@@ -104,11 +104,7 @@ pub fn markdown(input: &ReportInput<'_>) -> String {
             "| class | route | field | golden | candidate |\n| --- | --- | --- | --- | --- |"
         );
         for x in &d.differences {
-            let at = match (&x.route_index, &x.gemm) {
-                (Some(i), Some(g)) => format!("{i} ({g})"),
-                (_, Some(g)) => g.clone(),
-                _ => "trace".into(),
-            };
+            let at = x.location();
             let _ = writeln!(
                 s,
                 "| {} | {} | {} | {} | {} |",
@@ -200,11 +196,7 @@ pub fn html(input: &ReportInput<'_>) -> String {
             "<table><tr><th>class</th><th>route</th><th>field</th><th>golden</th><th>candidate</th></tr>"
         );
         for x in &d.differences {
-            let at = match (&x.route_index, &x.gemm) {
-                (Some(i), Some(g)) => format!("{i} ({g})"),
-                (_, Some(g)) => g.clone(),
-                _ => "trace".into(),
-            };
+            let at = x.location();
             let _ = writeln!(
                 s,
                 "<tr><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",

@@ -210,7 +210,9 @@ impl LaunchConfig {
     pub fn block_threads(&self) -> u64 {
         // Saturating: three u32 dimensions can overflow u64 (found by fuzzing),
         // and any saturated count already differs from a route's u32 threads.
-        self.block.iter().fold(1u64, |acc, &d| acc.saturating_mul(d as u64))
+        self.block
+            .iter()
+            .fold(1u64, |acc, &d| acc.saturating_mul(d as u64))
     }
 }
 
