@@ -37,6 +37,7 @@ const ROUTE_SEEDS: &[(&str, &[u8])] = &[
     ("seed-count4-remove", &[3, 0, 2, 1]),
     ("seed-count4-symbol", &[3, 2, 1, 0]),
     ("seed-count8-remove-field", &[7, 0, 40, 1, 7, 5, 9]),
+    ("seed-count8-remove-swap", &[7, 0, 40, 1, 5, 9]),
     ("seed-count8-swap-back", &[7, 1, 0, 3, 1, 3, 0]),
     (
         "seed-count16-every-kind",
@@ -169,7 +170,51 @@ fn decode_seeds_are_current_traces() {
     }
 }
 
-/// Writes the seed corpus. Seeds are overwritten in place; entries libFuzzer
+/// `fuzz/regressions/{decode_trace,decode_payload}/` name of the input below.
+const BLOCK_OVERFLOW: &str = "block-threads-overflow";
+
+/// A one-route trace whose launch block is `[u32::MAX; 3]`: 2^96 threads,
+/// which overflowed `LaunchConfig::block_threads` (a `u64` product) while
+/// the plan was built: a panic under overflow checks, a wrapped count in
+/// release builds. Fixed by a saturating product (commit e129816).
+fn block_threads_overflow_trace() -> gemm_audit::RecordedGemmTrace {
+    let mut trace = gemm_audit::testkit::sample_trace(1);
+    trace.routes[0].launch.block = [u32::MAX; 3];
+    trace
+}
+
+/// The block-thread overflow stays refused, both as the saved file and
+/// rebuilt from the testkit (so a format change cannot retire it silently).
+#[test]
+fn block_threads_overflow_is_refused() {
+    use gemm_audit::{CapturedGemmGraphPlan, build_resolved_gemm_launch_set};
+
+    let path = fuzz_dir()
+        .join("regressions/decode_trace")
+        .join(BLOCK_OVERFLOW);
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    let saved = codec::decode_trace(&bytes, &codec::Limits::default()).unwrap_or_else(|e| {
+        panic!(
+            "{} no longer decodes ({e}); regenerate with \
+             `cargo test --test fuzz_corpus -- --ignored regenerate_seed_corpus`",
+            path.display()
+        )
+    });
+    assert!(saved.routes.iter().any(|r| r.launch.block == [u32::MAX; 3]));
+    for trace in [saved, block_threads_overflow_trace()] {
+        fuzzing::decode_trace(&trace.to_bytes().expect("encodes"));
+        assert!(CapturedGemmGraphPlan::from_trace(&trace).is_err());
+    }
+    // 2^22 * 2^22 * 2^20 = 2^64 wraps to 0 in a wrapping product, which would
+    // match a route claiming 0 threads.
+    let mut routes = gemm_audit::testkit::sample_routes(1);
+    routes[0].launch.block = [1 << 22, 1 << 22, 1 << 20];
+    routes[0].threads = 0;
+    assert!(build_resolved_gemm_launch_set(&routes).is_err());
+}
+
+/// Writes the seed corpus, and the regression inputs that can be rebuilt
+/// from the testkit. Seeds are overwritten in place; entries libFuzzer
 /// added are left alone. Real CPU-backend traces in `traces/cpu/*.gat` (when
 /// present and small) become seeds too.
 #[test]
@@ -218,6 +263,22 @@ fn regenerate_seed_corpus() {
     }
     for (name, bytes) in ROUTE_SEEDS {
         files.push(("plan_from_routes", name.to_string(), bytes.to_vec()));
+    }
+    // The regression inputs that can be built from the testkit.
+    let overflow = block_threads_overflow_trace();
+    let payload = codec::encode_payload(&overflow).expect("the overflow trace encodes");
+    let mut regressions = vec![
+        ("decode_trace", BLOCK_OVERFLOW, codec::seal(&payload)),
+        ("decode_payload", BLOCK_OVERFLOW, payload),
+    ];
+    for (target, name, bytes) in regressions.drain(..) {
+        let dir = fuzz_dir().join("regressions").join(target);
+        std::fs::create_dir_all(&dir).expect("create the regression directory");
+        std::fs::write(dir.join(name), &bytes).expect("write a regression input");
+        eprintln!(
+            "wrote fuzz/regressions/{target}/{name} ({} bytes)",
+            bytes.len()
+        );
     }
 
     for (target, name, bytes) in files {
