@@ -292,6 +292,7 @@ pub fn run_audit(
     if let Some(trace) = report.traces.first().cloned() {
         progress.stage("mutation self-check", 1);
         mutation_check(&mut report, backend, &trace);
+        policy_mutation_check(&mut report, backend, &trace)?;
     }
     Ok(report)
 }
@@ -822,6 +823,100 @@ fn control_checks(
         );
         report.checks.push(c);
     }
+    Ok(())
+}
+
+/// A captured graph of a real trace, replayed under live contexts whose
+/// policy was changed one setting at a time: each replay must be refused by
+/// the plan before the launch closure runs.
+fn policy_mutation_check(
+    report: &mut AuditReport,
+    backend: &Backend,
+    trace: &crate::RecordedGemmTrace,
+) -> Result<()> {
+    use crate::policy::{F32Policy, HalfPolicy, PolicyMode};
+    const C: &str = "policy-mutation-refusal";
+    let seeds: Vec<u64> = trace.fingerprints.iter().map(|f| f.input_seed).collect();
+    let graph = backend.capture(&trace.manifest(), &trace.routes, &seeds)?;
+    let p = trace.context.policy;
+    let mutations = [
+        (
+            "tensor-cores",
+            crate::GemmPolicy {
+                tensor_cores: !p.tensor_cores,
+                ..p
+            },
+        ),
+        (
+            "f32",
+            crate::GemmPolicy {
+                f32: if p.f32 == F32Policy::Exact {
+                    F32Policy::Tf32
+                } else {
+                    F32Policy::Exact
+                },
+                ..p
+            },
+        ),
+        (
+            "half",
+            crate::GemmPolicy {
+                half: if p.half == HalfPolicy::Tiled {
+                    HalfPolicy::StreamK
+                } else {
+                    HalfPolicy::Tiled
+                },
+                ..p
+            },
+        ),
+        (
+            "mode",
+            p.with_mode(if p.mode == PolicyMode::Deterministic {
+                PolicyMode::CublasPedantic
+            } else {
+                PolicyMode::Deterministic
+            }),
+        ),
+    ];
+    let mut refused = 0;
+    for (name, policy) in &mutations {
+        let live = backend.with_policy(*policy);
+        let mut launched = false;
+        let outcome = graph
+            .plan()
+            .with_validated_launch(live.context(), "policy-mutation", |_| launched = true);
+        let ok = outcome.is_err() && !launched;
+        refused += ok as usize;
+        let detail = match &outcome {
+            Err(r) => format!("refused before launch: {r}"),
+            Ok(()) => "accepted: the launch closure ran".into(),
+        };
+        report.case(
+            C,
+            &trace.workload,
+            name,
+            if ok { Verdict::Pass } else { Verdict::Fail },
+            detail,
+        );
+    }
+    let n = mutations.len();
+    let (verdict, detail) = if refused == n {
+        (
+            Verdict::Pass,
+            format!(
+                "{n}/{n} policy changes (tensor cores, f32, half, mode) refused by the captured plan before launch"
+            ),
+        )
+    } else {
+        (
+            Verdict::Fail,
+            format!(
+                "{} of {n} policy changes were accepted by the captured plan",
+                n - refused
+            ),
+        )
+    };
+    report.row(C, trace.workload.clone(), verdict, detail);
     Ok(())
 }
 
