@@ -70,7 +70,7 @@ fn drift_input(a: &AuditReport) -> Vec<(String, TraceDiff)> {
     // so the drift section has content.
     let t = &a.traces[0];
     let mut golden = t.clone();
-    golden.routes[3].kernel_symbol = "cpu_scalar_fma_nn_f32".into();
+    golden.routes[3].kernel_symbol.push_str("_v0");
     golden.fingerprints[3].sha256.0[0] ^= 1;
     vec![(t.workload.clone(), TraceDiff::between(&golden, t))]
 }
