@@ -57,36 +57,7 @@ pub enum Command {
     /// that the planted nondeterministic control is detected and refused,
     /// and that every route mutation is refused before launch.
     #[command(after_help = EXIT_CODES)]
-    Audit {
-        /// Backend to audit; `auto` uses CUDA when present, else the CPU.
-        #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
-        backend: BackendKind,
-        /// Eager runs compared for run-to-run identity (at least 2).
-        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=1000))]
-        runs: u32,
-        /// Most runs of the nondeterministic control before it counts as undetected.
-        #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(2..=10000))]
-        control_attempts: u32,
-        /// Workloads to audit (built-in names or .toml/.json files); default: transformer-block and
-        /// m-sweep, plus tensor-core-sweep and vendor-sweep on CUDA.
-        #[arg(long = "workload", value_name = "WORKLOAD")]
-        workloads: Vec<String>,
-        /// Output format.
-        #[arg(long, value_enum, default_value_t = Format::Table)]
-        format: Format,
-        /// Do not draw a progress bar (it is hidden anyway when stderr is not a terminal).
-        #[arg(long)]
-        no_progress: bool,
-        /// Compare each recorded trace with its golden under this folder (route drift in the report).
-        #[arg(long, value_name = "DIR")]
-        golden_dir: Option<PathBuf>,
-        /// Write report.md and a self-contained report.html into this folder.
-        #[arg(long, value_name = "DIR")]
-        report: Option<PathBuf>,
-        /// Write JUnit XML (one test case per contract per GEMM) to this file.
-        #[arg(long, value_name = "FILE")]
-        junit: Option<PathBuf>,
-    },
+    Audit(AuditArgs),
     /// Record workloads and write them as golden traces (DIR/<device>/<workload>.gat).
     ///
     /// An existing golden is never replaced without --force; the difference
@@ -205,27 +176,7 @@ pub fn exit_code_of(e: &anyhow::Error) -> u8 {
 
 pub fn run(args: Args) -> Result<u8> {
     match args.command {
-        Command::Audit {
-            backend,
-            runs,
-            control_attempts,
-            workloads,
-            format,
-            no_progress,
-            golden_dir,
-            report,
-            junit,
-        } => cmd_audit(AuditArgs {
-            kind: backend,
-            runs,
-            control_attempts,
-            workloads,
-            format,
-            no_progress,
-            golden_dir,
-            report,
-            junit,
-        }),
+        Command::Audit(args) => cmd_audit(args),
         Command::Bless {
             workloads,
             golden_dir,
@@ -314,20 +265,41 @@ impl Drop for Bar {
     }
 }
 
-struct AuditArgs {
-    kind: BackendKind,
-    runs: u32,
-    control_attempts: u32,
-    workloads: Vec<String>,
-    format: Format,
-    no_progress: bool,
-    golden_dir: Option<PathBuf>,
-    report: Option<PathBuf>,
-    junit: Option<PathBuf>,
+/// Arguments of `audit`.
+#[derive(Debug, clap::Args)]
+pub struct AuditArgs {
+    /// Backend to audit; `auto` uses CUDA when present, else the CPU.
+    #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
+    pub backend: BackendKind,
+    /// Eager runs compared for run-to-run identity (at least 2).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=1000))]
+    pub runs: u32,
+    /// Most runs of the nondeterministic control before it counts as undetected.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(2..=10000))]
+    pub control_attempts: u32,
+    /// Workloads to audit (built-in names or .toml/.json files); default: transformer-block and
+    /// m-sweep, plus tensor-core-sweep and vendor-sweep on CUDA.
+    #[arg(long = "workload", value_name = "WORKLOAD")]
+    pub workloads: Vec<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Do not draw a progress bar (it is hidden anyway when stderr is not a terminal).
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Compare each recorded trace with its golden under this folder (route drift in the report).
+    #[arg(long, value_name = "DIR")]
+    pub golden_dir: Option<PathBuf>,
+    /// Write report.md and a self-contained report.html into this folder.
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<PathBuf>,
+    /// Write JUnit XML (one test case per contract per GEMM) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
 }
 
 fn cmd_audit(args: AuditArgs) -> Result<u8> {
-    let (backend, note) = Backend::open(args.kind)?;
+    let (backend, note) = Backend::open(args.backend)?;
     let mut opts = AuditOptions {
         runs: args.runs as usize,
         control_attempts: args.control_attempts as usize,
