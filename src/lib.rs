@@ -8,6 +8,36 @@
 //! [`workload`], [`recorder`], [`audit`].
 //!
 //! See `shared/design/semantics.md` for the meaning of every object.
+//!
+//! Record a workload on the CPU reference backend, store it, rebuild its
+//! plan, and see a tampered route refused before anything is launched:
+//!
+//! ```
+//! use gemm_audit::backend::{Backend, cpu::CpuBackend};
+//! use gemm_audit::{CapturedGemmGraphPlan, RecordedGemmTrace, recorder, workload::Workload};
+//!
+//! let backend = Backend::Cpu(CpuBackend::default());
+//! let mut w = Workload::builtin("m-sweep").unwrap();
+//! w.gemms.truncate(2);
+//! let rec = recorder::record(&backend, &w, &mut |_, _| {}).unwrap();
+//! assert!(rec.replay.is_identical());
+//!
+//! // Store and read back: one trace, one encoding.
+//! let bytes = rec.trace.to_bytes().unwrap();
+//! let stored = RecordedGemmTrace::from_bytes(&bytes).unwrap();
+//!
+//! // The plan rebuilds only from matching routes, and replays only after validation.
+//! let plan = CapturedGemmGraphPlan::from_trace(&stored).unwrap();
+//! let mut launched = false;
+//! plan.with_validated_launch(backend.context(), "replay", |_| launched = true).unwrap();
+//! assert!(launched);
+//!
+//! // Any change to a route is refused at plan construction, naming what changed.
+//! let mut routes = stored.routes.clone();
+//! routes[1].kernel_symbol.push_str("_other");
+//! let refusal = CapturedGemmGraphPlan::new(stored.manifest(), routes).unwrap_err();
+//! assert_eq!(refusal.change().field, "ordered_digest");
+//! ```
 
 pub mod backend;
 pub mod digest;
