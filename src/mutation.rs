@@ -342,8 +342,3 @@ pub fn exercise(
     out.launched = launched.get();
     out
 }
-
-/// Whether a mutation made any difference (e.g. a swap of equal routes does not).
-pub fn changes(original: &[ResolvedGemmRoute], mutated: &[ResolvedGemmRoute]) -> bool {
-    original != mutated
-}

@@ -40,7 +40,15 @@ pub fn eager_run(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<EagerRun> {
     let scoped = backend.for_workload(workload);
-    let backend = scoped.as_ref().unwrap_or(backend);
+    eager_run_on(scoped.as_ref().unwrap_or(backend), workload, progress)
+}
+
+/// [`eager_run`] on a backend already scoped to the workload's policy.
+fn eager_run_on(
+    backend: &Backend,
+    workload: &Workload,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<EagerRun> {
     let total = workload.gemms.len();
     // Growable storage: the eager run decides the launch count.
     let mut run = EagerRun {
@@ -117,9 +125,9 @@ pub fn record(
     workload: &Workload,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Recording> {
-    let run = eager_run(backend, workload, progress)?;
     let scoped = backend.for_workload(workload);
     let backend = scoped.as_ref().unwrap_or(backend);
+    let run = eager_run_on(backend, workload, progress)?;
     let fingerprints = run.fingerprints();
     let mut trace = RecordedGemmTrace::new(
         workload.name.clone(),

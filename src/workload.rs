@@ -92,11 +92,6 @@ impl RouteChoice {
     pub fn is_vendor(&self) -> bool {
         matches!(self, RouteChoice::Cublas | RouteChoice::CublasLt)
     }
-
-    /// Whether this choice promises run-to-run bit identity.
-    pub fn promises_determinism(&self) -> bool {
-        !matches!(self, RouteChoice::SplitKAtomic(_))
-    }
 }
 
 impl fmt::Display for RouteChoice {

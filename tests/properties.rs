@@ -679,7 +679,7 @@ proptest! {
         for m in kinds {
             let mut mutated = routes.clone();
             prop_assert!(m.apply(&mut mutated), "{:?} did not apply", m);
-            prop_assert!(mutation::changes(&routes, &mutated), "{:?} changed nothing", m);
+            prop_assert!(routes != mutated, "{:?} changed nothing", m);
 
             // Through the library's own exercise.
             let outcome = mutation::exercise(&golden, &live, mutated.clone());

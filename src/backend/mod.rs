@@ -142,7 +142,9 @@ impl Backend {
 
     /// The scalar-FMA reference output of the same problem (computed on the CPU).
     pub fn reference(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {
-        let cpu = cpu::CpuBackend::default();
+        // Built once: its context hashes the kernel source and module symbols.
+        static REFERENCE: std::sync::OnceLock<cpu::CpuBackend> = std::sync::OnceLock::new();
+        let cpu = REFERENCE.get_or_init(cpu::CpuBackend::default);
         let reference = cpu.route(
             &route.gemm,
             route.op,
