@@ -649,7 +649,7 @@ fn contract_parity_checks(
     outputs: &[Vec<u8>],
 ) {
     const C: &str = "contract-parity";
-    let portable = |k: ContractKind| {
+    let portable = |k: &ContractKind| {
         matches!(
             k,
             ContractKind::ScalarFma
@@ -661,7 +661,7 @@ fn contract_parity_checks(
     type Problem = (String, String, u64, u64, u64, u64, String);
     let mut groups: BTreeMap<Problem, Vec<usize>> = BTreeMap::new();
     for (i, (g, r)) in w.gemms.iter().zip(routes).enumerate() {
-        if !portable(r.contract.kind) {
+        if !portable(&r.contract.kind) {
             continue;
         }
         let key = (

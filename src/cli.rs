@@ -545,10 +545,17 @@ pub fn trace_table(t: &RecordedGemmTrace) -> String {
     ));
     s.push_str(&format!("device          {}\n", t.context.device.class));
     s.push_str(&format!("policy          {}\n", t.context.policy));
-    s.push_str(&format!(
-        "compiler        {} {}\n",
-        t.context.compiler.name, t.context.compiler.version
-    ));
+    for m in &t.context.modules {
+        s.push_str(&format!(
+            "module          {} ({}, {}) by {} {}, {} symbols\n",
+            m.kind,
+            m.backend,
+            m.digest.short(),
+            m.compiler.name,
+            m.compiler.version,
+            m.symbols.len()
+        ));
+    }
     s.push_str(&format!("context digest  {}\n", t.context.digest()));
     s.push_str(&format!("launches        {}\n", t.launch_set.launch_count));
     s.push_str(&format!(

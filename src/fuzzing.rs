@@ -8,7 +8,9 @@ use crate::trace::PreparedGemmCaptureManifest;
 use crate::trace::codec::{self, Limits};
 
 /// Decodes arbitrary bytes as a trace file. Whatever decodes must re-encode
-/// to the same bytes, and its plan must build or be refused without panicking.
+/// (in the current version) to the same bytes when it was of the current
+/// version, and to a file that decodes to the same trace when it was
+/// older; its plan must build or be refused without panicking.
 pub fn decode_trace(data: &[u8]) {
     let limits = Limits {
         max_file_bytes: 4 << 20,
@@ -16,7 +18,13 @@ pub fn decode_trace(data: &[u8]) {
     };
     if let Ok(trace) = codec::decode_trace(data, &limits) {
         let again = codec::encode_trace(&trace).expect("a decoded trace re-encodes");
-        assert_eq!(again, data, "one trace, one encoding");
+        let (version, _) = codec::open_versioned(data, &limits).expect("it decoded");
+        if version == codec::FORMAT_VERSION {
+            assert_eq!(again, data, "one trace, one encoding");
+        } else {
+            let upgraded = codec::decode_trace(&again, &limits).expect("an upgrade decodes");
+            assert_eq!(upgraded, trace, "an upgraded trace reads back unchanged");
+        }
         let _ = CapturedGemmGraphPlan::from_trace(&trace).map(|p| p.validate(&trace.context));
     }
 }

@@ -3,12 +3,12 @@
 
 use crate::digest::{Digest, DigestWriter, FieldValue, FieldVisitor, Framed};
 use crate::policy::GemmPolicy;
-use crate::route::{ContractKind, ModuleKind, PhysicalBackend};
+use crate::vocab::{ContractKind, DType, GemmOp, ModuleKind, PhysicalBackend};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Domain of [`GemmRouteIdentity::digest`].
-pub const CONTEXT_DOMAIN: &str = "gemm-audit/context/v1";
+pub const CONTEXT_DOMAIN: &str = "gemm-audit/context/v2";
 
 /// Which compiler built a kernel, with which options, from which source.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -17,7 +17,9 @@ pub struct CompilerIdentity {
     pub name: String,
     /// e.g. the crate version, or `13.0`.
     pub version: String,
+    /// Digest of the options the compiler ran with.
     pub options_digest: Digest,
+    /// Digest of the source it compiled.
     pub source_digest: Digest,
 }
 
@@ -36,7 +38,36 @@ impl Framed for CompilerIdentity {
     }
 }
 
+/// Domain of [`CompilerIdentity::new`]'s options digest.
+pub const COMPILER_OPTIONS_DOMAIN: &str = "gemm-audit/compiler-options/v1";
+
 impl CompilerIdentity {
+    /// A compiler identity from its name, version, the options it was run
+    /// with (framed in order, so reordering them is a change) and the exact
+    /// source it compiled.
+    ///
+    /// Use it for NVRTC (`"nvrtc"`, the version NVRTC reports), a
+    /// build-time nvcc (`"nvcc"`, the `--version` release string, the
+    /// command-line flags, the `.cu` bytes), Triton, or any other compiler.
+    pub fn new(
+        name: impl Into<String>,
+        version: impl Into<String>,
+        options: &[&str],
+        source: &[u8],
+    ) -> Self {
+        let mut w = DigestWriter::new(COMPILER_OPTIONS_DOMAIN);
+        w.field("count", FieldValue::U64(options.len() as u64));
+        for o in options {
+            w.field("option", FieldValue::Str(o));
+        }
+        CompilerIdentity {
+            name: name.into(),
+            version: version.into(),
+            options_digest: w.finish(),
+            source_digest: Digest::sha256(source),
+        }
+    }
+
     pub(crate) fn strings(&self) -> impl Iterator<Item = &str> {
         [self.name.as_str(), self.version.as_str()].into_iter()
     }
@@ -78,35 +109,234 @@ impl DeviceIdentity {
     }
 }
 
-/// A loaded module (artifact): its kind, digest, and the symbols it serves.
+/// What one symbol serves: a logical op and dtype under a numeric
+/// contract, with or without tensor cores. A replay of a route through a
+/// symbol that does not serve the route's (op, dtype, contract, tensor
+/// cores) is refused before launch, so relabelling a route to another
+/// loaded symbol, or changing its dtype, is caught without a golden.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Service {
+    /// Logical op.
+    pub op: GemmOp,
+    /// Storage dtype.
+    pub dtype: DType,
+    /// Numeric contract kind.
+    pub contract: ContractKind,
+    /// Whether the symbol uses tensor cores for it.
+    pub tensor_cores: bool,
+}
+
+impl Service {
+    fn label(&self) -> String {
+        format!(
+            "{}/{}/{}/{}",
+            self.op,
+            self.dtype,
+            self.contract,
+            if self.tensor_cores { "tc" } else { "no-tc" }
+        )
+    }
+}
+
+/// One kernel symbol of a module, with what it serves and, where known,
+/// the digest of its resources (registers, shared memory, ...).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SymbolEntry {
+    /// The kernel symbol.
+    pub name: String,
+    /// What the symbol serves, sorted.
+    pub serves: Vec<Service>,
+    /// Digest of the kernel's resources; when present, a route through
+    /// this symbol must carry the same `resources_digest`.
+    pub resources_digest: Option<Digest>,
+}
+
+impl SymbolEntry {
+    /// A symbol serving nothing yet; add services with [`SymbolEntry::serving`].
+    pub fn new(name: impl Into<String>) -> Self {
+        SymbolEntry {
+            name: name.into(),
+            serves: Vec::new(),
+            resources_digest: None,
+        }
+    }
+
+    /// Adds every (op, dtype) pair of `ops` x `dtypes` under `contract`.
+    pub fn serving(
+        mut self,
+        ops: &[GemmOp],
+        dtypes: &[DType],
+        contract: &ContractKind,
+        tensor_cores: bool,
+    ) -> Self {
+        for &op in ops {
+            for &dtype in dtypes {
+                self.serves.push(Service {
+                    op,
+                    dtype,
+                    contract: contract.clone(),
+                    tensor_cores,
+                });
+            }
+        }
+        self.serves.sort();
+        self.serves.dedup();
+        self
+    }
+
+    /// Declares the kernel's resources digest.
+    pub fn with_resources(mut self, digest: Digest) -> Self {
+        self.resources_digest = Some(digest);
+        self
+    }
+
+    /// True when this symbol serves `s`.
+    pub fn serves(&self, s: &Service) -> bool {
+        self.serves.binary_search(s).is_ok() || self.serves.contains(s)
+    }
+}
+
+/// A loaded module (artifact): which backend it serves, its kind, digest,
+/// compiler and compilation target, and the symbols it serves.
+///
+/// Each module carries its own compiler, so one context can hold modules
+/// from several compilers (NVRTC, nvcc, a vendor library).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ModuleIdentity {
+    /// The backend whose kernels this module holds.
+    pub backend: PhysicalBackend,
+    /// The module kind.
     pub kind: ModuleKind,
+    /// Digest of the artifact (cubin, PTX, library identity).
     pub digest: Digest,
-    /// Kernel symbols the module serves, sorted.
-    pub symbols: Vec<String>,
+    /// The compiler that built it (for vendor libraries: the library).
+    pub compiler: CompilerIdentity,
+    /// Compilation target, e.g. `sm_90a` or `x86_64`.
+    pub target: String,
+    /// Kernel symbols the module serves, sorted by name.
+    pub symbols: Vec<SymbolEntry>,
+}
+
+impl ModuleIdentity {
+    /// A module identified by the digest of its artifact bytes (a cubin,
+    /// PTX text, a fatbin). Symbols are sorted by name.
+    pub fn from_artifact(
+        backend: PhysicalBackend,
+        kind: ModuleKind,
+        artifact: &[u8],
+        compiler: CompilerIdentity,
+        target: impl Into<String>,
+        symbols: Vec<SymbolEntry>,
+    ) -> Self {
+        Self::new(
+            backend,
+            kind,
+            Digest::sha256(artifact),
+            compiler,
+            target,
+            symbols,
+        )
+    }
+
+    /// A module with a given digest. Symbols are sorted by name.
+    pub fn new(
+        backend: PhysicalBackend,
+        kind: ModuleKind,
+        digest: Digest,
+        compiler: CompilerIdentity,
+        target: impl Into<String>,
+        mut symbols: Vec<SymbolEntry>,
+    ) -> Self {
+        symbols.sort_by(|a, b| a.name.cmp(&b.name));
+        ModuleIdentity {
+            backend,
+            kind,
+            digest,
+            compiler,
+            target: target.into(),
+            symbols,
+        }
+    }
+
+    /// The entry of `name`, if the module serves it.
+    pub fn symbol(&self, name: &str) -> Option<&SymbolEntry> {
+        match self.symbols.binary_search_by(|s| s.name.as_str().cmp(name)) {
+            Ok(i) => Some(&self.symbols[i]),
+            // Decoded files are not trusted to be sorted.
+            Err(_) => self.symbols.iter().find(|s| s.name == name),
+        }
+    }
+
+    /// The symbol names, in order.
+    pub fn symbol_names(&self) -> Vec<String> {
+        self.symbols.iter().map(|s| s.name.clone()).collect()
+    }
+
+    fn visit_fields<V: FieldVisitor>(&self, v: &mut V) {
+        v.field("module.backend", FieldValue::Str(&self.backend.as_str()));
+        v.field("module.kind", FieldValue::Str(&self.kind.as_str()));
+        v.field("module.digest", FieldValue::Digest(&self.digest));
+        v.field("module.compiler.name", FieldValue::Str(&self.compiler.name));
+        v.field(
+            "module.compiler.version",
+            FieldValue::Str(&self.compiler.version),
+        );
+        v.field(
+            "module.compiler.options_digest",
+            FieldValue::Digest(&self.compiler.options_digest),
+        );
+        v.field(
+            "module.compiler.source_digest",
+            FieldValue::Digest(&self.compiler.source_digest),
+        );
+        v.field("module.target", FieldValue::Str(&self.target));
+        v.field("module.symbols", FieldValue::StrList(&self.symbol_names()));
+        let services: Vec<String> = self
+            .symbols
+            .iter()
+            .flat_map(|s| {
+                s.serves
+                    .iter()
+                    .map(move |x| format!("{} {}", s.name, x.label()))
+            })
+            .collect();
+        v.field("module.services", FieldValue::StrList(&services));
+        let resources: Vec<String> = self
+            .symbols
+            .iter()
+            .filter_map(|s| s.resources_digest.map(|d| format!("{} {d}", s.name)))
+            .collect();
+        v.field("module.resources", FieldValue::StrList(&resources));
+    }
 }
 
 /// Revisions of the tables that steer route selection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Revisions {
+    /// Revision of the tuning table (dispatch thresholds).
     pub tuning_table: u32,
+    /// Revision of the work schedule (tile order, worker assignment).
     pub schedule: u32,
+    /// Revision of the tensor-map encoding.
     pub tensor_map: u32,
 }
 
-/// The live context: policy, what it permits, compilers, modules, device and
-/// revisions. Two contexts are equal only if all of it is.
+/// The live context: policy, what it permits, modules (each with its
+/// compiler), device and revisions. Two contexts are equal only if all of
+/// it is.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct GemmRouteIdentity {
+    /// The numeric policy.
     pub policy: GemmPolicy,
-    /// Backends this context may replay (derived from the policy and what is present).
+    /// Backends this context may replay (derived from the policy and the modules).
     pub permitted_backends: Vec<PhysicalBackend>,
     /// Numeric contracts the policy permits, before per-dtype rules.
     pub permitted_contracts: Vec<ContractKind>,
-    pub compiler: CompilerIdentity,
+    /// Loaded modules.
     pub modules: Vec<ModuleIdentity>,
+    /// The device.
     pub device: DeviceIdentity,
+    /// Revisions of the tables that steer route selection.
     pub revisions: Revisions,
 }
 
@@ -125,12 +355,9 @@ impl Framed for GemmRouteIdentity {
             .map(|c| c.to_string())
             .collect();
         v.field("permitted_contracts", FieldValue::StrList(&contracts));
-        self.compiler.visit_fields(v);
         v.field("modules.count", FieldValue::U64(self.modules.len() as u64));
         for m in &self.modules {
-            v.field("module.kind", FieldValue::Str(m.kind.as_str()));
-            v.field("module.digest", FieldValue::Digest(&m.digest));
-            v.field("module.symbols", FieldValue::StrList(&m.symbols));
+            m.visit_fields(v);
         }
         self.device.visit_fields(v);
         v.field(
@@ -149,6 +376,43 @@ impl Framed for GemmRouteIdentity {
 }
 
 impl GemmRouteIdentity {
+    /// A context whose permitted backends and contracts are derived from
+    /// `policy`: the backends of `modules` that the policy permits (in
+    /// module order, each once), and the contract kinds its mode permits.
+    pub fn new(
+        policy: GemmPolicy,
+        modules: Vec<ModuleIdentity>,
+        device: DeviceIdentity,
+        revisions: Revisions,
+    ) -> Self {
+        let mut permitted_backends: Vec<PhysicalBackend> = Vec::new();
+        for m in &modules {
+            if policy.refuse_backend(&m.backend).is_none()
+                && !permitted_backends.contains(&m.backend)
+            {
+                permitted_backends.push(m.backend.clone());
+            }
+        }
+        GemmRouteIdentity {
+            policy,
+            permitted_backends,
+            permitted_contracts: policy.contracts().to_vec(),
+            modules,
+            device,
+            revisions,
+        }
+    }
+
+    /// The same modules, device and revisions under another policy.
+    pub fn with_policy(&self, policy: GemmPolicy) -> Self {
+        Self::new(
+            policy,
+            self.modules.clone(),
+            self.device.clone(),
+            self.revisions,
+        )
+    }
+
     /// Framed digest of the whole context.
     pub fn digest(&self) -> Digest {
         let mut w = DigestWriter::new(CONTEXT_DOMAIN);
@@ -157,18 +421,21 @@ impl GemmRouteIdentity {
     }
 
     /// The module of `kind` whose digest is `digest`, if loaded.
-    pub fn module(&self, kind: ModuleKind, digest: &Digest) -> Option<&ModuleIdentity> {
+    pub fn module(&self, kind: &ModuleKind, digest: &Digest) -> Option<&ModuleIdentity> {
         self.modules
             .iter()
-            .find(|m| m.kind == kind && &m.digest == digest)
+            .find(|m| &m.kind == kind && &m.digest == digest)
     }
 
     pub(crate) fn strings(&self) -> impl Iterator<Item = &str> {
-        self.compiler.strings().chain(self.device.strings()).chain(
-            self.modules
-                .iter()
-                .flat_map(|m| m.symbols.iter().map(String::as_str)),
-        )
+        self.device
+            .strings()
+            .chain(self.modules.iter().flat_map(|m| {
+                m.compiler
+                    .strings()
+                    .chain(std::iter::once(m.target.as_str()))
+                    .chain(m.symbols.iter().map(|s| s.name.as_str()))
+            }))
     }
 }
 

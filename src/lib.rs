@@ -7,7 +7,7 @@
 //! plans and replay validation), [`backend`] (CPU reference, CUDA),
 //! [`workload`], [`recorder`], [`audit`].
 //!
-//! See `shared/design/semantics.md` for the meaning of every object.
+//! See `docs/design.md` for the meaning of every object.
 //!
 //! Record a workload on the CPU reference backend, store it, rebuild its
 //! plan, and see a tampered route refused before anything is launched:
@@ -49,19 +49,21 @@ pub mod plan;
 pub mod policy;
 pub mod route;
 pub mod trace;
+pub mod vocab;
 
 pub use digest::Digest;
 pub use error::{Error, FormatError, LaunchSetError, Refusal, RefusalStage, Result};
 pub use identity::{
-    CompilerIdentity, DeviceIdentity, GemmRouteIdentity, ModuleIdentity, Revisions,
+    CompilerIdentity, DeviceIdentity, GemmRouteIdentity, ModuleIdentity, Revisions, Service,
+    SymbolEntry,
 };
 pub use launch_set::{
     ResolvedGemmLaunchSet, ResolvedGemmLaunchSetBuilder, build_resolved_gemm_launch_set,
 };
-pub use plan::CapturedGemmGraphPlan;
+pub use plan::{CapturedGemmGraphPlan, PreparedGemmCaptureManifest};
 pub use policy::{F32Policy, GemmPolicy, HalfPolicy, PolicyMode};
 pub use route::{DType, GemmOp, ResolvedGemmRoute};
-pub use trace::{OutputFingerprint, PreparedGemmCaptureManifest, RecordedGemmTrace};
+pub use trace::{OutputFingerprint, RecordedGemmTrace};
 pub mod mutation;
 
 pub mod audit;

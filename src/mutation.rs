@@ -115,16 +115,16 @@ fn bump_str(s: &mut String) {
 /// makes the property tests fail.
 pub fn mutate_field(r: &mut ResolvedGemmRoute, tag: &str) -> bool {
     use crate::route::*;
-    fn next<T: Copy + PartialEq>(all: &[T], x: T) -> T {
+    fn next<T: Clone + PartialEq>(all: &[T], x: T) -> T {
         let i = all.iter().position(|v| *v == x).unwrap_or(0);
-        all[(i + 1) % all.len()]
+        all[(i + 1) % all.len()].clone()
     }
     match tag {
         "gemm" => bump_str(&mut r.gemm),
         "op" => r.op = next(GemmOp::ALL, r.op),
         "dtype" => r.dtype = next(DType::ALL, r.dtype),
-        "backend" => r.backend = next(PhysicalBackend::ALL, r.backend),
-        "contract.kind" => r.contract.kind = next(ContractKind::ALL, r.contract.kind),
+        "backend" => r.backend = next(PhysicalBackend::ALL, r.backend.clone()),
+        "contract.kind" => r.contract.kind = next(ContractKind::ALL, r.contract.kind.clone()),
         "contract.splits" => r.contract.splits = r.contract.splits.wrapping_add(1),
         "instruction_family" => bump_str(&mut r.instruction_family),
         "instruction_shape" => bump_str(&mut r.instruction_shape),
@@ -134,7 +134,7 @@ pub fn mutate_field(r: &mut ResolvedGemmRoute, tag: &str) -> bool {
         }
         "output_ownership" => r.output_ownership = next(OutputOwnership::ALL, r.output_ownership),
         "kernel_symbol" => bump_str(&mut r.kernel_symbol),
-        "module_kind" => r.module_kind = next(ModuleKind::ALL, r.module_kind),
+        "module_kind" => r.module_kind = next(ModuleKind::ALL, r.module_kind.clone()),
         "compilation_target" => bump_str(&mut r.compilation_target),
         "artifact_digest" => flip(&mut r.artifact_digest),
         "compiler.name" => bump_str(&mut r.compiler.name),

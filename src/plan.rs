@@ -3,12 +3,40 @@
 
 use crate::digest::{Digest, field_changes};
 use crate::error::{LaunchSetError, Refusal, RefusalStage};
-use crate::identity::GemmRouteIdentity;
+use crate::identity::{GemmRouteIdentity, ModuleIdentity, Service};
 use crate::launch_set::{ResolvedGemmLaunchSet, build_resolved_gemm_launch_set};
 use crate::route::{ModuleKind, ResolvedGemmRoute};
-use crate::trace::{PreparedGemmCaptureManifest, RecordedGemmTrace};
-use std::collections::{HashMap, HashSet};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::sync::Mutex;
+
+/// What a capture is prepared from: the context, the launch set, and the
+/// route capacity a capture must reserve (equal to the launch count).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreparedGemmCaptureManifest {
+    /// The live context the eager run was recorded under.
+    pub context: GemmRouteIdentity,
+    /// Launch count and ordered digest of the eager run's routes.
+    pub launch_set: ResolvedGemmLaunchSet,
+    /// Routes a capture must reserve room for (the launch count).
+    pub route_capacity: u64,
+}
+
+impl PreparedGemmCaptureManifest {
+    /// The manifest of `routes` recorded under `context`. Refused when the
+    /// routes do not form a valid launch set (none, zero grids, ...).
+    pub fn from_routes(
+        context: GemmRouteIdentity,
+        routes: &[ResolvedGemmRoute],
+    ) -> Result<Self, LaunchSetError> {
+        let launch_set = build_resolved_gemm_launch_set(routes)?;
+        Ok(PreparedGemmCaptureManifest {
+            context,
+            launch_set,
+            route_capacity: launch_set.launch_count,
+        })
+    }
+}
 
 /// A plan rebuilt from routes whose launch set matched its manifest.
 ///
@@ -56,19 +84,17 @@ impl CapturedGemmGraphPlan {
         })
     }
 
-    /// Builds the plan of a recorded trace (its own manifest and routes).
-    pub fn from_trace(trace: &RecordedGemmTrace) -> Result<Self, Refusal> {
-        Self::new(trace.manifest(), trace.routes.clone())
-    }
-
+    /// The manifest the plan was built from.
     pub fn manifest(&self) -> &PreparedGemmCaptureManifest {
         &self.manifest
     }
 
+    /// The routes, in enqueue order.
     pub fn routes(&self) -> &[ResolvedGemmRoute] {
         &self.routes
     }
 
+    /// The launch set the routes were checked against.
     pub fn launch_set(&self) -> &ResolvedGemmLaunchSet {
         &self.manifest.launch_set
     }
@@ -133,21 +159,6 @@ impl CapturedGemmGraphPlan {
             &golden.launch_set,
             &self.manifest.launch_set,
         )
-    }
-
-    /// Like [`Self::check_against_golden`], but with the golden routes at
-    /// hand, so a refusal names the first differing route and its fields.
-    pub fn check_against_golden_trace(&self, golden: &RecordedGemmTrace) -> Result<(), Refusal> {
-        for (i, (g, c)) in golden.routes.iter().zip(&self.routes).enumerate() {
-            if let Some(r) = Refusal::with_changes(
-                RefusalStage::GoldenComparison,
-                Some(i as u64),
-                field_changes(g, c),
-            ) {
-                return Err(r);
-            }
-        }
-        self.check_against_golden(&golden.manifest())
     }
 
     /// Checks what a capture produced against the manifest.
@@ -223,27 +234,35 @@ fn context_refusal(
         .unwrap_or_else(|| Refusal::new(stage, None, "context", expected.digest(), found.digest()))
 }
 
-/// Symbols served by each loaded module, indexed once per validation walk.
+/// Loaded modules by (kind, digest), indexed once per validation walk.
 struct ModuleIndex<'a> {
-    symbols: HashMap<(ModuleKind, &'a Digest), HashSet<&'a str>>,
+    modules: HashMap<(&'a ModuleKind, &'a Digest), &'a ModuleIdentity>,
 }
 
 impl<'a> ModuleIndex<'a> {
     fn new(live: &'a GemmRouteIdentity) -> Self {
-        let symbols = live
+        let modules = live
             .modules
             .iter()
-            .map(|m| {
-                (
-                    (m.kind, &m.digest),
-                    m.symbols.iter().map(String::as_str).collect(),
-                )
-            })
+            .map(|m| ((&m.kind, &m.digest), m))
             .collect();
-        ModuleIndex { symbols }
+        ModuleIndex { modules }
     }
 }
 
+/// The first differing field of two framed values, as a refusal of route `i`.
+fn first_change<T: crate::digest::Framed>(i: u64, expected: &T, found: &T, whole: &str) -> Refusal {
+    let c = field_changes(expected, found);
+    let (field, exp, got) = c
+        .first()
+        .map(|c| (c.field.clone(), c.expected.clone(), c.found.clone()))
+        .unwrap_or_else(|| (whole.to_string(), String::new(), String::new()));
+    Refusal::new(RefusalStage::ReplayValidation, Some(i), field, exp, got)
+}
+
+/// Whether `route` may be replayed under `live`: everything the live
+/// context says about the route's module, symbol, policy, revisions and
+/// device, checked without any golden.
 fn check_servable(
     live: &GemmRouteIdentity,
     index: &ModuleIndex<'_>,
@@ -251,80 +270,146 @@ fn check_servable(
     route: &ResolvedGemmRoute,
 ) -> Result<(), Refusal> {
     let stage = RefusalStage::ReplayValidation;
-    let expected_kind = route.backend.module_kind();
-    if route.module_kind != expected_kind {
-        return Err(Refusal::new(
-            stage,
-            Some(i),
-            "module_kind",
-            expected_kind,
-            route.module_kind,
-        ));
+    let refuse = |field: &str, expected: &dyn std::fmt::Display, found: &dyn std::fmt::Display| {
+        Err(Refusal::new(stage, Some(i), field, expected, found))
+    };
+    if let Some(expected_kind) = route.backend.module_kind() {
+        if route.module_kind != expected_kind {
+            return refuse("module_kind", &expected_kind, &route.module_kind);
+        }
     }
     if !live.permitted_backends.contains(&route.backend) {
-        return Err(Refusal::new(
-            stage,
-            Some(i),
+        return refuse(
             "backend",
-            "a backend the live context permits",
-            route.backend,
-        ));
+            &"a backend the live context permits",
+            &route.backend,
+        );
     }
-    if !live.permitted_contracts.contains(&route.contract.kind) {
-        return Err(Refusal::new(
-            stage,
-            Some(i),
+    if !live
+        .permitted_contracts
+        .contains(route.contract.kind.class())
+    {
+        return refuse(
             "contract.kind",
-            "a contract the live context permits",
-            route.contract.kind,
-        ));
+            &"a contract the live context permits",
+            &route.contract.kind,
+        );
     }
-    if let Some((field, why)) = live.policy.refuse_route(route) {
+    if let Some((field, why)) = live.policy.refuse(
+        &route.backend,
+        route.dtype,
+        &route.contract.kind,
+        route.uses_tensor_cores,
+    ) {
         let found = match field {
             "backend" => route.backend.to_string(),
             "uses_tensor_cores" => route.uses_tensor_cores.to_string(),
             _ => format!("{} {}", route.dtype, route.contract),
         };
-        return Err(Refusal::new(stage, Some(i), field, why, found));
+        return refuse(field, &why, &found);
     }
-    let Some(symbols) = index
-        .symbols
-        .get(&(route.module_kind, &route.artifact_digest))
+    let Some(module) = index
+        .modules
+        .get(&(&route.module_kind, &route.artifact_digest))
     else {
-        return Err(Refusal::new(
-            stage,
-            Some(i),
+        return refuse(
             "artifact_digest",
-            format!("a loaded {} module", route.module_kind),
-            route.artifact_digest,
-        ));
+            &format!("a loaded {} module", route.module_kind),
+            &route.artifact_digest,
+        );
     };
-    if !symbols.contains(route.kernel_symbol.as_str()) {
-        return Err(Refusal::new(
-            stage,
-            Some(i),
-            "kernel_symbol",
-            "a symbol the live module serves",
-            format!("{:?}", route.kernel_symbol),
-        ));
+    if module.backend != route.backend {
+        // A module of this kind and digest serves another backend.
+        return refuse("module_kind", &module.backend, &route.backend);
     }
-    if route.device != live.device {
-        let c = field_changes(&live.device, &route.device);
-        let (field, exp, found) = c
-            .first()
-            .map(|c| (c.field.clone(), c.expected.clone(), c.found.clone()))
-            .unwrap_or_else(|| ("device".into(), String::new(), String::new()));
-        return Err(Refusal::new(stage, Some(i), field, exp, found));
+    let Some(symbol) = module.symbol(&route.kernel_symbol) else {
+        return refuse(
+            "kernel_symbol",
+            &"a symbol the live module serves",
+            &format!("{:?}", route.kernel_symbol),
+        );
+    };
+    let service = Service {
+        op: route.op,
+        dtype: route.dtype,
+        contract: route.contract.kind.clone(),
+        tensor_cores: route.uses_tensor_cores,
+    };
+    if !symbol.serves(&service) {
+        // Name the first field of the route that the symbol serves no
+        // variant of: a dtype change names `dtype`, a relabelled symbol
+        // names `kernel_symbol`.
+        let field = if !symbol.serves.iter().any(|s| s.op == service.op) {
+            "op"
+        } else if !symbol.serves.iter().any(|s| s.dtype == service.dtype) {
+            "dtype"
+        } else if !symbol.serves.iter().any(|s| s.contract == service.contract) {
+            "contract.kind"
+        } else if !symbol
+            .serves
+            .iter()
+            .any(|s| s.tensor_cores == service.tensor_cores)
+        {
+            "uses_tensor_cores"
+        } else {
+            "kernel_symbol"
+        };
+        return refuse(
+            field,
+            &format!("what {:?} serves", route.kernel_symbol),
+            &format!(
+                "{} {} {} tensor-cores={}",
+                route.op, route.dtype, route.contract.kind, route.uses_tensor_cores
+            ),
+        );
+    }
+    if let Some(expected) = &symbol.resources_digest {
+        if &route.resources_digest != expected {
+            return refuse("resources_digest", expected, &route.resources_digest);
+        }
+    }
+    if route.compilation_target != module.target {
+        return refuse(
+            "compilation_target",
+            &format!("{:?}", module.target),
+            &format!("{:?}", route.compilation_target),
+        );
     }
     // Vendor routes carry the library's identity in `vendor`; custom kernels
-    // must come from the live compiler.
-    if !route.backend.is_vendor() && route.compiler != live.compiler {
-        let c = field_changes(&live.compiler, &route.compiler);
-        let (field, exp, found) = c
-            .first()
-            .map(|c| (c.field.clone(), c.expected.clone(), c.found.clone()))
-            .unwrap_or_else(|| ("compiler".into(), String::new(), String::new()));
-        return Err(Refusal::new(stage, Some(i), field, exp, found));
+    // must come from the compiler that built their module.
+    if !route.backend.is_vendor() && route.compiler != module.compiler {
+        return Err(first_change(
+            i,
+            &module.compiler,
+            &route.compiler,
+            "compiler",
+        ));
+    }
+    if route.tuning_table_revision != live.revisions.tuning_table {
+        return refuse(
+            "tuning_table_revision",
+            &live.revisions.tuning_table,
+            &route.tuning_table_revision,
+        );
+    }
+    if route.schedule_revision != live.revisions.schedule {
+        return refuse(
+            "schedule_revision",
+            &live.revisions.schedule,
+            &route.schedule_revision,
+        );
+    }
+    if let Some(t) = &route.tensor_map {
+        if t.revision != live.revisions.tensor_map {
+            return refuse(
+                "tensor_map.revision",
+                &live.revisions.tensor_map,
+                &t.revision,
+            );
+        }
+    }
+    if route.device != live.device {
+        return Err(first_change(i, &live.device, &route.device, "device"));
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! `GemmPolicy`: which backends and numeric contracts a replay may use.
 
 use crate::digest::{FieldValue, FieldVisitor, Framed};
-use crate::route::{ContractKind, DType, PhysicalBackend, ResolvedGemmRoute};
+use crate::vocab::{ContractKind, DType, PhysicalBackend};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -18,6 +18,7 @@ pub enum PolicyMode {
 }
 
 impl PolicyMode {
+    /// The stable name.
     pub fn as_str(&self) -> &'static str {
         match self {
             PolicyMode::Deterministic => "deterministic",
@@ -48,9 +49,13 @@ pub enum HalfPolicy {
 /// The numeric policy of a context.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct GemmPolicy {
+    /// Who may serve GEMMs.
     pub mode: PolicyMode,
+    /// Whether tensor cores are permitted.
     pub tensor_cores: bool,
+    /// What f32 GEMMs may do.
     pub f32: F32Policy,
+    /// What f16/bf16 GEMMs may do.
     pub half: HalfPolicy,
 }
 
@@ -110,38 +115,56 @@ impl GemmPolicy {
         half: HalfPolicy::StreamK,
     };
 
-    /// Backends this mode may replay.
+    /// Built-in backends this mode may replay. Engine backends are
+    /// judged by [`GemmPolicy::refuse_backend`].
     pub fn backends(&self) -> &'static [PhysicalBackend] {
+        const DETERMINISTIC: &[PhysicalBackend] =
+            &[PhysicalBackend::CpuReference, PhysicalBackend::CudaNvrtc];
+        const VENDOR: &[PhysicalBackend] = &[PhysicalBackend::Cublas, PhysicalBackend::CublasLt];
         match self.mode {
-            PolicyMode::Deterministic => {
-                &[PhysicalBackend::CpuReference, PhysicalBackend::CudaNvrtc]
-            }
-            PolicyMode::CublasFast | PolicyMode::CublasPedantic => {
-                &[PhysicalBackend::Cublas, PhysicalBackend::CublasLt]
-            }
+            PolicyMode::Deterministic => DETERMINISTIC,
+            PolicyMode::CublasFast | PolicyMode::CublasPedantic => VENDOR,
         }
     }
 
-    /// Contract kinds this mode may replay, before per-dtype rules.
+    /// Built-in contract kinds this mode may replay, before per-dtype
+    /// rules. Engine contracts follow their `like` kind.
     pub fn contracts(&self) -> &'static [ContractKind] {
         use ContractKind::*;
+        const PLAIN: &[ContractKind] = &[ScalarFma, SplitKFixed, Tf32];
+        const TENSOR: &[ContractKind] = &[ScalarFma, SplitKFixed, Tf32, TensorCoreTileParity];
+        const FAST: &[ContractKind] = &[VendorPedantic, VendorFast];
+        const PEDANTIC: &[ContractKind] = &[VendorPedantic];
         match (self.mode, self.tensor_cores) {
-            (PolicyMode::Deterministic, false) => &[ScalarFma, SplitKFixed, Tf32],
-            (PolicyMode::Deterministic, true) => {
-                &[ScalarFma, SplitKFixed, Tf32, TensorCoreTileParity]
-            }
-            (PolicyMode::CublasFast, _) => &[VendorPedantic, VendorFast],
-            (PolicyMode::CublasPedantic, _) => &[VendorPedantic],
+            (PolicyMode::Deterministic, false) => PLAIN,
+            (PolicyMode::Deterministic, true) => TENSOR,
+            (PolicyMode::CublasFast, _) => FAST,
+            (PolicyMode::CublasPedantic, _) => PEDANTIC,
         }
     }
 
-    /// Why `contract` is not permitted for `dtype` under this policy, if it is not.
+    /// Why this policy's mode does not permit `backend`, if it does not.
+    /// An engine backend is permitted by the deterministic mode when the
+    /// engine picks its kernels, and by the vendor modes when a library does.
+    pub fn refuse_backend(&self, backend: &PhysicalBackend) -> Option<&'static str> {
+        let permitted = match backend {
+            PhysicalBackend::Engine { vendor, .. } => {
+                *vendor != (self.mode == PolicyMode::Deterministic)
+            }
+            builtin => self.backends().contains(builtin),
+        };
+        (!permitted).then_some("backend not permitted by the policy mode")
+    }
+
+    /// Why `contract` is not permitted for `dtype` under this policy, if it
+    /// is not. An engine contract is judged as its `like` kind.
     ///
     /// `AtomicUnordered` is permitted by no policy: it exists only as the
     /// audit's negative control.
-    pub fn refuse_contract(&self, dtype: DType, contract: ContractKind) -> Option<&'static str> {
+    pub fn refuse_contract(&self, dtype: DType, contract: &ContractKind) -> Option<&'static str> {
         use ContractKind::*;
-        if !self.contracts().contains(&contract) {
+        let contract = contract.class();
+        if !self.contracts().contains(contract) {
             return Some("numeric contract not permitted by the policy mode");
         }
         match (contract, dtype) {
@@ -162,19 +185,27 @@ impl GemmPolicy {
         }
     }
 
-    /// Why this policy refuses to replay `route`, naming the field, if it does.
-    /// Symbol and module checks against the loaded modules are the plan's job.
-    pub fn refuse_route(&self, route: &ResolvedGemmRoute) -> Option<(&'static str, &'static str)> {
-        if !self.backends().contains(&route.backend) {
-            return Some(("backend", "backend not permitted by the policy mode"));
+    /// Why this policy refuses a launch on `backend` of `dtype` under
+    /// `contract`, with or without tensor cores: the field at fault and the
+    /// reason. Symbol and module checks against the loaded modules are the
+    /// plan's job.
+    pub fn refuse(
+        &self,
+        backend: &PhysicalBackend,
+        dtype: DType,
+        contract: &ContractKind,
+        tensor_cores: bool,
+    ) -> Option<(&'static str, &'static str)> {
+        if let Some(why) = self.refuse_backend(backend) {
+            return Some(("backend", why));
         }
-        if route.uses_tensor_cores && !self.tensor_cores {
+        if tensor_cores && !self.tensor_cores {
             return Some((
                 "uses_tensor_cores",
                 "tensor cores not permitted by the policy",
             ));
         }
-        if let Some(why) = self.refuse_contract(route.dtype, route.contract.kind) {
+        if let Some(why) = self.refuse_contract(dtype, contract) {
             return Some(("contract.kind", why));
         }
         None
@@ -201,7 +232,7 @@ mod tests {
                 };
                 for d in DType::ALL {
                     assert!(
-                        p.refuse_contract(*d, ContractKind::AtomicUnordered)
+                        p.refuse_contract(*d, &ContractKind::AtomicUnordered)
                             .is_some()
                     );
                 }
@@ -213,11 +244,11 @@ mod tests {
     fn split_k_follows_dtype_policy() {
         let p = GemmPolicy::CPU_DEFAULT;
         assert!(
-            p.refuse_contract(DType::Bf16, ContractKind::SplitKFixed)
+            p.refuse_contract(DType::Bf16, &ContractKind::SplitKFixed)
                 .is_none()
         );
         assert!(
-            p.refuse_contract(DType::F32, ContractKind::SplitKFixed)
+            p.refuse_contract(DType::F32, &ContractKind::SplitKFixed)
                 .is_none()
         );
         let exact = GemmPolicy {
@@ -226,12 +257,12 @@ mod tests {
         };
         assert!(
             exact
-                .refuse_contract(DType::F32, ContractKind::SplitKFixed)
+                .refuse_contract(DType::F32, &ContractKind::SplitKFixed)
                 .is_some()
         );
         assert!(
             exact
-                .refuse_contract(DType::Bf16, ContractKind::SplitKFixed)
+                .refuse_contract(DType::Bf16, &ContractKind::SplitKFixed)
                 .is_none()
         );
         let tiled = GemmPolicy {
@@ -240,11 +271,11 @@ mod tests {
         };
         assert!(
             tiled
-                .refuse_contract(DType::F16, ContractKind::SplitKFixed)
+                .refuse_contract(DType::F16, &ContractKind::SplitKFixed)
                 .is_some()
         );
         assert!(
-            p.refuse_contract(DType::F32, ContractKind::ScalarFma)
+            p.refuse_contract(DType::F32, &ContractKind::ScalarFma)
                 .is_none()
         );
     }
@@ -256,15 +287,15 @@ mod tests {
             ..GemmPolicy::CPU_DEFAULT
         };
         assert!(
-            p.refuse_contract(DType::F32, ContractKind::VendorFast)
+            p.refuse_contract(DType::F32, &ContractKind::VendorFast)
                 .is_some()
         );
         assert!(
-            p.refuse_contract(DType::F32, ContractKind::VendorPedantic)
+            p.refuse_contract(DType::F32, &ContractKind::VendorPedantic)
                 .is_none()
         );
         assert!(
-            p.refuse_contract(DType::F32, ContractKind::ScalarFma)
+            p.refuse_contract(DType::F32, &ContractKind::ScalarFma)
                 .is_some()
         );
     }

@@ -11,150 +11,13 @@ use crate::identity::{CompilerIdentity, DeviceIdentity};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-macro_rules! named_enum {
-    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $var:ident => $s:literal),+ $(,)? }) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-        #[serde(rename_all = "kebab-case")]
-        pub enum $name { $($(#[$vm])* $var),+ }
-        impl $name {
-            /// Every variant, in declaration order.
-            pub const ALL: &'static [$name] = &[$($name::$var),+];
-            /// The stable name used in digests, files and the command line.
-            pub fn as_str(&self) -> &'static str {
-                match self { $($name::$var => $s),+ }
-            }
-            /// Parses the stable name.
-            pub fn parse(s: &str) -> Option<Self> {
-                match s { $($s => Some($name::$var),)+ _ => None }
-            }
-        }
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { f.write_str(self.as_str()) }
-        }
-    };
-}
-
-named_enum!(
-    /// Logical operation: which operand is stored transposed (row-major storage).
-    GemmOp {
-        /// C[m,n] = A[m,k] * B[k,n]; A stored m x k, B stored k x n.
-        Nn => "nn",
-        /// A stored transposed (k x m).
-        Tn => "tn",
-        /// B stored transposed (n x k).
-        Nt => "nt",
-    }
-);
-
-named_enum!(
-    /// Storage dtype of A, B and C. Accumulation is f32 in every contract here.
-    DType {
-        F32 => "f32",
-        F16 => "f16",
-        Bf16 => "bf16",
-    }
-);
-
-impl DType {
-    /// True for the 16-bit storage types.
-    pub fn is_half(&self) -> bool {
-        matches!(self, DType::F16 | DType::Bf16)
-    }
-}
-
-named_enum!(
-    /// The physical backend that executed a launch.
-    PhysicalBackend {
-        /// The CPU reference backend (Rust kernels).
-        CpuReference => "cpu-reference",
-        /// Custom CUDA kernels compiled with NVRTC.
-        CudaNvrtc => "cuda-nvrtc",
-        /// cuBLAS (sgemm / GemmEx).
-        Cublas => "cublas",
-        /// cuBLASLt matmul.
-        CublasLt => "cublas-lt",
-    }
-);
-
-impl PhysicalBackend {
-    /// The module kind that serves this backend's kernels.
-    pub fn module_kind(&self) -> ModuleKind {
-        match self {
-            PhysicalBackend::CpuReference => ModuleKind::CpuReference,
-            PhysicalBackend::CudaNvrtc => ModuleKind::Nvrtc,
-            PhysicalBackend::Cublas => ModuleKind::Cublas,
-            PhysicalBackend::CublasLt => ModuleKind::CublasLt,
-        }
-    }
-
-    /// True for vendor libraries, whose kernels are chosen by the library.
-    pub fn is_vendor(&self) -> bool {
-        matches!(self, PhysicalBackend::Cublas | PhysicalBackend::CublasLt)
-    }
-}
-
-named_enum!(
-    /// Where a kernel symbol comes from.
-    ModuleKind {
-        CpuReference => "cpu-reference",
-        Nvrtc => "nvrtc",
-        Cublas => "cublas",
-        CublasLt => "cublas-lt",
-    }
-);
-
-named_enum!(
-    /// Kind of numeric contract: how each output's reduction is ordered and rounded.
-    ContractKind {
-        /// One ascending-k `fma` chain from zero per output, RNE output rounding.
-        /// The numeric reference: equal bits on every device that honours it.
-        ScalarFma => "scalar-fma",
-        /// Contiguous k-chunks, each an ascending fma chain, folded in fixed chunk order.
-        SplitKFixed => "split-k-fixed",
-        /// Tensor-core tiles whose per-element order is independent of the tile family.
-        TensorCoreTileParity => "tensor-core-tile-parity",
-        /// Deterministic TF32 rounding of f32 operands.
-        Tf32 => "tf32",
-        /// Vendor library, pedantic f32 compute.
-        VendorPedantic => "vendor-pedantic",
-        /// Vendor library, fast math (TF32) allowed.
-        VendorFast => "vendor-fast",
-        /// Split-K partials folded in completion order: nondeterministic by design.
-        AtomicUnordered => "atomic-unordered",
-    }
-);
-
-named_enum!(
-    /// How operands are converted before the multiply.
-    OperandConversion {
-        /// Exact widening to f32 (bf16/f16/f32 -> f32 is exact).
-        ExactWiden => "exact-widen",
-        /// f32 rounded to TF32.
-        Tf32Round => "tf32-round",
-        /// Whatever the vendor library does.
-        VendorDefined => "vendor-defined",
-    }
-);
-
-named_enum!(
-    /// Who owns (writes) each output element.
-    OutputOwnership {
-        /// One thread/worker computes and stores each element.
-        OneOwnerPerElement => "one-owner-per-element",
-        /// One worker owns each output tile.
-        OneOwnerPerTile => "one-owner-per-tile",
-        /// Split-K partials folded in a fixed order by one owner.
-        FixedSplitKFold => "fixed-split-k-fold",
-        /// Several writers accumulate atomically, in arrival order.
-        AtomicAccumulate => "atomic-accumulate",
-        /// Decided inside a vendor library.
-        VendorDefined => "vendor-defined",
-    }
-);
+pub use crate::vocab::{
+    ContractKind, DType, GemmOp, ModuleKind, Name, OperandConversion, OutputOwnership,
+    PhysicalBackend,
+};
 
 /// The numeric contract of a route.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct NumericContract {
     pub kind: ContractKind,
     /// Number of k-splits the reduction is folded from (1 when not split).
@@ -166,7 +29,7 @@ impl fmt::Display for NumericContract {
         if self.splits > 1 {
             write!(f, "{}/{}", self.kind, self.splits)
         } else {
-            f.write_str(self.kind.as_str())
+            f.write_str(&self.kind.as_str())
         }
     }
 }
@@ -241,7 +104,7 @@ pub struct VendorRoute {
     pub physical_kernels: Vec<String>,
 }
 
-/// The full identity of one GEMM launch. See `shared/design/semantics.md`.
+/// The full identity of one GEMM launch. See `docs/design.md`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ResolvedGemmRoute {
     /// Workload-level name of the GEMM (e.g. `qkv@b8`), for reports.
@@ -288,8 +151,8 @@ impl Framed for ResolvedGemmRoute {
         v.field("gemm", F::Str(&self.gemm));
         v.field("op", F::Str(self.op.as_str()));
         v.field("dtype", F::Str(self.dtype.as_str()));
-        v.field("backend", F::Str(self.backend.as_str()));
-        v.field("contract.kind", F::Str(self.contract.kind.as_str()));
+        v.field("backend", F::Str(&self.backend.as_str()));
+        v.field("contract.kind", F::Str(&self.contract.kind.as_str()));
         v.field("contract.splits", F::U32(self.contract.splits));
         v.field("instruction_family", F::Str(&self.instruction_family));
         v.field("instruction_shape", F::Str(&self.instruction_shape));
@@ -300,7 +163,7 @@ impl Framed for ResolvedGemmRoute {
         );
         v.field("output_ownership", F::Str(self.output_ownership.as_str()));
         v.field("kernel_symbol", F::Str(&self.kernel_symbol));
-        v.field("module_kind", F::Str(self.module_kind.as_str()));
+        v.field("module_kind", F::Str(&self.module_kind.as_str()));
         v.field("compilation_target", F::Str(&self.compilation_target));
         v.field("artifact_digest", F::Digest(&self.artifact_digest));
         self.compiler.visit_fields(v);

@@ -5,7 +5,7 @@
 
 use crate::digest::{Digest, DigestWriter, FieldValue};
 use crate::identity::{
-    CompilerIdentity, DeviceIdentity, GemmRouteIdentity, ModuleIdentity, Revisions,
+    CompilerIdentity, DeviceIdentity, GemmRouteIdentity, ModuleIdentity, Revisions, SymbolEntry,
 };
 use crate::policy::GemmPolicy;
 use crate::route::{
@@ -62,23 +62,46 @@ pub fn context() -> GemmRouteIdentity {
         f32: crate::F32Policy::Tf32,
         ..GemmPolicy::CPU_DEFAULT
     };
-    GemmRouteIdentity {
+    GemmRouteIdentity::new(
         policy,
-        permitted_backends: policy.backends().to_vec(),
-        permitted_contracts: policy.contracts().to_vec(),
-        compiler: compiler(),
-        modules: vec![ModuleIdentity {
-            kind: ModuleKind::Nvrtc,
-            digest: module_digest(),
-            symbols: SYMBOLS.iter().map(|s| s.to_string()).collect(),
-        }],
-        device: device(),
-        revisions: Revisions {
+        vec![module()],
+        device(),
+        Revisions {
             tuning_table: 1,
             schedule: 1,
             tensor_map: 1,
         },
-    }
+    )
+}
+
+/// The synthetic module: what each of [`SYMBOLS`] serves.
+///
+/// `synthetic_scalar_fma` serves scalar FMA with and without tensor cores,
+/// `synthetic_tiled` scalar FMA, `synthetic_split_k` fixed split-K and
+/// `synthetic_mma` tensor-core tile parity, each for every op and dtype.
+pub fn module() -> ModuleIdentity {
+    let (ops, dtypes) = (GemmOp::ALL, DType::ALL);
+    let symbols = vec![
+        SymbolEntry::new(SYMBOLS[0])
+            .serving(ops, dtypes, &ContractKind::ScalarFma, false)
+            .serving(ops, dtypes, &ContractKind::ScalarFma, true),
+        SymbolEntry::new(SYMBOLS[1]).serving(ops, dtypes, &ContractKind::ScalarFma, false),
+        SymbolEntry::new(SYMBOLS[2]).serving(ops, dtypes, &ContractKind::SplitKFixed, false),
+        SymbolEntry::new(SYMBOLS[3]).serving(
+            ops,
+            dtypes,
+            &ContractKind::TensorCoreTileParity,
+            true,
+        ),
+    ];
+    ModuleIdentity::new(
+        PhysicalBackend::CudaNvrtc,
+        ModuleKind::Nvrtc,
+        module_digest(),
+        compiler(),
+        "sm_90",
+        symbols,
+    )
 }
 
 /// A deterministic, varied, servable route. `i` picks the variation.

@@ -170,6 +170,26 @@ fn decode_seeds_are_current_traces() {
     }
 }
 
+/// Version-1 files kept in the `decode_trace` corpus, so the fuzzers keep
+/// exercising the reader of the older format.
+const V1_SEEDS: &[&str] = &["v1-seed-sample-1", "v1-seed-vendor-2"];
+
+/// The version-1 seeds still decode, through the upgrade, and their plans
+/// build: routes are framed the same in both versions.
+#[test]
+fn version_1_seeds_still_decode() {
+    for seed in V1_SEEDS {
+        let path = fuzz_dir().join("corpus/decode_trace").join(seed);
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+        let (version, _) = codec::open_versioned(&bytes, &codec::Limits::default()).unwrap();
+        assert_eq!(version, 1, "{seed}");
+        let trace = codec::decode_trace(&bytes, &codec::Limits::default())
+            .unwrap_or_else(|e| panic!("{seed}: {e}"));
+        assert!(gemm_audit::CapturedGemmGraphPlan::from_trace(&trace).is_ok());
+        fuzzing::decode_trace(&bytes);
+    }
+}
+
 /// `fuzz/regressions/{decode_trace,decode_payload}/` name of the input below.
 const BLOCK_OVERFLOW: &str = "block-threads-overflow";
 

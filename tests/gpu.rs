@@ -94,17 +94,15 @@ fn opens_and_describes_the_device() {
     let g = gpu();
     let c = g.context();
     println!("device: {:?}", c.device);
-    println!(
-        "compiler: {} {} (target {})",
-        c.compiler.name,
-        c.compiler.version,
-        g.arch()
-    );
+    println!("target {}", g.arch());
     for m in &c.modules {
         println!(
-            "module {} {} ({} symbols)",
+            "module {} {} by {} {} for {} ({} symbols)",
             m.kind,
             m.digest,
+            m.compiler.name,
+            m.compiler.version,
+            m.target,
             m.symbols.len()
         );
     }

@@ -10,7 +10,7 @@
 use gemm_audit::backend::Backend;
 use gemm_audit::backend::cpu::CpuBackend;
 use gemm_audit::digest::{field_changes, field_list};
-use gemm_audit::identity::{CompilerIdentity, DeviceIdentity, VolatileMetadata};
+use gemm_audit::identity::{CompilerIdentity, DeviceIdentity, SymbolEntry, VolatileMetadata};
 use gemm_audit::mutation::{self, Mutation, mutate_field, route_field_tags};
 use gemm_audit::recorder::{ReplayOutcome, record};
 use gemm_audit::route::{
@@ -233,6 +233,15 @@ fn servable_route() -> impl Strategy<Value = ResolvedGemmRoute> {
     (0u64..100_000, common()).prop_map(|(i, c)| {
         let mut r = testkit::sample_route(i);
         apply_common(&mut r, c);
+        // What the replay guard checks against the live context stays at
+        // the context's values: the module's target and the revisions.
+        let live = testkit::context();
+        r.compilation_target = live.modules[0].target.clone();
+        r.tuning_table_revision = live.revisions.tuning_table;
+        r.schedule_revision = live.revisions.schedule;
+        if let Some(t) = &mut r.tensor_map {
+            t.revision = live.revisions.tensor_map;
+        }
         r
     })
 }
@@ -475,7 +484,7 @@ fn guarded_launch(
 
 /// One change of the live context, and the field a refusal must name.
 fn change_context(which: usize, c: &mut GemmRouteIdentity) -> &'static str {
-    match which % 16 {
+    match which % CONTEXT_CHANGES {
         0 => {
             c.policy.tensor_cores = !c.policy.tensor_cores;
             "policy.tensor_cores"
@@ -493,20 +502,20 @@ fn change_context(which: usize, c: &mut GemmRouteIdentity) -> &'static str {
             "policy.half"
         }
         4 => {
-            c.compiler.name.push('+');
-            "compiler.name"
+            c.modules[0].compiler.name.push('+');
+            "module.compiler.name"
         }
         5 => {
-            c.compiler.version.push_str(".1");
-            "compiler.version"
+            c.modules[0].compiler.version.push_str(".1");
+            "module.compiler.version"
         }
         6 => {
-            c.compiler.options_digest.0[7] ^= 0x40;
-            "compiler.options_digest"
+            c.modules[0].compiler.options_digest.0[7] ^= 0x40;
+            "module.compiler.options_digest"
         }
         7 => {
-            c.compiler.source_digest.0[31] ^= 0x02;
-            "compiler.source_digest"
+            c.modules[0].compiler.source_digest.0[31] ^= 0x02;
+            "module.compiler.source_digest"
         }
         8 => {
             c.device.driver.push_str(".1");
@@ -536,12 +545,37 @@ fn change_context(which: usize, c: &mut GemmRouteIdentity) -> &'static str {
             c.modules[0].digest.0[0] ^= 0x80;
             "module.digest"
         }
+        15 => {
+            c.modules[0].target.push('a');
+            "module.target"
+        }
+        16 => {
+            // A symbol that now serves one more dtype or contract.
+            let s = &mut c.modules[0].symbols[0];
+            *s = s
+                .clone()
+                .serving(&[GemmOp::Nn], &[DType::F32], &ContractKind::Tf32, false);
+            "module.services"
+        }
+        17 => {
+            c.modules[0].symbols[1].resources_digest = Some(Digest([9; 32]));
+            "module.resources"
+        }
+        18 => {
+            c.modules[0].backend = PhysicalBackend::engine("cutlass", false).unwrap();
+            "module.backend"
+        }
         _ => {
-            c.modules[0].symbols.push("synthetic_new_kernel".into());
+            c.modules[0]
+                .symbols
+                .push(SymbolEntry::new("synthetic_new_kernel"));
             "module.symbols"
         }
     }
 }
+
+/// How many distinct changes [`change_context`] makes.
+const CONTEXT_CHANGES: usize = 20;
 
 const VENDOR_PREFIX: &str = "vendor.";
 const TENSOR_MAP_TAGS: [&str; 2] = ["tensor_map.revision", "tensor_map.digest"];
@@ -810,7 +844,7 @@ proptest! {
             other.policy.tensor_cores = !other.policy.tensor_cores;
             "policy.tensor_cores"
         } else {
-            other.modules[0].symbols.retain(|s| s != symbol);
+            other.modules[0].symbols.retain(|s| s.name != symbol);
             "module.symbols"
         };
         let (r, calls) = guarded_launch(&plan, &other, "other");
@@ -838,7 +872,7 @@ proptest! {
         let i = at.index(routes.len());
         let symbol = routes[i].kernel_symbol.clone();
         let mut live = testkit::context();
-        live.modules[0].symbols.retain(|s| *s != symbol);
+        live.modules[0].symbols.retain(|s| s.name != symbol);
         let first = routes.iter().position(|r| r.kernel_symbol == symbol).unwrap();
 
         // A plan recorded under the full module set: the context differs.
@@ -870,11 +904,11 @@ proptest! {
         mut routes in route_list(servable_route()),
         at in any::<Index>(),
         kind in prop::sample::select(
-            ModuleKind::ALL.iter().copied().filter(|k| *k != ModuleKind::Nvrtc).collect::<Vec<_>>()
+            ModuleKind::ALL.iter().filter(|k| **k != ModuleKind::Nvrtc).cloned().collect::<Vec<_>>()
         ),
     ) {
         let i = at.index(routes.len());
-        routes[i].module_kind = kind;
+        routes[i].module_kind = kind.clone();
         let live = testkit::context();
         let plan = CapturedGemmGraphPlan::from_trace(&golden_of(&routes)).unwrap();
         let (r, calls) = guarded_launch(&plan, &live, "module-kind");
@@ -883,7 +917,7 @@ proptest! {
         prop_assert_eq!(refusal.stage, RefusalStage::ReplayValidation);
         prop_assert_eq!(refusal.route_index, Some(i as u64));
         prop_assert_eq!(refusal.change().field.as_str(), "module_kind");
-        prop_assert_eq!(refusal.change().found.as_str(), kind.as_str());
+        prop_assert_eq!(refusal.change().found.as_str(), &*kind.as_str());
     }
 
     /// 4c. A dtype or numeric contract the live policy does not permit is
@@ -991,7 +1025,7 @@ proptest! {
     #[test]
     fn changed_context_is_refused_before_launch(
         routes in route_list(servable_route()),
-        which in 0usize..16,
+        which in 0usize..CONTEXT_CHANGES,
         accept_first in any::<bool>(),
     ) {
         let context = testkit::context();

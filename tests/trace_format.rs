@@ -192,26 +192,30 @@ fn round_trip_with_explicit_limits_at_the_edge() {
 
 /// `testkit::sample_trace(1).to_bytes()`, in full.
 const SAMPLE_1_HEX: &str = concat!(
-    "47454d4d4155445401000000a9020000000000000973796e74686574696334e1f5c4e12c384d9f945c8241a86db3fed7",
-    "128f6d1d0cb7d6943654579e59d80001010102000104000103020973796e74686574696303312e30bff3e252d2f4b29e",
+    "47454d4d41554454020000006b030000000000000973796e74686574696334e1f5c4e12c384d9f945c8241a86db3fed7",
+    "128f6d1d0cb7d6943654579e59d800010101010104000103020101012b1f04bf6adcf9089aa53746c196cdeae4da277c",
+    "9e7fe529b5d0f1e2561d5ead0973796e74686574696303312e30bff3e252d2f4b29ebe4b25c3469a525a8bbeb4a281f8",
+    "13884a09449e748809f61cdac0f55fe307c98e960fc66b7744af1b58029f64fee32b2799c4bd4d826c5f05736d5f3930",
+    "040d73796e7468657469635f6d6d61090000020100010201000202010100020101010201010202010200020102010201",
+    "02020201001473796e7468657469635f7363616c61725f666d6112000000000000000100010000000100010002000000",
+    "020001010000000100000101010000010100010102000001020001020000000200000102010000020100010202000002",
+    "020001001173796e7468657469635f73706c69745f6b0900000100000101000002010001000100010101000102010002",
+    "0001000201010002020100000f73796e7468657469635f74696c65640900000000000100000002000001000000010100",
+    "0001020000020000000201000002020000000d73796e7468657469632d67707501090084053538302e30010101018877",
+    "f32ab078dea009d6ab6b868d39fdbb4c73b211c649ad599d0b4bc261564a010567656d6d3000000100010a7363616c61",
+    "722d666d610531783178310000001473796e7468657469635f7363616c61725f666d610105736d5f39302b1f04bf6adc",
+    "f9089aa53746c196cdeae4da277c9e7fe529b5d0f1e2561d5ead0973796e74686574696303312e30bff3e252d2f4b29e",
     "be4b25c3469a525a8bbeb4a281f813884a09449e748809f61cdac0f55fe307c98e960fc66b7744af1b58029f64fee32b",
-    "2799c4bd4d826c5f01012b1f04bf6adcf9089aa53746c196cdeae4da277c9e7fe529b5d0f1e2561d5ead041473796e74",
-    "68657469635f7363616c61725f666d610f73796e7468657469635f74696c65641173796e7468657469635f73706c6974",
-    "5f6b0d73796e7468657469635f6d6d610d73796e7468657469632d67707501090084053538302e30010101018877f32a",
-    "b078dea009d6ab6b868d39fdbb4c73b211c649ad599d0b4bc261564a010567656d6d3000000100010a7363616c61722d",
-    "666d610531783178310000001473796e7468657469635f7363616c61725f666d610105736d5f39302b1f04bf6adcf908",
-    "9aa53746c196cdeae4da277c9e7fe529b5d0f1e2561d5ead0973796e74686574696303312e30bff3e252d2f4b29ebe4b",
-    "25c3469a525a8bbeb4a281f813884a09449e748809f61cdac0f55fe307c98e960fc66b7744af1b58029f64fee32b2799",
-    "c4bd4d826c5f0d73796e7468657469632d67707501090084053538302e300103666d6101fb0010fb0004fb0010fb0004",
-    "fb0004404020200280100101800101fb0040ddd121e58a702c01d0986cebe9e35cbc35c772da7e85ffee75aab4c69884",
-    "ca7f0101d4f42e1794f44d87ffcedcbb201f524637a1d6ce6198eef8ec7d24d49649d12d5b353cd2c963679417855088",
-    "cd7a986a65a016dcda8f53975d8712e57f87298f0101000100fb00043329ecbbdfe7617f2a01158bcf089dddf566ceac",
-    "0a1f5f72c43b500432b549770104686f73740973796e74686574696300c9819f77cf8fc83bcf47ea47d271d2ca33b798",
-    "d547ee2b5bd92d2d1d5148bd89",
+    "2799c4bd4d826c5f0d73796e7468657469632d67707501090084053538302e300103666d6101fb0010fb0004fb0010fb",
+    "0004fb0004404020200280100101800101fb0040ddd121e58a702c01d0986cebe9e35cbc35c772da7e85ffee75aab4c6",
+    "9884ca7f0101d4f42e1794f44d87ffcedcbb201f524637a1d6ce6198eef8ec7d24d49649d12d5b353cd2c96367941785",
+    "5088cd7a986a65a016dcda8f53975d8712e57f87298f0101000100fb00043329ecbbdfe7617f2a01158bcf089dddf566",
+    "ceac0a1f5f72c43b500432b549770104686f73740973796e746865746963008a804096c2ce8c06c65a3271ffcc91ee2f",
+    "7d023625a588a2ce7da71f899acfbe",
 );
 
 /// SHA-256 of `testkit::sample_trace(3).to_bytes()`.
-const SAMPLE_3_SHA256: &str = "41577a22f5bd2d299d65cc8d47bea73c2bcbdd563129a1c2f1ae73a90384832f";
+const SAMPLE_3_SHA256: &str = "ed890946386bc93a9eae07fc77e132a196deac9101115ac825f360517e5a7f0c";
 
 #[test]
 fn pinned_bytes_of_sample_trace_1() {
@@ -236,12 +240,12 @@ fn pinned_sha256_of_sample_trace_3() {
 #[test]
 fn header_fields_at_their_offsets() {
     assert_eq!(&MAGIC, b"GEMMAUDT");
-    assert_eq!(FORMAT_VERSION, 1);
+    assert_eq!(FORMAT_VERSION, 2);
     assert_eq!((HEADER_LEN, TRAILER_LEN), (20, 32));
     for n in [1, 3] {
         let file = file_of(n);
         assert_eq!(&file[0..8], b"GEMMAUDT");
-        assert_eq!(u16_at(&file, 8), 1, "version");
+        assert_eq!(u16_at(&file, 8), 2, "version");
         assert_eq!(u16_at(&file, 10), 0, "reserved");
         assert_eq!(
             u64_at(&file, 12),
@@ -315,14 +319,16 @@ fn every_single_bit_flip_is_refused_by_region() {
             assert_message(&e);
             let ok = match i {
                 0..8 => matches!(e, FormatError::BadMagic { .. }),
-                // Version 1 with bit 0 flipped is version 0; every other flip is newer.
-                8 if bit == 0 => {
+                // Version 2 with bit 1 flipped is version 0; no flip gives
+                // version 1 (which would decode as the other layout and
+                // fail), every other flip is newer.
+                8 if bit == 1 => {
                     e == FormatError::UnsupportedVersion {
                         found: 0,
-                        supported: 1,
+                        supported: 2,
                     }
                 }
-                8 | 9 => matches!(e, FormatError::NewerVersion { supported: 1, .. }),
+                8 | 9 => matches!(e, FormatError::NewerVersion { supported: 2, .. }),
                 10 | 11 => matches!(e, FormatError::Reserved { .. }),
                 12..20 => matches!(e, FormatError::LengthMismatch { .. }),
                 // Payload and trailer alike: the checksum no longer matches.
@@ -363,7 +369,7 @@ fn wrong_magic_is_refused() {
 
 #[test]
 fn newer_version_asks_for_an_upgrade() {
-    for v in [2u16, 3, u16::MAX] {
+    for v in [3u16, 4, u16::MAX] {
         let mut f = file_of(1);
         f[8..10].copy_from_slice(&v.to_le_bytes());
         let e = decode(&f).unwrap_err();
@@ -542,7 +548,7 @@ fn string_length_over_the_limit() {
             let mut context = testkit::context();
             context.modules[0]
                 .symbols
-                .push("s".repeat(module_symbol_len));
+                .push(gemm_audit::SymbolEntry::new("s".repeat(module_symbol_len)));
             let mut volatile = gemm_audit::identity::VolatileMetadata::new();
             volatile.insert("v".repeat(volatile_len), "value".into());
             let fingerprints = vec![
@@ -956,4 +962,41 @@ fn json_rendering_has_hex_digests_and_parses() {
         let back: RecordedGemmTrace = serde_json::from_str(&json).unwrap();
         assert_eq!(back, trace);
     }
+}
+
+// ------------------------------------------------------------- version 1
+
+/// A version-1 golden (the CPU m-sweep as committed before format 2) still
+/// reads: its routes and launch set are exactly the current golden's (routes
+/// frame the same in both versions, so the stored digest verifies), and the
+/// upgraded context differs from the current one only in what the v1 file
+/// could not say (the services of symbols no route used).
+#[test]
+fn version_1_golden_reads_and_upgrades() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let bytes = std::fs::read(dir.join("tests/data/v1/cpu-m-sweep.gat")).unwrap();
+    assert_eq!(u16_at(&bytes, 8), 1, "the fixture is a version-1 file");
+    let old = decode(&bytes).expect("a version-1 file decodes");
+    let current = gemm_audit::RecordedGemmTrace::read(&dir.join("traces/cpu/m-sweep.gat")).unwrap();
+    assert_eq!(old.routes, current.routes);
+    assert_eq!(old.launch_set, current.launch_set);
+    assert!(gemm_audit::CapturedGemmGraphPlan::from_trace(&old).is_ok());
+    let (o, c) = (&old.context.modules[0], &current.context.modules[0]);
+    assert_eq!(
+        (&o.backend, &o.kind, &o.digest, &o.compiler, &o.target),
+        (&c.backend, &c.kind, &c.digest, &c.compiler, &c.target)
+    );
+    assert_eq!(o.symbol_names(), c.symbol_names());
+    // Every symbol a route used serves that route in the upgrade too.
+    for r in &old.routes {
+        let s = o.symbol(&r.kernel_symbol).unwrap();
+        assert!(s.serves.iter().any(|x| x.dtype == r.dtype && x.op == r.op));
+    }
+    let changes = gemm_audit::digest::field_changes(&old.context, &current.context);
+    let fields: Vec<&str> = changes.iter().map(|c| c.field.as_str()).collect();
+    assert_eq!(fields, vec!["module.services"]);
+    // Re-encoding writes the current version.
+    let again = old.to_bytes().unwrap();
+    assert_eq!(u16_at(&again, 8), FORMAT_VERSION);
+    assert_eq!(decode(&again).unwrap(), old);
 }

@@ -25,8 +25,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// File magic.
 pub const MAGIC: [u8; 8] = *b"GEMMAUDT";
-/// The format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 1;
+/// The format version this build writes.
+pub const FORMAT_VERSION: u16 = 2;
+/// The oldest format version this build reads (and converts on reading).
+pub const OLDEST_READ_VERSION: u16 = 1;
 /// Header size: magic, version, reserved, payload length.
 pub const HEADER_LEN: usize = 20;
 /// Trailer size: SHA-256 of the payload.
@@ -69,22 +71,38 @@ fn config() -> Config {
 /// legitimate string or sequence is longer than the payload, so a hostile
 /// length claim is refused before bincode allocates more than a small
 /// multiple of the input (at most 8x, at least 64 KiB).
-fn decode_bounded(payload: &[u8]) -> Result<(RecordedGemmTrace, usize), FormatError> {
-    fn with<const N: usize>(payload: &[u8]) -> Result<(RecordedGemmTrace, usize), FormatError> {
+fn decode_bounded<T: serde::de::DeserializeOwned + serde::Serialize>(
+    payload: &[u8],
+) -> Result<T, FormatError> {
+    fn with<T: serde::de::DeserializeOwned, const N: usize>(
+        payload: &[u8],
+    ) -> Result<(T, usize), FormatError> {
         bincode::serde::decode_from_slice(payload, bincode::config::standard().with_limit::<N>())
             .map_err(|e| FormatError::Decode(e.to_string()))
     }
-    match payload.len() {
-        n if n <= 0x1_0000 => with::<0x1_0000>(payload),
-        n if n <= 0x10_0000 => with::<0x80_0000>(payload),
-        n if n <= 0x100_0000 => with::<0x800_0000>(payload),
-        _ => with::<{ MAX_FILE_BYTES as usize }>(payload),
+    let (value, used) = match payload.len() {
+        n if n <= 0x1_0000 => with::<T, 0x1_0000>(payload),
+        n if n <= 0x10_0000 => with::<T, 0x80_0000>(payload),
+        n if n <= 0x100_0000 => with::<T, 0x800_0000>(payload),
+        _ => with::<T, { MAX_FILE_BYTES as usize }>(payload),
+    }?;
+    if used != payload.len() {
+        return Err(FormatError::TrailingBytes((payload.len() - used) as u64));
     }
+    // bincode accepts overlong varints: one value, one encoding.
+    if encode(&value)? != payload {
+        return Err(FormatError::NonCanonical);
+    }
+    Ok(value)
+}
+
+fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, FormatError> {
+    bincode::serde::encode_to_vec(value, config()).map_err(|e| FormatError::Encode(e.to_string()))
 }
 
 /// Encodes the payload (no envelope).
 pub fn encode_payload(trace: &RecordedGemmTrace) -> Result<Vec<u8>, FormatError> {
-    bincode::serde::encode_to_vec(trace, config()).map_err(|e| FormatError::Encode(e.to_string()))
+    encode(trace)
 }
 
 /// Wraps a payload in the envelope.
@@ -114,6 +132,14 @@ fn need(bytes: &[u8], offset: usize, n: usize) -> Result<&[u8], FormatError> {
 
 /// Checks the envelope and returns the payload, before any decoding.
 pub fn open<'a>(bytes: &'a [u8], limits: &Limits) -> Result<&'a [u8], FormatError> {
+    open_versioned(bytes, limits).map(|(_, payload)| payload)
+}
+
+/// Checks the envelope and returns the format version and the payload.
+pub fn open_versioned<'a>(
+    bytes: &'a [u8],
+    limits: &Limits,
+) -> Result<(u16, &'a [u8]), FormatError> {
     let max = limits.max_file_bytes.min(MAX_FILE_BYTES);
     if bytes.len() as u64 > max {
         return Err(FormatError::TooLarge {
@@ -135,7 +161,7 @@ pub fn open<'a>(bytes: &'a [u8], limits: &Limits) -> Result<&'a [u8], FormatErro
             supported: FORMAT_VERSION,
         });
     }
-    if version != FORMAT_VERSION {
+    if version < OLDEST_READ_VERSION {
         return Err(FormatError::UnsupportedVersion {
             found: version,
             supported: FORMAT_VERSION,
@@ -167,20 +193,34 @@ pub fn open<'a>(bytes: &'a [u8], limits: &Limits) -> Result<&'a [u8], FormatErro
             found: found.to_hex(),
         });
     }
-    Ok(payload)
+    Ok((version, payload))
 }
 
-/// Decodes a payload: every byte consumed, canonical, within the limits.
+/// Decodes a payload of the current version: every byte consumed,
+/// canonical, within the limits.
 pub fn decode_payload(payload: &[u8], limits: &Limits) -> Result<RecordedGemmTrace, FormatError> {
-    let (trace, used) = decode_bounded(payload)?;
-    if used != payload.len() {
-        return Err(FormatError::TrailingBytes((payload.len() - used) as u64));
-    }
+    decode_payload_version(FORMAT_VERSION, payload, limits)
+}
+
+/// Decodes a payload of format `version`, converting an older version to
+/// the current model (see `docs/trace-format.md`).
+pub fn decode_payload_version(
+    version: u16,
+    payload: &[u8],
+    limits: &Limits,
+) -> Result<RecordedGemmTrace, FormatError> {
+    let trace = match version {
+        1 => super::v1::upgrade(decode_bounded::<super::v1::TraceV1>(payload)?)?,
+        FORMAT_VERSION => decode_bounded::<RecordedGemmTrace>(payload)?,
+        found => {
+            return Err(FormatError::UnsupportedVersion {
+                found,
+                supported: FORMAT_VERSION,
+            });
+        }
+    };
     check_limits(&trace, limits)?;
     trace.check_shape()?;
-    if encode_payload(&trace)? != payload {
-        return Err(FormatError::NonCanonical);
-    }
     Ok(trace)
 }
 
@@ -220,7 +260,8 @@ fn check_limits(trace: &RecordedGemmTrace, limits: &Limits) -> Result<(), Format
 
 /// Decodes a complete file image.
 pub fn decode_trace(bytes: &[u8], limits: &Limits) -> Result<RecordedGemmTrace, FormatError> {
-    decode_payload(open(bytes, limits)?, limits)
+    let (version, payload) = open_versioned(bytes, limits)?;
+    decode_payload_version(version, payload, limits)
 }
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same

@@ -1,15 +1,19 @@
-//! Recorded traces, capture manifests and their files.
+//! Recorded traces and their files.
 
 pub mod codec;
+mod v1;
 
 use crate::digest::Digest;
 use crate::error::{Error, FormatError, Result};
 use crate::identity::{GemmRouteIdentity, VolatileMetadata};
 use crate::launch_set::{ResolvedGemmLaunchSet, build_resolved_gemm_launch_set};
 use crate::physical::{self, PhysicalNode};
+use crate::plan::CapturedGemmGraphPlan;
 use crate::route::ResolvedGemmRoute;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
+
+pub use crate::plan::PreparedGemmCaptureManifest;
 
 /// Bytes per chunk of the output fingerprint's tree.
 pub const FINGERPRINT_CHUNK_BYTES: usize = 4096;
@@ -81,8 +85,11 @@ pub struct RecordedGemmTrace {
     pub workload: String,
     /// Digest of the workload definition (shapes, seeds, routes).
     pub workload_digest: Digest,
+    /// The live context of the recording.
     pub context: GemmRouteIdentity,
+    /// Launch count and ordered digest of `routes`.
     pub launch_set: ResolvedGemmLaunchSet,
+    /// The routes, in enqueue order.
     pub routes: Vec<ResolvedGemmRoute>,
     /// One per route, same order.
     pub fingerprints: Vec<OutputFingerprint>,
@@ -91,15 +98,6 @@ pub struct RecordedGemmTrace {
     /// The captured graph's nodes, bound to the routes (empty when no graph
     /// was captured). See [`crate::physical`].
     pub physical: Vec<PhysicalNode>,
-}
-
-/// What a capture is prepared from: the context, the launch set, and the
-/// route capacity a capture must reserve (equal to the launch count).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PreparedGemmCaptureManifest {
-    pub context: GemmRouteIdentity,
-    pub launch_set: ResolvedGemmLaunchSet,
-    pub route_capacity: u64,
 }
 
 impl RecordedGemmTrace {
@@ -214,9 +212,42 @@ impl RecordedGemmTrace {
         codec::write_atomic(path, &bytes, overwrite)
     }
 
+    /// The plan this trace's capture may replay: its own manifest and
+    /// routes. Refused when the routes do not match the launch set.
+    pub fn plan(&self) -> Result<CapturedGemmGraphPlan, crate::Refusal> {
+        CapturedGemmGraphPlan::new(self.manifest(), self.routes.clone())
+    }
+
     /// The reviewable text rendering (pretty JSON, digests in hex).
     pub fn to_json(&self) -> String {
         // Serializing plain data to JSON cannot fail (no maps with non-string keys).
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+}
+
+impl CapturedGemmGraphPlan {
+    /// Builds the plan of a recorded trace (its own manifest and routes).
+    pub fn from_trace(trace: &RecordedGemmTrace) -> Result<Self, crate::Refusal> {
+        trace.plan()
+    }
+
+    /// Like [`CapturedGemmGraphPlan::check_against_golden`], but with the
+    /// golden routes at hand, so a refusal names the first differing route
+    /// and its fields.
+    pub fn check_against_golden_trace(
+        &self,
+        golden: &RecordedGemmTrace,
+    ) -> Result<(), crate::Refusal> {
+        use crate::error::{Refusal, RefusalStage};
+        for (i, (g, c)) in golden.routes.iter().zip(self.routes()).enumerate() {
+            if let Some(r) = Refusal::with_changes(
+                RefusalStage::GoldenComparison,
+                Some(i as u64),
+                crate::digest::field_changes(g, c),
+            ) {
+                return Err(r);
+            }
+        }
+        self.check_against_golden(&golden.manifest())
     }
 }

@@ -7,7 +7,7 @@ pub mod kernels;
 use crate::digest::{Digest, DigestWriter, FieldValue};
 use crate::error::{Error, Refusal, Result};
 use crate::identity::{
-    CompilerIdentity, DeviceIdentity, GemmRouteIdentity, ModuleIdentity, Revisions,
+    CompilerIdentity, DeviceIdentity, GemmRouteIdentity, ModuleIdentity, Revisions, SymbolEntry,
     VolatileMetadata,
 };
 use crate::launch_set::build_resolved_gemm_launch_set;
@@ -89,7 +89,7 @@ impl CpuKernel {
             ));
         }
         let splits = route.contract.splits;
-        let kernel = match route.contract.kind {
+        let kernel = match &route.contract.kind {
             ContractKind::ScalarFma
                 if route.output_ownership == OutputOwnership::OneOwnerPerTile =>
             {
@@ -148,8 +148,8 @@ impl CpuKernel {
     }
 }
 
-/// Every symbol the CPU module serves, sorted.
-pub fn module_symbols() -> Vec<String> {
+/// Every symbol the CPU module serves, with what it serves, sorted.
+pub fn module_symbols() -> Vec<SymbolEntry> {
     let mut out = Vec::new();
     for k in [
         CpuKernel::ScalarFma,
@@ -157,13 +157,19 @@ pub fn module_symbols() -> Vec<String> {
         CpuKernel::SplitKFixed(1),
         CpuKernel::SplitKAtomic(1),
     ] {
+        let (contract, _) = k.contract();
         for op in GemmOp::ALL {
             for dtype in DType::ALL {
-                out.push(k.symbol(*op, *dtype));
+                out.push(SymbolEntry::new(k.symbol(*op, *dtype)).serving(
+                    &[*op],
+                    &[*dtype],
+                    &contract,
+                    false,
+                ));
             }
         }
     }
-    out.sort();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
     out
 }
 
@@ -266,29 +272,25 @@ impl CpuBackend {
     pub fn new(policy: GemmPolicy) -> Self {
         let compiler = compiler_identity();
         let symbols = module_symbols();
-        let module = ModuleIdentity {
-            kind: ModuleKind::CpuReference,
-            digest: module_digest(&compiler, &symbols),
-            symbols,
-        };
-        let context = GemmRouteIdentity {
-            policy,
-            permitted_backends: policy
-                .backends()
-                .iter()
-                .copied()
-                .filter(|b| *b == PhysicalBackend::CpuReference)
-                .collect(),
-            permitted_contracts: policy.contracts().to_vec(),
+        let names: Vec<String> = symbols.iter().map(|s| s.name.clone()).collect();
+        let module = ModuleIdentity::new(
+            PhysicalBackend::CpuReference,
+            ModuleKind::CpuReference,
+            module_digest(&compiler, &names),
             compiler,
-            modules: vec![module],
-            device: device_identity(),
-            revisions: Revisions {
+            std::env::consts::ARCH,
+            symbols,
+        );
+        let context = GemmRouteIdentity::new(
+            policy,
+            vec![module],
+            device_identity(),
+            Revisions {
                 tuning_table: TUNING_TABLE_REVISION,
                 schedule: SCHEDULE_REVISION,
                 tensor_map: 0,
             },
-        };
+        );
         CpuBackend { context }
     }
 
@@ -304,7 +306,7 @@ impl CpuBackend {
         let split_ok = self
             .context
             .policy
-            .refuse_contract(dtype, ContractKind::SplitKFixed)
+            .refuse_contract(dtype, &ContractKind::SplitKFixed)
             .is_none();
         if split_ok && m <= DISPATCH_SPLIT_K_MAX_M && k >= DISPATCH_SPLIT_K_MIN_K {
             CpuKernel::SplitKFixed(DISPATCH_SPLITS)
@@ -420,7 +422,7 @@ impl CpuBackend {
             module_kind: ModuleKind::CpuReference,
             compilation_target: std::env::consts::ARCH.into(),
             artifact_digest: self.context.modules[0].digest,
-            compiler: self.context.compiler.clone(),
+            compiler: self.context.modules[0].compiler.clone(),
             device: self.context.device.clone(),
             device_capabilities: vec!["f32-fused-multiply-add".into()],
             shape,
@@ -598,7 +600,7 @@ mod tests {
     #[test]
     fn every_resolved_route_is_served_by_the_module() {
         let cpu = CpuBackend::default();
-        let symbols = &cpu.context().modules[0].symbols;
+        let module = &cpu.context().modules[0];
         for name in crate::workload::BUILTINS {
             for g in Workload::builtin(name).unwrap().gemms {
                 use RouteChoice::*;
@@ -608,7 +610,23 @@ mod tests {
                     continue;
                 }
                 let r = cpu.resolve(&g).unwrap();
-                assert!(symbols.contains(&r.kernel_symbol), "{}", r.kernel_symbol);
+                // Served, and for exactly this route's op, dtype and contract.
+                let entry = module.symbol(&r.kernel_symbol).expect("symbol served");
+                assert!(
+                    entry.serves(&crate::identity::Service {
+                        op: r.op,
+                        dtype: r.dtype,
+                        contract: r.contract.kind.clone(),
+                        tensor_cores: false,
+                    }),
+                    "{}",
+                    r.kernel_symbol
+                );
+                assert!(
+                    cpu.context()
+                        .module(&r.module_kind, &r.artifact_digest)
+                        .is_some()
+                );
                 assert_eq!(
                     CpuKernel::from_route(&r).unwrap().symbol(r.op, r.dtype),
                     r.kernel_symbol

@@ -256,6 +256,36 @@ impl CudaKernel {
     }
 }
 
+/// Every symbol the GEMM module exports, with what it serves and its
+/// resources digest (from `resources`, keyed by symbol, where known).
+pub fn module_entries(
+    resources: &std::collections::HashMap<String, Digest>,
+) -> Vec<crate::identity::SymbolEntry> {
+    let mut out = Vec::new();
+    for k in CudaKernel::FAMILIES {
+        let (contract, _) = k.contract();
+        for op in GemmOp::ALL {
+            for dtype in DType::ALL {
+                if k.supports(*dtype) {
+                    let name = k.symbol(*op, *dtype);
+                    let mut e = crate::identity::SymbolEntry::new(name.clone()).serving(
+                        &[*op],
+                        &[*dtype],
+                        &contract,
+                        k.is_mma(),
+                    );
+                    if let Some(d) = resources.get(&name) {
+                        e = e.with_resources(*d);
+                    }
+                    out.push(e);
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
 /// Every symbol the GEMM module exports, sorted.
 pub fn module_symbols() -> Vec<String> {
     let mut out = Vec::new();

@@ -96,6 +96,8 @@ impl LoadedModule {
         ctx: &Arc<CudaContext>,
         cubin: Vec<u8>,
         symbols: &[String],
+        compiler: &CompilerIdentity,
+        arch: &str,
     ) -> std::result::Result<LoadedModule, String> {
         let digest = Digest::sha256(&cubin);
         let module = ctx
@@ -120,14 +122,19 @@ impl LoadedModule {
             }
             functions.insert(s.clone(), (f, w.finish()));
         }
-        let mut symbols = symbols.to_vec();
-        symbols.sort();
+        let resources: HashMap<String, Digest> = functions
+            .iter()
+            .map(|(s, (_, d))| (s.clone(), *d))
+            .collect();
         Ok(LoadedModule {
-            identity: ModuleIdentity {
-                kind: ModuleKind::Nvrtc,
+            identity: ModuleIdentity::new(
+                PhysicalBackend::CudaNvrtc,
+                ModuleKind::Nvrtc,
                 digest,
-                symbols,
-            },
+                compiler.clone(),
+                arch,
+                catalog::module_entries(&resources),
+            ),
             functions,
             _module: module,
         })
@@ -226,7 +233,7 @@ impl Shared {
             source_digest: Digest::sha256(catalog::GEMM_SOURCE.as_bytes()),
         };
         let cubin = nvrtc::compile_cubin(catalog::GEMM_SOURCE, "gemm.cu", &options)?;
-        let gemm = LoadedModule::load(&ctx, cubin, &catalog::module_symbols())?;
+        let gemm = LoadedModule::load(&ctx, cubin, &catalog::module_symbols(), &compiler, &arch)?;
         let sha_cubin = nvrtc::compile_cubin(catalog::SHA256_SOURCE, "sha256.cu", &options)?;
         let sha_module = ctx
             .load_module(Ptx::from_binary(sha_cubin))
@@ -234,7 +241,7 @@ impl Shared {
         let sha = sha_module
             .load_function("sha256_chunks")
             .map_err(|e| format!("fingerprint kernel: {e}"))?;
-        let vendor = Vendor::probe();
+        let vendor = Vendor::probe(&arch);
         let mut volatile = VolatileMetadata::new();
         volatile.insert("cuda.device.name".into(), name);
         if let Ok(u) = ctx.uuid() {
@@ -356,7 +363,7 @@ impl CudaBackend {
         let kernel = match spec.route {
             RouteChoice::Policy => {
                 let split_ok = policy
-                    .refuse_contract(spec.dtype, crate::route::ContractKind::SplitKFixed)
+                    .refuse_contract(spec.dtype, &crate::route::ContractKind::SplitKFixed)
                     .is_none();
                 catalog::dispatch(spec.dtype, spec.m, spec.k, policy.tensor_cores, split_ok)
             }
@@ -511,7 +518,7 @@ impl CudaBackend {
             resources.field("shared_bytes", FieldValue::U32(n.shared_bytes));
         }
         let threads: u32 = main.block.iter().product();
-        let numerics = call.numerics;
+        let numerics = call.numerics.clone();
         let library_digest = {
             let mut w = DigestWriter::new("gemm-audit/vendor-library/v1");
             w.field("version", FieldValue::Str(&lib.version));
@@ -526,7 +533,7 @@ impl CudaBackend {
                 Api::Lt => PhysicalBackend::CublasLt,
             },
             contract: NumericContract {
-                kind: numerics.contract,
+                kind: numerics.contract.clone(),
                 splits: call
                     .lt
                     .as_ref()
@@ -957,34 +964,23 @@ fn time_launches(
 
 /// The context of `shared` under `policy`.
 fn context_of(shared: &Shared, policy: GemmPolicy) -> GemmRouteIdentity {
-    let mut available = vec![PhysicalBackend::CudaNvrtc];
     let mut modules = vec![shared.gemm.identity.clone()];
     if let Some(l) = &shared.vendor.cublas {
-        available.push(PhysicalBackend::Cublas);
         modules.push(l.module.clone());
     }
     if let Some(l) = &shared.vendor.cublaslt {
-        available.push(PhysicalBackend::CublasLt);
         modules.push(l.module.clone());
     }
-    GemmRouteIdentity {
+    GemmRouteIdentity::new(
         policy,
-        permitted_backends: policy
-            .backends()
-            .iter()
-            .copied()
-            .filter(|b| available.contains(b))
-            .collect(),
-        permitted_contracts: policy.contracts().to_vec(),
-        compiler: shared.compiler.clone(),
         modules,
-        device: shared.device.clone(),
-        revisions: Revisions {
+        shared.device.clone(),
+        Revisions {
             tuning_table: catalog::TUNING_TABLE_REVISION,
             schedule: catalog::SCHEDULE_REVISION,
             tensor_map: 0,
         },
-    }
+    )
 }
 
 /// What a prepared launch runs.
@@ -1060,7 +1056,7 @@ impl Prepared {
                     route.gemm, route.kernel_symbol, want.library_version, lib.version
                 )));
             }
-            let fast = match route.contract.kind {
+            let fast = match &route.contract.kind {
                 crate::route::ContractKind::VendorFast => true,
                 crate::route::ContractKind::VendorPedantic => false,
                 other => {

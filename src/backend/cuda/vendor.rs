@@ -19,9 +19,10 @@
 use super::device::{Shared, cuda_err};
 use crate::digest::{Digest, DigestWriter, FieldValue};
 use crate::error::Result;
-use crate::identity::ModuleIdentity;
+use crate::identity::{CompilerIdentity, ModuleIdentity, SymbolEntry};
 use crate::route::{
-    ContractKind, DType, GemmOp, GemmShape, ModuleKind, OperandConversion, VendorRoute,
+    ContractKind, DType, GemmOp, GemmShape, ModuleKind, OperandConversion, PhysicalBackend,
+    VendorRoute,
 };
 use cudarc::cublas::{CudaBlas, sys as blas};
 use cudarc::cublaslt::sys as lt;
@@ -68,20 +69,38 @@ impl Api {
     }
 }
 
-fn pseudo_module(kind: ModuleKind, version: &str, symbol: &str) -> ModuleIdentity {
+/// The identity of a vendor library as a module: its digest frames the
+/// kind and version; its one symbol (the API entry point) serves every op
+/// and dtype under the vendor contracts, with tensor cores as
+/// [`Numerics::of`] sets them.
+fn pseudo_module(kind: ModuleKind, version: &str, symbol: &str, arch: &str) -> ModuleIdentity {
     let mut w = DigestWriter::new("gemm-audit/vendor-module/v1");
-    w.field("kind", FieldValue::Str(kind.as_str()));
+    w.field("kind", FieldValue::Str(&kind.as_str()));
     w.field("version", FieldValue::Str(version));
-    ModuleIdentity {
-        kind,
-        digest: w.finish(),
-        symbols: vec![symbol.to_string()],
+    let digest = w.finish();
+    let mut entry = SymbolEntry::new(symbol);
+    for dtype in DType::ALL {
+        for fast in [false, true] {
+            let n = Numerics::of(*dtype, fast);
+            entry = entry.serving(GemmOp::ALL, &[*dtype], &n.contract, n.tensor_cores);
+        }
     }
+    let backend = match kind {
+        ModuleKind::Cublas => PhysicalBackend::Cublas,
+        _ => PhysicalBackend::CublasLt,
+    };
+    let compiler = CompilerIdentity {
+        name: symbol.to_string(),
+        version: version.to_string(),
+        options_digest: digest,
+        source_digest: digest,
+    };
+    ModuleIdentity::new(backend, kind, digest, compiler, arch, vec![entry])
 }
 
 impl Vendor {
     /// Looks for the libraries (no handle is created).
-    pub fn probe() -> Vendor {
+    pub fn probe(arch: &str) -> Vendor {
         // SAFETY: only checks whether the shared library can be loaded.
         let cublas = if unsafe { blas::is_culib_present() } {
             let mut v = [0i32; 3];
@@ -97,7 +116,7 @@ impl Vendor {
             ok.then(|| {
                 let version = format!("cuBLAS {}.{}.{}", v[0], v[1], v[2]);
                 Library {
-                    module: pseudo_module(ModuleKind::Cublas, &version, CUBLAS_SYMBOL),
+                    module: pseudo_module(ModuleKind::Cublas, &version, CUBLAS_SYMBOL, arch),
                     version,
                 }
             })
@@ -110,7 +129,7 @@ impl Vendor {
             let v = unsafe { lt::cublasLtGetVersion() };
             let version = format!("cuBLASLt {}.{}.{}", v / 10000, (v / 100) % 100, v % 100);
             Some(Library {
-                module: pseudo_module(ModuleKind::CublasLt, &version, CUBLASLT_SYMBOL),
+                module: pseudo_module(ModuleKind::CublasLt, &version, CUBLASLT_SYMBOL, arch),
                 version,
             })
         } else {
@@ -226,7 +245,7 @@ impl Handles {
 }
 
 /// Compute settings of one vendor route.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Numerics {
     pub blas_compute: blas::cublasComputeType_t,
     pub blas_math: blas::cublasMath_t,
@@ -788,9 +807,11 @@ mod tests {
 
     #[test]
     fn pseudo_modules_track_the_version() {
-        let a = pseudo_module(ModuleKind::Cublas, "cuBLAS 13.1.0", CUBLAS_SYMBOL);
-        let b = pseudo_module(ModuleKind::Cublas, "cuBLAS 13.1.1", CUBLAS_SYMBOL);
+        let a = pseudo_module(ModuleKind::Cublas, "cuBLAS 13.1.0", CUBLAS_SYMBOL, "sm_90");
+        let b = pseudo_module(ModuleKind::Cublas, "cuBLAS 13.1.1", CUBLAS_SYMBOL, "sm_90");
         assert_ne!(a.digest, b.digest);
-        assert_eq!(a.symbols, vec![CUBLAS_SYMBOL.to_string()]);
+        assert_eq!(a.symbol_names(), vec![CUBLAS_SYMBOL.to_string()]);
+        // Every op and dtype, under both vendor contracts.
+        assert_eq!(a.symbols[0].serves.len(), 3 * 3 * 2);
     }
 }

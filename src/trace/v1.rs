@@ -1,0 +1,145 @@
+//! Format version 1, read and converted to the current model.
+//!
+//! Version 1 stored one compiler for the whole context and modules as bare
+//! symbol lists. Routes, launch sets, fingerprints and physical nodes are
+//! encoded the same in both versions (vocabulary variants were only
+//! appended), so they decode with the current types and a v1 trace's
+//! launch-set digest still verifies. The conversion gives every module the
+//! v1 context's compiler, derives its backend from its kind, its target
+//! and each symbol's services from the trace's own routes through it.
+
+use super::RecordedGemmTrace;
+use crate::digest::Digest;
+use crate::error::FormatError;
+use crate::identity::{
+    CompilerIdentity, DeviceIdentity, GemmRouteIdentity, ModuleIdentity, Revisions, Service,
+    SymbolEntry, VolatileMetadata,
+};
+use crate::launch_set::ResolvedGemmLaunchSet;
+use crate::physical::PhysicalNode;
+use crate::policy::GemmPolicy;
+use crate::route::ResolvedGemmRoute;
+use crate::trace::OutputFingerprint;
+use crate::vocab::{ContractKind, ModuleKind, PhysicalBackend};
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize)]
+pub(super) struct ModuleV1 {
+    kind: ModuleKind,
+    digest: Digest,
+    symbols: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+pub(super) struct ContextV1 {
+    policy: GemmPolicy,
+    permitted_backends: Vec<PhysicalBackend>,
+    permitted_contracts: Vec<ContractKind>,
+    compiler: CompilerIdentity,
+    modules: Vec<ModuleV1>,
+    device: DeviceIdentity,
+    revisions: Revisions,
+}
+
+#[derive(Serialize, Deserialize)]
+pub(super) struct TraceV1 {
+    workload: String,
+    workload_digest: Digest,
+    context: ContextV1,
+    launch_set: ResolvedGemmLaunchSet,
+    routes: Vec<ResolvedGemmRoute>,
+    fingerprints: Vec<OutputFingerprint>,
+    volatile: VolatileMetadata,
+    physical: Vec<PhysicalNode>,
+}
+
+fn inconsistent(what: String) -> FormatError {
+    FormatError::Inconsistent(format!("version 1 trace: {what}"))
+}
+
+fn builtin_backend(kind: &ModuleKind) -> Result<PhysicalBackend, FormatError> {
+    Ok(match kind {
+        ModuleKind::CpuReference => PhysicalBackend::CpuReference,
+        ModuleKind::Nvrtc => PhysicalBackend::CudaNvrtc,
+        ModuleKind::Cublas => PhysicalBackend::Cublas,
+        ModuleKind::CublasLt => PhysicalBackend::CublasLt,
+        ModuleKind::Engine(n) => {
+            return Err(inconsistent(format!(
+                "engine module kind {n} did not exist in version 1"
+            )));
+        }
+    })
+}
+
+/// Converts a decoded version-1 trace to the current model.
+pub(super) fn upgrade(t: TraceV1) -> Result<RecordedGemmTrace, FormatError> {
+    // Engine vocabulary did not exist in version 1: such a file is forged.
+    for (i, r) in t.routes.iter().enumerate() {
+        if matches!(r.backend, PhysicalBackend::Engine { .. })
+            || matches!(r.module_kind, ModuleKind::Engine(_))
+            || matches!(r.contract.kind, ContractKind::Engine { .. })
+        {
+            return Err(inconsistent(format!(
+                "route {i} uses engine vocabulary, which version 1 did not have"
+            )));
+        }
+    }
+    let ctx = t.context;
+    let mut modules = Vec::with_capacity(ctx.modules.len());
+    for m in ctx.modules {
+        let backend = builtin_backend(&m.kind)?;
+        let through: Vec<&ResolvedGemmRoute> = t
+            .routes
+            .iter()
+            .filter(|r| r.module_kind == m.kind && r.artifact_digest == m.digest)
+            .collect();
+        let target = through
+            .first()
+            .map(|r| r.compilation_target.clone())
+            .unwrap_or_default();
+        let symbols = m
+            .symbols
+            .into_iter()
+            .map(|name| {
+                let mut entry = SymbolEntry::new(name);
+                for r in through.iter().filter(|r| r.kernel_symbol == entry.name) {
+                    entry.serves.push(Service {
+                        op: r.op,
+                        dtype: r.dtype,
+                        contract: r.contract.kind.clone(),
+                        tensor_cores: r.uses_tensor_cores,
+                    });
+                }
+                entry.serves.sort();
+                entry.serves.dedup();
+                entry
+            })
+            .collect();
+        modules.push(ModuleIdentity::new(
+            backend,
+            m.kind,
+            m.digest,
+            ctx.compiler.clone(),
+            target,
+            symbols,
+        ));
+    }
+    let context = GemmRouteIdentity {
+        policy: ctx.policy,
+        permitted_backends: ctx.permitted_backends,
+        permitted_contracts: ctx.permitted_contracts,
+        modules,
+        device: ctx.device,
+        revisions: ctx.revisions,
+    };
+    Ok(RecordedGemmTrace {
+        workload: t.workload,
+        workload_digest: t.workload_digest,
+        context,
+        launch_set: t.launch_set,
+        routes: t.routes,
+        fingerprints: t.fingerprints,
+        volatile: t.volatile,
+        physical: t.physical,
+    })
+}
