@@ -15,6 +15,10 @@ pub enum Error {
     /// A plan, capture or replay was refused.
     #[error("{0}")]
     Refused(Box<Refusal>),
+    /// The route recorder refused a call (nesting, capacity, mode, a
+    /// context change while recording).
+    #[error("recorder: {0}")]
+    Recorder(#[from] crate::recorder::RecorderError),
     /// A trace file is malformed.
     #[error("{path}: {source}")]
     Format { path: PathBuf, source: FormatError },

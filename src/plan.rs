@@ -187,7 +187,7 @@ impl PreparedGemmCaptureManifest {
     }
 }
 
-fn compare_launch_sets(
+pub(crate) fn compare_launch_sets(
     stage: RefusalStage,
     expected: &ResolvedGemmLaunchSet,
     found: &ResolvedGemmLaunchSet,
@@ -224,7 +224,7 @@ fn launch_set_refusal(stage: RefusalStage, e: LaunchSetError) -> Refusal {
     Refusal::new(stage, index, field, "a well-formed launch", e)
 }
 
-fn context_refusal(
+pub(crate) fn context_refusal(
     stage: RefusalStage,
     expected: &GemmRouteIdentity,
     found: &GemmRouteIdentity,

@@ -22,7 +22,8 @@ use gemm_audit::workload::{GemmSpec, RouteChoice, Workload};
 use gemm_audit::{
     CapturedGemmGraphPlan, Digest, F32Policy, GemmPolicy, GemmRouteIdentity, HalfPolicy,
     LaunchSetError, OutputFingerprint, PolicyMode, PreparedGemmCaptureManifest, RecordedGemmTrace,
-    Refusal, RefusalStage, ResolvedGemmLaunchSetBuilder, build_resolved_gemm_launch_set, testkit,
+    Refusal, RefusalStage, ResolvedGemmLaunchSetBuilder, Service, build_resolved_gemm_launch_set,
+    testkit,
 };
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -1250,5 +1251,100 @@ proptest! {
                 prop_assert_eq!(out, &scalar);
             }
         }
+    }
+}
+
+// ------------------------------------------- the replay guard, without a golden
+
+/// Route fields whose change the live policy or module set makes visible:
+/// the replay guard must refuse each without any golden at hand.
+const POLICY_VISIBLE: &[&str] = &[
+    "op",
+    "dtype",
+    "backend",
+    "contract.kind",
+    "uses_tensor_cores",
+    "kernel_symbol",
+    "relabel",
+    "module_kind",
+    "compilation_target",
+    "artifact_digest",
+    "compiler.name",
+    "compiler.version",
+    "compiler.options_digest",
+    "compiler.source_digest",
+    "device.class",
+    "device.compute_capability",
+    "device.multiprocessors",
+    "device.driver",
+    "tuning_table_revision",
+    "schedule_revision",
+];
+
+/// The CPU backend's routes for the transformer-block (resolved, not run):
+/// real modules whose symbols each serve one op, dtype and contract.
+fn cpu_routes(cpu: &CpuBackend) -> Vec<ResolvedGemmRoute> {
+    Workload::builtin("transformer-block")
+        .unwrap()
+        .gemms
+        .iter()
+        .filter_map(|g| cpu.resolve(g).ok())
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(config(256))]
+
+    /// 6. The replay guard alone refuses every policy-visible change of a
+    /// route, even when the attacker re-digested the manifest so the plan
+    /// builds: `with_validated_launch` refuses at the changed route and never
+    /// calls the launch closure. A guard that launched before validating
+    /// (or not at all) fails here: the closure count must be 0 on a
+    /// refusal and exactly 1 for the untouched routes.
+    #[test]
+    fn the_replay_guard_alone_refuses_every_policy_visible_change(
+        at in any::<Index>(),
+        tag in prop::sample::select(POLICY_VISIBLE),
+        other in any::<Index>(),
+    ) {
+        let cpu = CpuBackend::default();
+        let live = cpu.context();
+        let clean = cpu_routes(&cpu);
+        let mut routes = clean.clone();
+        let i = at.index(routes.len());
+        if tag == "relabel" {
+            // Another symbol of the live module, serving something else.
+            let module = &live.modules[0];
+            let r = &routes[i];
+            let candidates: Vec<&str> = module
+                .symbols
+                .iter()
+                .filter(|s| s.name != r.kernel_symbol)
+                .filter(|s| !s.serves(&Service {
+                    op: r.op,
+                    dtype: r.dtype,
+                    contract: r.contract.kind.clone(),
+                    tensor_cores: r.uses_tensor_cores,
+                }))
+                .map(|s| s.name.as_str())
+                .collect();
+            routes[i].kernel_symbol = candidates[other.index(candidates.len())].to_string();
+        } else {
+            prop_assert!(mutate_field(&mut routes[i], tag), "unknown tag {}", tag);
+        }
+        prop_assert_ne!(&routes[i], &clean[i]);
+
+        let untouched = PreparedGemmCaptureManifest::from_routes(live.clone(), &clean).unwrap();
+        let plan = CapturedGemmGraphPlan::new(untouched, clean.clone()).unwrap();
+        prop_assert_eq!(guarded_launch(&plan, live, "clean"), (Ok(7), 1));
+
+        let redigested = PreparedGemmCaptureManifest::from_routes(live.clone(), &routes).unwrap();
+        let plan = CapturedGemmGraphPlan::new(redigested, routes.clone())
+            .expect("a plan builds against its own re-digested manifest");
+        let (r, calls) = guarded_launch(&plan, live, "tampered");
+        prop_assert_eq!(calls, 0, "{}: the launch closure ran", tag);
+        let refusal = r.unwrap_err();
+        prop_assert_eq!(refusal.stage, RefusalStage::ReplayValidation);
+        prop_assert_eq!(refusal.route_index, Some(i as u64), "{}: {}", tag, refusal);
     }
 }

@@ -3,6 +3,9 @@
 //! through [`CapturedGemmGraphPlan::with_validated_launch`].
 
 pub mod kernels;
+mod stream;
+
+pub use stream::{CpuStream, CpuStreamError, CpuStreamGraph};
 
 use crate::digest::{Digest, DigestWriter, FieldValue};
 use crate::error::{Error, Refusal, Result};

@@ -11,10 +11,13 @@ use crate::identity::{CompilerIdentity, DeviceIdentity};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+pub mod builder;
+
 pub use crate::vocab::{
     ContractKind, DType, GemmOp, ModuleKind, Name, OperandConversion, OutputOwnership,
     PhysicalBackend,
 };
+pub use builder::{ArgumentsDigest, GemmRouteBuilder, RouteBuildError};
 
 /// The numeric contract of a route.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -1,0 +1,371 @@
+//! The embedding API: the route recorder's modes and refusals, record_eager,
+//! capture discipline on a CPU stream, guarded replays and plans as Option.
+
+use gemm_audit::backend::cpu::CpuStream;
+use gemm_audit::recorder::{
+    self, CaptureStream, GemmRouteRecorder, RecorderError, RecorderMode,
+    require_deterministic_gemm_graph_plan,
+};
+use gemm_audit::{Error, GemmPolicy, PolicyMode, ResolvedGemmRoute, testkit};
+use std::cell::Cell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::rc::Rc;
+
+fn routes(n: u64) -> Vec<ResolvedGemmRoute> {
+    testkit::sample_routes(n)
+}
+
+/// A step that pushes `routes` and launches one counted op per route.
+fn step(
+    stream: &CpuStream,
+    rec: &GemmRouteRecorder,
+    routes: &[ResolvedGemmRoute],
+    ran: &Rc<Cell<u32>>,
+) -> Result<(), Error> {
+    for r in routes {
+        rec.push(r.clone())?;
+        let ran = ran.clone();
+        stream.launch(move || ran.set(ran.get() + 1));
+    }
+    Ok(())
+}
+
+#[test]
+fn recorder_refuses_nesting_idle_pushes_and_wrong_modes() {
+    let rec = GemmRouteRecorder::new();
+    let live = testkit::context();
+    assert!(matches!(
+        rec.push(testkit::sample_route(0)),
+        Err(RecorderError::NotRecording { .. })
+    ));
+    let g = rec.begin_eager(&live).unwrap();
+    assert!(matches!(
+        rec.begin_eager(&live),
+        Err(RecorderError::Nested {
+            active: RecorderMode::Eager
+        })
+    ));
+    assert!(matches!(
+        rec.begin_capture(&live, 4),
+        Err(RecorderError::Nested { .. })
+    ));
+    rec.push(testkit::sample_route(0)).unwrap();
+    assert_eq!(
+        g.finish_capture(&live).unwrap_err(),
+        RecorderError::WrongMode {
+            active: RecorderMode::Eager,
+            asked: RecorderMode::Capture
+        }
+    );
+    // Finishing (even refused) clears the recorder.
+    assert_eq!(rec.mode(), RecorderMode::Idle);
+    let g = rec.begin_capture(&live, 1).unwrap();
+    assert!(matches!(
+        g.finish_eager(&live),
+        Err(RecorderError::WrongMode {
+            active: RecorderMode::Capture,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn capture_mode_refuses_pushes_over_capacity_and_cannot_finish() {
+    let rec = GemmRouteRecorder::new();
+    let live = testkit::context();
+    let g = rec.begin_capture(&live, 2).unwrap();
+    rec.push(testkit::sample_route(0)).unwrap();
+    rec.push(testkit::sample_route(1)).unwrap();
+    let e = rec.push(testkit::sample_route(2)).unwrap_err();
+    assert!(
+        matches!(e, RecorderError::OverCapacity { capacity: 2, .. }),
+        "{e}"
+    );
+    assert_eq!(rec.len(), 2);
+    // Ignoring the push error does not help: the recording is spoiled.
+    assert!(matches!(
+        g.finish_capture(&live),
+        Err(RecorderError::OverCapacity { .. })
+    ));
+}
+
+#[test]
+fn a_policy_change_while_recording_is_refused() {
+    let rec = GemmRouteRecorder::new();
+    let live = testkit::context();
+    let g = rec.begin_eager(&live).unwrap();
+    rec.push(testkit::sample_route(0)).unwrap();
+    let flipped = live.with_policy(GemmPolicy {
+        mode: PolicyMode::CublasFast,
+        ..live.policy
+    });
+    match g.finish_eager(&flipped) {
+        Err(RecorderError::ContextChanged(r)) => assert_eq!(r.change().field, "policy.mode"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_recorder_is_cleared_on_drop_error_and_panic() {
+    let rec = GemmRouteRecorder::new();
+    let live = testkit::context();
+    {
+        let _g = rec.begin_eager(&live).unwrap();
+        rec.push(testkit::sample_route(0)).unwrap();
+    }
+    assert_eq!((rec.mode(), rec.len()), (RecorderMode::Idle, 0));
+
+    let r: Result<((), _), Error> = recorder::record_eager(&rec, &live, || {
+        rec.push(testkit::sample_route(0))?;
+        Err(Error::Backend {
+            backend: "engine".into(),
+            reason: "step failed".into(),
+        })
+    });
+    assert!(r.is_err());
+    assert_eq!(rec.mode(), RecorderMode::Idle);
+
+    let panicked = catch_unwind(AssertUnwindSafe(|| {
+        let _ = recorder::record_eager(&rec, &live, || -> Result<(), Error> {
+            rec.push(testkit::sample_route(0))?;
+            panic!("engine bug");
+        });
+    }));
+    assert!(panicked.is_err());
+    assert_eq!(rec.mode(), RecorderMode::Idle);
+    // And a new recording can begin.
+    assert!(rec.begin_eager(&live).is_ok());
+}
+
+#[test]
+fn record_eager_gives_the_manifest_or_none_for_a_step_without_gemms() {
+    let rec = GemmRouteRecorder::new();
+    let live = testkit::context();
+    let stream = CpuStream::new();
+    let ran = Rc::new(Cell::new(0));
+    let want = routes(3);
+    let ((), eager) =
+        recorder::record_eager(&rec, &live, || step(&stream, &rec, &want, &ran)).unwrap();
+    assert_eq!(ran.get(), 3, "eager work runs at once");
+    assert_eq!(eager.routes, want);
+    let m = eager.manifest.unwrap();
+    assert_eq!(
+        m.launch_set,
+        gemm_audit::build_resolved_gemm_launch_set(&want).unwrap()
+    );
+    assert_eq!(m.route_capacity, 3);
+    assert_eq!(m.context, live);
+
+    let ((), empty) = recorder::record_eager(&rec, &live, || Ok::<(), Error>(())).unwrap();
+    assert!(empty.manifest.is_none() && empty.routes.is_empty());
+
+    // Routes that do not form a launch set are refused.
+    let mut bad = routes(1);
+    bad[0].launch.grid = [0, 1, 1];
+    let r = recorder::record_eager(&rec, &live, || step(&stream, &rec, &bad, &ran));
+    assert!(matches!(
+        r,
+        Err(Error::Recorder(RecorderError::LaunchSet(_)))
+    ));
+}
+
+#[test]
+fn capture_then_guarded_replay() {
+    let rec = GemmRouteRecorder::new();
+    let live = testkit::context();
+    let stream = CpuStream::new();
+    let ran = Rc::new(Cell::new(0));
+    let want = routes(4);
+    let ((), eager) =
+        recorder::record_eager(&rec, &live, || step(&stream, &rec, &want, &ran)).unwrap();
+    let manifest = eager.manifest.unwrap();
+    ran.set(0);
+    let ((), cap) = recorder::capture(&stream, &rec, Some(&manifest), &live, || {
+        step(&stream, &rec, &want, &ran)
+    })
+    .unwrap();
+    assert_eq!(ran.get(), 0, "captured work does not run");
+    assert!(!stream.is_capturing());
+    assert_eq!(cap.gemm_launches, 4);
+    assert_eq!(cap.graph.len(), 4);
+    let plan = cap.plan.as_ref().unwrap();
+    assert_eq!(plan.routes(), &want[..]);
+
+    cap.launch_validated(&live, "replay", |g| g.launch())
+        .unwrap();
+    assert_eq!(ran.get(), 4);
+
+    // A changed live context: refused, and the graph never launched.
+    let flipped = live.with_policy(GemmPolicy {
+        tensor_cores: false,
+        ..live.policy
+    });
+    let r = cap.launch_validated(&flipped, "flipped", |g| g.launch());
+    assert_eq!(r.unwrap_err().change().field, "policy.tensor_cores");
+    assert_eq!(ran.get(), 4);
+}
+
+#[test]
+fn capture_refuses_a_changed_context_at_the_request_without_running_the_body() {
+    let rec = GemmRouteRecorder::new();
+    let live = testkit::context();
+    let stream = CpuStream::new();
+    let manifest =
+        gemm_audit::PreparedGemmCaptureManifest::from_routes(live.clone(), &routes(2)).unwrap();
+    let mut other = live.clone();
+    other.revisions.schedule += 1;
+    let body_ran = Cell::new(false);
+    let r = recorder::capture(&stream, &rec, Some(&manifest), &other, || {
+        body_ran.set(true);
+        Ok::<(), Error>(())
+    });
+    match r {
+        Err(Error::Refused(refusal)) => {
+            assert_eq!(refusal.stage, gemm_audit::RefusalStage::CaptureRequest);
+            assert_eq!(refusal.change().field, "revisions.schedule");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!body_ran.get());
+    assert!(!stream.is_capturing());
+}
+
+#[test]
+fn capture_of_a_different_step_is_refused_at_the_capture_result() {
+    let rec = GemmRouteRecorder::new();
+    let live = testkit::context();
+    let stream = CpuStream::new();
+    let ran = Rc::new(Cell::new(0));
+    let manifest =
+        gemm_audit::PreparedGemmCaptureManifest::from_routes(live.clone(), &routes(3)).unwrap();
+    let mut swapped = routes(3);
+    swapped.swap(0, 2);
+    let r = recorder::capture(&stream, &rec, Some(&manifest), &live, || {
+        step(&stream, &rec, &swapped, &ran)
+    });
+    match r {
+        Err(Error::Refused(refusal)) => {
+            assert_eq!(refusal.stage, gemm_audit::RefusalStage::CaptureResult);
+            assert_eq!(refusal.change().field, "ordered_digest");
+        }
+        other => panic!("{other:?}"),
+    }
+    // One GEMM more than the eager run: over capacity.
+    let r = recorder::capture(&stream, &rec, Some(&manifest), &live, || {
+        step(&stream, &rec, &routes(4), &ran)
+    });
+    assert!(matches!(
+        r,
+        Err(Error::Recorder(RecorderError::OverCapacity { .. }))
+    ));
+    // Without a manifest no GEMM may be captured at all.
+    let r = recorder::capture(&stream, &rec, None, &live, || {
+        step(&stream, &rec, &routes(1), &ran)
+    });
+    assert!(matches!(
+        r,
+        Err(Error::Recorder(RecorderError::OverCapacity {
+            capacity: 0,
+            ..
+        }))
+    ));
+    assert!(!stream.is_capturing());
+    assert_eq!(rec.mode(), RecorderMode::Idle);
+}
+
+#[test]
+fn a_panic_in_the_body_is_resumed_after_the_capture_ended() {
+    let rec = GemmRouteRecorder::new();
+    let live = testkit::context();
+    let stream = CpuStream::new();
+    let manifest =
+        gemm_audit::PreparedGemmCaptureManifest::from_routes(live.clone(), &routes(1)).unwrap();
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let _ = recorder::capture(
+            &stream,
+            &rec,
+            Some(&manifest),
+            &live,
+            || -> Result<(), Error> {
+                assert!(stream.is_capturing());
+                panic!("engine bug during capture");
+            },
+        );
+    }));
+    let payload = r.unwrap_err();
+    assert_eq!(
+        payload.downcast_ref::<&str>(),
+        Some(&"engine bug during capture")
+    );
+    assert!(!stream.is_capturing(), "the capture was ended");
+    assert_eq!(rec.mode(), RecorderMode::Idle);
+}
+
+/// A stream whose end of capture fails, to see both errors reported.
+struct FailingEnd(CpuStream);
+
+impl CaptureStream for FailingEnd {
+    type Graph = gemm_audit::backend::cpu::CpuStreamGraph;
+    type Error = gemm_audit::backend::cpu::CpuStreamError;
+    fn begin_capture(&self) -> Result<(), Self::Error> {
+        self.0.begin_capture()
+    }
+    fn end_capture(&self) -> Result<Self::Graph, Self::Error> {
+        self.0.end_capture()?;
+        Err(gemm_audit::backend::cpu::CpuStreamError::NotCapturing)
+    }
+    fn upload(&self, g: &Self::Graph) -> Result<(), Self::Error> {
+        self.0.upload(g)
+    }
+}
+
+#[test]
+fn when_body_and_end_both_fail_both_are_reported() {
+    let rec = GemmRouteRecorder::new();
+    let live = testkit::context();
+    let stream = FailingEnd(CpuStream::new());
+    let r = recorder::capture(&stream, &rec, None, &live, || {
+        Err::<(), Error>(Error::Backend {
+            backend: "engine".into(),
+            reason: "body failed".into(),
+        })
+    });
+    let msg = r.unwrap_err().to_string();
+    assert!(msg.contains("body failed"), "{msg}");
+    assert!(msg.contains("ending the capture failed too"), "{msg}");
+    assert!(!stream.0.is_capturing());
+}
+
+#[test]
+fn plans_are_optional_but_required_for_deterministic_gemm_work() {
+    let rec = GemmRouteRecorder::new();
+    let live = testkit::context();
+    let stream = CpuStream::new();
+    // A step without GEMM work: no plan, and it replays.
+    let ((), cap) = recorder::capture(&stream, &rec, None, &live, || {
+        stream.launch(|| {});
+        Ok::<(), Error>(())
+    })
+    .unwrap();
+    assert!(cap.plan.is_none());
+    assert_eq!(cap.gemm_launches, 0);
+    assert!(
+        cap.launch_validated(&live, "no-gemm", |g| g.launch())
+            .is_ok()
+    );
+
+    // GEMM work without a plan is refused under the deterministic policy...
+    let r = require_deterministic_gemm_graph_plan(&live, 2, None).unwrap_err();
+    assert_eq!(r.change().field, "plan");
+    // ...but not under a vendor policy, which promises no fixed kernels.
+    let vendor = live.with_policy(GemmPolicy {
+        mode: PolicyMode::CublasFast,
+        ..live.policy
+    });
+    assert!(require_deterministic_gemm_graph_plan(&vendor, 2, None).is_ok());
+    // A plan for another launch count is refused.
+    let plan = testkit::sample_trace(3).plan().unwrap();
+    let r = require_deterministic_gemm_graph_plan(&live, 2, Some(&plan)).unwrap_err();
+    assert_eq!(r.change().field, "launch_count");
+    assert!(require_deterministic_gemm_graph_plan(&live, 3, Some(&plan)).is_ok());
+}
