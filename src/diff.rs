@@ -8,7 +8,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
 /// What kind of difference a change is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum DiffClass {
     /// Driver, toolkit, library, compiler, device or artifact identity changed.

@@ -228,12 +228,23 @@ impl Workload {
         Ok(w)
     }
 
+    /// Parses and validates a TOML workload (needs the `cli` feature, which
+    /// brings the TOML parser).
+    #[cfg(feature = "cli")]
     pub fn from_toml(text: &str) -> Result<Workload, String> {
         let w: Workload = toml::from_str(text).map_err(|e| e.to_string())?;
         w.validate()?;
         Ok(w)
     }
 
+    /// Without the `cli` feature there is no TOML parser: JSON workloads
+    /// work, TOML ones are refused with a message saying so.
+    #[cfg(not(feature = "cli"))]
+    pub fn from_toml(_text: &str) -> Result<Workload, String> {
+        Err("TOML workloads need gemm-audit's `cli` feature (JSON workloads do not)".into())
+    }
+
+    /// Parses and validates a JSON workload.
     pub fn from_json(text: &str) -> Result<Workload, String> {
         let w: Workload = serde_json::from_str(text).map_err(|e| e.to_string())?;
         w.validate()?;
@@ -522,6 +533,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "cli")]
     fn toml_and_json_parse() {
         let toml = r#"
             name = "mine"

@@ -369,3 +369,89 @@ fn plans_are_optional_but_required_for_deterministic_gemm_work() {
     assert_eq!(r.change().field, "launch_count");
     assert!(require_deterministic_gemm_graph_plan(&live, 3, Some(&plan)).is_ok());
 }
+
+// ------------------------------------------- an engine's own GemmBackend
+
+use gemm_audit::backend::cpu::{CpuBackend, CpuGraph};
+use gemm_audit::backend::{Backend, EngineGraph, GemmBackend, Graph};
+
+/// An engine backend: the CPU kernels under the engine's own name, with
+/// its own graph type, run through the whole audit.
+#[derive(Debug, Default)]
+struct MyEngine(CpuBackend);
+
+#[derive(Debug)]
+struct MyGraph(CpuGraph);
+
+impl EngineGraph for MyGraph {
+    fn plan(&self) -> &gemm_audit::CapturedGemmGraphPlan {
+        self.0.plan()
+    }
+    fn physical(&self) -> Vec<gemm_audit::physical::PhysicalNode> {
+        self.0.physical()
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl GemmBackend for MyEngine {
+    fn name(&self) -> &str {
+        "my-engine"
+    }
+    fn context(&self) -> &gemm_audit::GemmRouteIdentity {
+        self.0.context()
+    }
+    fn with_policy(&self, policy: GemmPolicy) -> Backend {
+        Backend::engine(MyEngine(CpuBackend::new(policy)))
+    }
+    fn resolve(
+        &self,
+        spec: &gemm_audit::workload::GemmSpec,
+    ) -> gemm_audit::Result<ResolvedGemmRoute> {
+        self.0.resolve(spec)
+    }
+    fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> gemm_audit::Result<Vec<u8>> {
+        self.0.run(route, seed)
+    }
+    fn capture(
+        &self,
+        manifest: &gemm_audit::PreparedGemmCaptureManifest,
+        routes: &[ResolvedGemmRoute],
+        seeds: &[u64],
+    ) -> gemm_audit::Result<Graph> {
+        Ok(Graph::Engine(Box::new(MyGraph(
+            self.0.capture(manifest, routes, seeds)?,
+        ))))
+    }
+    fn replay(&self, graph: &Graph, label: &str) -> gemm_audit::Result<Vec<Vec<u8>>> {
+        let Graph::Engine(g) = graph else {
+            return Err(Error::Backend {
+                backend: "my-engine".into(),
+                reason: "not my graph".into(),
+            });
+        };
+        let g = g.as_any().downcast_ref::<MyGraph>().expect("my graph");
+        Ok(self.0.replay(&g.0, label)?)
+    }
+}
+
+#[test]
+fn an_engine_backend_runs_the_whole_record_and_check() {
+    let backend = Backend::engine(MyEngine::default());
+    assert_eq!(backend.name(), "my-engine");
+    let mut w = gemm_audit::workload::Workload::builtin("m-sweep").unwrap();
+    w.gemms.truncate(3);
+    let rec = recorder::record(&backend, &w, &mut |_, _| {}).unwrap();
+    assert!(rec.replay.is_identical(), "{:?}", rec.replay);
+    let report = recorder::check(&backend, &rec.trace, Some(&rec.trace), true).unwrap();
+    assert!(report.passed(), "{report:?}");
+    // Under a policy flip the same trace is refused before launch.
+    let flipped = backend.with_policy(GemmPolicy {
+        tensor_cores: true,
+        ..backend.context().policy
+    });
+    let report = recorder::check(&flipped, &rec.trace, None, true).unwrap();
+    assert!(!report.passed());
+    assert!(report.replay.is_none(), "nothing refused is launched");
+}

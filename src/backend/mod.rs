@@ -1,19 +1,22 @@
-//! Backends behind one enum: the CPU reference (always present) and CUDA
-//! (a stub that says why it is unavailable when built without `cuda`), so
-//! callers match on [`Backend`] without `cfg`.
+//! Backends behind one trait, [`GemmBackend`], and one enum, [`Backend`]:
+//! the CPU reference (always present), CUDA (a stub that says why it is
+//! unavailable when built without `cuda`, so callers match without `cfg`)
+//! and an engine's own backend.
 
 pub mod cpu;
 pub mod cuda;
 
 use crate::error::{Error, Result};
 use crate::identity::{GemmRouteIdentity, VolatileMetadata};
+use crate::policy::GemmPolicy;
 use crate::route::ResolvedGemmRoute;
 use crate::trace::PreparedGemmCaptureManifest;
 use crate::workload::GemmSpec;
 use std::fmt;
 
 /// Which backend to open.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum BackendKind {
     /// CUDA when a device is present, else the CPU reference.
     Auto,
@@ -33,21 +36,82 @@ impl fmt::Display for BackendKind {
     }
 }
 
+/// What the audit needs of a backend: its live context, routes for
+/// workload GEMMs, eager runs, capture and validated replay.
+///
+/// The built-in backends implement it ([`cpu::CpuBackend`],
+/// [`cuda::CudaBackend`], also when built without CUDA, where it is a stub
+/// that cannot be opened), and so can an engine's own backend, which then
+/// runs the whole audit through [`Backend::Engine`]. Replays must go through
+/// [`crate::CapturedGemmGraphPlan::with_validated_launch`] under
+/// [`GemmBackend::context`].
+pub trait GemmBackend: fmt::Debug + Send + Sync {
+    /// Short name, e.g. `cpu`, `cuda` or the engine's name.
+    fn name(&self) -> &str;
+
+    /// The live context replays are validated against.
+    fn context(&self) -> &GemmRouteIdentity;
+
+    /// Per-machine facts for the trace (never compared).
+    fn volatile(&self) -> VolatileMetadata {
+        VolatileMetadata::new()
+    }
+
+    /// The same device and modules under another policy.
+    fn with_policy(&self, policy: GemmPolicy) -> Backend;
+
+    /// Resolves a workload GEMM to the route this backend would launch.
+    fn resolve(&self, spec: &GemmSpec) -> Result<ResolvedGemmRoute>;
+
+    /// Runs one route eagerly on inputs seeded by `seed`; returns the
+    /// output in storage bytes.
+    fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>>;
+
+    /// Captures routes into a graph prepared from `manifest`.
+    fn capture(
+        &self,
+        manifest: &PreparedGemmCaptureManifest,
+        routes: &[ResolvedGemmRoute],
+        seeds: &[u64],
+    ) -> Result<Graph>;
+
+    /// Replays a graph through its plan's validation; returns the outputs.
+    fn replay(&self, graph: &Graph, label: &str) -> Result<Vec<Vec<u8>>>;
+}
+
+/// A graph captured by an engine's own backend.
+pub trait EngineGraph: fmt::Debug + Send + Sync {
+    /// The plan replays of this graph are validated against.
+    fn plan(&self) -> &crate::plan::CapturedGemmGraphPlan;
+    /// The graph's nodes in capture order (not yet bound to routes).
+    fn physical(&self) -> Vec<crate::physical::PhysicalNode>;
+    /// The graph as `Any`, so its backend can downcast it in `replay`.
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
 /// An open backend.
 // One per process: the size difference between variants does not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Backend {
+    /// The CPU reference backend.
     Cpu(cpu::CpuBackend),
+    /// NVIDIA GPUs through CUDA.
     Cuda(cuda::CudaBackend),
+    /// An engine's own backend.
+    Engine(Box<dyn GemmBackend>),
 }
 
-/// A captured graph of either backend.
+/// A captured graph of any backend.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Graph {
+    /// A CPU graph.
     Cpu(cpu::CpuGraph),
+    /// A CUDA graph.
     Cuda(cuda::CudaGraph),
+    /// An engine backend's graph.
+    Engine(Box<dyn EngineGraph>),
 }
 
 impl Graph {
@@ -56,6 +120,7 @@ impl Graph {
         match self {
             Graph::Cpu(g) => g.plan(),
             Graph::Cuda(g) => g.plan(),
+            Graph::Engine(g) => g.plan(),
         }
     }
 
@@ -64,6 +129,7 @@ impl Graph {
         match self {
             Graph::Cpu(g) => g.physical(),
             Graph::Cuda(g) => g.physical(),
+            Graph::Engine(g) => g.physical(),
         }
     }
 }
@@ -85,12 +151,22 @@ impl Backend {
         }
     }
 
+    /// An engine's own backend.
+    pub fn engine(backend: impl GemmBackend + 'static) -> Backend {
+        Backend::Engine(Box::new(backend))
+    }
+
+    fn inner(&self) -> &dyn GemmBackend {
+        match self {
+            Backend::Cpu(b) => b,
+            Backend::Cuda(b) => b,
+            Backend::Engine(b) => b.as_ref(),
+        }
+    }
+
     /// The same device under another policy (modules and device state are shared).
     pub fn with_policy(&self, policy: crate::policy::GemmPolicy) -> Backend {
-        match self {
-            Backend::Cpu(_) => Backend::Cpu(cpu::CpuBackend::new(policy)),
-            Backend::Cuda(b) => Backend::Cuda(b.with_policy(policy)),
-        }
+        self.inner().with_policy(policy)
     }
 
     /// The backend a workload is recorded on: this one, under the
@@ -100,44 +176,29 @@ impl Backend {
             .map(|mode| self.with_policy(self.context().policy.with_mode(mode)))
     }
 
-    /// Short name: `cpu` or `cuda`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Backend::Cpu(_) => "cpu",
-            Backend::Cuda(_) => "cuda",
-        }
+    /// Short name: `cpu`, `cuda` or the engine backend's.
+    pub fn name(&self) -> &str {
+        self.inner().name()
     }
 
     /// The live context replays are validated against.
     pub fn context(&self) -> &GemmRouteIdentity {
-        match self {
-            Backend::Cpu(b) => b.context(),
-            Backend::Cuda(b) => b.context(),
-        }
+        self.inner().context()
     }
 
     /// Per-machine facts for the trace (never compared).
     pub fn volatile(&self) -> VolatileMetadata {
-        match self {
-            Backend::Cpu(_) => cpu::volatile_metadata(),
-            Backend::Cuda(b) => b.volatile(),
-        }
+        self.inner().volatile()
     }
 
     /// Resolves a GEMM to the route this backend would launch.
     pub fn resolve(&self, spec: &GemmSpec) -> Result<ResolvedGemmRoute> {
-        match self {
-            Backend::Cpu(b) => b.resolve(spec),
-            Backend::Cuda(b) => b.resolve(spec),
-        }
+        self.inner().resolve(spec)
     }
 
     /// Runs one route eagerly; returns the output bytes.
     pub fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {
-        match self {
-            Backend::Cpu(b) => b.run(route, seed),
-            Backend::Cuda(b) => b.run(route, seed),
-        }
+        self.inner().run(route, seed)
     }
 
     /// The scalar-FMA reference output of the same problem (computed on the CPU).
@@ -162,21 +223,125 @@ impl Backend {
         routes: &[ResolvedGemmRoute],
         seeds: &[u64],
     ) -> Result<Graph> {
-        match self {
-            Backend::Cpu(b) => Ok(Graph::Cpu(b.capture(manifest, routes, seeds)?)),
-            Backend::Cuda(b) => Ok(Graph::Cuda(b.capture(manifest, routes, seeds)?)),
-        }
+        self.inner().capture(manifest, routes, seeds)
     }
 
     /// Replays a graph through its plan's validation.
     pub fn replay(&self, graph: &Graph, label: &str) -> Result<Vec<Vec<u8>>> {
-        match (self, graph) {
-            (Backend::Cpu(b), Graph::Cpu(g)) => b.replay(g, label).map_err(Error::from),
-            (Backend::Cuda(b), Graph::Cuda(g)) => b.replay(g, label),
-            _ => Err(Error::Backend {
-                backend: self.name().into(),
-                reason: "graph was captured by another backend".into(),
-            }),
+        self.inner().replay(graph, label)
+    }
+}
+
+impl GemmBackend for Backend {
+    fn name(&self) -> &str {
+        Backend::name(self)
+    }
+    fn context(&self) -> &GemmRouteIdentity {
+        Backend::context(self)
+    }
+    fn volatile(&self) -> VolatileMetadata {
+        Backend::volatile(self)
+    }
+    fn with_policy(&self, policy: GemmPolicy) -> Backend {
+        Backend::with_policy(self, policy)
+    }
+    fn resolve(&self, spec: &GemmSpec) -> Result<ResolvedGemmRoute> {
+        Backend::resolve(self, spec)
+    }
+    fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {
+        Backend::run(self, route, seed)
+    }
+    fn capture(
+        &self,
+        manifest: &PreparedGemmCaptureManifest,
+        routes: &[ResolvedGemmRoute],
+        seeds: &[u64],
+    ) -> Result<Graph> {
+        Backend::capture(self, manifest, routes, seeds)
+    }
+    fn replay(&self, graph: &Graph, label: &str) -> Result<Vec<Vec<u8>>> {
+        Backend::replay(self, graph, label)
+    }
+}
+
+/// The error for a graph replayed on a backend that did not capture it.
+pub(crate) fn foreign_graph(backend: &str) -> Error {
+    Error::Backend {
+        backend: backend.into(),
+        reason: "graph was captured by another backend".into(),
+    }
+}
+
+impl GemmBackend for cpu::CpuBackend {
+    fn name(&self) -> &str {
+        "cpu"
+    }
+    fn context(&self) -> &GemmRouteIdentity {
+        cpu::CpuBackend::context(self)
+    }
+    fn volatile(&self) -> VolatileMetadata {
+        cpu::volatile_metadata()
+    }
+    fn with_policy(&self, policy: GemmPolicy) -> Backend {
+        Backend::Cpu(cpu::CpuBackend::new(policy))
+    }
+    fn resolve(&self, spec: &GemmSpec) -> Result<ResolvedGemmRoute> {
+        cpu::CpuBackend::resolve(self, spec)
+    }
+    fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {
+        cpu::CpuBackend::run(self, route, seed)
+    }
+    fn capture(
+        &self,
+        manifest: &PreparedGemmCaptureManifest,
+        routes: &[ResolvedGemmRoute],
+        seeds: &[u64],
+    ) -> Result<Graph> {
+        Ok(Graph::Cpu(cpu::CpuBackend::capture(
+            self, manifest, routes, seeds,
+        )?))
+    }
+    fn replay(&self, graph: &Graph, label: &str) -> Result<Vec<Vec<u8>>> {
+        match graph {
+            Graph::Cpu(g) => cpu::CpuBackend::replay(self, g, label).map_err(Error::from),
+            _ => Err(foreign_graph("cpu")),
+        }
+    }
+}
+
+impl GemmBackend for cuda::CudaBackend {
+    fn name(&self) -> &str {
+        "cuda"
+    }
+    fn context(&self) -> &GemmRouteIdentity {
+        cuda::CudaBackend::context(self)
+    }
+    fn volatile(&self) -> VolatileMetadata {
+        cuda::CudaBackend::volatile(self)
+    }
+    fn with_policy(&self, policy: GemmPolicy) -> Backend {
+        Backend::Cuda(cuda::CudaBackend::with_policy(self, policy))
+    }
+    fn resolve(&self, spec: &GemmSpec) -> Result<ResolvedGemmRoute> {
+        cuda::CudaBackend::resolve(self, spec)
+    }
+    fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {
+        cuda::CudaBackend::run(self, route, seed)
+    }
+    fn capture(
+        &self,
+        manifest: &PreparedGemmCaptureManifest,
+        routes: &[ResolvedGemmRoute],
+        seeds: &[u64],
+    ) -> Result<Graph> {
+        Ok(Graph::Cuda(cuda::CudaBackend::capture(
+            self, manifest, routes, seeds,
+        )?))
+    }
+    fn replay(&self, graph: &Graph, label: &str) -> Result<Vec<Vec<u8>>> {
+        match graph {
+            Graph::Cuda(g) => cuda::CudaBackend::replay(self, g, label),
+            _ => Err(foreign_graph("cuda")),
         }
     }
 }
