@@ -173,10 +173,10 @@ impl Backend {
         match (self, graph) {
             (Backend::Cpu(b), Graph::Cpu(g)) => b.replay(g, label).map_err(Error::from),
             (Backend::Cuda(b), Graph::Cuda(g)) => b.replay(g, label),
-            _ => Err(Error::Backend {
-                backend: self.name().into(),
-                reason: "graph was captured by another backend".into(),
-            }),
+            _ => Err(Error::backend(
+                self.name(),
+                "graph was captured by another backend",
+            )),
         }
     }
 }
