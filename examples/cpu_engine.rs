@@ -151,10 +151,7 @@ impl Engine {
             .instruction("scalar-fma", "1x1x1")
             .launch([n as u32, m as u32, 1], [1, 1, 1], 0, args)
             .build()
-            .map_err(|e| gemm_audit::Error::Backend {
-                backend: "tiny-engine".into(),
-                reason: e.to_string(),
-            })?;
+            .map_err(|e| gemm_audit::Error::backend("tiny-engine", e.to_string()))?;
         rec.push(route)?;
         let (a, b, c) = (a.clone(), b.clone(), c.clone());
         stream.launch(move || rowdot(&a.borrow(), &b.borrow(), &mut c.borrow_mut(), m, k, n));

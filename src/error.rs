@@ -44,9 +44,16 @@ pub enum Error {
     /// A workload is unknown or malformed.
     #[error("workload {name}: {reason}")]
     Workload { name: String, reason: String },
-    /// The backend is unavailable or failed.
+    /// The backend is unavailable or failed. `reason` says everything (the
+    /// cause included); `source`, when present, is the typed cause (for
+    /// CUDA, a `CudaError` whose own source is the cudarc error).
     #[error("backend {backend}: {reason}")]
-    Backend { backend: String, reason: String },
+    Backend {
+        backend: String,
+        reason: String,
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    },
 }
 
 impl From<Refusal> for Error {
@@ -60,6 +67,30 @@ impl Error {
         Error::Io {
             path: path.into(),
             source,
+        }
+    }
+
+    /// A backend error with no typed cause.
+    /// A backend error without a cause (an engine's own backend uses it too).
+    pub fn backend(backend: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Backend {
+            backend: backend.into(),
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// A backend error whose `source` is `cause` (`reason` should still
+    /// name it: the message is `backend {backend}: {reason}`).
+    pub fn backend_caused(
+        backend: impl Into<String>,
+        reason: impl Into<String>,
+        cause: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> Self {
+        Error::Backend {
+            backend: backend.into(),
+            reason: reason.into(),
+            source: Some(cause.into()),
         }
     }
 

@@ -39,6 +39,9 @@
 //! assert_eq!(refusal.change().field, "ordered_digest");
 //! ```
 
+// `unsafe` lives only in the CUDA backend (src/backend/cuda/), whose files allow it.
+#![deny(unsafe_code)]
+
 pub mod backend;
 pub mod digest;
 pub mod error;

@@ -117,10 +117,7 @@ fn the_recorder_is_cleared_on_drop_error_and_panic() {
 
     let r: Result<((), _), Error> = recorder::record_eager(&rec, &live, || {
         rec.push(testkit::sample_route(0))?;
-        Err(Error::Backend {
-            backend: "engine".into(),
-            reason: "step failed".into(),
-        })
+        Err(Error::backend("engine", "step failed"))
     });
     assert!(r.is_err());
     assert_eq!(rec.mode(), RecorderMode::Idle);
@@ -325,10 +322,7 @@ fn when_body_and_end_both_fail_both_are_reported() {
     let live = testkit::context();
     let stream = FailingEnd(CpuStream::new());
     let r = recorder::capture(&stream, &rec, None, &live, || {
-        Err::<(), Error>(Error::Backend {
-            backend: "engine".into(),
-            reason: "body failed".into(),
-        })
+        Err::<(), Error>(Error::backend("engine", "body failed"))
     });
     let msg = r.unwrap_err().to_string();
     assert!(msg.contains("body failed"), "{msg}");
@@ -426,10 +420,7 @@ impl GemmBackend for MyEngine {
     }
     fn replay(&self, graph: &Graph, label: &str) -> gemm_audit::Result<Vec<Vec<u8>>> {
         let Graph::Engine(g) = graph else {
-            return Err(Error::Backend {
-                backend: "my-engine".into(),
-                reason: "not my graph".into(),
-            });
+            return Err(Error::backend("my-engine", "not my graph"));
         };
         let g = g.as_any().downcast_ref::<MyGraph>().expect("my graph");
         Ok(self.0.replay(&g.0, label)?)

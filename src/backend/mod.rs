@@ -266,10 +266,7 @@ impl GemmBackend for Backend {
 
 /// The error for a graph replayed on a backend that did not capture it.
 pub(crate) fn foreign_graph(backend: &str) -> Error {
-    Error::Backend {
-        backend: backend.into(),
-        reason: "graph was captured by another backend".into(),
-    }
+    Error::backend(backend, "graph was captured by another backend")
 }
 
 impl GemmBackend for cpu::CpuBackend {

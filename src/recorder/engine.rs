@@ -508,11 +508,8 @@ where
         (Ok(Err(b)), Ok(_)) => return Err(b),
         (Ok(Ok(_)), Err(e)) => return Err(stream_err("end capture")(e).into()),
         (Ok(Err(b)), Err(e)) => {
-            return Err(Error::Backend {
-                backend: "capture".into(),
-                reason: format!("{b}; and ending the capture failed too: {e}"),
-            }
-            .into());
+            let reason = format!("{b}; and ending the capture failed too: {e}");
+            return Err(Error::backend_caused("capture", reason, e).into());
         }
     };
     let (value, graph) = value;
@@ -540,8 +537,5 @@ where
 }
 
 fn stream_err<X: std::error::Error + Send + Sync + 'static>(what: &str) -> impl FnOnce(X) -> Error {
-    move |e| Error::Backend {
-        backend: "capture".into(),
-        reason: format!("{what}: {e}"),
-    }
+    move |e| Error::backend_caused("capture", format!("{what}: {e}"), e)
 }

@@ -331,10 +331,10 @@ impl CpuBackend {
             | RouteChoice::MmaSmall
             | RouteChoice::Cublas
             | RouteChoice::CublasLt) => {
-                return Err(Error::Backend {
-                    backend: "cpu".into(),
-                    reason: format!("GEMM {:?}: route {other} needs the CUDA backend", spec.name),
-                });
+                return Err(Error::backend(
+                    "cpu",
+                    format!("GEMM {:?}: route {other} needs the CUDA backend", spec.name),
+                ));
             }
         };
         Ok(self.route(
@@ -473,10 +473,10 @@ impl CpuBackend {
     ) -> Result<CpuGraph> {
         manifest.check_capture_request(routes.len() as u64)?;
         if seeds.len() != routes.len() {
-            return Err(Error::Backend {
-                backend: "cpu".into(),
-                reason: format!("{} input seeds for {} routes", seeds.len(), routes.len()),
-            });
+            return Err(Error::backend(
+                "cpu",
+                format!("{} input seeds for {} routes", seeds.len(), routes.len()),
+            ));
         }
         let capacity = manifest.route_capacity as usize;
         let mut captured = Vec::with_capacity(capacity);
@@ -511,22 +511,20 @@ struct CpuLaunch {
 
 impl CpuLaunch {
     fn prepare(route: &ResolvedGemmRoute, seed: u64) -> Result<CpuLaunch> {
-        let kernel = CpuKernel::from_route(route).map_err(|reason| Error::Backend {
-            backend: "cpu".into(),
-            reason: format!("route {:?}: {reason}", route.gemm),
-        })?;
+        let kernel = CpuKernel::from_route(route)
+            .map_err(|reason| Error::backend("cpu", format!("route {:?}: {reason}", route.gemm)))?;
         let GemmShape { m, k, n } = route.shape;
         for (what, a, b) in [("A", m, k), ("B", k, n), ("C", m, n)] {
             if a.checked_mul(b)
                 .is_none_or(|e| e > crate::workload::MAX_ELEMENTS)
             {
-                return Err(Error::Backend {
-                    backend: "cpu".into(),
-                    reason: format!(
+                return Err(Error::backend(
+                    "cpu",
+                    format!(
                         "route {:?}: operand {what} is too large ({a} x {b})",
                         route.gemm
                     ),
-                });
+                ));
             }
         }
         let problem = Problem {

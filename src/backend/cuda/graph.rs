@@ -1,6 +1,8 @@
+#![allow(unsafe_code)]
 //! Stream capture with the discipline of the semantics note, and graph
 //! introspection into physical nodes.
 
+use super::error::CudaError;
 use crate::physical::{NodeKind, PhysicalNode};
 use cudarc::driver::sys;
 use cudarc::driver::{CudaGraph as RawGraph, CudaStream};
@@ -17,19 +19,24 @@ use std::sync::Arc;
 ///   cannot be captured.
 /// - The capture is always ended, also when `body` fails or panics; when
 ///   both the body and the end fail, both errors are reported.
-pub fn capture<F>(stream: &Arc<CudaStream>, body: F) -> Result<RawGraph, String>
+///
+/// The body's error is a message; a failing driver call comes back as the
+/// error's cause.
+pub fn capture<F>(stream: &Arc<CudaStream>, body: F) -> Result<RawGraph, CudaError>
 where
     F: FnOnce() -> Result<(), String>,
 {
     if stream.cu_stream().is_null() {
-        return Err("refusing to capture the legacy default stream".into());
+        return Err(CudaError::msg(
+            "refusing to capture the legacy default stream",
+        ));
     }
     stream
         .synchronize()
-        .map_err(|e| format!("synchronize before capture: {e}"))?;
+        .map_err(CudaError::with("synchronize before capture"))?;
     stream
         .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-        .map_err(|e| format!("begin capture: {e}"))?;
+        .map_err(CudaError::with("begin capture"))?;
     let body = match catch_unwind(AssertUnwindSafe(body)) {
         Ok(r) => r,
         Err(panic) => Err(format!("capture body panicked: {}", panic_message(&panic))),
@@ -37,12 +44,17 @@ where
     let ended = stream.end_capture(sys::CUgraphInstantiate_flags(0));
     let graph = match (body, ended) {
         (Ok(()), Ok(Some(g))) => g,
-        (Ok(()), Ok(None)) => return Err("the capture produced no graph".into()),
-        (Ok(()), Err(e)) => return Err(format!("end capture / instantiate: {e}")),
-        (Err(b), Ok(_)) => return Err(b),
-        (Err(b), Err(e)) => return Err(format!("{b}; and ending the capture failed too: {e}")),
+        (Ok(()), Ok(None)) => return Err(CudaError::msg("the capture produced no graph")),
+        (Ok(()), Err(e)) => return Err(CudaError::new("end capture / instantiate", e)),
+        (Err(b), Ok(_)) => return Err(CudaError::msg(b)),
+        (Err(b), Err(e)) => {
+            return Err(CudaError::new(
+                format!("{b}; and ending the capture failed too"),
+                e,
+            ));
+        }
     };
-    graph.upload().map_err(|e| format!("graph upload: {e}"))?;
+    graph.upload().map_err(CudaError::with("graph upload"))?;
     Ok(graph)
 }
 
@@ -53,14 +65,14 @@ fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "non-string panic payload".into())
 }
 
-fn check(r: sys::CUresult, what: &str) -> Result<(), String> {
-    r.result().map_err(|e| format!("{what}: {e}"))
+fn check(r: sys::CUresult, what: &str) -> Result<(), CudaError> {
+    r.result().map_err(CudaError::with(what))
 }
 
 /// The nodes of `graph` in topological order (capture order for a linear
 /// capture; ties broken by the driver's node order), with each kernel
 /// node's symbol, grid, block and dynamic shared bytes.
-pub fn introspect(graph: &RawGraph) -> Result<Vec<PhysicalNode>, String> {
+pub fn introspect(graph: &RawGraph) -> Result<Vec<PhysicalNode>, CudaError> {
     let g = graph.cu_graph();
     let mut count = 0usize;
     // SAFETY: `g` is a live graph owned by `graph`; a null node array asks for the count.
@@ -81,7 +93,7 @@ pub fn introspect(graph: &RawGraph) -> Result<Vec<PhysicalNode>, String> {
 
 /// Kahn's algorithm over the graph's edges; ready nodes leave in the
 /// driver's node order.
-fn topological(g: sys::CUgraph, nodes: &[sys::CUgraphNode]) -> Result<Vec<usize>, String> {
+fn topological(g: sys::CUgraph, nodes: &[sys::CUgraphNode]) -> Result<Vec<usize>, CudaError> {
     let mut edges = 0usize;
     // SAFETY: null arrays ask for the edge count.
     check(
@@ -132,7 +144,7 @@ fn topological(g: sys::CUgraph, nodes: &[sys::CUgraphNode]) -> Result<Vec<usize>
     let mut out: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
     for (f, t) in from.iter().zip(&to).take(edges) {
         let (Some(&fi), Some(&ti)) = (index.get(&(*f as usize)), index.get(&(*t as usize))) else {
-            return Err("graph edge names an unknown node".into());
+            return Err(CudaError::msg("graph edge names an unknown node"));
         };
         out[fi].push(ti);
         indegree[ti] += 1;
@@ -149,12 +161,12 @@ fn topological(g: sys::CUgraph, nodes: &[sys::CUgraphNode]) -> Result<Vec<usize>
         }
     }
     if order.len() != nodes.len() {
-        return Err("graph has a cycle".into());
+        return Err(CudaError::msg("graph has a cycle"));
     }
     Ok(order)
 }
 
-fn describe(node: sys::CUgraphNode) -> Result<PhysicalNode, String> {
+fn describe(node: sys::CUgraphNode) -> Result<PhysicalNode, CudaError> {
     // Read the type as a plain integer: a driver newer than these bindings
     // may report a type the Rust enum does not list.
     let mut raw: u32 = u32::MAX;
@@ -179,7 +191,7 @@ fn describe(node: sys::CUgraphNode) -> Result<PhysicalNode, String> {
     Ok(PhysicalNode::other(kind))
 }
 
-fn kernel_node(node: sys::CUgraphNode) -> Result<PhysicalNode, String> {
+fn kernel_node(node: sys::CUgraphNode) -> Result<PhysicalNode, CudaError> {
     // SAFETY: CUDA_KERNEL_NODE_PARAMS is plain data (integers and raw pointers): all-zero is valid.
     let mut p: sys::CUDA_KERNEL_NODE_PARAMS = unsafe { std::mem::zeroed() };
     // SAFETY: `node` is a kernel node of a live graph; `p` is valid for writes.

@@ -5,10 +5,14 @@
 //!
 //! With the feature: [`catalog`] (kernel families, symbols, geometry,
 //! dispatcher; pure logic), `nvrtc` (run-time compilation to a cubin),
-//! `device` (the backend: context, routes, eager runs, capture, replay,
-//! device fingerprints), `graph` (capture discipline and graph
-//! introspection) and `vendor` (cuBLAS / cuBLASLt routes). Every `unsafe`
-//! of the crate lives in these files.
+//! `error` (typed CUDA errors), `identity` (device and driver identity),
+//! `module` (loaded NVRTC modules), `fingerprint` (the device SHA-256
+//! chunk kernel), `shared` (the process-wide device state), `launch`
+//! (prepared launches and their timing), `device` (the backend: eager
+//! runs, capture, replay), `resolve` (GEMM to route), `timing` (benchmark
+//! timing), `graph` (capture discipline and graph introspection) and
+//! `vendor` (cuBLAS / cuBLASLt routes). Every `unsafe` of the crate lives
+//! in these files, each of which allows `unsafe_code` for itself.
 
 #[cfg(not(feature = "cuda"))]
 mod stub;
@@ -20,13 +24,35 @@ pub mod catalog;
 #[cfg(feature = "cuda")]
 mod device;
 #[cfg(feature = "cuda")]
+mod error;
+#[cfg(feature = "cuda")]
+mod fingerprint;
+#[cfg(feature = "cuda")]
 mod graph;
 #[cfg(feature = "cuda")]
+mod identity;
+#[cfg(feature = "cuda")]
+mod launch;
+#[cfg(feature = "cuda")]
+mod module;
+#[cfg(feature = "cuda")]
 mod nvrtc;
+#[cfg(feature = "cuda")]
+mod resolve;
+#[cfg(feature = "cuda")]
+mod shared;
+#[cfg(feature = "cuda")]
+mod timing;
 #[cfg(feature = "cuda")]
 mod vendor;
 
 #[cfg(feature = "cuda")]
 pub use device::{CUDA_DEFAULT_POLICY, CudaBackend, CudaGraph};
+#[cfg(feature = "cuda")]
+pub use error::{CudaCause, CudaError};
+#[cfg(feature = "cuda")]
+pub use fingerprint::DeviceFingerprinter;
+#[cfg(feature = "cuda")]
+pub use identity::device_identity;
 #[cfg(feature = "cuda")]
 pub use vendor::{CUBLAS_SYMBOL, CUBLASLT_SYMBOL};

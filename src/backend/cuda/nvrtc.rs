@@ -1,15 +1,17 @@
+#![allow(unsafe_code)]
 //! NVRTC: compile a kernel source to a cubin for one architecture.
 
+use super::error::CudaError;
 use cudarc::nvrtc::{result, sys};
 use std::ffi::{CStr, CString};
 
 /// The NVRTC library's version (major, minor).
-pub fn version() -> Result<(i32, i32), String> {
+pub fn version() -> Result<(i32, i32), CudaError> {
     let (mut major, mut minor) = (0, 0);
     // SAFETY: both pointers are valid for writes of one c_int each.
     unsafe { sys::nvrtcVersion(&mut major, &mut minor) }
         .result()
-        .map_err(|e| format!("nvrtcVersion: {e:?}"))?;
+        .map_err(CudaError::with("nvrtcVersion"))?;
     Ok((major, minor))
 }
 
@@ -25,12 +27,14 @@ impl Drop for Program {
 
 /// Compiles `source` (named `name` in diagnostics) with `options` and
 /// returns the cubin. A compile error carries NVRTC's log.
-pub fn compile_cubin(source: &str, name: &str, options: &[String]) -> Result<Vec<u8>, String> {
-    let src = CString::new(source).map_err(|_| format!("{name}: source holds a NUL byte"))?;
-    let cname = CString::new(name).map_err(|_| format!("{name}: name holds a NUL byte"))?;
+pub fn compile_cubin(source: &str, name: &str, options: &[String]) -> Result<Vec<u8>, CudaError> {
+    let src = CString::new(source)
+        .map_err(|_| CudaError::msg(format!("{name}: source holds a NUL byte")))?;
+    let cname =
+        CString::new(name).map_err(|_| CudaError::msg(format!("{name}: name holds a NUL byte")))?;
     let prog = Program(
         result::create_program(&src, Some(&cname))
-            .map_err(|e| format!("nvrtcCreateProgram({name}): {e:?}"))?,
+            .map_err(|e| CudaError::new(format!("nvrtcCreateProgram({name})"), e))?,
     );
     // SAFETY: `prog` is a live program; the options are plain strings.
     let compiled = unsafe { result::compile_program(prog.0, options) };
@@ -47,25 +51,28 @@ pub fn compile_cubin(source: &str, name: &str, options: &[String]) -> Result<Vec
                 String::from_utf8_lossy(&bytes).into_owned()
             })
             .unwrap_or_default();
-        return Err(format!(
-            "NVRTC failed to compile {name} ({e:?}) with {options:?}:\n{log}"
+        // The message names the NVRTC error, so the backend error's reason
+        // does not repeat it.
+        return Err(CudaError::new(
+            format!("NVRTC failed to compile {name} ({e:?}) with {options:?}:\n{log}"),
+            e,
         ));
     }
     let mut size = 0usize;
     // SAFETY: `prog` compiled successfully; `size` is valid for one write.
     unsafe { sys::nvrtcGetCUBINSize(prog.0, &mut size) }
         .result()
-        .map_err(|e| format!("nvrtcGetCUBINSize({name}): {e:?}"))?;
+        .map_err(|e| CudaError::new(format!("nvrtcGetCUBINSize({name})"), e))?;
     if size == 0 {
-        return Err(format!(
+        return Err(CudaError::msg(format!(
             "NVRTC produced no cubin for {name} (is the architecture real?)"
-        ));
+        )));
     }
     let mut cubin = vec![0u8; size];
     // SAFETY: `cubin` holds exactly the `size` bytes NVRTC reported.
     unsafe { sys::nvrtcGetCUBIN(prog.0, cubin.as_mut_ptr().cast()) }
         .result()
-        .map_err(|e| format!("nvrtcGetCUBIN({name}): {e:?}"))?;
+        .map_err(|e| CudaError::new(format!("nvrtcGetCUBIN({name})"), e))?;
     Ok(cubin)
 }
 

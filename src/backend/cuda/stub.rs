@@ -29,10 +29,7 @@ impl CudaBackend {
         } else {
             "built without CUDA support (rebuild with --features cuda)"
         };
-        Err(Error::Backend {
-            backend: "cuda".into(),
-            reason: reason.into(),
-        })
+        Err(Error::backend("cuda", reason))
     }
 
     pub fn with_policy(&self, _policy: crate::policy::GemmPolicy) -> CudaBackend {

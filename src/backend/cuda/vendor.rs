@@ -1,3 +1,4 @@
+#![allow(unsafe_code)]
 //! Vendor routes: cuBLAS `cublasGemmEx` and cuBLASLt `cublasLtMatmul`.
 //!
 //! Row-major `C[m,n] = A'[m,k] * B'[k,n]` is computed as the column-major
@@ -16,7 +17,8 @@
 //! first algorithm's attributes (`cublasLtMatmulAlgoConfigGetAttribute`).
 //! Both record the physical kernels a capture of the single call contains.
 
-use super::device::{Shared, cuda_err};
+use super::error::{cuda_err, drv};
+use super::shared::Shared;
 use crate::digest::{Digest, DigestWriter, FieldValue};
 use crate::error::Result;
 use crate::identity::{CompilerIdentity, ModuleIdentity, SymbolEntry};
@@ -209,10 +211,7 @@ impl Handles {
     fn new(shared: &Shared) -> Result<Handles> {
         let v = &shared.vendor;
         let blas = match &v.cublas {
-            Some(_) => Some(
-                CudaBlas::new(shared.stream.clone())
-                    .map_err(|e| cuda_err(format!("cublasCreate: {e:?}")))?,
-            ),
+            Some(_) => Some(CudaBlas::new(shared.stream.clone()).map_err(drv("cublasCreate"))?),
             None => None,
         };
         let (lt, lt_workspace) = match &v.cublaslt {
@@ -221,20 +220,17 @@ impl Handles {
                 // SAFETY: `h` is valid for one write.
                 unsafe { lt::cublasLtCreate(&mut h) }
                     .result()
-                    .map_err(|e| cuda_err(format!("cublasLtCreate: {e:?}")))?;
+                    .map_err(drv("cublasLtCreate"))?;
                 let handle = LtHandle(h);
                 let ws = shared
                     .stream
                     .alloc_zeros::<u8>(LT_WORKSPACE_BYTES)
-                    .map_err(|e| cuda_err(format!("cuBLASLt workspace: {e}")))?;
+                    .map_err(drv("cuBLASLt workspace"))?;
                 (Some(handle), Some(ws))
             }
             None => (None, None),
         };
-        let scratch = shared
-            .ctx
-            .new_stream()
-            .map_err(|e| cuda_err(format!("scratch stream: {e}")))?;
+        let scratch = shared.ctx.new_stream().map_err(drv("scratch stream"))?;
         Ok(Handles {
             blas,
             lt,
@@ -383,7 +379,7 @@ impl Drop for LtPlan {
 }
 
 fn lt_check(s: lt::cublasStatus_t, what: &str) -> Result<()> {
-    s.result().map_err(|e| cuda_err(format!("{what}: {e:?}")))
+    s.result().map_err(drv(what))
 }
 
 impl LtPlan {
@@ -698,10 +694,10 @@ impl VendorCall {
                 unsafe {
                     blas::cublasSetStream_v2(handle, stream.cu_stream() as blas::cudaStream_t)
                         .result()
-                        .map_err(|e| cuda_err(format!("cublasSetStream: {e:?}")))?;
+                        .map_err(drv("cublasSetStream"))?;
                     blas::cublasSetMathMode(handle, self.numerics.blas_math)
                         .result()
-                        .map_err(|e| cuda_err(format!("cublasSetMathMode: {e:?}")))?;
+                        .map_err(drv("cublasSetMathMode"))?;
                     blas::cublasGemmEx(
                         handle,
                         op(ta),
@@ -724,7 +720,7 @@ impl VendorCall {
                         blas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
                     )
                     .result()
-                    .map_err(|e| cuda_err(format!("cublasGemmEx: {e:?}")))?;
+                    .map_err(drv("cublasGemmEx"))?;
                 }
             }
             Api::Lt => {
@@ -764,7 +760,7 @@ impl VendorCall {
                         stream.cu_stream() as lt::cudaStream_t,
                     )
                     .result()
-                    .map_err(|e| cuda_err(format!("cublasLtMatmul: {e:?}")))?;
+                    .map_err(drv("cublasLtMatmul"))?;
                 }
             }
         }

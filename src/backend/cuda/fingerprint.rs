@@ -1,0 +1,211 @@
+#![allow(unsafe_code)]
+//! Output fingerprints computed where the output lives: the SHA-256 chunk
+//! kernel (`kernels/sha256.cu`, compiled with NVRTC) hashes every
+//! [`FINGERPRINT_CHUNK_BYTES`] chunk of a device buffer in parallel, and
+//! only the 32-byte chunk digests are copied back.
+
+use super::catalog;
+use super::error::CudaError;
+use super::identity;
+use super::nvrtc;
+use crate::digest::Digest;
+use crate::trace::{FINGERPRINT_CHUNK_BYTES, OutputFingerprint};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, CudaView, DevicePtr, DeviceRepr, DeviceSlice,
+    LaunchConfig as CuLaunch, PushKernelArg,
+};
+use cudarc::nvrtc::Ptx;
+use std::fmt;
+use std::sync::Arc;
+
+/// Bytes of one chunk digest.
+const DIGEST_BYTES: usize = 32;
+/// Threads per block of the chunk kernel (one chunk per thread).
+const THREADS: u32 = 128;
+/// The chunk kernel reads 4-byte words: its input must be this aligned.
+const ALIGN: u64 = 4;
+
+/// The SHA-256 chunk kernel, compiled and loaded once for one context.
+pub struct DeviceFingerprinter {
+    ctx: Arc<CudaContext>,
+    /// `sha256_chunks`; it keeps its module loaded.
+    func: CudaFunction,
+}
+
+impl fmt::Debug for DeviceFingerprinter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceFingerprinter")
+            .field("ordinal", &self.ctx.ordinal())
+            .finish_non_exhaustive()
+    }
+}
+
+impl DeviceFingerprinter {
+    /// Compiles the chunk kernel with NVRTC for the device of `ctx` (any
+    /// ordinal) and loads it into `ctx`.
+    pub fn new(ctx: &Arc<CudaContext>) -> Result<Self, CudaError> {
+        // SAFETY: only checks whether the NVRTC library can be loaded.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(CudaError::msg(
+                "NVRTC (libnvrtc.so) was not found; add the CUDA toolkit's lib64 to LD_LIBRARY_PATH",
+            ));
+        }
+        let arch = identity::arch(ctx)?;
+        Self::compile(ctx, &catalog::compile_options(&arch))
+    }
+
+    /// Compiles the chunk kernel with `options` and loads it into `ctx`.
+    pub(crate) fn compile(ctx: &Arc<CudaContext>, options: &[String]) -> Result<Self, CudaError> {
+        let cubin = nvrtc::compile_cubin(catalog::SHA256_SOURCE, "sha256.cu", options)?;
+        let module = ctx
+            .load_module(Ptx::from_binary(cubin))
+            .map_err(CudaError::with("loading the fingerprint cubin"))?;
+        let func = module
+            .load_function("sha256_chunks")
+            .map_err(CudaError::with("fingerprint kernel"))?;
+        Ok(DeviceFingerprinter {
+            ctx: ctx.clone(),
+            func,
+        })
+    }
+
+    /// The output fingerprint of the bytes of `buf` (`buf.len() *
+    /// size_of::<T>()` of them), hashed on the device by work enqueued on
+    /// `stream`; waits for it. Only the chunk digests are copied to the
+    /// host. Equals `OutputFingerprint::of(input_seed, bytes)` of the same
+    /// bytes. `stream` and `buf` must belong to this fingerprinter's
+    /// context. A view that is not 4-byte aligned is first copied to an
+    /// aligned device buffer.
+    pub fn fingerprint<T: DeviceRepr>(
+        &self,
+        stream: &Arc<CudaStream>,
+        buf: &CudaView<'_, T>,
+        input_seed: u64,
+    ) -> Result<OutputFingerprint, CudaError> {
+        let len = buf
+            .len()
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or_else(|| CudaError::msg("buffer too large to fingerprint"))?;
+        // SAFETY: the bytes are only read (by the chunk kernel) and every
+        // byte value is a valid `u8`; `len` covers exactly the view's bytes,
+        // so the byte view stays inside it.
+        let bytes = unsafe { buf.transmute::<u8>(len) }
+            .ok_or_else(|| CudaError::msg("fingerprint view is larger than its buffer"))?;
+        let chunks = self.chunk_digests(stream, &bytes)?;
+        Ok(OutputFingerprint::from_chunk_digests(
+            input_seed, len as u64, &chunks,
+        ))
+    }
+
+    /// Per-chunk SHA-256 digests of `data`, computed on the device and
+    /// copied back (32 bytes per 4096-byte chunk).
+    pub(crate) fn chunk_digests(
+        &self,
+        stream: &Arc<CudaStream>,
+        data: &CudaView<'_, u8>,
+    ) -> Result<Vec<Digest>, CudaError> {
+        let chunks = data.len().div_ceil(FINGERPRINT_CHUNK_BYTES);
+        if chunks == 0 {
+            return Ok(Vec::new());
+        }
+        self.check_context(stream, data)?;
+        let mut out = stream
+            .alloc_zeros::<u8>(chunks * DIGEST_BYTES)
+            .map_err(CudaError::with("allocating digests"))?;
+        if device_address(stream, data) % ALIGN == 0 {
+            self.launch(stream, data, &mut out)?;
+        } else {
+            let mut aligned = stream
+                .alloc_zeros::<u8>(data.len())
+                .map_err(CudaError::with("allocating an aligned copy to fingerprint"))?;
+            stream
+                .memcpy_dtod(data, &mut aligned)
+                .map_err(CudaError::with("copying to an aligned buffer"))?;
+            self.launch(stream, &aligned.as_view(), &mut out)?;
+        }
+        let host = stream
+            .clone_dtoh(&out)
+            .map_err(CudaError::with("downloading digests"))?;
+        Ok(host
+            .chunks_exact(DIGEST_BYTES)
+            .map(|c| {
+                let mut d = [0u8; DIGEST_BYTES];
+                d.copy_from_slice(c);
+                Digest(d)
+            })
+            .collect())
+    }
+
+    /// Enqueues the chunk kernel over `data` into `out` (32 bytes per
+    /// chunk) on `stream`, without waiting. `data` must be 4-byte aligned.
+    pub(crate) fn launch(
+        &self,
+        stream: &Arc<CudaStream>,
+        data: &CudaView<'_, u8>,
+        out: &mut CudaSlice<u8>,
+    ) -> Result<(), CudaError> {
+        let len = data.len();
+        let chunks = len.div_ceil(FINGERPRINT_CHUNK_BYTES);
+        if chunks == 0 {
+            return Ok(());
+        }
+        self.check_context(stream, data)?;
+        if out.len() < chunks * DIGEST_BYTES {
+            return Err(CudaError::msg("fingerprint buffers are too small"));
+        }
+        if device_address(stream, data) % ALIGN != 0 {
+            return Err(CudaError::msg(
+                "the fingerprint kernel needs a 4-byte aligned buffer",
+            ));
+        }
+        let blocks = (chunks as u64).div_ceil(u64::from(THREADS));
+        let blocks =
+            u32::try_from(blocks).map_err(|_| CudaError::msg("buffer too large to fingerprint"))?;
+        let cfg = CuLaunch {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let len64 = len as u64;
+        let chunk_bytes = FINGERPRINT_CHUNK_BYTES as u32;
+        let chunks64 = chunks as u64;
+        let mut lb = stream.launch_builder(&self.func);
+        lb.arg(data)
+            .arg(&len64)
+            .arg(&chunk_bytes)
+            .arg(&chunks64)
+            .arg(&mut *out);
+        // SAFETY: matches `sha256_chunks(const u8*, u64, u32, u64, u8*)`;
+        // `data` holds exactly `len` bytes, 4-byte aligned (checked above) for
+        // the kernel's word loads, and `out` 32 bytes per chunk; the function
+        // was loaded into the context that `stream` and `data` belong to
+        // (checked above).
+        unsafe { lb.launch(cfg) }
+            .map(|_| ())
+            .map_err(CudaError::with("launching sha256_chunks"))
+    }
+
+    /// Refuses a stream or buffer of another context than the kernel's.
+    fn check_context(
+        &self,
+        stream: &Arc<CudaStream>,
+        data: &CudaView<'_, u8>,
+    ) -> Result<(), CudaError> {
+        let own = self.ctx.cu_ctx();
+        if stream.context().cu_ctx() != own || data.stream().context().cu_ctx() != own {
+            return Err(CudaError::msg(format!(
+                "fingerprint stream or buffer is not on the fingerprinter's context (device {})",
+                self.ctx.ordinal()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The device address `data` starts at.
+fn device_address(stream: &Arc<CudaStream>, data: &CudaView<'_, u8>) -> u64 {
+    // The returned guard only records a read event (when the context tracks
+    // events); no work is enqueued against the address.
+    let (ptr, _read) = data.device_ptr(stream);
+    ptr
+}

@@ -1,0 +1,347 @@
+#![allow(unsafe_code)]
+//! Prepared launches: what a launch runs ([`Target`]: an NVRTC kernel or a
+//! vendor call), its device buffers ([`Prepared`]), and CUDA-event timing
+//! of launches ([`EventTimer`], [`time_launches`]).
+
+use super::catalog::{CudaKernel, Geometry};
+use super::error::{CudaError, cuda_err, drv};
+use super::shared::Shared;
+use super::vendor::{Api, Handles, VendorCall};
+use crate::backend::cpu::kernels::{self as cpu_kernels, Problem};
+use crate::error::Result;
+use crate::route::{GemmShape, PhysicalBackend, ResolvedGemmRoute};
+use crate::trace::OutputFingerprint;
+use cudarc::driver::sys;
+use cudarc::driver::{
+    CudaEvent, CudaFunction, CudaGraph as RawGraph, CudaSlice, CudaStream,
+    LaunchConfig as CuLaunch, PushKernelArg,
+};
+use std::sync::Arc;
+
+/// B's seed is the launch seed plus this, exactly as on the CPU backend.
+const B_SEED_OFFSET: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// What a prepared launch runs.
+#[derive(Debug)]
+pub(super) enum Target {
+    Nvrtc {
+        kernel: CudaKernel,
+        func: CudaFunction,
+        geometry: Geometry,
+    },
+    Vendor(VendorCall),
+}
+
+/// One launch with its device buffers: inputs uploaded, output allocated,
+/// everything decided, so enqueueing (eagerly or under capture) only
+/// launches.
+#[derive(Debug)]
+pub(super) struct Prepared {
+    target: Target,
+    shape: GemmShape,
+    a: CudaSlice<u8>,
+    b: CudaSlice<u8>,
+    c: CudaSlice<u8>,
+    /// Split-K atomic scratch (f32 per output) and per-tile counters; zero
+    /// between launches.
+    scratch: Option<(CudaSlice<f32>, CudaSlice<u32>)>,
+    out_bytes: usize,
+}
+
+impl Prepared {
+    /// Checks `route` against the loaded modules and libraries, uploads its
+    /// inputs (seeded by `seed`, as on the CPU backend) and allocates its
+    /// output.
+    pub(super) fn new(
+        sh: &Shared,
+        h: Option<&Handles>,
+        route: &ResolvedGemmRoute,
+        seed: u64,
+    ) -> Result<Prepared> {
+        let shape = route.shape;
+        let GemmShape { m, k, n } = shape;
+        for (what, x, y) in [("A", m, k), ("B", k, n), ("C", m, n)] {
+            if x.checked_mul(y)
+                .is_none_or(|e| e > crate::workload::MAX_ELEMENTS)
+            {
+                return Err(cuda_err(format!(
+                    "route {:?}: operand {what} is too large ({x} x {y})",
+                    route.gemm
+                )));
+            }
+        }
+        if route.device != sh.device {
+            return Err(cuda_err(format!(
+                "route {:?} was resolved for {:?}, this device is {:?}",
+                route.gemm, route.device.class, sh.device.class
+            )));
+        }
+        let target = if route.backend.is_vendor() {
+            let api = match route.backend {
+                PhysicalBackend::Cublas => Api::Blas,
+                _ => Api::Lt,
+            };
+            let lib = sh.vendor.library(api)?;
+            let want = route.vendor.as_ref().ok_or_else(|| {
+                cuda_err(format!(
+                    "vendor route {:?} has no vendor identity",
+                    route.gemm
+                ))
+            })?;
+            if route.kernel_symbol != api.symbol()
+                || route.artifact_digest != lib.module.digest
+                || want.library_version != lib.version
+            {
+                return Err(cuda_err(format!(
+                    "route {:?}: {} {} is not the loaded {}",
+                    route.gemm, route.kernel_symbol, want.library_version, lib.version
+                )));
+            }
+            let fast = match &route.contract.kind {
+                crate::route::ContractKind::VendorFast => true,
+                crate::route::ContractKind::VendorPedantic => false,
+                other => {
+                    return Err(cuda_err(format!(
+                        "route {:?}: contract {other} is not a vendor contract",
+                        route.gemm
+                    )));
+                }
+            };
+            let h = h.ok_or_else(|| cuda_err("vendor handles are not open"))?;
+            let call = VendorCall::new(h, api, route.dtype, route.op, shape, fast)?;
+            if call.arguments_digest() != route.launch.arguments_digest {
+                return Err(cuda_err(format!(
+                    "route {:?}: vendor arguments differ",
+                    route.gemm
+                )));
+            }
+            let mut now = call.vendor_route(&lib.version);
+            now.physical_kernels = want.physical_kernels.clone();
+            if &now != want {
+                return Err(cuda_err(format!(
+                    "route {:?}: the {} heuristic now picks algorithm {} tile {} split-k {} (recorded {} tile {} split-k {})",
+                    route.gemm,
+                    lib.version,
+                    now.algorithm_id,
+                    now.tile_id,
+                    now.split_k,
+                    want.algorithm_id,
+                    want.tile_id,
+                    want.split_k
+                )));
+            }
+            Target::Vendor(call)
+        } else {
+            if route.backend != PhysicalBackend::CudaNvrtc {
+                return Err(cuda_err(format!(
+                    "route {:?}: backend {} does not run on CUDA",
+                    route.gemm, route.backend
+                )));
+            }
+            let kernel = CudaKernel::from_route(route)
+                .map_err(|e| cuda_err(format!("route {:?}: {e}", route.gemm)))?;
+            if route.artifact_digest != sh.gemm.identity.digest {
+                return Err(cuda_err(format!(
+                    "route {:?}: artifact {} is not the loaded module {}",
+                    route.gemm,
+                    route.artifact_digest.short(),
+                    sh.gemm.identity.digest.short()
+                )));
+            }
+            let (func, _) = sh.gemm.function(&route.kernel_symbol)?;
+            let geometry = kernel
+                .geometry(shape)
+                .map_err(|e| cuda_err(format!("route {:?}: {e}", route.gemm)))?;
+            Target::Nvrtc {
+                kernel,
+                func: func.clone(),
+                geometry,
+            }
+        };
+        let problem = Problem {
+            op: route.op,
+            m: m as usize,
+            k: k as usize,
+            n: n as usize,
+        };
+        let a = cpu_kernels::to_storage_bytes(
+            route.dtype,
+            &cpu_kernels::seeded_a(&problem, route.dtype, seed),
+        );
+        let b = cpu_kernels::to_storage_bytes(
+            route.dtype,
+            &cpu_kernels::seeded_b(&problem, route.dtype, seed.wrapping_add(B_SEED_OFFSET)),
+        );
+        let upload = |bytes: &[u8]| {
+            if bytes.is_empty() {
+                sh.stream.alloc_zeros::<u8>(4)
+            } else {
+                sh.stream.clone_htod(bytes)
+            }
+            .map_err(drv("uploading operands"))
+        };
+        let a = upload(&a)?;
+        let b = upload(&b)?;
+        let out_bytes = (m * n) as usize * cpu_kernels::element_size(route.dtype);
+        let c = sh
+            .stream
+            .alloc_zeros::<u8>(out_bytes.max(4))
+            .map_err(drv("allocating the output"))?;
+        let scratch = match &target {
+            Target::Nvrtc {
+                kernel: CudaKernel::SplitKAtomic(_),
+                geometry,
+                ..
+            } => {
+                let tiles = geometry.grid[0] as usize * geometry.grid[1] as usize;
+                Some((
+                    sh.stream
+                        .alloc_zeros::<f32>(((m * n) as usize).max(1))
+                        .map_err(drv("allocating split-K scratch"))?,
+                    sh.stream
+                        .alloc_zeros::<u32>(tiles.max(1))
+                        .map_err(drv("allocating split-K counters"))?,
+                ))
+            }
+            _ => None,
+        };
+        Ok(Prepared {
+            target,
+            shape,
+            a,
+            b,
+            c,
+            scratch,
+            out_bytes,
+        })
+    }
+
+    /// Enqueues the launch on `stream` (eagerly, or under capture).
+    pub(super) fn enqueue(
+        &mut self,
+        sh: &Shared,
+        h: Option<&Handles>,
+        stream: &Arc<CudaStream>,
+    ) -> Result<()> {
+        let Prepared {
+            target,
+            shape,
+            a,
+            b,
+            c,
+            scratch,
+            ..
+        } = self;
+        if shape.m == 0 || shape.n == 0 {
+            return Ok(());
+        }
+        match target {
+            Target::Vendor(call) => {
+                let h = h.ok_or_else(|| cuda_err("vendor handles are not open"))?;
+                call.enqueue(h, stream, a, b, c)
+            }
+            Target::Nvrtc {
+                kernel,
+                func,
+                geometry,
+            } => {
+                let (m, k, n) = (shape.m as u32, shape.k as u32, shape.n as u32);
+                let splits = kernel.splits();
+                let cfg = CuLaunch {
+                    grid_dim: (geometry.grid[0], geometry.grid[1], geometry.grid[2]),
+                    block_dim: (geometry.block[0], geometry.block[1], geometry.block[2]),
+                    shared_mem_bytes: 0,
+                };
+                let mut lb = stream.launch_builder(func);
+                lb.arg(&*a).arg(&*b).arg(&mut *c).arg(&m).arg(&k).arg(&n);
+                match (*kernel, scratch.as_mut()) {
+                    (CudaKernel::SplitKFixed(_), _) => {
+                        lb.arg(&splits);
+                    }
+                    (CudaKernel::SplitKAtomic(_), Some((s, counters))) => {
+                        lb.arg(&mut *s).arg(&mut *counters).arg(&splits);
+                    }
+                    (CudaKernel::SplitKAtomic(_), None) => {
+                        return Err(cuda_err("split-K atomic launch without scratch"));
+                    }
+                    _ => {}
+                }
+                let _ = sh;
+                // SAFETY: the argument list matches the kernel's signature in
+                // kernels/gemm.cu (A, B, C, m, k, n[, scratch, counters][, splits]);
+                // A, B and C hold the dense operands of `shape` for the route's op
+                // and dtype, scratch m*n f32 and counters one u32 per block tile,
+                // so every index the kernel computes is in bounds.
+                unsafe { lb.launch(cfg) }
+                    .map(|_| ())
+                    .map_err(|e| CudaError::new(format!("launching {}", kernel.family()), e).into())
+            }
+        }
+    }
+
+    /// The output's storage bytes, copied back.
+    pub(super) fn download(&self, sh: &Shared) -> Result<Vec<u8>> {
+        let mut v = sh.stream.clone_dtoh(&self.c).map_err(drv("download"))?;
+        v.truncate(self.out_bytes);
+        Ok(v)
+    }
+
+    /// The output fingerprint, computed on the device (the output is not
+    /// copied back).
+    pub(super) fn fingerprint(&self, sh: &Shared, input_seed: u64) -> Result<OutputFingerprint> {
+        let out = self.c.slice(..self.out_bytes);
+        Ok(sh.fingerprinter.fingerprint(&sh.stream, &out, input_seed)?)
+    }
+}
+
+/// Two timing events on the backend's stream.
+pub(super) struct EventTimer {
+    start: CudaEvent,
+    end: CudaEvent,
+}
+
+impl EventTimer {
+    pub(super) fn new(sh: &Shared) -> Result<EventTimer> {
+        let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+        Ok(EventTimer {
+            start: sh.ctx.new_event(timing).map_err(drv("event"))?,
+            end: sh.ctx.new_event(timing).map_err(drv("event"))?,
+        })
+    }
+
+    /// Seconds between events recorded before and after what `enqueue`
+    /// puts on the stream; waits for it to finish.
+    pub(super) fn time(&self, sh: &Shared, enqueue: impl FnOnce() -> Result<()>) -> Result<f64> {
+        self.start.record(&sh.stream).map_err(drv("event record"))?;
+        enqueue()?;
+        self.end.record(&sh.stream).map_err(drv("event record"))?;
+        let ms = self
+            .start
+            .elapsed_ms(&self.end)
+            .map_err(drv("event elapsed"))?;
+        Ok(f64::from(ms) / 1e3)
+    }
+}
+
+/// Seconds per launch of `launch`: one launch of `graph` (which holds
+/// `count` launches of it), or `count` eager launches.
+pub(super) fn time_launches(
+    sh: &Shared,
+    timer: &EventTimer,
+    h: Option<&Handles>,
+    launch: &mut Prepared,
+    graph: Option<&RawGraph>,
+    count: u32,
+) -> Result<f64> {
+    let count = count.max(1);
+    let secs = match graph {
+        Some(g) => timer.time(sh, || g.launch().map_err(drv("graph launch")))?,
+        None => timer.time(sh, || {
+            for _ in 0..count {
+                launch.enqueue(sh, h, &sh.stream)?;
+            }
+            Ok(())
+        })?,
+    };
+    Ok(secs / f64::from(count))
+}

@@ -1,0 +1,85 @@
+//! A loaded NVRTC module: its identity, its functions and a digest of each
+//! function's resources (registers, shared/local/const bytes, ...).
+
+use super::catalog;
+use super::error::{CudaError, cuda_err};
+use crate::digest::{Digest, DigestWriter, FieldValue};
+use crate::error::Result;
+use crate::identity::{CompilerIdentity, ModuleIdentity};
+use crate::route::{ModuleKind, PhysicalBackend};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
+use cudarc::nvrtc::Ptx;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// One compiled NVRTC module: identity, functions and their resources.
+#[derive(Debug)]
+pub(crate) struct LoadedModule {
+    pub identity: ModuleIdentity,
+    functions: HashMap<String, (CudaFunction, Digest)>,
+    _module: Arc<CudaModule>,
+}
+
+impl LoadedModule {
+    /// Loads `cubin` into `ctx` and looks up every one of `symbols`.
+    pub fn load(
+        ctx: &Arc<CudaContext>,
+        cubin: Vec<u8>,
+        symbols: &[String],
+        compiler: &CompilerIdentity,
+        arch: &str,
+    ) -> std::result::Result<LoadedModule, CudaError> {
+        let digest = Digest::sha256(&cubin);
+        let module = ctx
+            .load_module(Ptx::from_binary(cubin))
+            .map_err(CudaError::with("loading the cubin"))?;
+        let mut functions = HashMap::new();
+        for s in symbols {
+            let f = module
+                .load_function(s)
+                .map_err(|e| CudaError::new(format!("kernel {s} is missing from the module"), e))?;
+            let resources = resources_digest(s, &f)?;
+            functions.insert(s.clone(), (f, resources));
+        }
+        let resources: HashMap<String, Digest> = functions
+            .iter()
+            .map(|(s, (_, d))| (s.clone(), *d))
+            .collect();
+        Ok(LoadedModule {
+            identity: ModuleIdentity::new(
+                PhysicalBackend::CudaNvrtc,
+                ModuleKind::Nvrtc,
+                digest,
+                compiler.clone(),
+                arch,
+                catalog::module_entries(&resources),
+            ),
+            functions,
+            _module: module,
+        })
+    }
+
+    /// The function `symbol` and its resources digest.
+    pub fn function(&self, symbol: &str) -> Result<&(CudaFunction, Digest)> {
+        self.functions
+            .get(symbol)
+            .ok_or_else(|| cuda_err(format!("kernel {symbol:?} is not in the loaded module")))
+    }
+}
+
+/// The digest of what the driver reports about the function `symbol`.
+fn resources_digest(symbol: &str, f: &CudaFunction) -> std::result::Result<Digest, CudaError> {
+    let mut w = DigestWriter::new("gemm-audit/cuda-resources/v1");
+    for (tag, v) in [
+        ("registers", f.num_regs()),
+        ("static_shared_bytes", f.shared_size_bytes()),
+        ("local_bytes", f.local_size_bytes()),
+        ("const_bytes", f.const_size_bytes()),
+        ("max_threads_per_block", f.max_threads_per_block()),
+        ("binary_version", f.binary_version()),
+    ] {
+        let v = v.map_err(|e| CudaError::new(format!("attributes of {symbol}"), e))?;
+        w.field(tag, FieldValue::U64(v as i64 as u64));
+    }
+    Ok(w.finish())
+}

@@ -1,0 +1,180 @@
+//! Benchmark timing on the CUDA backend: routes against each other, and the
+//! device fingerprint against a device-to-device copy. Hidden from the
+//! documentation: for `benches/gpu.rs`.
+
+use super::device::CudaBackend;
+use super::error::drv;
+use super::graph;
+use super::launch::{EventTimer, Prepared, time_launches};
+use crate::error::Result;
+use crate::route::ResolvedGemmRoute;
+use crate::trace::FINGERPRINT_CHUNK_BYTES;
+use cudarc::driver::CudaGraph as RawGraph;
+
+impl CudaBackend {
+    /// Times `routes` against each other, for benchmarks. Each route is
+    /// prepared once (inputs seeded by `seed`, buffers allocated), launched
+    /// once to warm up and timed over three launches to pick how many
+    /// launches make one sample of about `sample_secs` (1 to 1000). With
+    /// `graphed`, those launches are captured into one graph and a sample
+    /// is one graph launch, so per-launch CPU overhead cannot hide short
+    /// kernels; a route whose capture fails falls back to eager launches
+    /// (reported in its [`RouteTiming`]). A sample is CUDA events around
+    /// its launches, divided by their count. After `warmup` untimed rounds,
+    /// `samples` rounds take one sample of every route, each round starting
+    /// at the next route, so drift affects every route alike.
+    #[doc(hidden)]
+    pub fn time_routes(
+        &self,
+        routes: &[ResolvedGemmRoute],
+        seed: u64,
+        graphed: bool,
+        warmup: usize,
+        samples: usize,
+        sample_secs: f64,
+    ) -> Result<Vec<RouteTiming>> {
+        const MAX_LAUNCHES: f64 = 1000.0;
+        let sh = &self.shared;
+        let _lock = sh.lock();
+        let handles = if routes.iter().any(|r| r.backend.is_vendor()) {
+            Some(sh.vendor.handles(sh)?)
+        } else {
+            None
+        };
+        let h = handles.as_ref().map(|g| g.get());
+        let mut launches = routes
+            .iter()
+            .map(|r| Prepared::new(sh, h, r, seed))
+            .collect::<Result<Vec<_>>>()?;
+        let timer = EventTimer::new(sh)?;
+        let mut timings = Vec::with_capacity(launches.len());
+        // Declared after `launches`, so dropped first: a graph must not
+        // outlive the buffers its launches use.
+        let mut graphs: Vec<Option<RawGraph>> = Vec::with_capacity(launches.len());
+        for launch in &mut launches {
+            launch.enqueue(sh, h, &sh.stream)?;
+            let per_launch = time_launches(sh, &timer, h, launch, None, 3)?;
+            let count = (sample_secs / per_launch.max(1e-7))
+                .round()
+                .clamp(1.0, MAX_LAUNCHES) as u32;
+            let (graph, capture_error) = if graphed {
+                match graph::capture(&sh.stream, || {
+                    for _ in 0..count {
+                        launch
+                            .enqueue(sh, h, &sh.stream)
+                            .map_err(|e| e.to_string())?;
+                    }
+                    Ok(())
+                }) {
+                    Ok(g) => (Some(g), None),
+                    Err(e) => (None, Some(e.message())),
+                }
+            } else {
+                (None, None)
+            };
+            timings.push(RouteTiming {
+                launches: count,
+                graphed: graph.is_some(),
+                capture_error,
+                samples: Vec::with_capacity(samples),
+            });
+            graphs.push(graph);
+        }
+        let n = launches.len();
+        for round in 0..warmup + samples {
+            for j in 0..n {
+                let i = (round + j) % n;
+                let secs = time_launches(
+                    sh,
+                    &timer,
+                    h,
+                    &mut launches[i],
+                    graphs[i].as_ref(),
+                    timings[i].launches,
+                )?;
+                if round >= warmup {
+                    timings[i].samples.push(secs);
+                }
+            }
+        }
+        drop(graphs);
+        Ok(timings)
+    }
+
+    /// Alternating samples of fingerprinting `bytes` device bytes (the
+    /// SHA-256 chunk kernel) and of copying them device to device, for
+    /// benchmarks: seconds per operation, each sample CUDA events around
+    /// `ops` back-to-back operations, after `warmup` untimed samples of
+    /// each. The buffers are allocated once.
+    #[doc(hidden)]
+    pub fn time_fingerprint_and_copy(
+        &self,
+        bytes: usize,
+        ops: u32,
+        warmup: usize,
+        samples: usize,
+    ) -> Result<(Vec<f64>, Vec<f64>)> {
+        let sh = &self.shared;
+        let _lock = sh.lock();
+        let bytes = bytes.max(4);
+        let src = sh.stream.alloc_zeros::<u8>(bytes).map_err(drv("alloc"))?;
+        let mut dst = sh.stream.alloc_zeros::<u8>(bytes).map_err(drv("alloc"))?;
+        let chunks = bytes.div_ceil(FINGERPRINT_CHUNK_BYTES);
+        let mut out = sh
+            .stream
+            .alloc_zeros::<u8>(chunks * 32)
+            .map_err(drv("alloc"))?;
+        let src_view = src.as_view();
+        let timer = EventTimer::new(sh)?;
+        let ops = ops.max(1);
+        let (mut fp, mut copy) = (Vec::with_capacity(samples), Vec::with_capacity(samples));
+        for i in 0..warmup + samples {
+            let mut fp_sample = || {
+                timer.time(sh, || {
+                    for _ in 0..ops {
+                        sh.fingerprinter.launch(&sh.stream, &src_view, &mut out)?;
+                    }
+                    Ok(())
+                })
+            };
+            let mut copy_sample = || {
+                timer.time(sh, || {
+                    for _ in 0..ops {
+                        sh.stream
+                            .memcpy_dtod(&src, &mut dst)
+                            .map_err(drv("memcpy_dtod"))?;
+                    }
+                    Ok(())
+                })
+            };
+            // Swap the order every other sample.
+            let (f, c) = if i % 2 == 0 {
+                let f = fp_sample()?;
+                (f, copy_sample()?)
+            } else {
+                let c = copy_sample()?;
+                (fp_sample()?, c)
+            };
+            if i >= warmup {
+                fp.push(f / f64::from(ops));
+                copy.push(c / f64::from(ops));
+            }
+        }
+        Ok((fp, copy))
+    }
+}
+
+/// Per-launch times of one route, from [`CudaBackend::time_routes`].
+#[doc(hidden)]
+#[derive(Debug, Clone)]
+pub struct RouteTiming {
+    /// Launches per sample.
+    pub launches: u32,
+    /// Whether a sample was one launch of a graph of the launches (else
+    /// eager back-to-back launches).
+    pub graphed: bool,
+    /// Why capturing the launches failed, when it did.
+    pub capture_error: Option<String>,
+    /// Seconds per launch, one entry per sample.
+    pub samples: Vec<f64>,
+}
