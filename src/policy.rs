@@ -117,10 +117,16 @@ impl GemmPolicy {
 
     /// Built-in backends this mode may replay. Engine backends are
     /// judged by [`GemmPolicy::refuse_backend`].
+    ///
+    /// The vendor modes permit the custom fixed-order backends too: an
+    /// engine that calls cuBLAS for some GEMMs and its own deterministic
+    /// kernels for others is audited under one policy, and a fixed-order
+    /// kernel is never less reproducible than a vendor call. The
+    /// deterministic mode never permits a vendor backend.
     pub fn backends(&self) -> &'static [PhysicalBackend] {
-        const DETERMINISTIC: &[PhysicalBackend] =
-            &[PhysicalBackend::CpuReference, PhysicalBackend::CudaNvrtc];
-        const VENDOR: &[PhysicalBackend] = &[PhysicalBackend::Cublas, PhysicalBackend::CublasLt];
+        use PhysicalBackend::*;
+        const DETERMINISTIC: &[PhysicalBackend] = &[CpuReference, CudaNvrtc];
+        const VENDOR: &[PhysicalBackend] = &[CpuReference, CudaNvrtc, Cublas, CublasLt];
         match self.mode {
             PolicyMode::Deterministic => DETERMINISTIC,
             PolicyMode::CublasFast | PolicyMode::CublasPedantic => VENDOR,
@@ -128,28 +134,47 @@ impl GemmPolicy {
     }
 
     /// Built-in contract kinds this mode may replay, before per-dtype
-    /// rules. Engine contracts follow their `like` kind.
+    /// rules. Engine contracts follow their `like` kind. The vendor modes
+    /// add their vendor contracts to the fixed-order ones.
     pub fn contracts(&self) -> &'static [ContractKind] {
         use ContractKind::*;
         const PLAIN: &[ContractKind] = &[ScalarFma, SplitKFixed, Tf32];
         const TENSOR: &[ContractKind] = &[ScalarFma, SplitKFixed, Tf32, TensorCoreTileParity];
-        const FAST: &[ContractKind] = &[VendorPedantic, VendorFast];
-        const PEDANTIC: &[ContractKind] = &[VendorPedantic];
+        const FAST: &[ContractKind] = &[ScalarFma, SplitKFixed, Tf32, VendorPedantic, VendorFast];
+        const FAST_TENSOR: &[ContractKind] = &[
+            ScalarFma,
+            SplitKFixed,
+            Tf32,
+            TensorCoreTileParity,
+            VendorPedantic,
+            VendorFast,
+        ];
+        const PEDANTIC: &[ContractKind] = &[ScalarFma, SplitKFixed, Tf32, VendorPedantic];
+        const PEDANTIC_TENSOR: &[ContractKind] = &[
+            ScalarFma,
+            SplitKFixed,
+            Tf32,
+            TensorCoreTileParity,
+            VendorPedantic,
+        ];
         match (self.mode, self.tensor_cores) {
             (PolicyMode::Deterministic, false) => PLAIN,
             (PolicyMode::Deterministic, true) => TENSOR,
-            (PolicyMode::CublasFast, _) => FAST,
-            (PolicyMode::CublasPedantic, _) => PEDANTIC,
+            (PolicyMode::CublasFast, false) => FAST,
+            (PolicyMode::CublasFast, true) => FAST_TENSOR,
+            (PolicyMode::CublasPedantic, false) => PEDANTIC,
+            (PolicyMode::CublasPedantic, true) => PEDANTIC_TENSOR,
         }
     }
 
     /// Why this policy's mode does not permit `backend`, if it does not.
-    /// An engine backend is permitted by the deterministic mode when the
-    /// engine picks its kernels, and by the vendor modes when a library does.
+    /// An engine backend whose kernels the engine picks (fixed kernels) is
+    /// permitted by every mode; one whose kernels a library picks only by
+    /// the vendor modes.
     pub fn refuse_backend(&self, backend: &PhysicalBackend) -> Option<&'static str> {
         let permitted = match backend {
             PhysicalBackend::Engine { vendor, .. } => {
-                *vendor != (self.mode == PolicyMode::Deterministic)
+                !*vendor || self.mode != PolicyMode::Deterministic
             }
             builtin => self.backends().contains(builtin),
         };
@@ -281,7 +306,7 @@ mod tests {
     }
 
     #[test]
-    fn pedantic_refuses_fast() {
+    fn pedantic_refuses_fast_and_vendor_modes_keep_fixed_order() {
         let p = GemmPolicy {
             mode: PolicyMode::CublasPedantic,
             ..GemmPolicy::CPU_DEFAULT
@@ -294,9 +319,24 @@ mod tests {
             p.refuse_contract(DType::F32, &ContractKind::VendorPedantic)
                 .is_none()
         );
+        // Fixed-order contracts stay permitted under a vendor mode.
         assert!(
             p.refuse_contract(DType::F32, &ContractKind::ScalarFma)
+                .is_none()
+        );
+        // The deterministic mode never permits a vendor contract or backend.
+        let det = GemmPolicy::CPU_DEFAULT;
+        assert!(
+            det.refuse_contract(DType::F32, &ContractKind::VendorPedantic)
                 .is_some()
         );
+        assert!(det.refuse_backend(&PhysicalBackend::Cublas).is_some());
+        assert!(p.refuse_backend(&PhysicalBackend::CudaNvrtc).is_none());
+        let cudnn = PhysicalBackend::engine("cudnn", true).unwrap();
+        let cutlass = PhysicalBackend::engine("cutlass", false).unwrap();
+        assert!(det.refuse_backend(&cudnn).is_some());
+        assert!(det.refuse_backend(&cutlass).is_none());
+        assert!(p.refuse_backend(&cudnn).is_none());
+        assert!(p.refuse_backend(&cutlass).is_none());
     }
 }
