@@ -11,7 +11,8 @@
 //! (prepared launches and their timing), `device` (the backend: eager
 //! runs, capture, replay), `resolve` (GEMM to route), `timing` (benchmark
 //! timing), `graph` (capture discipline and graph introspection) and
-//! `vendor` (cuBLAS / cuBLASLt routes). Every `unsafe` of the crate lives
+//! `vendor` (cuBLAS / cuBLASLt routes), and `embed` (what an engine needs
+//! to audit its own launches: see `docs/embedding.md`). Every `unsafe` of the crate lives
 //! in these files, each of which allows `unsafe_code` for itself.
 
 #[cfg(not(feature = "cuda"))]
@@ -23,6 +24,8 @@ pub use stub::{CudaBackend, CudaGraph};
 pub mod catalog;
 #[cfg(feature = "cuda")]
 mod device;
+#[cfg(feature = "cuda")]
+mod embed;
 #[cfg(feature = "cuda")]
 mod error;
 #[cfg(feature = "cuda")]
@@ -48,6 +51,11 @@ mod vendor;
 
 #[cfg(feature = "cuda")]
 pub use device::{CUDA_DEFAULT_POLICY, CudaBackend, CudaGraph};
+#[cfg(feature = "cuda")]
+pub use embed::{
+    CudaCaptureStream, compilation_target, cublaslt_version, introspect, launch_config,
+    lt_vendor_route, nvcc_compiler_identity, nvrtc_compiler_identity, vendor_modules,
+};
 #[cfg(feature = "cuda")]
 pub use error::{CudaCause, CudaError};
 #[cfg(feature = "cuda")]

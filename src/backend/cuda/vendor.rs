@@ -525,7 +525,7 @@ impl LtPlan {
 }
 
 /// One algorithm configuration attribute, read at the size cuBLASLt reports.
-fn algo_attribute(
+pub(crate) fn algo_attribute(
     algo: &lt::cublasLtMatmulAlgo_t,
     attr: lt::cublasLtMatmulAlgoConfigAttributes_t,
 ) -> Option<i64> {

@@ -1,0 +1,613 @@
+//! A small CUDA "engine" that audits its own GEMM launches with gemm-audit.
+//!
+//! The engine compiles its own kernel with NVRTC (a fused GEMM + ReLU, one
+//! thread per output, one ascending `fma` chain each), declared as an engine
+//! backend, module kind and contract, and calls cuBLASLt itself for the
+//! second layer of a two-layer MLP decode step, at batch 1 and 8. Around
+//! each step it records eagerly, stores a golden, captures its own graph on
+//! its own stream, binds the graph's kernels to the recorded routes, replays
+//! only through the validated plan, compares device-side output
+//! fingerprints, and refuses a tampered golden and a policy flip before
+//! launch.
+//!
+//! Run on a GPU: `cargo run --release --features cuda --example engine`
+//! (exits non-zero if any check fails).
+
+use cudarc::cublaslt::result as ltr;
+use cudarc::cublaslt::sys as lt;
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, PushKernelArg};
+use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
+use gemm_audit::backend::cuda::{self, CudaCaptureStream, DeviceFingerprinter};
+use gemm_audit::identity::{GemmRouteIdentity, ModuleIdentity, Revisions, SymbolEntry};
+use gemm_audit::recorder::{self, CaptureStream, GemmRouteRecorder};
+use gemm_audit::route::builder::{ArgumentsDigest, GemmRouteBuilder};
+use gemm_audit::route::{
+    ContractKind, DType, GemmOp, GemmShape, ModuleKind, OperandConversion, OutputOwnership,
+    PhysicalBackend, VendorRoute,
+};
+use gemm_audit::{
+    CapturedGemmGraphPlan, Digest, Error, F32Policy, GemmPolicy, HalfPolicy, OutputFingerprint,
+    PolicyMode, RecordedGemmTrace, Result,
+};
+use std::ffi::c_void;
+use std::sync::Arc;
+
+const D_MODEL: usize = 1024;
+const D_HIDDEN: usize = 4096;
+const SYMBOL: &str = "mlp_up_relu_f32";
+const LT_SYMBOL: &str = "cublasLtMatmul";
+const SOURCE: &str = r#"
+extern "C" __global__ void mlp_up_relu_f32(const float* a, const float* b, float* c,
+                                           int m, int k, int n) {
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    int i = blockIdx.y;
+    if (i >= m || j >= n) return;
+    float acc = 0.0f;
+    for (int p = 0; p < k; ++p) acc = __fmaf_rn(a[i * k + p], b[p * n + j], acc);
+    c[i * n + j] = fmaxf(acc, 0.0f);
+}
+"#;
+
+/// Maps any error of the engine's own CUDA calls to gemm-audit's error,
+/// keeping it as the cause.
+fn cu<T, E: std::error::Error + Send + Sync + 'static>(r: Result<T, E>, what: &str) -> Result<T> {
+    r.map_err(|e| Error::backend_caused("engine", format!("{what}: {e}"), e))
+}
+
+/// One cuBLASLt problem, planned once: descriptors and the algorithm the
+/// heuristic chose (so the route records exactly what is launched).
+struct LtMatmul {
+    handle: lt::cublasLtHandle_t,
+    desc: lt::cublasLtMatmulDesc_t,
+    layouts: [lt::cublasLtMatrixLayout_t; 3],
+    algo: lt::cublasLtMatmulAlgo_t,
+    workspace_bytes: usize,
+    m: usize,
+    k: usize,
+    n: usize,
+}
+
+impl LtMatmul {
+    /// Row-major C[m,n] = A[m,k] B[k,n] as the column-major C^T = B^T A^T.
+    fn plan(
+        handle: lt::cublasLtHandle_t,
+        m: usize,
+        k: usize,
+        n: usize,
+        max_ws: usize,
+    ) -> Result<Self> {
+        let f32t = lt::cudaDataType::CUDA_R_32F;
+        let desc = cu(
+            ltr::create_matmul_desc(lt::cublasComputeType_t::CUBLAS_COMPUTE_32F, f32t),
+            "matmul desc",
+        )?;
+        let layouts = [
+            cu(
+                ltr::create_matrix_layout(f32t, n as u64, k as u64, n as i64),
+                "layout B",
+            )?,
+            cu(
+                ltr::create_matrix_layout(f32t, k as u64, m as u64, k as i64),
+                "layout A",
+            )?,
+            cu(
+                ltr::create_matrix_layout(f32t, n as u64, m as u64, n as i64),
+                "layout C",
+            )?,
+        ];
+        let pref = cu(ltr::create_matmul_pref(), "matmul pref")?;
+        let ws = max_ws as u64;
+        // SAFETY: `pref` is live; the attribute is a u64 read from `ws`.
+        cu(
+            unsafe {
+                ltr::set_matmul_pref_attribute(
+                    pref,
+                    lt::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                    (&ws as *const u64).cast(),
+                    std::mem::size_of::<u64>(),
+                )
+            },
+            "workspace preference",
+        )?;
+        // SAFETY: every descriptor is live and describes this problem.
+        let heur = unsafe {
+            ltr::get_matmul_algo_heuristic(
+                handle, desc, layouts[0], layouts[1], layouts[2], layouts[2], pref,
+            )
+        };
+        // SAFETY: `pref` is live and not used again.
+        let _ = unsafe { ltr::destroy_matmul_pref(pref) };
+        let heur = cu(heur, "cublasLtMatmulAlgoGetHeuristic")?;
+        Ok(LtMatmul {
+            handle,
+            desc,
+            layouts,
+            algo: heur.algo,
+            workspace_bytes: heur.workspaceSize,
+            m,
+            k,
+            n,
+        })
+    }
+
+    /// Enqueues C = A B on `stream` with the planned algorithm.
+    fn enqueue(
+        &self,
+        stream: &Arc<CudaStream>,
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+        ws: &CudaSlice<u8>,
+    ) -> Result<()> {
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let (pa, _ra) = a.device_ptr(stream);
+        let (pb, _rb) = b.device_ptr(stream);
+        let (pc, _rc) = c.device_ptr(stream);
+        let (pw, _rw) = ws.device_ptr(stream);
+        // SAFETY: the descriptors are live and match the buffers' sizes;
+        // every pointer is a live allocation on this stream's context.
+        cu(
+            unsafe {
+                ltr::matmul(
+                    self.handle,
+                    self.desc,
+                    (&alpha as *const f32).cast(),
+                    (&beta as *const f32).cast(),
+                    pb as *const c_void,
+                    self.layouts[0],
+                    pa as *const c_void,
+                    self.layouts[1],
+                    pc as *const c_void,
+                    self.layouts[2],
+                    pc as *mut c_void,
+                    self.layouts[2],
+                    &self.algo,
+                    pw as *mut c_void,
+                    self.workspace_bytes,
+                    stream.cu_stream() as lt::cudaStream_t,
+                )
+            },
+            "cublasLtMatmul",
+        )
+    }
+
+    fn arguments(&self) -> Digest {
+        ArgumentsDigest::new(LT_SYMBOL)
+            .buffer("a", "f32", (self.m * self.k) as u64)
+            .buffer("b", "f32", (self.k * self.n) as u64)
+            .buffer("c", "f32", (self.m * self.n) as u64)
+            .u64("m", self.m as u64)
+            .u64("k", self.k as u64)
+            .u64("n", self.n as u64)
+            .str_compute()
+            .finish()
+    }
+}
+
+impl Drop for LtMatmul {
+    fn drop(&mut self) {
+        // SAFETY: created in `plan`, destroyed once here.
+        unsafe {
+            let _ = ltr::destroy_matmul_desc(self.desc);
+            for l in self.layouts {
+                let _ = ltr::destroy_matrix_layout(l);
+            }
+        }
+    }
+}
+
+/// The compute settings as arguments of the cuBLASLt call.
+trait ComputeArgs {
+    fn str_compute(self) -> Self;
+}
+
+impl ComputeArgs for ArgumentsDigest {
+    fn str_compute(self) -> Self {
+        self.u64(
+            "compute",
+            lt::cublasComputeType_t::CUBLAS_COMPUTE_32F as u64,
+        )
+        .f32("alpha", 1.0)
+        .f32("beta", 0.0)
+    }
+}
+
+struct Engine {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    live: GemmRouteIdentity,
+    func: CudaFunction,
+    lt_handle: lt::cublasLtHandle_t,
+    lt_version: String,
+    workspace: CudaSlice<u8>,
+    w1: CudaSlice<f32>,
+    w2: CudaSlice<f32>,
+}
+
+/// One batch size's buffers, cuBLASLt plan and what the plan launches.
+struct Step {
+    batch: usize,
+    x: CudaSlice<f32>,
+    h: CudaSlice<f32>,
+    y: CudaSlice<f32>,
+    down: LtMatmul,
+    down_vendor: VendorRoute,
+    down_launch: ([u32; 3], [u32; 3], u32),
+}
+
+fn seeded(len: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed;
+    (0..len)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.1
+        })
+        .collect()
+}
+
+impl Engine {
+    fn new(policy: GemmPolicy) -> Result<Engine> {
+        let ctx = cu(CudaContext::new(0), "context on device 0")?;
+        // One stream, work serialized on it: cudarc's cross-stream events
+        // would only add event nodes to the captured graph.
+        // SAFETY: every buffer below is used on `stream` only.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = cu(ctx.new_stream(), "stream")?;
+        let (device, _volatile) = cuda::device_identity(&ctx)?;
+        let target = cuda::compilation_target(&ctx)?;
+        let arch: &'static str = Box::leak(target.clone().into_boxed_str());
+        let options = [format!("--gpu-architecture={arch}")];
+        let ptx = cu(
+            compile_ptx_with_opts(
+                SOURCE,
+                CompileOptions {
+                    arch: Some(arch),
+                    ..Default::default()
+                },
+            ),
+            "NVRTC",
+        )?;
+        let artifact = ptx.to_src();
+        let module = cu(ctx.load_module(ptx), "load module")?;
+        let func = cu(module.load_function(SYMBOL), "load function")?;
+
+        // The engine's own backend, module kind and contract.
+        let option_refs: Vec<&str> = options.iter().map(String::as_str).collect();
+        let compiler = cuda::nvrtc_compiler_identity(&option_refs, SOURCE)?;
+        let contract = ContractKind::engine("scalar-fma-relu", ContractKind::ScalarFma).unwrap();
+        let engine_module = ModuleIdentity::from_artifact(
+            PhysicalBackend::engine("mini-engine", false).unwrap(),
+            ModuleKind::engine("nvrtc-ptx").unwrap(),
+            artifact.as_bytes(),
+            compiler,
+            target.clone(),
+            vec![SymbolEntry::new(SYMBOL).serving(&[GemmOp::Nn], &[DType::F32], &contract, false)],
+        );
+        let lt_module = cuda::vendor_modules(&target)
+            .into_iter()
+            .find(|m| m.kind == ModuleKind::CublasLt)
+            .ok_or_else(|| Error::backend("engine", "cuBLASLt is not present"))?;
+        let live = GemmRouteIdentity::new(
+            policy,
+            vec![engine_module, lt_module],
+            device,
+            Revisions {
+                tuning_table: 1,
+                schedule: 1,
+                tensor_map: 0,
+            },
+        );
+        let lt_handle = cu(ltr::create_handle(), "cublasLtCreate")?;
+        let lt_version = cuda::cublaslt_version().unwrap_or_default();
+        let workspace = cu(stream.alloc_zeros::<u8>(32 << 20), "workspace")?;
+        let w1 = cu(stream.clone_htod(&seeded(D_MODEL * D_HIDDEN, 1)), "W1")?;
+        let w2 = cu(stream.clone_htod(&seeded(D_HIDDEN * D_MODEL, 2)), "W2")?;
+        Ok(Engine {
+            ctx,
+            stream,
+            live,
+            func,
+            lt_handle,
+            lt_version,
+            workspace,
+            w1,
+            w2,
+        })
+    }
+
+    /// Buffers and the cuBLASLt plan of batch `b`; a probe capture of the
+    /// cuBLASLt call alone tells which kernels it launches.
+    fn prepare(&self, b: usize) -> Result<Step> {
+        let x = cu(self.stream.clone_htod(&seeded(b * D_MODEL, 3)), "x")?;
+        let h = cu(self.stream.alloc_zeros::<f32>(b * D_HIDDEN), "h")?;
+        let mut y = cu(self.stream.alloc_zeros::<f32>(b * D_MODEL), "y")?;
+        let down = LtMatmul::plan(self.lt_handle, b, D_HIDDEN, D_MODEL, self.workspace.len())?;
+        let probe = CudaCaptureStream::new(self.stream.clone());
+        probe.begin_capture()?;
+        let enq = down.enqueue(&self.stream, &h, &self.w2, &mut y, &self.workspace);
+        let graph = probe.end_capture()?;
+        enq?;
+        let kernels: Vec<_> = cuda::introspect(&graph)?
+            .into_iter()
+            .filter(|n| n.symbol.is_some())
+            .collect();
+        let main = kernels
+            .first()
+            .ok_or_else(|| Error::backend("engine", "cuBLASLt launched no kernel"))?;
+        let down_launch = (main.grid, main.block, main.shared_bytes);
+        let mut down_vendor =
+            cuda::lt_vendor_route(&down.algo, &self.lt_version, down.workspace_bytes as u64);
+        down_vendor.physical_kernels = kernels.iter().filter_map(|n| n.symbol.clone()).collect();
+        Ok(Step {
+            batch: b,
+            x,
+            h,
+            y,
+            down,
+            down_vendor,
+            down_launch,
+        })
+    }
+
+    /// One decode step: h = relu(x W1) with the engine's kernel, y = h W2
+    /// with cuBLASLt. The GEMM dispatcher pushes each route, then launches.
+    fn step(&self, s: &mut Step, rec: &GemmRouteRecorder) -> Result<()> {
+        let b = s.batch;
+        let (m, k, n) = (b, D_MODEL, D_HIDDEN);
+        let cfg = cudarc::driver::LaunchConfig {
+            grid_dim: (n.div_ceil(128) as u32, m as u32, 1),
+            block_dim: (128, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let args = ArgumentsDigest::new(SYMBOL)
+            .buffer("a", "f32", (m * k) as u64)
+            .buffer("b", "f32", (k * n) as u64)
+            .buffer("c", "f32", (m * n) as u64)
+            .u64("m", m as u64)
+            .u64("k", k as u64)
+            .u64("n", n as u64)
+            .finish();
+        let up_contract = self.live.modules[0].symbols[0].serves[0].contract.clone();
+        let up = GemmRouteBuilder::new(
+            &self.live,
+            &self.live.modules[0],
+            SYMBOL,
+            format!("up@b{b}"),
+        )
+        .problem(
+            GemmOp::Nn,
+            DType::F32,
+            GemmShape {
+                m: m as u64,
+                k: k as u64,
+                n: n as u64,
+            },
+        )
+        .contract(up_contract, 1)
+        .instruction("scalar-fma", "1x1x1")
+        .numerics(
+            OperandConversion::ExactWiden,
+            OutputOwnership::OneOwnerPerElement,
+        )
+        .capabilities(&["fma"])
+        .launch_config(cuda::launch_config(&cfg, args))
+        .build()
+        .map_err(|e| Error::backend("engine", e.to_string()))?;
+        rec.push(up)?;
+        let (mi, ki, ni) = (m as i32, k as i32, n as i32);
+        let mut launch = self.stream.launch_builder(&self.func);
+        launch
+            .arg(&s.x)
+            .arg(&self.w1)
+            .arg(&mut s.h)
+            .arg(&mi)
+            .arg(&ki)
+            .arg(&ni);
+        // SAFETY: the kernel's parameters are exactly these, and the
+        // buffers hold m*k, k*n and m*n floats.
+        cu(unsafe { launch.launch(cfg) }, "launch mlp_up_relu_f32")?;
+
+        let (grid, block, smem) = s.down_launch;
+        let down = GemmRouteBuilder::new(
+            &self.live,
+            &self.live.modules[1],
+            LT_SYMBOL,
+            format!("down@b{b}"),
+        )
+        .problem(
+            GemmOp::Nn,
+            DType::F32,
+            GemmShape {
+                m: b as u64,
+                k: D_HIDDEN as u64,
+                n: D_MODEL as u64,
+            },
+        )
+        .contract(ContractKind::VendorPedantic, 1)
+        .instruction("vendor-defined", "vendor-defined")
+        .numerics(
+            OperandConversion::ExactWiden,
+            OutputOwnership::VendorDefined,
+        )
+        .launch(grid, block, smem, s.down.arguments())
+        .vendor(s.down_vendor.clone())
+        .build()
+        .map_err(|e| Error::backend("engine", e.to_string()))?;
+        rec.push(down)?;
+        s.down
+            .enqueue(&self.stream, &s.h, &self.w2, &mut s.y, &self.workspace)
+    }
+}
+
+fn check(ok: bool, what: &str, failures: &mut u32) {
+    println!("  [{}] {what}", if ok { "ok" } else { "FAILED" });
+    if !ok {
+        *failures += 1;
+    }
+}
+
+fn main() -> Result<()> {
+    let policy = GemmPolicy {
+        mode: PolicyMode::CublasPedantic,
+        tensor_cores: false,
+        f32: F32Policy::Exact,
+        half: HalfPolicy::Tiled,
+    };
+    let engine = Engine::new(policy)?;
+    println!(
+        "device {} ({}), policy {}",
+        engine.live.device.class, engine.live.device.driver, engine.live.policy
+    );
+    for m in &engine.live.modules {
+        println!(
+            "  module {} ({}) by {} {}",
+            m.kind, m.backend, m.compiler.name, m.compiler.version
+        );
+    }
+    let fp = DeviceFingerprinter::new(&engine.ctx)?;
+    let rec = GemmRouteRecorder::new();
+    let dir = std::env::temp_dir().join(format!("gemm-audit-engine-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| Error::Io {
+        path: dir.clone(),
+        source: e,
+    })?;
+    let mut failures = 0;
+
+    for batch in [1usize, 8] {
+        println!("decode step, batch {batch}");
+        let mut s = engine.prepare(batch)?;
+
+        // 1. Record eagerly.
+        let ((), eager) = recorder::record_eager(&rec, &engine.live, || engine.step(&mut s, &rec))?;
+        cu(engine.stream.synchronize(), "sync")?;
+        let manifest = eager.manifest.clone().expect("GEMM work");
+        for r in &eager.routes {
+            let v = r.vendor.as_ref();
+            println!(
+                "  route {:<8} {} {} grid {:?} block {:?}{}",
+                r.gemm,
+                r.backend,
+                r.kernel_symbol,
+                r.launch.grid,
+                r.launch.block,
+                v.map(|v| format!(
+                    " algo {} tile {} split-k {} reduction {} stages {} kernels {:?}",
+                    v.algorithm_id,
+                    v.tile_id,
+                    v.split_k,
+                    v.reduction_scheme,
+                    v.stages_id,
+                    v.physical_kernels
+                ))
+                .unwrap_or_default()
+            );
+        }
+        let h_fp = fp.fingerprint(&engine.stream, &s.h.slice(..), 3)?;
+        let y_fp = fp.fingerprint(&engine.stream, &s.y.slice(..), 3)?;
+        println!("  eager output fingerprint {}", y_fp.sha256.short());
+
+        // 2. Store a golden.
+        let mut trace = RecordedGemmTrace::new(
+            format!("mlp-decode@b{batch}"),
+            Digest::sha256(format!("mlp {D_MODEL}x{D_HIDDEN} batch {batch}").as_bytes()),
+            engine.live.clone(),
+            eager.routes.clone(),
+            vec![h_fp, y_fp],
+            Default::default(),
+        )?;
+
+        // 3. Capture the same step on the engine's own stream.
+        let stream = CudaCaptureStream::new(engine.stream.clone());
+        let ((), captured) =
+            recorder::capture(&stream, &rec, Some(&manifest), &engine.live, || {
+                engine.step(&mut s, &rec)
+            })?;
+        let nodes = cuda::introspect(&captured.graph)?;
+        match trace.set_physical(nodes) {
+            Ok(()) => check(
+                true,
+                &format!(
+                    "graph nodes bound to the routes: {} nodes",
+                    trace.physical.len()
+                ),
+                &mut failures,
+            ),
+            Err(r) => check(
+                false,
+                &format!("graph nodes bound to the routes: {r}"),
+                &mut failures,
+            ),
+        }
+        let golden_path = dir.join(format!("mlp-decode-b{batch}.gat"));
+        trace.write(&golden_path, false)?;
+        let golden = RecordedGemmTrace::read(&golden_path)?;
+        check(
+            golden == trace,
+            "golden stored and read back",
+            &mut failures,
+        );
+
+        // 4. Replay only through the validated plan; compare on the device.
+        cu(engine.stream.memset_zeros(&mut s.y), "clear y")?;
+        let launched = captured.launch_validated(&engine.live, "decode", |g| g.launch());
+        check(
+            matches!(launched, Ok(Ok(()))),
+            "replay validated and launched",
+            &mut failures,
+        );
+        cu(engine.stream.synchronize(), "sync")?;
+        let replay_fp: OutputFingerprint = fp.fingerprint(&engine.stream, &s.y.slice(..), 3)?;
+        check(
+            replay_fp == y_fp,
+            "replay output bit-identical to eager (device fingerprint)",
+            &mut failures,
+        );
+        let plan = captured.plan.as_ref().expect("plan");
+        check(
+            plan.check_against_golden_trace(&golden).is_ok(),
+            "plan matches the golden",
+            &mut failures,
+        );
+
+        // 5. A tampered golden is refused.
+        let mut tampered = golden.routes.clone();
+        if let Some(v) = tampered[1].vendor.as_mut() {
+            v.split_k += 1;
+        }
+        match CapturedGemmGraphPlan::new(golden.manifest(), tampered) {
+            Err(r) => check(
+                true,
+                &format!("tampered golden refused: {r}"),
+                &mut failures,
+            ),
+            Ok(_) => check(false, "tampered golden refused", &mut failures),
+        }
+
+        // 6. A policy flip is refused before launch.
+        let flipped = engine.live.with_policy(GemmPolicy {
+            mode: PolicyMode::Deterministic,
+            ..policy
+        });
+        let mut ran = false;
+        match captured.launch_validated(&flipped, "decode-flipped", |g| {
+            ran = true;
+            g.launch()
+        }) {
+            Err(r) => check(
+                !ran,
+                &format!("policy flip refused before launch: {r}"),
+                &mut failures,
+            ),
+            Ok(_) => check(false, "policy flip refused before launch", &mut failures),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    if failures > 0 {
+        eprintln!("{failures} checks failed");
+        std::process::exit(1);
+    }
+    println!("all checks passed");
+    Ok(())
+}

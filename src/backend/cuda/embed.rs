@@ -1,0 +1,165 @@
+//! What an engine needs to audit its own CUDA GEMM launches: a capturable
+//! wrapper of its own cudarc stream, graph introspection of any captured
+//! graph, compiler and library identities, and route parts from a cudarc
+//! launch configuration and from cuBLASLt algorithm attributes.
+//!
+//! Device identity ([`super::device_identity`]) and device-side output
+//! fingerprints ([`super::DeviceFingerprinter`]) complete the set.
+
+use super::error::CudaError;
+use super::vendor::{self, Vendor};
+use crate::digest::Digest;
+use crate::identity::{CompilerIdentity, ModuleIdentity};
+use crate::physical::PhysicalNode;
+use crate::recorder::CaptureStream;
+use crate::route::{LaunchConfig, VendorRoute};
+use cudarc::cublaslt::sys as lt;
+use cudarc::driver::sys;
+use cudarc::driver::{CudaGraph, CudaStream};
+use std::sync::Arc;
+
+/// The engine's own stream, capturable by [`crate::recorder::capture`].
+///
+/// Beginning a capture refuses the legacy default stream (it cannot be
+/// captured) and synchronizes the stream first; the capture is
+/// thread-local, so work other threads enqueue on their own streams is not
+/// swept in. The graph is instantiated at the end and uploaded before the
+/// first replay.
+#[derive(Debug, Clone)]
+pub struct CudaCaptureStream(pub Arc<CudaStream>);
+
+impl CudaCaptureStream {
+    /// Wraps the engine's stream.
+    pub fn new(stream: Arc<CudaStream>) -> Self {
+        CudaCaptureStream(stream)
+    }
+
+    /// The wrapped stream.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.0
+    }
+}
+
+impl CaptureStream for CudaCaptureStream {
+    type Graph = CudaGraph;
+    type Error = CudaError;
+
+    fn begin_capture(&self) -> Result<(), CudaError> {
+        if self.0.cu_stream().is_null() {
+            return Err(CudaError::msg(
+                "refusing to capture the legacy default stream: capture on a stream you created",
+            ));
+        }
+        self.0
+            .synchronize()
+            .map_err(CudaError::with("synchronize before capture"))?;
+        self.0
+            .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(CudaError::with("begin capture"))
+    }
+
+    fn end_capture(&self) -> Result<CudaGraph, CudaError> {
+        self.0
+            .end_capture(sys::CUgraphInstantiate_flags(0))
+            .map_err(CudaError::with("end capture / instantiate"))?
+            .ok_or_else(|| CudaError::msg("the capture produced no graph"))
+    }
+
+    fn upload(&self, graph: &CudaGraph) -> Result<(), CudaError> {
+        graph.upload().map_err(CudaError::with("graph upload"))
+    }
+}
+
+/// The nodes of any captured cudarc graph, in topological order: each
+/// kernel node's symbol, grid, block and dynamic shared bytes, and the
+/// kind of every other node. Bind them to the declared routes with
+/// [`crate::physical::bind`] to see that what was captured is what was
+/// recorded (a vendor call that became split-K plus a reduce shows there).
+pub fn introspect(graph: &CudaGraph) -> Result<Vec<PhysicalNode>, CudaError> {
+    super::graph::introspect(graph)
+}
+
+/// The route's launch part from a cudarc launch configuration and the
+/// pointer-free digest of the arguments
+/// ([`crate::route::ArgumentsDigest`]).
+pub fn launch_config(cfg: &cudarc::driver::LaunchConfig, arguments_digest: Digest) -> LaunchConfig {
+    LaunchConfig {
+        grid: [cfg.grid_dim.0, cfg.grid_dim.1, cfg.grid_dim.2],
+        block: [cfg.block_dim.0, cfg.block_dim.1, cfg.block_dim.2],
+        dynamic_shared_bytes: cfg.shared_mem_bytes,
+        arguments_digest,
+    }
+}
+
+/// The identity of NVRTC as the compiler of `source` with `options`: the
+/// version the loaded NVRTC reports, the options in order, the source.
+pub fn nvrtc_compiler_identity(
+    options: &[&str],
+    source: &str,
+) -> Result<CompilerIdentity, CudaError> {
+    let (major, minor) = super::nvrtc::version()?;
+    Ok(CompilerIdentity::new(
+        "nvrtc",
+        format!("{major}.{minor}"),
+        options,
+        source.as_bytes(),
+    ))
+}
+
+/// The identity of a build-time nvcc as the compiler of `source`:
+/// `release` is what `nvcc --version` printed (e.g. `13.0, V13.0.48`),
+/// `flags` the command-line flags in order.
+pub fn nvcc_compiler_identity(release: &str, flags: &[&str], source: &[u8]) -> CompilerIdentity {
+    CompilerIdentity::new("nvcc", release, flags, source)
+}
+
+/// The compilation target of the device behind `ctx`, e.g. `sm_90`.
+pub fn compilation_target(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<String, CudaError> {
+    super::identity::arch(ctx)
+}
+
+/// The loaded cuBLAS and cuBLASLt libraries as modules, for a context's
+/// module set: each is identified by its version, and its one symbol
+/// (`cublasGemmEx`, `cublasLtMatmul`) serves every op and dtype under the
+/// vendor contracts. `target` is the device's compilation target.
+pub fn vendor_modules(target: &str) -> Vec<ModuleIdentity> {
+    let v = Vendor::probe(target);
+    [v.cublas, v.cublaslt]
+        .into_iter()
+        .flatten()
+        .map(|l| l.module)
+        .collect()
+}
+
+/// The version string of the loaded cuBLASLt (e.g. `cuBLASLt 13.1.0`), if
+/// the library is present.
+pub fn cublaslt_version() -> Option<String> {
+    Vendor::probe("").cublaslt.map(|l| l.version)
+}
+
+/// What cuBLASLt chose, from the algorithm the engine passed to
+/// `cublasLtMatmul`: algorithm, tile, split-K count, reduction scheme,
+/// stages, swizzle, inner and cluster shape, and the workspace size the
+/// heuristic asked for. `physical_kernels` is left empty: fill it from
+/// [`introspect`] of the captured graph.
+pub fn lt_vendor_route(
+    algo: &lt::cublasLtMatmulAlgo_t,
+    library_version: &str,
+    workspace_bytes: u64,
+) -> VendorRoute {
+    use lt::cublasLtMatmulAlgoConfigAttributes_t as A;
+    let get = |attr| vendor::algo_attribute(algo, attr);
+    VendorRoute {
+        library_version: library_version.to_string(),
+        algorithm_id: get(A::CUBLASLT_ALGO_CONFIG_ID).unwrap_or(-1),
+        tile_id: get(A::CUBLASLT_ALGO_CONFIG_TILE_ID).unwrap_or(-1),
+        split_k: get(A::CUBLASLT_ALGO_CONFIG_SPLITK_NUM).unwrap_or(-1),
+        reduction_scheme: get(A::CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME).unwrap_or(-1),
+        stages_id: get(A::CUBLASLT_ALGO_CONFIG_STAGES_ID).unwrap_or(-1),
+        swizzle: get(A::CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING).unwrap_or(-1),
+        inner_shape_id: get(A::CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID),
+        cluster_shape_id: get(A::CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID),
+        workspace_bytes,
+        physical_kernels: Vec::new(),
+    }
+}
