@@ -47,48 +47,63 @@ pub struct Check {
     pub contract: String,
     /// What it was checked on, e.g. a workload or an M-sweep group.
     pub subject: String,
+    /// Whether the contract held.
     pub verdict: Verdict,
+    /// One line for people: the evidence behind the verdict (counts, the
+    /// first GEMM that differs, ...).
     pub detail: String,
 }
 
 /// One contract checked on one GEMM (a JUnit test case).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Case {
+    /// The contract, e.g. `run-to-run` (the JUnit test suite it is listed in).
     pub contract: String,
+    /// The workload the GEMM belongs to.
     pub workload: String,
     /// The GEMM (or M-sweep group, or control) the case is about.
     pub gemm: String,
+    /// Whether the contract held for this GEMM.
     pub verdict: Verdict,
+    /// One line for people: why this verdict.
     pub detail: String,
 }
 
 /// One cell of a batch-invariance matrix.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MatrixCell {
+    /// The member's batch size (rows of C).
     pub m: u64,
     /// Rows shared with the smallest-m member are bit-identical to it.
     pub identical: bool,
+    /// The numeric contract of the member's route, e.g. `split-k-fixed/4`.
     pub contract: String,
+    /// The kernel that ran: the route's symbol, or for a vendor route the
+    /// physical kernels seen in its graph, joined by ` + `.
     pub kernel: String,
 }
 
 /// An M-sweep group's rows compared across batch sizes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BatchMatrix {
+    /// The workload the group belongs to.
     pub workload: String,
     /// e.g. `policy nn f32 k=1024 n=256`.
     pub group: String,
     /// Whether the group's route promises batch invariance.
     pub promised: bool,
+    /// One cell per member GEMM, in ascending m.
     pub cells: Vec<MatrixCell>,
 }
 
 /// The audit's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct AuditReport {
+    /// The backend audited: `cpu`, `cuda` or an engine's name.
     pub backend: String,
     /// Why another backend than the one asked for is used, if so.
     pub note: Option<String>,
+    /// Eager runs compared per run-to-run check (at least 2).
     pub runs: usize,
     /// The verdict table: one row per contract and subject.
     pub checks: Vec<Check>,
@@ -108,9 +123,13 @@ pub struct AuditReport {
 /// Eager wall time of one launch.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Timing {
+    /// The workload the launch belongs to.
     pub workload: String,
+    /// The GEMM's workload-level name.
     pub gemm: String,
+    /// The numeric contract of its route, e.g. `scalar-fma`.
     pub contract: String,
+    /// Wall time of the eager launch, in seconds.
     pub seconds: f64,
 }
 
@@ -218,7 +237,10 @@ impl Default for AuditOptions {
 
 /// Progress of a long audit: a stage name and launches done of total.
 pub trait Progress {
+    /// Starts a stage named `name` of `total` steps (launches).
     fn stage(&mut self, name: &str, total: usize);
+    /// `done` steps of the current stage are finished (a running count,
+    /// not an increment).
     fn advance(&mut self, done: usize);
 }
 

@@ -34,6 +34,7 @@ impl DiffClass {
         DiffClass::Policy,
     ];
 
+    /// The class's stable name, as `--allow` takes it and JSON writes it.
     pub fn as_str(&self) -> &'static str {
         match self {
             DiffClass::Identity => "identity",
@@ -91,11 +92,14 @@ impl fmt::Display for DiffClass {
 /// One difference between two traces.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Difference {
+    /// What kind of change it is (decides whether `--allow` passes it).
     pub class: DiffClass,
     /// Route index in the golden trace, for per-route differences.
     pub route_index: Option<usize>,
     /// The GEMM's name, for per-route differences.
     pub gemm: Option<String>,
+    /// The field that changed: its tag, the golden's value and the
+    /// candidate's.
     #[serde(flatten)]
     pub change: FieldChange,
 }
@@ -114,6 +118,8 @@ impl Difference {
 /// All differences between a golden and a candidate trace.
 #[derive(Debug, Clone, Serialize)]
 pub struct TraceDiff {
+    /// Every difference found, in the order compared: trace-level fields
+    /// first, then the routes.
     pub differences: Vec<Difference>,
 }
 
@@ -325,6 +331,7 @@ impl TraceDiff {
             .collect()
     }
 
+    /// True when the traces agree in everything compared.
     pub fn is_empty(&self) -> bool {
         self.differences.is_empty()
     }
@@ -437,7 +444,9 @@ pub fn render_portability(p: &[Portability]) -> String {
 /// Element-level comparison of two outputs of `dtype`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct UlpStats {
+    /// Elements compared.
     pub elements: u64,
+    /// Elements whose bits differ.
     pub differing: u64,
     /// Largest distance in units in the last place (NaNs count as u64::MAX).
     pub max_ulp: u64,

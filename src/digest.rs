@@ -109,15 +109,25 @@ impl<'de> Deserialize<'de> for Digest {
 pub enum FieldValue<'a> {
     /// An optional field that is not present (framed with presence 0).
     Absent,
+    /// A flag, framed as one byte (0 or 1).
     Bool(bool),
+    /// An unsigned integer, framed as 4 little-endian bytes.
     U32(u32),
+    /// An unsigned integer, framed as 8 little-endian bytes.
     U64(u64),
+    /// A signed integer, framed as 8 little-endian bytes.
     I64(i64),
+    /// Three `u32`s (grid or block dimensions), framed as 12 little-endian
+    /// bytes and rendered as `XxYxZ`.
     U32x3([u32; 3]),
+    /// A string, framed as its UTF-8 bytes.
     Str(&'a str),
+    /// A list of strings, framed as a `u64` count and then each string with
+    /// its own `u64` length, so no two lists frame alike.
     StrList(&'a [String]),
     /// Raw bytes (rendered as their SHA-256 in diffs).
     Bytes(&'a [u8]),
+    /// A digest, framed as its 32 bytes and rendered as hex.
     Digest(&'a Digest),
 }
 
@@ -140,6 +150,7 @@ impl fmt::Display for FieldValue<'_> {
 
 /// Receives the fields of a framed value, in a fixed order.
 pub trait FieldVisitor {
+    /// Receives one field: its stable tag (e.g. `shape.m`) and its value.
     fn field(&mut self, tag: &'static str, value: FieldValue<'_>);
 }
 
@@ -159,6 +170,7 @@ pub struct Framer {
 }
 
 impl Framer {
+    /// An empty framer, with room for a typical route's fields.
     pub fn new() -> Self {
         Framer {
             buf: Vec::with_capacity(2048),
@@ -170,6 +182,7 @@ impl Framer {
         &self.buf
     }
 
+    /// Empties the buffer, keeping its allocation for the next value.
     pub fn clear(&mut self) {
         self.buf.clear();
     }
@@ -334,6 +347,8 @@ impl DigestWriter {
         }
     }
 
+    /// Hashes what is left and returns the digest (joining the hashing
+    /// thread when pipelined).
     pub fn finish(mut self) -> Digest {
         self.flush();
         let hasher = match self.sink {
@@ -358,6 +373,8 @@ pub fn framed_digest<T: Framed + ?Sized>(domain: &str, value: &T) -> Digest {
 /// Collects fields as `(tag, rendered value)` pairs, for naming what changed.
 #[derive(Default)]
 pub struct FieldList {
+    /// Every field received, in order: its tag and its value rendered for
+    /// people (see [`FieldValue`]'s `Display`).
     pub fields: Vec<(&'static str, String)>,
 }
 
@@ -377,8 +394,11 @@ pub fn field_list<T: Framed + ?Sized>(value: &T) -> Vec<(&'static str, String)> 
 /// One field that differs between two framed values.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FieldChange {
+    /// The field's tag, e.g. `kernel_symbol` or `shape.m`.
     pub field: String,
+    /// The value expected (from the plan, golden or module), rendered.
     pub expected: String,
+    /// The value found instead, rendered.
     pub found: String,
 }
 

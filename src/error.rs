@@ -18,39 +18,62 @@ pub enum Error {
     /// The route recorder refused a call (nesting, capacity, mode, a
     /// context change while recording).
     #[error("recorder: {0}")]
-    Recorder(#[from] crate::recorder::RecorderError),
+    Recorder(#[from] RecorderError),
     /// A trace file is malformed.
     #[error("{path}: {source}")]
-    Format { path: PathBuf, source: FormatError },
+    Format {
+        /// The file read or written (`<new trace>` for one built in memory).
+        path: PathBuf,
+        /// What is wrong with its bytes.
+        source: FormatError,
+    },
     /// Reading or writing a file failed.
     #[error("{path}: {source}")]
     Io {
+        /// The file or folder the operation was on.
         path: PathBuf,
+        /// The operating system's error.
         source: std::io::Error,
     },
     /// A file exists and no overwrite was asked for.
     #[error("{path} already exists; pass --force to replace it")]
-    WouldOverwrite { path: PathBuf },
+    WouldOverwrite {
+        /// The existing file that was left in place.
+        path: PathBuf,
+    },
     /// No golden trace exists for a workload on a device class.
     #[error(
         "no golden for workload {workload:?} on device {device:?}: expected {path} (goldens present: {available})"
     )]
     GoldenMissing {
+        /// Where the golden was looked for: `DIR/<device>/<workload>.gat`.
         path: PathBuf,
+        /// The trace's workload name.
         workload: String,
+        /// The device class folder name (see [`crate::golden::device_key`]).
         device: String,
+        /// The goldens present under the folder, as `device/file.gat`
+        /// joined by `, `, or `none`.
         available: String,
     },
     /// A workload is unknown or malformed.
     #[error("workload {name}: {reason}")]
-    Workload { name: String, reason: String },
+    Workload {
+        /// The built-in name or file path as given.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The backend is unavailable or failed. `reason` says everything (the
     /// cause included); `source`, when present, is the typed cause (for
     /// CUDA, a `CudaError` whose own source is the cudarc error).
     #[error("backend {backend}: {reason}")]
     Backend {
+        /// The backend's short name: `cpu`, `cuda` or an engine's.
         backend: String,
+        /// The whole explanation, the cause included.
         reason: String,
+        /// The typed cause, when there is one.
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
     },
@@ -109,26 +132,59 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LaunchSetError {
+    /// Zero launches were declared: an empty set is never valid.
     #[error("a launch set must hold at least one launch")]
     Empty,
+    /// A route was pushed after the declared count was reached.
     #[error("more routes pushed than the {declared} declared")]
-    TooManyRoutes { declared: u64 },
+    TooManyRoutes {
+        /// The number of launches the set was started with.
+        declared: u64,
+    },
+    /// The set was finished before the declared count was reached.
     #[error("finished with {pushed} of {declared} declared routes")]
-    Short { declared: u64, pushed: u64 },
+    Short {
+        /// The number of launches the set was started with.
+        declared: u64,
+        /// The number of routes actually pushed.
+        pushed: u64,
+    },
+    /// A route's launch grid has a zero dimension, so it would launch nothing.
     #[error("route {index}: zero grid dimension {grid:?}")]
-    ZeroGrid { index: u64, grid: [u32; 3] },
+    ZeroGrid {
+        /// Position of the route in enqueue order (from 0).
+        index: u64,
+        /// The grid as `[x, y, z]`, in blocks.
+        grid: [u32; 3],
+    },
+    /// A route's thread block has a zero dimension.
     #[error("route {index}: zero block dimension {block:?}")]
-    ZeroBlock { index: u64, block: [u32; 3] },
+    ZeroBlock {
+        /// Position of the route in enqueue order (from 0).
+        index: u64,
+        /// The block as `[x, y, z]`, in threads.
+        block: [u32; 3],
+    },
+    /// The launch's block size disagrees with the thread count the route
+    /// declares for its kernel.
     #[error(
         "route {index}: block has {block_threads} threads but the route declares {route_threads}"
     )]
     ThreadsMismatch {
+        /// Position of the route in enqueue order (from 0).
         index: u64,
+        /// Threads per block of the launch (`x * y * z`, saturating).
         block_threads: u64,
+        /// Threads per block the route declares.
         route_threads: u32,
     },
+    /// A route's launch arguments digest was never filled in (it is still
+    /// the all-zero placeholder), so its arguments would go unchecked.
     #[error("route {index}: arguments digest is the all-zero placeholder")]
-    ZeroArgumentsDigest { index: u64 },
+    ZeroArgumentsDigest {
+        /// Position of the route in enqueue order (from 0).
+        index: u64,
+    },
 }
 
 /// Where in the record → capture → replay flow a refusal happened.
@@ -162,6 +218,7 @@ impl fmt::Display for RefusalStage {
 /// expected value and the one found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
 pub struct Refusal {
+    /// Where in the flow it was refused.
     pub stage: RefusalStage,
     /// The replay label, when refused during a replay.
     pub label: Option<String>,
@@ -242,38 +299,163 @@ impl fmt::Display for Refusal {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum FormatError {
+    /// The file is larger than the decoder accepts; it is refused before
+    /// it is read.
     #[error("file is {size} bytes, over the {limit}-byte limit")]
-    TooLarge { size: u64, limit: u64 },
+    TooLarge {
+        /// The file's size, in bytes.
+        size: u64,
+        /// The largest size accepted, in bytes.
+        limit: u64,
+    },
+    /// The file ends inside the header.
     #[error("truncated: {needed} bytes needed at offset {offset}, file has {len}")]
-    Truncated { offset: u64, needed: u64, len: u64 },
+    Truncated {
+        /// Byte offset of the header field being read.
+        offset: u64,
+        /// Bytes that field needs.
+        needed: u64,
+        /// The file's length, in bytes.
+        len: u64,
+    },
+    /// The first 8 bytes are not the `GEMMAUDT` magic.
     #[error("not a gemm-audit trace (bad magic {found:02x?})")]
-    BadMagic { found: Vec<u8> },
+    BadMagic {
+        /// The 8 bytes found instead.
+        found: Vec<u8>,
+    },
+    /// The file was written by a newer gemm-audit than this one.
     #[error(
         "format version {found} is newer than this build reads (up to {supported}); upgrade gemm-audit"
     )]
-    NewerVersion { found: u16, supported: u16 },
+    NewerVersion {
+        /// The format version in the header.
+        found: u16,
+        /// The newest format version this build reads.
+        supported: u16,
+    },
+    /// The file's format version is older than this build reads.
     #[error("format version {found} is not supported (this build reads {supported})")]
-    UnsupportedVersion { found: u16, supported: u16 },
+    UnsupportedVersion {
+        /// The format version in the header.
+        found: u16,
+        /// The format version this build writes.
+        supported: u16,
+    },
+    /// The reserved header bytes are not zero.
     #[error("reserved header bytes must be zero, found {found:#06x}")]
-    Reserved { found: u16 },
+    Reserved {
+        /// The reserved `u16` as read (little-endian).
+        found: u16,
+    },
+    /// The payload length in the header disagrees with the file's size.
     #[error("payload length {declared} does not match the {actual} bytes present")]
-    LengthMismatch { declared: u64, actual: u64 },
+    LengthMismatch {
+        /// The payload length the header declares, in bytes.
+        declared: u64,
+        /// The bytes actually between header and trailer.
+        actual: u64,
+    },
+    /// The payload's SHA-256 differs from the trailer's: the file is
+    /// corrupt or was edited.
     #[error("checksum mismatch: header says {expected}, payload hashes to {found}")]
-    Checksum { expected: String, found: String },
+    Checksum {
+        /// The SHA-256 stored in the file, in hex.
+        expected: String,
+        /// The SHA-256 of the payload as read, in hex.
+        found: String,
+    },
+    /// The payload is not a valid encoding of a trace; holds the decoder's
+    /// message.
     #[error("payload does not decode: {0}")]
     Decode(String),
+    /// The payload decodes but bytes are left over; holds how many.
     #[error("payload has {0} trailing bytes after the trace")]
     TrailingBytes(u64),
+    /// The payload decodes but re-encodes to different bytes (e.g. an
+    /// overlong integer), so one trace would have two encodings.
     #[error("payload is not in canonical encoding (re-encoding differs)")]
     NonCanonical,
+    /// A decoded count or length is over its limit.
     #[error("{what} is {found}, over the limit of {limit}")]
     LimitExceeded {
+        /// What was measured: `route count` or `string length`.
         what: &'static str,
+        /// The value found.
         found: u64,
+        /// The limit (see [`crate::trace::codec::Limits`]).
         limit: u64,
     },
+    /// The trace could not be encoded; holds the encoder's message.
     #[error("payload could not be encoded: {0}")]
     Encode(String),
+    /// The trace decodes but its parts disagree (e.g. route and
+    /// fingerprint counts); holds what disagrees.
     #[error("trace is inconsistent: {0}")]
     Inconsistent(String),
+}
+
+/// What a [`GemmRouteRecorder`](crate::recorder::GemmRouteRecorder) is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecorderMode {
+    /// Not recording: pushes are refused.
+    Idle,
+    /// An eager run: storage grows with every push.
+    Eager,
+    /// A capture: storage is reserved to exactly the manifest's launch
+    /// count, and a push beyond it is refused.
+    Capture,
+}
+
+impl fmt::Display for RecorderMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RecorderMode::Idle => "idle",
+            RecorderMode::Eager => "eager",
+            RecorderMode::Capture => "capture",
+        })
+    }
+}
+
+/// Why the recorder refused a call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecorderError {
+    /// A recording was begun while another one is active.
+    #[error("a {active} recording is already active: recordings do not nest")]
+    Nested {
+        /// The mode of the active recording.
+        active: RecorderMode,
+    },
+    /// A route was pushed while nothing is being recorded.
+    #[error("route {gemm:?} pushed while the recorder is idle (begin a recording first)")]
+    NotRecording {
+        /// The pushed route's GEMM name.
+        gemm: String,
+    },
+    /// A capture pushed more routes than the manifest's launch count.
+    #[error(
+        "route {gemm:?} pushed beyond the capture's capacity of {capacity} (the eager run launched {capacity} GEMMs)"
+    )]
+    OverCapacity {
+        /// The capacity reserved from the manifest.
+        capacity: usize,
+        /// The pushed route's GEMM name.
+        gemm: String,
+    },
+    /// A recording was finished as the other mode.
+    #[error("finished a {active} recording as {asked}")]
+    WrongMode {
+        /// The mode the recording was begun in.
+        active: RecorderMode,
+        /// The mode it was finished as.
+        asked: RecorderMode,
+    },
+    /// The live context changed (a policy flip, another module set) between
+    /// the start and the end of a recording.
+    #[error("the live context changed while recording: {0}")]
+    ContextChanged(Box<Refusal>),
+    /// A capture over capacity or of routes that do not form a launch set.
+    #[error("the captured routes do not form a launch set: {0}")]
+    LaunchSet(LaunchSetError),
 }

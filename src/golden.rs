@@ -83,6 +83,7 @@ pub fn find_golden(dir: &Path, trace: &RecordedGemmTrace) -> Result<PathBuf> {
 /// What `bless` did or would do.
 #[derive(Debug)]
 pub struct BlessOutcome {
+    /// Where the golden is: `DIR/<device>/<workload>.gat`.
     pub path: PathBuf,
     /// The difference from the golden it replaces (None when there was none).
     pub replaced: Option<TraceDiff>,

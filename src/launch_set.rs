@@ -16,7 +16,11 @@ const PIPELINE_MIN_ROUTES: u64 = 512;
 /// Launch count and ordered digest of a sequence of routes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ResolvedGemmLaunchSet {
+    /// Number of launches (routes) in the set; never 0.
     pub launch_count: u64,
+    /// Framed SHA-256, under [`LAUNCH_SET_DOMAIN`], of the launch count and
+    /// every route with its index, in enqueue order: reordering,
+    /// removing or changing any route changes it.
     pub ordered_digest: Digest,
 }
 

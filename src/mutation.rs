@@ -3,7 +3,7 @@
 //! Used by the audit's self-check, the property tests and the fuzz targets,
 //! so all three exercise the same refusal path a user's replay takes.
 
-use crate::digest::{Digest, field_list};
+use crate::digest::Digest;
 use crate::error::Refusal;
 use crate::identity::GemmRouteIdentity;
 use crate::launch_set::build_resolved_gemm_launch_set;
@@ -91,10 +91,7 @@ impl Mutation {
 
 /// Every identity field tag of a route, in framing order.
 pub fn route_field_tags() -> Vec<&'static str> {
-    field_list(&crate::testkit::sample_route(0))
-        .into_iter()
-        .map(|(t, _)| t)
-        .collect()
+    ResolvedGemmRoute::field_tags()
 }
 
 /// Changes a digest, never into the all-zero placeholder (which the builder

@@ -16,14 +16,23 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum NodeKind {
+    /// A kernel launch; the only kind bound to a route.
     Kernel,
+    /// A memory fill (e.g. zeroing a split-K workspace); benign.
     Memset,
+    /// A memory copy; benign.
     Memcpy,
+    /// A graph memory allocation (e.g. a vendor workspace); benign.
     MemAlloc,
+    /// A graph memory free; benign.
     MemFree,
+    /// A host function call; not benign, so refused among a GEMM's nodes.
     Host,
+    /// An empty node (a dependency join); benign.
     Empty,
+    /// An event record; not benign.
     EventRecord,
+    /// A wait on an event; not benign.
     EventWait,
     /// Any other node type (conditional, child graph, ...).
     Other,
@@ -64,11 +73,15 @@ impl fmt::Display for NodeKind {
 /// One node of a captured graph, in capture order.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PhysicalNode {
+    /// What the node does.
     pub kind: NodeKind,
     /// Kernel symbol (kernel nodes only).
     pub symbol: Option<String>,
+    /// Grid dimensions `[x, y, z]`, in blocks (zero for other nodes).
     pub grid: [u32; 3],
+    /// Block dimensions `[x, y, z]`, in threads (zero for other nodes).
     pub block: [u32; 3],
+    /// Dynamic shared memory per block, in bytes (zero for other nodes).
     pub shared_bytes: u32,
     /// The declared route this node was bound to.
     pub route_index: Option<u64>,

@@ -10,6 +10,7 @@ use std::path::Path;
 /// Everything a report shows.
 #[derive(Debug, Clone)]
 pub struct ReportInput<'a> {
+    /// The audit whose verdicts, matrices and timings are shown.
     pub audit: &'a AuditReport,
     /// Route drift of each audited workload against its golden, when goldens were given.
     pub drift: Vec<(String, TraceDiff)>,

@@ -42,7 +42,7 @@ macro_rules! named_enum {
 named_enum!(
     /// Logical operation: which operand is stored transposed (row-major storage).
     GemmOp {
-        /// C[m,n] = A[m,k] * B[k,n]; A stored m x k, B stored k x n.
+        /// `C[m,n] = A[m,k] * B[k,n]`; A stored m x k, B stored k x n.
         Nn => "nn",
         /// A stored transposed (k x m).
         Tn => "tn",

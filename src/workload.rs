@@ -123,16 +123,25 @@ impl<'de> Deserialize<'de> for RouteChoice {
     }
 }
 
-/// One GEMM of a workload: C[m,n] = op(A)[m,k] * op(B)[k,n].
+/// One GEMM of a workload: `C[m,n] = op(A)[m,k] * op(B)[k,n]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GemmSpec {
+    /// The GEMM's name, unique within its workload (e.g. `qkv@b8`); routes
+    /// and reports carry it.
     pub name: String,
+    /// Which operands are stored transposed.
     pub op: GemmOp,
+    /// Element type of A, B and C.
     pub dtype: DType,
+    /// Rows of C (the batch dimension an M-sweep varies).
     pub m: u64,
+    /// Length of the reduction.
     pub k: u64,
+    /// Columns of C.
     pub n: u64,
+    /// How the kernel is picked; default: the backend's dispatcher
+    /// (`policy`).
     #[serde(default)]
     pub route: RouteChoice,
     /// Input seed; defaults to the workload's. GEMMs that share seed, op,
@@ -146,15 +155,19 @@ pub struct GemmSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Workload {
+    /// The workload's name: traces and goldens are keyed by it.
     pub name: String,
+    /// Free text for people; not part of the workload's digest.
     #[serde(default)]
     pub description: String,
+    /// The default input seed of its GEMMs (a GEMM may set its own).
     #[serde(default = "default_seed")]
     pub seed: u64,
     /// The policy mode the workload is recorded under; default: the
     /// backend's own (deterministic). Vendor routes need a `cublas-*` mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<PolicyMode>,
+    /// The GEMMs, in launch order (`[[gemm]]` tables in a file).
     #[serde(rename = "gemm")]
     pub gemms: Vec<GemmSpec>,
 }

@@ -1348,3 +1348,21 @@ proptest! {
         prop_assert_eq!(refusal.route_index, Some(i as u64), "{}: {}", tag, refusal);
     }
 }
+
+/// The tag list does not depend on the route: a vendor route with a tensor
+/// map frames the same tags, in the same order, as the placeholder.
+#[test]
+fn field_tags_are_the_same_for_every_route() {
+    let mut r = testkit::sample_vendor_route(0);
+    r.tensor_map = Some(gemm_audit::route::TensorMapIdentity {
+        revision: 1,
+        digest: Digest([1; 32]),
+    });
+    let tags: Vec<&str> = field_list(&r).into_iter().map(|(t, _)| t).collect();
+    assert_eq!(tags, route_field_tags());
+    let tags: Vec<&str> = field_list(&testkit::sample_route(1))
+        .into_iter()
+        .map(|(t, _)| t)
+        .collect();
+    assert_eq!(tags, route_field_tags());
+}

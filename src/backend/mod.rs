@@ -3,6 +3,7 @@
 //! unavailable when built without `cuda`, so callers match without `cfg`)
 //! and an engine's own backend.
 
+pub mod common;
 pub mod cpu;
 pub mod cuda;
 
@@ -77,6 +78,30 @@ pub trait GemmBackend: fmt::Debug + Send + Sync {
 
     /// Replays a graph through its plan's validation; returns the outputs.
     fn replay(&self, graph: &Graph, label: &str) -> Result<Vec<Vec<u8>>>;
+}
+
+/// A stream that can be captured into a replayable graph: the engine's own
+/// CUDA stream (`cuda::CudaCaptureStream`, with the `cuda` feature), or a
+/// CPU stream ([`crate::backend::cpu::CpuStream`]).
+pub trait CaptureStream {
+    /// The captured, instantiated graph.
+    type Graph;
+    /// The stream's error.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Synchronizes the stream (so that work enqueued before cannot race
+    /// the capture) and begins capturing.
+    fn begin_capture(&self) -> Result<(), Self::Error>;
+
+    /// Ends the capture and instantiates the graph.
+    /// [`crate::recorder::capture`] calls it exactly once after a
+    /// successful `begin_capture`, also when the body failed or panicked: a
+    /// stream left capturing breaks every later operation on it.
+    fn end_capture(&self) -> Result<Self::Graph, Self::Error>;
+
+    /// Uploads the graph to the device, so the first replay does not pay
+    /// for it (and a failure shows before the first replay).
+    fn upload(&self, graph: &Self::Graph) -> Result<(), Self::Error>;
 }
 
 /// A graph captured by an engine's own backend.

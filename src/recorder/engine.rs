@@ -1,7 +1,9 @@
 //! The recorder an engine's GEMM dispatcher pushes routes to, and the
 //! record / capture calls around one step of the engine.
 
+pub use crate::backend::CaptureStream;
 use crate::error::{Error, Refusal, RefusalStage};
+pub use crate::error::{RecorderError, RecorderMode};
 use crate::identity::GemmRouteIdentity;
 use crate::launch_set::build_resolved_gemm_launch_set;
 use crate::plan::{CapturedGemmGraphPlan, PreparedGemmCaptureManifest};
@@ -10,71 +12,6 @@ use crate::route::ResolvedGemmRoute;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::{Mutex, MutexGuard};
-
-/// What a [`GemmRouteRecorder`] is doing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RecorderMode {
-    /// Not recording: pushes are refused.
-    Idle,
-    /// An eager run: storage grows with every push.
-    Eager,
-    /// A capture: storage is reserved to exactly the manifest's launch
-    /// count, and a push beyond it is refused.
-    Capture,
-}
-
-impl fmt::Display for RecorderMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            RecorderMode::Idle => "idle",
-            RecorderMode::Eager => "eager",
-            RecorderMode::Capture => "capture",
-        })
-    }
-}
-
-/// Why the recorder refused a call.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum RecorderError {
-    /// A recording was begun while another one is active.
-    #[error("a {active} recording is already active: recordings do not nest")]
-    Nested {
-        /// The mode of the active recording.
-        active: RecorderMode,
-    },
-    /// A route was pushed while nothing is being recorded.
-    #[error("route {gemm:?} pushed while the recorder is idle (begin a recording first)")]
-    NotRecording {
-        /// The pushed route's GEMM name.
-        gemm: String,
-    },
-    /// A capture pushed more routes than the manifest's launch count.
-    #[error(
-        "route {gemm:?} pushed beyond the capture's capacity of {capacity} (the eager run launched {capacity} GEMMs)"
-    )]
-    OverCapacity {
-        /// The capacity reserved from the manifest.
-        capacity: usize,
-        /// The pushed route's GEMM name.
-        gemm: String,
-    },
-    /// A recording was finished as the other mode.
-    #[error("finished a {active} recording as {asked}")]
-    WrongMode {
-        /// The mode the recording was begun in.
-        active: RecorderMode,
-        /// The mode it was finished as.
-        asked: RecorderMode,
-    },
-    /// The live context changed (a policy flip, another module set) between
-    /// the start and the end of a recording.
-    #[error("the live context changed while recording: {0}")]
-    ContextChanged(Box<Refusal>),
-    /// A capture over capacity or of routes that do not form a launch set.
-    #[error("the captured routes do not form a launch set: {0}")]
-    LaunchSet(crate::error::LaunchSetError),
-}
 
 #[derive(Debug)]
 enum State {
@@ -347,30 +284,6 @@ where
         )
     };
     Ok((value, EagerRecording { routes, manifest }))
-}
-
-/// A stream that can be captured into a replayable graph: the engine's own
-/// CUDA stream ([`crate::backend::cuda::CudaCaptureStream`] with the `cuda`
-/// feature), or a CPU stream ([`crate::backend::cpu::CpuStream`]).
-pub trait CaptureStream {
-    /// The captured, instantiated graph.
-    type Graph;
-    /// The stream's error.
-    type Error: std::error::Error + Send + Sync + 'static;
-
-    /// Synchronizes the stream (so that work enqueued before cannot race
-    /// the capture) and begins capturing.
-    fn begin_capture(&self) -> Result<(), Self::Error>;
-
-    /// Ends the capture and instantiates the graph. [`capture`] calls it
-    /// exactly once after a successful `begin_capture`, also when the body
-    /// failed or panicked: a stream left capturing breaks every later
-    /// operation on it.
-    fn end_capture(&self) -> Result<Self::Graph, Self::Error>;
-
-    /// Uploads the graph to the device, so the first replay does not pay
-    /// for it (and a failure shows before the first replay).
-    fn upload(&self, graph: &Self::Graph) -> Result<(), Self::Error>;
 }
 
 /// A captured step: its graph, the plan its replays are validated against

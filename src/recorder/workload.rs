@@ -14,8 +14,11 @@ use serde::Serialize;
 /// Routes, seeds and outputs of one eager run.
 #[derive(Debug, Clone)]
 pub struct EagerRun {
+    /// The route each GEMM resolved to, in launch order.
     pub routes: Vec<ResolvedGemmRoute>,
+    /// The input seed of each launch (the GEMM's own, else the workload's).
     pub seeds: Vec<u64>,
+    /// Each launch's output C, in the storage bytes of its dtype.
     pub outputs: Vec<Vec<u8>>,
     /// Wall time of each launch in seconds (volatile; never compared).
     pub seconds: Vec<f64>,
@@ -75,11 +78,20 @@ fn eager_run_on(
 #[serde(rename_all = "kebab-case", tag = "outcome")]
 pub enum ReplayOutcome {
     /// Every launch's output equals its recorded fingerprint.
-    Identical { launches: usize },
+    Identical {
+        /// How many launches were replayed.
+        launches: usize,
+    },
     /// These launches' outputs differ from their recorded fingerprints.
-    Differs { launches: Vec<usize> },
+    Differs {
+        /// Indices (in launch order) of the launches that differ.
+        launches: Vec<usize>,
+    },
     /// The replay was refused before launch.
-    Refused { refusal: Refusal },
+    Refused {
+        /// What was refused, where, and what changed.
+        refusal: Refusal,
+    },
 }
 
 impl ReplayOutcome {
@@ -111,10 +123,15 @@ impl ReplayOutcome {
 /// A recorded workload: its trace, the eager outputs, and the replay outcome.
 #[derive(Debug, Clone)]
 pub struct Recording {
+    /// The trace recorded, with the captured graph's nodes bound to its
+    /// routes.
     pub trace: RecordedGemmTrace,
+    /// Each eager launch's output C, in the storage bytes of its dtype.
     pub outputs: Vec<Vec<u8>>,
     /// Eager wall time of each launch in seconds.
     pub seconds: Vec<f64>,
+    /// How the validated replay of the captured graph compared with the
+    /// eager outputs.
     pub replay: ReplayOutcome,
 }
 
@@ -210,7 +227,9 @@ fn compare_nodes(stored: &[PhysicalNode], captured: &[PhysicalNode]) -> Option<R
 /// What `check` found for a stored trace.
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckReport {
+    /// The stored trace's workload name.
     pub workload: String,
+    /// Launches in the stored trace's launch set.
     pub launch_count: u64,
     /// Plan construction: the trace's routes against its own launch set.
     pub plan: Result<(), Refusal>,

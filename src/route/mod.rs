@@ -22,6 +22,8 @@ pub use builder::{ArgumentsDigest, GemmRouteBuilder, RouteBuildError};
 /// The numeric contract of a route.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct NumericContract {
+    /// How the reduction is ordered and rounded (e.g. `scalar-fma`,
+    /// `split-k-fixed`); the policy permits or refuses routes by it.
     pub kind: ContractKind,
     /// Number of k-splits the reduction is folded from (1 when not split).
     pub splits: u32,
@@ -40,32 +42,47 @@ impl fmt::Display for NumericContract {
 /// Problem shape: C is m x n, the reduction runs over k.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct GemmShape {
+    /// Rows of A and C.
     pub m: u64,
+    /// Length of the reduction: columns of A, rows of B.
     pub k: u64,
+    /// Columns of B and C.
     pub n: u64,
 }
 
 /// Leading dimensions (in elements) of A, B and C.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct GemmStrides {
+    /// Elements between consecutive rows of A as stored (`k` for dense
+    /// `nn`/`nt`, `m` for dense `tn`).
     pub lda: u64,
+    /// Elements between consecutive rows of B as stored (`n` for dense
+    /// `nn`/`tn`, `k` for dense `nt`).
     pub ldb: u64,
+    /// Elements between consecutive rows of C (`n` when dense).
     pub ldc: u64,
 }
 
 /// The output tile one block (or CPU task) owns, and its k step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TileShape {
+    /// Rows of C in one tile.
     pub m: u32,
+    /// Columns of C in one tile.
     pub n: u32,
+    /// Depth in k staged per step of the tile loop (1 when the kernel
+    /// does not stage k).
     pub k: u32,
 }
 
 /// How the kernel was launched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct LaunchConfig {
+    /// Grid dimensions `[x, y, z]`, in blocks.
     pub grid: [u32; 3],
+    /// Block dimensions `[x, y, z]`, in threads.
     pub block: [u32; 3],
+    /// Dynamic shared memory per block, in bytes.
     pub dynamic_shared_bytes: u32,
     /// Digest of the kernel's argument values (addresses excluded).
     pub arguments_digest: Digest,
@@ -85,7 +102,10 @@ impl LaunchConfig {
 /// A TMA tensor map's identity, where a kernel uses one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TensorMapIdentity {
+    /// The tensor-map encoding revision of the context the route was
+    /// built in; checked against the live context's before replay.
     pub revision: u32,
+    /// Digest of the tensor map the launch used.
     pub digest: Digest,
 }
 
@@ -94,14 +114,30 @@ pub struct TensorMapIdentity {
 pub struct VendorRoute {
     /// Library name and version, e.g. `cublasLt 13.1.0`.
     pub library_version: String,
+    /// Algorithm id (cuBLASLt `CUBLASLT_ALGO_CONFIG_ID`; for cuBLAS, the
+    /// `cublasGemmAlgo_t` asked for).
     pub algorithm_id: i64,
+    /// Tile id (`CUBLASLT_ALGO_CONFIG_TILE_ID`); -1 when not exposed.
     pub tile_id: i64,
+    /// Number of k-splits (`CUBLASLT_ALGO_CONFIG_SPLITK_NUM`); -1 when not
+    /// exposed.
     pub split_k: i64,
+    /// How split-K partial sums are reduced
+    /// (`CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME`); -1 when not exposed.
     pub reduction_scheme: i64,
+    /// Pipeline stages id (`CUBLASLT_ALGO_CONFIG_STAGES_ID`); -1 when not
+    /// exposed.
     pub stages_id: i64,
+    /// Block swizzling (`CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING`); -1 when not
+    /// exposed.
     pub swizzle: i64,
+    /// Inner shape id (`CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID`), when the
+    /// library exposes it.
     pub inner_shape_id: Option<i64>,
+    /// Cluster shape id (`CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID`), when
+    /// the library exposes it.
     pub cluster_shape_id: Option<i64>,
+    /// Workspace the algorithm was given, in bytes.
     pub workspace_bytes: u64,
     /// Physical kernel symbols seen in the captured graph for this call.
     pub physical_kernels: Vec<String>,
@@ -112,39 +148,72 @@ pub struct VendorRoute {
 pub struct ResolvedGemmRoute {
     /// Workload-level name of the GEMM (e.g. `qkv@b8`), for reports.
     pub gemm: String,
+    /// Which operands are stored transposed (row-major storage).
     pub op: GemmOp,
+    /// Element type of A, B and C (accumulation is f32).
     pub dtype: DType,
+    /// What executed the kernel (CPU reference, NVRTC, cuBLAS, an engine's).
     pub backend: PhysicalBackend,
+    /// How the reduction is ordered and rounded, and into how many k-splits.
     pub contract: NumericContract,
     /// Instruction family, e.g. `scalar-fma`, `mma.sync`.
     pub instruction_family: String,
     /// Instruction shape, e.g. `1x1x1`, `m16n8k16`.
     pub instruction_shape: String,
+    /// Whether the kernel runs on tensor cores (the policy may forbid them).
     pub uses_tensor_cores: bool,
+    /// How inputs are converted before multiplying (exact widening, TF32
+    /// rounding, vendor-defined).
     pub operand_conversion: OperandConversion,
+    /// Who writes each output element (one owner per element or tile, a
+    /// fixed split-K fold, atomics, vendor-defined).
     pub output_ownership: OutputOwnership,
+    /// The kernel's symbol in its module (for a vendor library, the entry
+    /// point called).
     pub kernel_symbol: String,
+    /// Kind of the module the symbol was loaded from.
     pub module_kind: ModuleKind,
     /// Compilation target, e.g. `x86_64` or `sm_90`.
     pub compilation_target: String,
     /// Digest of the module (artifact) the symbol was loaded from.
     pub artifact_digest: Digest,
+    /// The compiler that built that module (for a vendor library: the
+    /// library).
     pub compiler: CompilerIdentity,
+    /// The device class the route runs on.
     pub device: DeviceIdentity,
     /// Device capabilities the kernel relies on (sorted).
     pub device_capabilities: Vec<String>,
+    /// Problem size: C is `m x n`, reduced over `k`.
     pub shape: GemmShape,
+    /// Leading dimensions of A, B and C, in elements.
     pub strides: GemmStrides,
+    /// Output tile each block (or CPU task) owns; all zero when the
+    /// backend does not say.
     pub tile: TileShape,
+    /// K block: the k extent the kernel reduces per block step (for
+    /// kernels that do not block k, the whole `k / splits`); 0 when the
+    /// backend does not say.
     pub bk: u32,
+    /// Software pipeline stages (1 when not pipelined, 0 when the backend
+    /// does not say).
     pub stages: u32,
+    /// Threads per block; must equal the launch's block size.
     pub threads: u32,
+    /// How the kernel was launched: grid, block, shared memory, arguments.
     pub launch: LaunchConfig,
+    /// The TMA tensor map the launch used, if any.
     pub tensor_map: Option<TensorMapIdentity>,
     /// Digest of the resources the kernel was built with (registers, smem carve-out, ...).
     pub resources_digest: Digest,
+    /// The tuning-table (dispatch thresholds) revision of the context the
+    /// route was resolved in; checked against the live one before replay.
     pub tuning_table_revision: u32,
+    /// The work-schedule revision of the context the route was resolved
+    /// in; checked against the live one before replay.
     pub schedule_revision: u32,
+    /// What the vendor library exposes about its choice; `None` for
+    /// kernels that are not a vendor library's.
     pub vendor: Option<VendorRoute>,
 }
 
@@ -269,5 +338,79 @@ impl ResolvedGemmRoute {
         .chain(self.device.strings())
         .chain(self.device_capabilities.iter().map(String::as_str))
         .chain(vendor)
+    }
+}
+
+impl ResolvedGemmRoute {
+    /// Every identity field tag of a route, in framing order. The list is
+    /// the same for every route: absent optional groups (tensor map,
+    /// vendor) frame their tags as absent.
+    pub fn field_tags() -> Vec<&'static str> {
+        struct Tags(Vec<&'static str>);
+        impl FieldVisitor for Tags {
+            fn field(&mut self, tag: &'static str, _: FieldValue<'_>) {
+                self.0.push(tag);
+            }
+        }
+        let compiler = CompilerIdentity {
+            name: String::new(),
+            version: String::new(),
+            options_digest: Digest::default(),
+            source_digest: Digest::default(),
+        };
+        let device = DeviceIdentity {
+            class: String::new(),
+            compute_capability: None,
+            multiprocessors: 0,
+            driver: String::new(),
+        };
+        // Placeholders only: this route is framed for its tags, never
+        // digested, stored or launched.
+        let template = ResolvedGemmRoute {
+            gemm: String::new(),
+            op: GemmOp::Nn,
+            dtype: DType::F32,
+            backend: PhysicalBackend::CpuReference,
+            contract: NumericContract {
+                kind: ContractKind::ScalarFma,
+                splits: 1,
+            },
+            instruction_family: String::new(),
+            instruction_shape: String::new(),
+            uses_tensor_cores: false,
+            operand_conversion: OperandConversion::ExactWiden,
+            output_ownership: OutputOwnership::OneOwnerPerElement,
+            kernel_symbol: String::new(),
+            module_kind: ModuleKind::CpuReference,
+            compilation_target: String::new(),
+            artifact_digest: Digest::default(),
+            compiler,
+            device,
+            device_capabilities: Vec::new(),
+            shape: GemmShape { m: 0, k: 0, n: 0 },
+            strides: GemmStrides {
+                lda: 0,
+                ldb: 0,
+                ldc: 0,
+            },
+            tile: TileShape { m: 0, n: 0, k: 0 },
+            bk: 0,
+            stages: 0,
+            threads: 0,
+            launch: LaunchConfig {
+                grid: [0; 3],
+                block: [0; 3],
+                dynamic_shared_bytes: 0,
+                arguments_digest: Digest::default(),
+            },
+            tensor_map: None,
+            resources_digest: Digest::default(),
+            tuning_table_revision: 0,
+            schedule_revision: 0,
+            vendor: None,
+        };
+        let mut tags = Tags(Vec::new());
+        template.visit_fields(&mut tags);
+        tags.0
     }
 }

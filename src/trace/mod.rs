@@ -38,6 +38,8 @@ pub struct OutputFingerprint {
     pub input_seed: u64,
     /// Output size in bytes.
     pub bytes: u64,
+    /// The chunked, framed SHA-256 described above (not a plain SHA-256
+    /// of the bytes).
     pub sha256: Digest,
 }
 

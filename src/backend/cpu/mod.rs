@@ -29,12 +29,7 @@ use kernels::Problem;
 pub const WORKERS: u32 = 4;
 /// Output tile of the tiled and fixed split-K kernels.
 pub const TILE: u32 = 32;
-/// The dispatcher picks fixed split-K for m at most this...
-pub const DISPATCH_SPLIT_K_MAX_M: u64 = 16;
-/// ...when k is at least this...
-pub const DISPATCH_SPLIT_K_MIN_K: u64 = 256;
-/// ...with this many splits.
-pub const DISPATCH_SPLITS: u32 = 4;
+pub use super::common::{DISPATCH_SPLIT_K_MAX_M, DISPATCH_SPLIT_K_MIN_K, DISPATCH_SPLITS};
 /// Revision of the dispatcher's thresholds (the tuning table).
 pub const TUNING_TABLE_REVISION: u32 = 1;
 /// Revision of the kernels' work schedule (tile order, worker assignment).
@@ -47,9 +42,16 @@ const KERNEL_SOURCE: &[u8] = include_bytes!("kernels.rs");
 /// The kernel families of the CPU module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CpuKernel {
+    /// One ascending FMA chain per output element, on one thread.
     ScalarFma,
+    /// [`TILE`]-square output tiles dealt to [`WORKERS`] threads; each
+    /// element's chain is the scalar one, so its bits are too.
     Tiled,
+    /// Fixed-order split-K with this many splits: partial sums folded in
+    /// split order.
     SplitKFixed(u32),
+    /// The nondeterministic control with this many splits: partial sums
+    /// added atomically in whatever order the threads get there.
     SplitKAtomic(u32),
 }
 
@@ -311,7 +313,7 @@ impl CpuBackend {
             .policy
             .refuse_contract(dtype, &ContractKind::SplitKFixed)
             .is_none();
-        if split_ok && m <= DISPATCH_SPLIT_K_MAX_M && k >= DISPATCH_SPLIT_K_MIN_K {
+        if super::common::dispatch_split_k(m, k, split_ok) {
             CpuKernel::SplitKFixed(DISPATCH_SPLITS)
         } else {
             CpuKernel::Tiled
@@ -533,8 +535,7 @@ impl CpuLaunch {
             k: k as usize,
             n: n as usize,
         };
-        let a = kernels::seeded_a(&problem, route.dtype, seed);
-        let b = kernels::seeded_b(&problem, route.dtype, seed.wrapping_add(B_SEED_OFFSET));
+        let (a, b) = super::common::seeded_inputs(&problem, route.dtype, seed);
         Ok(CpuLaunch {
             kernel,
             problem,
@@ -549,9 +550,6 @@ impl CpuLaunch {
         kernels::to_storage_bytes(self.dtype, &c)
     }
 }
-
-/// B's seed is the launch seed plus this, so A and B differ.
-const B_SEED_OFFSET: u64 = 0x9e37_79b9_7f4a_7c15;
 
 /// A captured CPU graph: the frozen launch list and the plan it may replay.
 #[derive(Debug)]

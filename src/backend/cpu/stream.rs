@@ -5,7 +5,7 @@
 //! around a step as the CUDA stream: [`crate::recorder::record_eager`],
 //! [`crate::recorder::capture`] and [`crate::recorder::Captured::launch_validated`].
 
-use crate::recorder::CaptureStream;
+use crate::backend::CaptureStream;
 use std::cell::{Cell, RefCell};
 use std::fmt;
 

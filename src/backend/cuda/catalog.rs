@@ -19,14 +19,10 @@ pub const TUNING_TABLE_REVISION: u32 = 1;
 /// Revision of the kernels' work schedule (tile shapes, thread mapping).
 pub const SCHEDULE_REVISION: u32 = 1;
 
-/// The dispatcher picks fixed split-K for m at most this (f32, or halves
-/// without tensor cores)...
-pub const DISPATCH_SPLIT_K_MAX_M: u64 = 16;
-/// ...when k is at least this...
-pub const DISPATCH_SPLIT_K_MIN_K: u64 = 256;
-/// ...with this many splits (the CPU dispatcher's thresholds, so both
-/// backends pick the same contract for the same shape).
-pub const DISPATCH_SPLITS: u32 = 4;
+/// The split-K thresholds are every backend's (see [`crate::backend::common`]),
+/// so the CPU and CUDA dispatchers pick the same contract for the same shape
+/// (f32, or halves without tensor cores).
+pub use crate::backend::common::{DISPATCH_SPLIT_K_MAX_M, DISPATCH_SPLIT_K_MIN_K, DISPATCH_SPLITS};
 /// With tensor cores permitted, halves use the large mma tile family from
 /// this m on, the small one below it. Both families are bit-identical, so
 /// this threshold never changes an output bit.
@@ -55,10 +51,17 @@ pub enum CudaKernel {
 /// How one kernel is launched on one problem.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Geometry {
+    /// Grid dimensions `[x, y, z]`, in blocks: x over column tiles, y over
+    /// row tiles, z over splits (atomic split-K only).
     pub grid: [u32; 3],
+    /// Block dimensions `[x, y, z]`, in threads.
     pub block: [u32; 3],
+    /// Output tile one block owns, and its k staging depth.
     pub tile: TileShape,
+    /// The k extent a block reduces per step (all of `k / splits` for the
+    /// kernels that do not block k).
     pub bk: u32,
+    /// Threads per block (the product of `block`).
     pub threads: u32,
 }
 
@@ -351,7 +354,7 @@ pub fn dispatch(dtype: DType, m: u64, k: u64, tensor_cores: bool, split_ok: bool
         } else {
             CudaKernel::MmaSmall
         }
-    } else if split_ok && m <= DISPATCH_SPLIT_K_MAX_M && k >= DISPATCH_SPLIT_K_MIN_K {
+    } else if crate::backend::common::dispatch_split_k(m, k, split_ok) {
         CudaKernel::SplitKFixed(DISPATCH_SPLITS)
     } else {
         CudaKernel::Tiled

@@ -8,10 +8,10 @@
 
 use super::error::CudaError;
 use super::vendor::{self, Vendor};
+use crate::backend::CaptureStream;
 use crate::digest::Digest;
 use crate::identity::{CompilerIdentity, ModuleIdentity};
 use crate::physical::PhysicalNode;
-use crate::recorder::CaptureStream;
 use crate::route::{LaunchConfig, VendorRoute};
 use cudarc::cublaslt::sys as lt;
 use cudarc::driver::sys;

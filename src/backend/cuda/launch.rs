@@ -7,7 +7,8 @@ use super::catalog::{CudaKernel, Geometry};
 use super::error::{CudaError, cuda_err, drv};
 use super::shared::Shared;
 use super::vendor::{Api, Handles, VendorCall};
-use crate::backend::cpu::kernels::{self as cpu_kernels, Problem};
+use crate::backend::common;
+use crate::backend::cpu::kernels::Problem;
 use crate::error::Result;
 use crate::route::{GemmShape, PhysicalBackend, ResolvedGemmRoute};
 use crate::trace::OutputFingerprint;
@@ -17,9 +18,6 @@ use cudarc::driver::{
     LaunchConfig as CuLaunch, PushKernelArg,
 };
 use std::sync::Arc;
-
-/// B's seed is the launch seed plus this, exactly as on the CPU backend.
-const B_SEED_OFFSET: u64 = 0x9e37_79b9_7f4a_7c15;
 
 /// What a prepared launch runs.
 #[derive(Debug)]
@@ -164,14 +162,9 @@ impl Prepared {
             k: k as usize,
             n: n as usize,
         };
-        let a = cpu_kernels::to_storage_bytes(
-            route.dtype,
-            &cpu_kernels::seeded_a(&problem, route.dtype, seed),
-        );
-        let b = cpu_kernels::to_storage_bytes(
-            route.dtype,
-            &cpu_kernels::seeded_b(&problem, route.dtype, seed.wrapping_add(B_SEED_OFFSET)),
-        );
+        let (a, b) = common::seeded_inputs(&problem, route.dtype, seed);
+        let a = common::to_storage_bytes(route.dtype, &a);
+        let b = common::to_storage_bytes(route.dtype, &b);
         let upload = |bytes: &[u8]| {
             if bytes.is_empty() {
                 sh.stream.alloc_zeros::<u8>(4)
@@ -182,7 +175,7 @@ impl Prepared {
         };
         let a = upload(&a)?;
         let b = upload(&b)?;
-        let out_bytes = (m * n) as usize * cpu_kernels::element_size(route.dtype);
+        let out_bytes = (m * n) as usize * common::element_size(route.dtype);
         let c = sh
             .stream
             .alloc_zeros::<u8>(out_bytes.max(4))

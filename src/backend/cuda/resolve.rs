@@ -7,7 +7,7 @@ use super::device::CudaBackend;
 use super::error::{cuda_err, drv};
 use super::graph;
 use super::vendor::{Api, VendorCall};
-use crate::backend::cpu::kernels as cpu_kernels;
+use crate::backend::common;
 use crate::digest::{DigestWriter, FieldValue};
 use crate::error::Result;
 use crate::identity::CompilerIdentity;
@@ -140,7 +140,7 @@ impl CudaBackend {
         let call = VendorCall::new(h, api, spec.dtype, spec.op, shape, fast)?;
         // Physical kernels: run the call once eagerly (loads its kernels outside
         // any capture), then capture it once on the scratch stream and read the graph.
-        let elem = cpu_kernels::element_size(spec.dtype);
+        let elem = common::element_size(spec.dtype);
         let alloc = |n: u64| {
             sh.stream
                 .alloc_zeros::<u8>((n as usize).max(1) * elem)

@@ -32,26 +32,32 @@ impl CudaBackend {
         Err(Error::backend("cuda", reason))
     }
 
+    /// The same device under another policy (unreachable: no value exists).
     pub fn with_policy(&self, _policy: crate::policy::GemmPolicy) -> CudaBackend {
         match self.0 {}
     }
 
+    /// The live context replays are validated against (unreachable).
     pub fn context(&self) -> &GemmRouteIdentity {
         match self.0 {}
     }
 
+    /// Per-card facts for the trace, never compared (unreachable).
     pub fn volatile(&self) -> VolatileMetadata {
         match self.0 {}
     }
 
+    /// Resolves a GEMM to the route this backend would launch (unreachable).
     pub fn resolve(&self, _spec: &GemmSpec) -> Result<ResolvedGemmRoute> {
         match self.0 {}
     }
 
+    /// Runs one route eagerly; returns the output bytes (unreachable).
     pub fn run(&self, _route: &ResolvedGemmRoute, _seed: u64) -> Result<Vec<u8>> {
         match self.0 {}
     }
 
+    /// Captures routes into a graph prepared from the manifest (unreachable).
     pub fn capture(
         &self,
         _manifest: &PreparedGemmCaptureManifest,
@@ -61,16 +67,19 @@ impl CudaBackend {
         match self.0 {}
     }
 
+    /// Replays a graph through its plan's validation (unreachable).
     pub fn replay(&self, _graph: &CudaGraph, _label: &str) -> Result<Vec<Vec<u8>>> {
         match self.0 {}
     }
 }
 
 impl CudaGraph {
+    /// The plan replays of this graph are validated against (unreachable).
     pub fn plan(&self) -> &CapturedGemmGraphPlan {
         match self.0 {}
     }
 
+    /// The graph's nodes in capture order (unreachable).
     pub fn physical(&self) -> Vec<crate::physical::PhysicalNode> {
         match self.0 {}
     }

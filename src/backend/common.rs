@@ -1,0 +1,54 @@
+//! What every backend must agree on, in one place: how a launch's inputs
+//! are seeded, how values are stored, the shape-based dispatcher's
+//! thresholds, and the limits on a route's split count. The CPU reference
+//! and the CUDA backend both read these, so a fingerprint recorded on one
+//! is comparable with the other's, and both pick the same contract for the
+//! same shape.
+
+use super::cpu::kernels::{self, Problem};
+use crate::vocab::DType;
+
+pub use super::cpu::kernels::{
+    element_size, from_storage_bytes, quantize, seeded_value, to_storage_bytes,
+};
+pub use crate::workload::MAX_SPLITS;
+
+/// B's seed is the launch seed plus this, so A and B differ.
+pub const B_SEED_OFFSET: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// A and B of a launch seeded by `seed`, as f32 values already rounded to
+/// `dtype` (A from `seed`, B from `seed + B_SEED_OFFSET`).
+pub fn seeded_inputs(p: &Problem, dtype: DType, seed: u64) -> (Vec<f32>, Vec<f32>) {
+    (
+        kernels::seeded_a(p, dtype, seed),
+        kernels::seeded_b(p, dtype, seed.wrapping_add(B_SEED_OFFSET)),
+    )
+}
+
+/// The policy dispatcher picks fixed split-K for m at most this...
+pub const DISPATCH_SPLIT_K_MAX_M: u64 = 16;
+/// ...when k is at least this...
+pub const DISPATCH_SPLIT_K_MIN_K: u64 = 256;
+/// ...with this many splits.
+pub const DISPATCH_SPLITS: u32 = 4;
+
+/// Whether the policy dispatcher picks fixed split-K for `m` x `k` when the
+/// policy permits split-K for the dtype (`split_ok`): the same answer on
+/// every backend, so both serve a shape under the same contract.
+pub fn dispatch_split_k(m: u64, k: u64, split_ok: bool) -> bool {
+    split_ok && m <= DISPATCH_SPLIT_K_MAX_M && k >= DISPATCH_SPLIT_K_MIN_K
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_k_thresholds() {
+        assert!(dispatch_split_k(1, 256, true));
+        assert!(dispatch_split_k(16, 4096, true));
+        assert!(!dispatch_split_k(17, 4096, true));
+        assert!(!dispatch_split_k(1, 255, true));
+        assert!(!dispatch_split_k(1, 4096, false));
+    }
+}
