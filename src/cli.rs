@@ -1,5 +1,28 @@
 //! Argument parsing and the subcommands.
 
+
+/// `print!` to stdout, ending the process quietly (exit 0, as ripgrep does)
+/// when stdout is a closed pipe (`gemm-audit diff a b | head`), instead of
+/// panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        if let Err(e) = write!(stdout, $($arg)*).and_then(|()| stdout.flush()) {
+            crate::cli::stdout_failed(e);
+        }
+    }};
+}
+
+/// `println!` with the closed-pipe handling of [`out!`].
+macro_rules! outln {
+    () => { out!("\n") };
+    ($($arg:tt)*) => {{
+        out!($($arg)*);
+        out!("\n");
+    }};
+}
+
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use gemm_audit::audit::{self, AuditOptions, Progress};
@@ -93,6 +116,7 @@ pub enum Command {
     },
     /// Rebuild a stored trace's plan and validate it against the live context.
     #[command(after_help = EXIT_CODES)]
+    #[command(group(clap::ArgGroup::new("golden_source").args(["golden", "golden_dir"])))]
     Check {
         /// Trace file to check.
         trace: PathBuf,
@@ -105,6 +129,10 @@ pub enum Command {
         /// Replay the trace and compare output fingerprints.
         #[arg(long)]
         replay: bool,
+        /// Difference classes from the golden that pass (comma-separated, as
+        /// for `diff`), e.g. `--allow identity` to accept a driver upgrade.
+        #[arg(long, value_enum, value_delimiter = ',', requires = "golden_source")]
+        allow: Vec<DiffClass>,
         #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
         backend: BackendKind,
         #[arg(long, value_enum, default_value_t = Format::Table)]
@@ -195,9 +223,10 @@ pub fn run(args: Args) -> Result<u8> {
             golden,
             golden_dir,
             replay,
+            allow,
             backend,
             format,
-        } => cmd_check(&trace, golden, golden_dir, replay, backend, format),
+        } => cmd_check(&trace, golden, golden_dir, replay, &allow, backend, format),
         Command::Show { trace, format } => cmd_show(&trace, format),
         Command::Diff {
             golden,
@@ -325,8 +354,8 @@ fn cmd_audit(args: AuditArgs) -> Result<u8> {
         }
     }
     match args.format {
-        Format::Table => print!("{}", report.to_table()),
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Format::Table => out!("{}", report.to_table()),
+        Format::Json => outln!("{}", serde_json::to_string_pretty(&report)?),
     }
     let input = gemm_audit::report::ReportInput {
         audit: &report,
@@ -386,20 +415,20 @@ fn cmd_bless(
         }
         let out = golden::bless(dir, &rec.trace, force)?;
         match (&out.replaced, out.written) {
-            (None, true) => println!("blessed {} -> {}", w.name, out.path.display()),
+            (None, true) => outln!("blessed {} -> {}", w.name, out.path.display()),
             (Some(d), true) if d.is_empty() => {
-                println!("blessed {} -> {} (unchanged)", w.name, out.path.display())
+                outln!("blessed {} -> {} (unchanged)", w.name, out.path.display())
             }
-            (Some(d), true) => print!(
+            (Some(d), true) => out!(
                 "blessed {} -> {}, replacing:\n{}",
                 w.name,
                 out.path.display(),
                 d.render()
             ),
-            (Some(d), false) if d.is_empty() => println!("{} is up to date", out.path.display()),
+            (Some(d), false) if d.is_empty() => outln!("{} is up to date", out.path.display()),
             (Some(d), false) => {
                 refused = true;
-                print!(
+                out!(
                     "not replacing {} (pass --force); it differs by:\n{}",
                     out.path.display(),
                     d.render()
@@ -407,7 +436,7 @@ fn cmd_bless(
             }
             (None, false) => {
                 refused = true;
-                println!("not replacing {} (pass --force)", out.path.display());
+                outln!("not replacing {} (pass --force)", out.path.display());
             }
         }
     }
@@ -438,25 +467,25 @@ fn cmd_record(
             gemm_audit::trace::codec::write_atomic(&path, bytes, true)?;
         }
     }
-    println!(
+    outln!(
         "recorded {} ({} launches) on {} -> {}",
         w.name,
         rec.trace.launch_set.launch_count,
         backend.name(),
         out.display()
     );
-    println!("launch set digest {}", rec.trace.launch_set.ordered_digest);
+    outln!("launch set digest {}", rec.trace.launch_set.ordered_digest);
     Ok(match &rec.replay {
         ReplayOutcome::Identical { launches } => {
-            println!("replay: {launches}/{launches} launches bit-identical to the eager run");
+            outln!("replay: {launches}/{launches} launches bit-identical to the eager run");
             EXIT_OK
         }
         ReplayOutcome::Differs { launches } => {
-            println!("replay: launches {launches:?} differ from the eager run");
+            outln!("replay: launches {launches:?} differ from the eager run");
             EXIT_FINDING
         }
         ReplayOutcome::Refused { refusal } => {
-            println!("replay: {refusal}");
+            outln!("replay: {refusal}");
             EXIT_FINDING
         }
     })
@@ -467,6 +496,7 @@ fn cmd_check(
     golden: Option<PathBuf>,
     golden_dir: Option<PathBuf>,
     replay: bool,
+    allow: &[DiffClass],
     kind: BackendKind,
     format: Format,
 ) -> Result<u8> {
@@ -481,44 +511,65 @@ fn cmd_check(
         (None, None) => None,
     };
     let golden = golden.map(|g| read_trace(&g)).transpose()?;
+    // Differences of allowed classes pass: the golden comparison is then
+    // made by class instead of refusing the first changed field.
+    let accepted = match (&golden, allow.is_empty()) {
+        (Some(g), false) => {
+            let d = gemm_audit::diff::TraceDiff::between(g, &trace);
+            d.disallowed(allow).is_empty().then_some(d)
+        }
+        _ => None,
+    };
     let backend = open_backend(kind)?;
-    let report = recorder::check(&backend, &trace, golden.as_ref(), replay)?;
+    let compare = if accepted.is_some() { None } else { golden.as_ref() };
+    let mut report = recorder::check(&backend, &trace, compare, replay)?;
+    if let Some(d) = &accepted {
+        report.golden = Some(Ok(()));
+        if !d.is_empty() {
+            let classes: Vec<String> = d.classes().iter().map(|c| c.to_string()).collect();
+            eprintln!(
+                "gemm-audit: golden differs only in allowed classes ({}):\n{}",
+                classes.join(", "),
+                d.render()
+            );
+        }
+    }
     match format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Format::Json => outln!("{}", serde_json::to_string_pretty(&report)?),
         Format::Table => {
-            println!(
+            outln!(
                 "trace {} ({}, {} launches)",
                 path.display(),
                 report.workload,
                 report.launch_count
             );
             let step = |name: &str, r: &Result<(), gemm_audit::Refusal>| match r {
-                Ok(()) => println!("{name:<12} ok"),
-                Err(e) => println!("{name:<12} {e}"),
+                Ok(()) => outln!("{name:<12} ok"),
+                Err(e) => outln!("{name:<12} {e}"),
             };
             step("plan", &report.plan);
             match &report.validation {
                 Some(v) => step("validation", v),
-                None => println!("{:<12} skipped (plan refused)", "validation"),
+                None => outln!("{:<12} skipped (plan refused)", "validation"),
             }
             if let Some(g) = &report.golden {
                 step("golden", g);
             }
             match &report.replay {
                 Some(ReplayOutcome::Identical { launches }) => {
-                    println!(
+                    outln!(
                         "{:<12} {launches}/{launches} fingerprints identical",
                         "replay"
                     )
                 }
                 Some(ReplayOutcome::Differs { launches }) => {
-                    println!("{:<12} launches {launches:?} differ", "replay")
+                    outln!("{:<12} launches {launches:?} differ", "replay")
                 }
-                Some(ReplayOutcome::Refused { refusal }) => println!("{:<12} {refusal}", "replay"),
-                None if replay => println!("{:<12} skipped (refused before launch)", "replay"),
+                Some(ReplayOutcome::Refused { refusal }) => outln!("{:<12} {refusal}", "replay"),
+                None if replay => outln!("{:<12} skipped (refused before launch)", "replay"),
                 None => {}
             }
-            println!(
+            outln!(
                 "{}",
                 if report.passed() {
                     "check: PASS"
@@ -618,8 +669,8 @@ pub fn trace_table(t: &RecordedGemmTrace) -> String {
 fn cmd_show(path: &std::path::Path, format: Format) -> Result<u8> {
     let trace = read_trace(path)?;
     match format {
-        Format::Json => println!("{}", trace.to_json()),
-        Format::Table => print!("{}", trace_table(&trace)),
+        Format::Json => outln!("{}", trace.to_json()),
+        Format::Table => out!("{}", trace_table(&trace)),
     }
     Ok(EXIT_OK)
 }
@@ -643,7 +694,7 @@ fn cmd_diff(
     let cross_device = g.context.device != c.context.device;
     let portability = gemm_audit::diff::portability(&g, &c);
     match format {
-        Format::Json => println!(
+        Format::Json => outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "differences": d.differences,
@@ -652,7 +703,7 @@ fn cmd_diff(
             }))?
         ),
         Format::Table => {
-            print!("{}", d.render());
+            out!("{}", d.render());
             if cross_device {
                 let (gd, cd) = (&g.context.device, &c.context.device);
                 let what = if gd.class != cd.class {
@@ -663,7 +714,7 @@ fn cmd_diff(
                         gd.class, gd.driver, cd.driver
                     )
                 };
-                print!(
+                out!(
                     "{what}; {}",
                     gemm_audit::diff::render_portability(&portability)
                 );
@@ -688,7 +739,7 @@ fn cmd_workloads(show: Option<String>) -> Result<u8> {
                     reason: format!("no such built-in (built-ins: {})", BUILTINS.join(", ")),
                 })
             })?;
-            print!(
+            out!(
                 "{}",
                 toml::to_string(&w).context("rendering the workload as TOML")?
             );
@@ -696,7 +747,7 @@ fn cmd_workloads(show: Option<String>) -> Result<u8> {
         None => {
             for name in BUILTINS {
                 if let Some(w) = Workload::builtin(name) {
-                    println!("{name:<26} {:>3} GEMMs  {}", w.gemms.len(), w.description);
+                    outln!("{name:<26} {:>3} GEMMs  {}", w.gemms.len(), w.description);
                 }
             }
         }
@@ -719,4 +770,14 @@ mod tests {
         let e = Args::try_parse_from(["gemm-audit", "audit", "--runs", "1"]).unwrap_err();
         assert_eq!(e.exit_code(), EXIT_USAGE as i32);
     }
+}
+
+/// Ends the process when writing to stdout failed: quietly on a closed
+/// pipe (the reader has what it wanted), with exit code 1 otherwise.
+pub fn stdout_failed(e: std::io::Error) -> ! {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(0);
+    }
+    eprintln!("gemm-audit: error: writing to stdout: {e}");
+    std::process::exit(1);
 }

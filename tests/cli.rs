@@ -910,3 +910,63 @@ fn cuda_backend_without_cuda_support_exits_4() {
         .code(BACKEND)
         .says(&["built without CUDA support"]);
 }
+
+/// A closed stdout (`gemm-audit diff a b | head`) ends the process quietly:
+/// no panic message, exit 0, as ripgrep does.
+#[test]
+fn a_closed_stdout_pipe_ends_quietly() {
+    use std::process::{Command, Stdio};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for args in [
+        vec!["diff", "traces/cpu/transformer-block.gat", "traces/cpu/m-sweep.gat"],
+        vec!["show", "traces/cpu/m-sweep.gat", "--format", "json"],
+    ] {
+        let mut child = Command::new(BIN)
+            .args(&args)
+            .current_dir(root)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Close the read end before the child writes anything.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+    }
+}
+
+/// `check --allow` accepts a golden that differs only in allowed classes
+/// (a driver upgrade is an identity difference) and nothing else.
+#[test]
+fn check_allow_accepts_only_the_allowed_classes() {
+    let s = Scratch::new("check-allow");
+    let trace = record_tiny(&s);
+    // The same recording, as if made under another driver.
+    let mut golden = read(&trace);
+    golden.context.device.driver.push_str(".1");
+    for r in &mut golden.routes {
+        r.device.driver.push_str(".1");
+    }
+    golden.launch_set = gemm_audit::build_resolved_gemm_launch_set(&golden.routes).unwrap();
+    golden.write(&s.path("golden.gat"), false).unwrap();
+
+    run_in(&s.0, &["check", "tiny.gat", "--golden", "golden.gat", "--backend", "cpu"])
+        .code(FINDING)
+        .says(&["device.driver", "check: FAIL"]);
+    run_in(
+        &s.0,
+        &["check", "tiny.gat", "--golden", "golden.gat", "--allow", "route,numeric", "--backend", "cpu"],
+    )
+    .code(FINDING)
+    .says(&["check: FAIL"]);
+    run_in(
+        &s.0,
+        &["check", "tiny.gat", "--golden", "golden.gat", "--allow", "identity", "--replay", "--backend", "cpu"],
+    )
+    .code(OK)
+    .says(&["golden       ok", "replay       3/3", "check: PASS", "allowed classes (identity)"]);
+    // --allow needs a golden to compare with.
+    run_in(&s.0, &["check", "tiny.gat", "--allow", "identity"]).code(USAGE);
+}
