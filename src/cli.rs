@@ -1,6 +1,5 @@
 //! Argument parsing and the subcommands.
 
-
 /// `print!` to stdout, ending the process quietly (exit 0, as ripgrep does)
 /// when stdout is a closed pipe (`gemm-audit diff a b | head`), instead of
 /// panicking.
@@ -67,8 +66,42 @@ Exit codes:
 #[derive(Debug, Parser)]
 #[command(name = "gemm-audit", version, after_help = EXIT_CODES)]
 pub struct Args {
+    /// Print only results and errors: no progress bars, no notes.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Also print notes that are usually left out (e.g. why CUDA was not used
+    /// when --backend auto fell back to the CPU).
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// How much the command line says besides results and errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Verbosity {
+    Quiet,
+    Normal,
+    Verbose,
+}
+
+static VERBOSITY: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(1);
+
+fn verbosity() -> Verbosity {
+    match VERBOSITY.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => Verbosity::Quiet,
+        1 => Verbosity::Normal,
+        _ => Verbosity::Verbose,
+    }
+}
+
+/// Prints a note to stderr unless `-q`.
+macro_rules! note {
+    ($($arg:tt)*) => {
+        if crate::cli::verbosity() > crate::cli::Verbosity::Quiet {
+            eprintln!($($arg)*);
+        }
+    };
 }
 
 #[derive(Debug, Subcommand)]
@@ -203,6 +236,12 @@ pub fn exit_code_of(e: &anyhow::Error) -> u8 {
 }
 
 pub fn run(args: Args) -> Result<u8> {
+    let level = match (args.quiet, args.verbose) {
+        (true, _) => Verbosity::Quiet,
+        (false, true) => Verbosity::Verbose,
+        (false, false) => Verbosity::Normal,
+    };
+    VERBOSITY.store(level as u8, std::sync::atomic::Ordering::Relaxed);
     match args.command {
         Command::Audit(args) => cmd_audit(args),
         Command::Bless {
@@ -241,8 +280,12 @@ pub fn run(args: Args) -> Result<u8> {
 
 fn open_backend(kind: BackendKind) -> Result<Backend> {
     let (backend, note) = Backend::open(kind)?;
+    // Why CUDA was not used matters to whoever built with CUDA or asks for
+    // it (-v); a CPU-only build on a CPU machine needs no such note.
     if let Some(note) = note {
-        eprintln!("gemm-audit: {note}");
+        if cfg!(feature = "cuda") || verbosity() == Verbosity::Verbose {
+            note!("gemm-audit: {note}");
+        }
     }
     Ok(backend)
 }
@@ -341,7 +384,7 @@ fn cmd_audit(args: AuditArgs) -> Result<u8> {
             .map(|w| Workload::load(w))
             .collect::<Result<_, _>>()?;
     }
-    let mut bar = Bar::new(!args.no_progress);
+    let mut bar = Bar::new(!args.no_progress && verbosity() > Verbosity::Quiet);
     let mut report = audit::run_audit(&backend, &opts, &mut bar)?;
     drop(bar);
     report.note = note;
@@ -363,7 +406,7 @@ fn cmd_audit(args: AuditArgs) -> Result<u8> {
     };
     if let Some(dir) = &args.report {
         gemm_audit::report::write_report(dir, &input)?;
-        eprintln!(
+        note!(
             "gemm-audit: report written to {}",
             dir.join("report.html").display()
         );
@@ -456,7 +499,11 @@ fn cmd_record(
         return Err(Error::WouldOverwrite { path: out.into() }.into());
     }
     let backend = open_backend(kind)?;
-    let bar = ProgressBar::new(w.gemms.len() as u64);
+    let bar = if verbosity() > Verbosity::Quiet {
+        ProgressBar::new(w.gemms.len() as u64)
+    } else {
+        ProgressBar::hidden()
+    };
     let rec = recorder::record(&backend, &w, &mut |d, _| bar.set_position(d as u64))?;
     bar.finish_and_clear();
     rec.trace.write(out, force)?;
@@ -505,7 +552,7 @@ fn cmd_check(
         (Some(g), _) => Some(g),
         (None, Some(dir)) => {
             let found = golden::find_golden(&dir, &trace)?;
-            eprintln!("gemm-audit: golden {}", found.display());
+            note!("gemm-audit: golden {}", found.display());
             Some(found)
         }
         (None, None) => None,
@@ -521,7 +568,11 @@ fn cmd_check(
         _ => None,
     };
     let backend = open_backend(kind)?;
-    let compare = if accepted.is_some() { None } else { golden.as_ref() };
+    let compare = if accepted.is_some() {
+        None
+    } else {
+        golden.as_ref()
+    };
     let mut report = recorder::check(&backend, &trace, compare, replay)?;
     if let Some(d) = &accepted {
         report.golden = Some(Ok(()));

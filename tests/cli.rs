@@ -902,10 +902,26 @@ fn cuda_backend_without_cuda_support_exits_4() {
     .code(BACKEND)
     .says(&["built without CUDA support"]);
     assert!(!s.path("t.gat").exists());
-    // `auto` falls back to the CPU and says why.
-    run_in(&s.0, &["record", "tiny.toml", "-o", "t.gat"])
+    // `auto` falls back to the CPU; a CPU-only build says why only with -v
+    // (nobody asked for CUDA), and -q says nothing but results.
+    let quiet = run_in(&s.0, &["record", "tiny.toml", "-o", "t.gat"]);
+    quiet.code(OK).says(&["recorded tiny"]);
+    assert!(!quiet.stderr.contains("CUDA"), "{quiet}");
+    run_in(
+        &s.0,
+        &["record", "tiny.toml", "-o", "t.gat", "--force", "-v"],
+    )
+    .code(OK)
+    .says(&["built without CUDA support", "CPU", "recorded tiny"]);
+    std::fs::create_dir_all(s.path("g/cpu")).unwrap();
+    std::fs::copy(s.path("t.gat"), s.path("g/cpu/tiny.gat")).unwrap();
+    run_in(&s.0, &["check", "t.gat", "--golden-dir", "g"])
         .code(OK)
-        .says(&["built without CUDA support", "CPU", "recorded tiny"]);
+        .says(&["gemm-audit: golden", "check: PASS"]);
+    let q = run_in(&s.0, &["check", "t.gat", "--golden-dir", "g", "-q"]);
+    q.code(OK).says(&["check: PASS"]);
+    assert!(!q.stderr.contains("gemm-audit: golden"), "{q}");
+    run_in(&s.0, &["check", "t.gat", "-q", "-v"]).code(USAGE);
     run_in(&s.0, &["check", "t.gat", "--backend", "cuda"])
         .code(BACKEND)
         .says(&["built without CUDA support"]);
@@ -918,7 +934,11 @@ fn a_closed_stdout_pipe_ends_quietly() {
     use std::process::{Command, Stdio};
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     for args in [
-        vec!["diff", "traces/cpu/transformer-block.gat", "traces/cpu/m-sweep.gat"],
+        vec![
+            "diff",
+            "traces/cpu/transformer-block.gat",
+            "traces/cpu/m-sweep.gat",
+        ],
         vec!["show", "traces/cpu/m-sweep.gat", "--format", "json"],
     ] {
         let mut child = Command::new(BIN)
@@ -952,21 +972,55 @@ fn check_allow_accepts_only_the_allowed_classes() {
     golden.launch_set = gemm_audit::build_resolved_gemm_launch_set(&golden.routes).unwrap();
     golden.write(&s.path("golden.gat"), false).unwrap();
 
-    run_in(&s.0, &["check", "tiny.gat", "--golden", "golden.gat", "--backend", "cpu"])
-        .code(FINDING)
-        .says(&["device.driver", "check: FAIL"]);
     run_in(
         &s.0,
-        &["check", "tiny.gat", "--golden", "golden.gat", "--allow", "route,numeric", "--backend", "cpu"],
+        &[
+            "check",
+            "tiny.gat",
+            "--golden",
+            "golden.gat",
+            "--backend",
+            "cpu",
+        ],
+    )
+    .code(FINDING)
+    .says(&["device.driver", "check: FAIL"]);
+    run_in(
+        &s.0,
+        &[
+            "check",
+            "tiny.gat",
+            "--golden",
+            "golden.gat",
+            "--allow",
+            "route,numeric",
+            "--backend",
+            "cpu",
+        ],
     )
     .code(FINDING)
     .says(&["check: FAIL"]);
     run_in(
         &s.0,
-        &["check", "tiny.gat", "--golden", "golden.gat", "--allow", "identity", "--replay", "--backend", "cpu"],
+        &[
+            "check",
+            "tiny.gat",
+            "--golden",
+            "golden.gat",
+            "--allow",
+            "identity",
+            "--replay",
+            "--backend",
+            "cpu",
+        ],
     )
     .code(OK)
-    .says(&["golden       ok", "replay       3/3", "check: PASS", "allowed classes (identity)"]);
+    .says(&[
+        "golden       ok",
+        "replay       3/3",
+        "check: PASS",
+        "allowed classes (identity)",
+    ]);
     // --allow needs a golden to compare with.
     run_in(&s.0, &["check", "tiny.gat", "--allow", "identity"]).code(USAGE);
 }
