@@ -806,6 +806,16 @@ fn cmd_workloads(show: Option<String>) -> Result<u8> {
     Ok(EXIT_OK)
 }
 
+/// Ends the process when writing to stdout failed: quietly on a closed
+/// pipe (the reader has what it wanted), with exit code 1 otherwise.
+pub fn stdout_failed(e: std::io::Error) -> ! {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(0);
+    }
+    eprintln!("gemm-audit: error: writing to stdout: {e}");
+    std::process::exit(1);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -821,14 +831,4 @@ mod tests {
         let e = Args::try_parse_from(["gemm-audit", "audit", "--runs", "1"]).unwrap_err();
         assert_eq!(e.exit_code(), EXIT_USAGE as i32);
     }
-}
-
-/// Ends the process when writing to stdout failed: quietly on a closed
-/// pipe (the reader has what it wanted), with exit code 1 otherwise.
-pub fn stdout_failed(e: std::io::Error) -> ! {
-    if e.kind() == std::io::ErrorKind::BrokenPipe {
-        std::process::exit(0);
-    }
-    eprintln!("gemm-audit: error: writing to stdout: {e}");
-    std::process::exit(1);
 }
