@@ -41,6 +41,7 @@
 
 // `unsafe` lives only in the CUDA backend (src/backend/cuda/), whose files allow it.
 #![deny(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod backend;
 pub mod digest;
