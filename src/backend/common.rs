@@ -6,6 +6,8 @@
 //! same shape.
 
 use super::cpu::kernels::{self, Problem};
+use crate::digest::{Digest, DigestWriter, FieldValue};
+use crate::route::{GemmShape, GemmStrides};
 use crate::vocab::DType;
 
 pub use super::cpu::kernels::{
@@ -37,6 +39,36 @@ pub const DISPATCH_SPLITS: u32 = 4;
 /// every backend, so both serve a shape under the same contract.
 pub fn dispatch_split_k(m: u64, k: u64, split_ok: bool) -> bool {
     split_ok && m <= DISPATCH_SPLIT_K_MAX_M && k >= DISPATCH_SPLIT_K_MIN_K
+}
+
+/// The arguments digest of a built-in GEMM kernel launch: the symbol, the
+/// problem, the leading dimensions, the split count and `alpha = 1`,
+/// `beta = 0`, framed under the backend's `domain`
+/// (`gemm-audit/cpu-arguments/v1`, `gemm-audit/cuda-arguments/v1`). One
+/// framing for every backend, so the same launch digests the same fields.
+pub fn gemm_arguments_digest(
+    domain: &str,
+    symbol: &str,
+    shape: GemmShape,
+    strides: GemmStrides,
+    splits: u32,
+) -> Digest {
+    let mut w = DigestWriter::new(domain);
+    w.field("symbol", FieldValue::Str(symbol));
+    for (tag, v) in [
+        ("m", shape.m),
+        ("k", shape.k),
+        ("n", shape.n),
+        ("lda", strides.lda),
+        ("ldb", strides.ldb),
+        ("ldc", strides.ldc),
+    ] {
+        w.field(tag, FieldValue::U64(v));
+    }
+    w.field("splits", FieldValue::U32(splits));
+    w.field("alpha", FieldValue::Str("1"));
+    w.field("beta", FieldValue::Str("0"));
+    w.finish()
 }
 
 #[cfg(test)]

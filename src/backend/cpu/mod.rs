@@ -394,21 +394,13 @@ impl CpuBackend {
         };
         let bk = k.div_ceil(splits as u64).min(u32::MAX as u64) as u32;
         let symbol = kernel.symbol(op, dtype);
-        let mut args = DigestWriter::new("gemm-audit/cpu-arguments/v1");
-        args.field("symbol", FieldValue::Str(&symbol));
-        for (tag, v) in [
-            ("m", m),
-            ("k", k),
-            ("n", n),
-            ("lda", strides.lda),
-            ("ldb", strides.ldb),
-            ("ldc", strides.ldc),
-        ] {
-            args.field(tag, FieldValue::U64(v));
-        }
-        args.field("splits", FieldValue::U32(splits));
-        args.field("alpha", FieldValue::Str("1"));
-        args.field("beta", FieldValue::Str("0"));
+        let arguments_digest = super::common::gemm_arguments_digest(
+            "gemm-audit/cpu-arguments/v1",
+            &symbol,
+            shape,
+            strides,
+            splits,
+        );
         let mut resources = DigestWriter::new("gemm-audit/cpu-resources/v1");
         resources.field("workers", FieldValue::U32(threads));
         resources.field("tile", FieldValue::U32x3([tile.m, tile.n, tile.k]));
@@ -440,7 +432,7 @@ impl CpuBackend {
                 grid,
                 block: [threads, 1, 1],
                 dynamic_shared_bytes: 0,
-                arguments_digest: args.finish(),
+                arguments_digest,
             },
             tensor_map: None,
             resources_digest: resources.finish(),

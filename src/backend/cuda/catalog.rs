@@ -321,22 +321,13 @@ pub fn arguments_digest(
     strides: GemmStrides,
     splits: u32,
 ) -> Digest {
-    let mut w = DigestWriter::new("gemm-audit/cuda-arguments/v1");
-    w.field("symbol", FieldValue::Str(symbol));
-    for (tag, v) in [
-        ("m", shape.m),
-        ("k", shape.k),
-        ("n", shape.n),
-        ("lda", strides.lda),
-        ("ldb", strides.ldb),
-        ("ldc", strides.ldc),
-    ] {
-        w.field(tag, FieldValue::U64(v));
-    }
-    w.field("splits", FieldValue::U32(splits));
-    w.field("alpha", FieldValue::Str("1"));
-    w.field("beta", FieldValue::Str("0"));
-    w.finish()
+    crate::backend::common::gemm_arguments_digest(
+        "gemm-audit/cuda-arguments/v1",
+        symbol,
+        shape,
+        strides,
+        splits,
+    )
 }
 
 /// The shape-based dispatcher of `RouteChoice::Policy`:
@@ -391,6 +382,27 @@ pub fn options_digest(options: &[String]) -> Digest {
 
 #[cfg(test)]
 mod tests {
+
+    /// The framing moved to `backend::common`; the digests stored in the
+    /// H200 goldens must still be what it computes.
+    #[test]
+    fn arguments_digests_match_the_h200_goldens() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/h200");
+        let mut checked = 0;
+        for name in ["transformer-block", "m-sweep", "tensor-core-sweep"] {
+            let t = crate::RecordedGemmTrace::read(&dir.join(format!("{name}.gat"))).unwrap();
+            for r in t
+                .routes
+                .iter()
+                .filter(|r| r.backend == crate::route::PhysicalBackend::CudaNvrtc)
+            {
+                let d = arguments_digest(&r.kernel_symbol, r.shape, r.strides, r.contract.splits);
+                assert_eq!(d, r.launch.arguments_digest, "{name} {}", r.gemm);
+                checked += 1;
+            }
+        }
+        assert!(checked > 50, "{checked}");
+    }
     use super::*;
 
     #[test]
