@@ -35,6 +35,25 @@ pub enum Error {
         /// The operating system's error.
         source: std::io::Error,
     },
+    /// A path that must be a regular file is something else (a device, a
+    /// FIFO, a directory): never read from, never replaced.
+    #[error("{path} is {kind}, not a regular file; refusing to use it")]
+    NotRegularFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead, in words.
+        kind: &'static str,
+    },
+    /// A file is longer than the limit for its kind.
+    #[error("{path} is {size} bytes, over the {limit}-byte limit")]
+    TooLarge {
+        /// The path.
+        path: PathBuf,
+        /// Its size in bytes (at least this many were present).
+        size: u64,
+        /// The limit in bytes.
+        limit: u64,
+    },
     /// A file exists and no overwrite was asked for.
     #[error("{path} already exists; pass --force to replace it")]
     WouldOverwrite {

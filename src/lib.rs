@@ -46,6 +46,7 @@
 pub mod backend;
 pub mod digest;
 pub mod error;
+pub mod fileio;
 pub mod identity;
 pub mod launch_set;
 pub mod physical;

@@ -16,6 +16,9 @@ pub const MAX_GEMMS: usize = 4096;
 /// Most k-splits a split-K route may use.
 pub const MAX_SPLITS: u32 = 256;
 
+/// Largest workload file read, in bytes.
+pub const MAX_WORKLOAD_FILE_BYTES: u64 = 1 << 20;
+
 /// How a GEMM picks its kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum RouteChoice {
@@ -230,7 +233,9 @@ impl Workload {
                 format!("not a built-in ({}) and no such file", BUILTINS.join(", ")),
             ));
         }
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let bytes = crate::fileio::read_regular(path, MAX_WORKLOAD_FILE_BYTES)?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| Error::workload(name_or_path, "the file is not UTF-8 text"))?;
         let w = match path.extension().and_then(|e| e.to_str()) {
             Some("toml") => Workload::from_toml(&text),
             Some("json") => Workload::from_json(&text),

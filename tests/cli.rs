@@ -1024,3 +1024,96 @@ fn check_allow_accepts_only_the_allowed_classes() {
     // --allow needs a golden to compare with.
     run_in(&s.0, &["check", "tiny.gat", "--allow", "identity"]).code(USAGE);
 }
+
+/// Makes a FIFO and a character device (the same device as /dev/zero) in
+/// the scratch directory. `None` where that is not possible (not root); in
+/// CI, which runs as root, it must be.
+#[cfg(unix)]
+fn special_files(s: &Scratch) -> Option<(PathBuf, PathBuf)> {
+    let fifo = s.path("pipe");
+    let zero = s.path("zero");
+    let made = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .is_ok_and(|x| x.success())
+        && Command::new("mknod")
+            .args([zero.to_str().unwrap(), "c", "1", "5"])
+            .status()
+            .is_ok_and(|x| x.success());
+    if !made {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must be able to mknod and mkfifo (root)"
+        );
+        eprintln!("mkfifo/mknod unavailable (not root?): skipping the special-file cases");
+        return None;
+    }
+    Some((fifo, zero))
+}
+
+#[cfg(unix)]
+fn is_char_device(p: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_char_device())
+}
+
+/// Devices and FIFOs are never read (no endless read of a zero device, no
+/// FIFO that blocks forever) and never replaced, `--force` or not.
+#[cfg(unix)]
+#[test]
+fn devices_and_fifos_are_refused_as_inputs_and_outputs() {
+    let s = Scratch::new("special");
+    let Some((fifo, zero)) = special_files(&s) else {
+        return;
+    };
+    let (fifo, zero) = (fifo.to_str().unwrap(), zero.to_str().unwrap());
+    run_in(&s.0, &["show", zero])
+        .code(BAD_INPUT)
+        .says(&["character device"]);
+    run_in(&s.0, &["show", fifo])
+        .code(BAD_INPUT)
+        .says(&["FIFO"]);
+    run_in(&s.0, &["check", fifo, "--backend", "cpu"])
+        .code(BAD_INPUT)
+        .says(&["FIFO"]);
+    run_in(&s.0, &["diff", zero, fifo])
+        .code(BAD_INPUT)
+        .says(&["not a regular file"]);
+    run_in(&s.0, &["record", fifo, "-o", "x.gat", "--backend", "cpu"])
+        .code(BAD_INPUT)
+        .says(&["FIFO"]);
+    s.write("tiny.toml", TINY);
+    run_in(
+        &s.0,
+        &[
+            "record",
+            "tiny.toml",
+            "-o",
+            zero,
+            "--force",
+            "--backend",
+            "cpu",
+        ],
+    )
+    .code(BAD_INPUT)
+    .says(&["character device", "refusing"]);
+    assert!(is_char_device(Path::new(zero)), "the device was replaced");
+    run_in(
+        &s.0,
+        &[
+            "audit",
+            "--backend",
+            "cpu",
+            "--workload",
+            "tiny.toml",
+            "--runs",
+            "2",
+            "--junit",
+            zero,
+            "-q",
+        ],
+    )
+    .code(BAD_INPUT)
+    .says(&["character device"]);
+    assert!(is_char_device(Path::new(zero)), "the device was replaced");
+}

@@ -18,10 +18,7 @@
 
 use super::RecordedGemmTrace;
 use crate::digest::Digest;
-use crate::error::{Error, FormatError, Result};
-use std::io::Write;
-use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::error::{FormatError, Result};
 
 /// File magic.
 pub const MAGIC: [u8; 8] = *b"GEMMAUDT";
@@ -264,54 +261,4 @@ pub fn decode_trace(bytes: &[u8], limits: &Limits) -> Result<RecordedGemmTrace, 
     decode_payload_version(version, payload, limits)
 }
 
-/// Writes `bytes` to `path` atomically: a temporary file in the same
-/// directory, flushed to disk, then linked into place. Without `overwrite` an
-/// existing file is never replaced (the link fails if the name exists, so
-/// there is no check-then-write race).
-pub fn write_atomic(path: &Path, bytes: &[u8], overwrite: bool) -> Result<()> {
-    if !overwrite && path.exists() {
-        return Err(Error::WouldOverwrite { path: path.into() });
-    }
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    // Unique per process and per call, so concurrent writers (threads of one
-    // process included) never share a temporary file; `create_new` never
-    // follows or reuses whatever already has that name.
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let seq = NEXT.fetch_add(1, Ordering::Relaxed);
-    let tmp = dir.join(format!(".{name}.tmp-{}-{seq}", std::process::id()));
-    let mut created = false;
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(|e| Error::io(&tmp, e))?;
-        created = true;
-        f.write_all(bytes).map_err(|e| Error::io(&tmp, e))?;
-        f.sync_all().map_err(|e| Error::io(&tmp, e))?;
-        if overwrite {
-            std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
-        } else {
-            match std::fs::hard_link(&tmp, path) {
-                Ok(()) => Ok(()),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    Err(Error::WouldOverwrite { path: path.into() })
-                }
-                Err(e) => Err(Error::io(path, e)),
-            }
-        }
-    })();
-    // The temporary name is gone after a rename; after a link (or a failure)
-    // remove it, but never a file this call did not create.
-    if created {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
+pub use crate::fileio::write_atomic;

@@ -185,20 +185,20 @@ impl RecordedGemmTrace {
         codec::decode_trace(bytes, &codec::Limits::default())
     }
 
-    /// Reads a trace file, checking its size against the limits before reading it.
+    /// Reads a trace file: a regular file only (a device or FIFO is
+    /// refused before it is opened), and never more than the size limit
+    /// (checked on the read itself).
     pub fn read(path: &Path) -> Result<Self> {
         let limits = codec::Limits::default();
-        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
-        if meta.len() > limits.max_file_bytes {
-            return Err(Error::Format {
-                path: path.into(),
-                source: FormatError::TooLarge {
-                    size: meta.len(),
-                    limit: limits.max_file_bytes,
-                },
-            });
-        }
-        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let bytes = match crate::fileio::read_regular(path, limits.max_file_bytes) {
+            Err(Error::TooLarge { path, size, limit }) => {
+                return Err(Error::Format {
+                    path,
+                    source: FormatError::TooLarge { size, limit },
+                });
+            }
+            other => other?,
+        };
         codec::decode_trace(&bytes, &limits).map_err(|e| Error::Format {
             path: path.into(),
             source: e,
