@@ -154,10 +154,14 @@ impl AuditReport {
                 ]
             })
             .collect();
+        // Widths are capped: a long name (from a trace file, say) must
+        // neither panic the formatter nor push the table off the screen;
+        // longer cells simply overflow their column.
+        const MAX_WIDTH: usize = 96;
         let mut widths = headers.map(str::len);
         for r in &rows {
             for (w, cell) in widths.iter_mut().zip(r.iter()).take(3) {
-                *w = (*w).max(cell.len());
+                *w = (*w).max(cell.chars().count().min(MAX_WIDTH));
             }
         }
         let mut s = format!(

@@ -16,6 +16,26 @@ pub const MAX_GEMMS: usize = 4096;
 /// Most k-splits a split-K route may use.
 pub const MAX_SPLITS: u32 = 256;
 
+/// Longest workload or GEMM name, in bytes: names end up in tables,
+/// reports, JUnit files and file names.
+pub const MAX_NAME_BYTES: usize = 128;
+
+/// Refuses a name that is too long or holds control characters (which would
+/// reach terminals, reports and XML unescaped).
+fn check_name(what: &str, name: &str) -> Result<(), String> {
+    if name.len() > MAX_NAME_BYTES {
+        let shown: String = name.chars().take(32).collect();
+        return Err(format!(
+            "{what} {shown:?}... is {} bytes, over the limit of {MAX_NAME_BYTES}",
+            name.len()
+        ));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(format!("{what} {name:?} holds control characters"));
+    }
+    Ok(())
+}
+
 /// Largest workload file read, in bytes.
 pub const MAX_WORKLOAD_FILE_BYTES: u64 = 1 << 20;
 
@@ -274,6 +294,7 @@ impl Workload {
         if self.name.trim().is_empty() {
             return Err("workload name is empty".into());
         }
+        check_name("workload name", &self.name)?;
         if self.gemms.is_empty() {
             return Err("workload lists no GEMMs".into());
         }
@@ -304,6 +325,7 @@ impl Workload {
             if g.name.trim().is_empty() {
                 return Err("a GEMM has an empty name".into());
             }
+            check_name("GEMM name", &g.name)?;
             if !names.insert(g.name.as_str()) {
                 return Err(format!("GEMM name {:?} appears twice", g.name));
             }

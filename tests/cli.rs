@@ -1117,3 +1117,31 @@ fn devices_and_fifos_are_refused_as_inputs_and_outputs() {
     .says(&["character device"]);
     assert!(is_char_device(Path::new(zero)), "the device was replaced");
 }
+
+/// Names are bounded and free of control characters: a 65,536-byte GEMM
+/// name once panicked the audit table's formatter.
+#[test]
+fn huge_and_control_character_names_are_refused_clearly() {
+    let s = Scratch::new("names");
+    let long = "g".repeat(65_536);
+    s.write(
+        "long.toml",
+        &format!("name = \"long\"\n[[gemm]]\nname = \"{long}\"\nop = \"nn\"\ndtype = \"f32\"\nm = 1\nk = 1\nn = 1\n"),
+    );
+    run_in(
+        &s.0,
+        &["audit", "--backend", "cpu", "--workload", "long.toml", "-q"],
+    )
+    .code(BAD_INPUT)
+    .says(&["GEMM name", "over the limit of 128"]);
+    s.write(
+        "ctl.toml",
+        "name = \"ctl\"\n[[gemm]]\nname = \"a\\u001b[31mred\"\nop = \"nn\"\ndtype = \"f32\"\nm = 1\nk = 1\nn = 1\n",
+    );
+    run_in(
+        &s.0,
+        &["record", "ctl.toml", "-o", "c.gat", "--backend", "cpu"],
+    )
+    .code(BAD_INPUT)
+    .says(&["control characters"]);
+}
