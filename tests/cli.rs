@@ -1126,7 +1126,7 @@ fn huge_and_control_character_names_are_refused_clearly() {
     let long = "g".repeat(65_536);
     s.write(
         "long.toml",
-        &format!("name = \"long\"\n[[gemm]]\nname = \"{long}\"\nop = \"nn\"\ndtype = \"f32\"\nm = 1\nk = 1\nn = 1\n"),
+        format!("name = \"long\"\n[[gemm]]\nname = \"{long}\"\nop = \"nn\"\ndtype = \"f32\"\nm = 1\nk = 1\nn = 1\n"),
     );
     run_in(
         &s.0,
