@@ -994,3 +994,73 @@ fn mutation_check(report: &mut AuditReport, backend: &Backend, trace: &crate::Re
     };
     report.row("mutation-refusal", trace.workload.clone(), verdict, detail);
 }
+
+/// The contract name of the golden comparison rows.
+pub const GOLDEN_DRIFT: &str = "golden-drift";
+
+impl AuditReport {
+    /// Compares every audited workload's trace with its golden under `dir`
+    /// and adds one `golden-drift` row (and JUnit case) per workload, so the
+    /// table, the JSON, the reports, the JUnit file and the exit code all
+    /// carry the same verdict: PASS when identical, FAIL when it differs
+    /// (naming the difference classes) or when the golden is missing (saying
+    /// how to create it). Returns the differences, for the report's drift
+    /// section. Only unreadable goldens are errors.
+    pub fn compare_with_goldens(
+        &mut self,
+        dir: &std::path::Path,
+    ) -> Result<Vec<(String, crate::diff::TraceDiff)>> {
+        let mut drift = Vec::new();
+        let traces = std::mem::take(&mut self.traces);
+        for t in &traces {
+            let (verdict, detail) = match crate::golden::find_golden(dir, t) {
+                Err(crate::Error::GoldenMissing {
+                    path, available, ..
+                }) => (
+                    Verdict::Fail,
+                    format!(
+                        "no golden at {} (present: {available}); `gemm-audit bless {} --golden-dir {}` creates it",
+                        path.display(),
+                        t.workload,
+                        dir.display()
+                    ),
+                ),
+                Err(e) => {
+                    self.traces = traces;
+                    return Err(e);
+                }
+                Ok(path) => {
+                    let golden = match crate::RecordedGemmTrace::read(&path) {
+                        Ok(g) => g,
+                        Err(e) => {
+                            self.traces = traces;
+                            return Err(e);
+                        }
+                    };
+                    let d = crate::diff::TraceDiff::between(&golden, t);
+                    let outcome = if d.is_empty() {
+                        (Verdict::Pass, format!("identical to {}", path.display()))
+                    } else {
+                        let classes: Vec<String> =
+                            d.classes().iter().map(|c| c.to_string()).collect();
+                        (
+                            Verdict::Fail,
+                            format!(
+                                "{} differences from {} ({}); review with `gemm-audit diff`",
+                                d.differences.len(),
+                                path.display(),
+                                classes.join(", ")
+                            ),
+                        )
+                    };
+                    drift.push((t.workload.clone(), d));
+                    outcome
+                }
+            };
+            self.row(GOLDEN_DRIFT, &t.workload, verdict, detail.clone());
+            self.case(GOLDEN_DRIFT, &t.workload, &t.workload, verdict, detail);
+        }
+        self.traces = traces;
+        Ok(drift)
+    }
+}

@@ -1145,3 +1145,90 @@ fn huge_and_control_character_names_are_refused_clearly() {
     .code(BAD_INPUT)
     .says(&["control characters"]);
 }
+
+/// Golden drift, and a missing golden, are findings in every artifact: the
+/// table, the JSON, report.md, report.html, the JUnit file and the exit
+/// code agree, and a missing golden still writes every output and says how
+/// to create it.
+#[test]
+fn golden_drift_and_missing_goldens_fail_in_every_artifact() {
+    let s = Scratch::new("drift");
+    s.write("tiny.toml", TINY);
+    let audit = |extra: &[&str]| {
+        let mut args = vec![
+            "audit",
+            "--backend",
+            "cpu",
+            "--workload",
+            "tiny.toml",
+            "--runs",
+            "2",
+            "-q",
+            "--golden-dir",
+            "g",
+            "--report",
+            "r",
+            "--junit",
+            "j.xml",
+        ];
+        args.extend_from_slice(extra);
+        run_in(&s.0, &args)
+    };
+    let junit_failures = || {
+        let x = std::fs::read_to_string(s.path("j.xml")).unwrap();
+        x.matches("<failure").count()
+    };
+
+    // Missing: a finding, every output written, with the bless hint.
+    audit(&[])
+        .code(FINDING)
+        .says(&["golden-drift", "FAIL", "gemm-audit bless tiny"]);
+    for f in ["r/report.md", "r/report.html", "j.xml"] {
+        assert!(s.path(f).is_file(), "{f} not written");
+    }
+    assert!(junit_failures() >= 1);
+    assert!(
+        std::fs::read_to_string(s.path("r/report.md"))
+            .unwrap()
+            .contains("golden-drift")
+    );
+
+    // Identical: passes everywhere.
+    std::fs::create_dir_all(s.path("g/cpu")).unwrap();
+    run_in(
+        &s.0,
+        &[
+            "record",
+            "tiny.toml",
+            "-o",
+            "g/cpu/tiny.gat",
+            "--backend",
+            "cpu",
+        ],
+    )
+    .code(OK);
+    audit(&[]).code(OK).says(&["golden-drift", "identical to"]);
+    assert_eq!(junit_failures(), 0);
+
+    // Drifted: a route field changed (and re-digested) in the golden.
+    let mut g = read(&s.path("g/cpu/tiny.gat"));
+    g.routes[0].tile.m += 1;
+    g.launch_set = gemm_audit::build_resolved_gemm_launch_set(&g.routes).unwrap();
+    g.write(&s.path("g/cpu/tiny.gat"), true).unwrap();
+    let json = audit(&["--format", "json"]);
+    json.code(FINDING);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let row = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["contract"] == "golden-drift")
+        .expect("a golden-drift row");
+    assert_eq!(row["verdict"], "fail", "{row}");
+    assert!(row["detail"].as_str().unwrap().contains("route"), "{row}");
+    assert!(junit_failures() >= 1);
+    let md = std::fs::read_to_string(s.path("r/report.md")).unwrap();
+    assert!(md.contains("golden-drift") && md.contains("FAIL"), "{md}");
+    let html = std::fs::read_to_string(s.path("r/report.html")).unwrap();
+    assert!(html.contains("golden-drift"));
+}
