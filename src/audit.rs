@@ -601,10 +601,32 @@ fn batch_invariance_checks(
                     .filter(|c| !c.identical)
                     .map(|c| c.m.to_string())
                     .collect();
+                // Call it deterministic only when run-to-run held for every
+                // member: a message must not contradict that verdict.
+                let unstable: Vec<String> = members
+                    .iter()
+                    .filter(|&&i| {
+                        report.cases.iter().any(|c| {
+                            c.contract == "run-to-run"
+                                && c.workload == w.name
+                                && c.gemm == w.gemms[i].name
+                                && c.verdict == Verdict::Fail
+                        })
+                    })
+                    .map(|&i| w.gemms[i].m.to_string())
+                    .collect();
+                let what = if unstable.is_empty() {
+                    "deterministic but NOT batch invariant".to_string()
+                } else {
+                    format!(
+                        "NOT batch invariant, and not deterministic either (run-to-run differs at m={})",
+                        unstable.join(",")
+                    )
+                };
                 (
                     Verdict::Info,
                     format!(
-                        "deterministic but NOT batch invariant: rows differ from m={base_m} at m={} (first at m={m}); kernels by m: {}",
+                        "{what}: rows differ from m={base_m} at m={} (first at m={m}); kernels by m: {}",
                         differing.join(","),
                         kernel_runs(&cells)
                     ),
@@ -1062,5 +1084,69 @@ impl AuditReport {
         }
         self.traces = traces;
         Ok(drift)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cpu::CpuBackend;
+
+    /// A batch-invariance row never calls GEMMs deterministic when their
+    /// run-to-run check failed.
+    #[test]
+    fn batch_invariance_does_not_contradict_run_to_run() {
+        let w = Workload::from_json(
+            r#"{"name": "w", "gemm": [
+                {"name": "a@1", "op": "nn", "dtype": "f32", "m": 1, "k": 64, "n": 4, "route": "split-k-atomic:4"},
+                {"name": "a@2", "op": "nn", "dtype": "f32", "m": 2, "k": 64, "n": 4, "route": "split-k-atomic:4"}
+            ]}"#,
+        )
+        .unwrap();
+        let cpu = CpuBackend::default();
+        let routes: Vec<_> = w.gemms.iter().map(|g| cpu.resolve(g).unwrap()).collect();
+        // Row 0 differs between m=1 and m=2.
+        let outputs = vec![vec![0u8; 16], vec![1u8; 32]];
+        let row = |report: &AuditReport| {
+            report
+                .checks
+                .iter()
+                .find(|c| c.contract == "batch-invariance")
+                .unwrap()
+                .detail
+                .clone()
+        };
+        let mut report = AuditReport {
+            backend: "cpu".into(),
+            note: None,
+            runs: 2,
+            checks: Vec::new(),
+            cases: Vec::new(),
+            matrices: Vec::new(),
+            traces: Vec::new(),
+            timings: Vec::new(),
+        };
+        batch_invariance_checks(&mut report, &w, &routes, &outputs);
+        assert!(row(&report).starts_with("deterministic but NOT batch invariant"));
+
+        let mut report = AuditReport {
+            checks: Vec::new(),
+            matrices: Vec::new(),
+            ..report
+        };
+        report.case(
+            "run-to-run",
+            "w",
+            "a@2",
+            Verdict::Fail,
+            "2 distinct outputs",
+        );
+        batch_invariance_checks(&mut report, &w, &routes, &outputs);
+        let d = row(&report);
+        assert!(!d.contains("deterministic but"), "{d}");
+        assert!(
+            d.contains("not deterministic either (run-to-run differs at m=2)"),
+            "{d}"
+        );
     }
 }

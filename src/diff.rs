@@ -4,7 +4,7 @@
 use crate::digest::{FieldChange, field_changes};
 use crate::trace::RecordedGemmTrace;
 use serde::Serialize;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
 /// What kind of difference a change is.
@@ -81,6 +81,88 @@ impl DiffClass {
             _ => DiffClass::Route,
         }
     }
+}
+
+/// The differences of two contexts, paired by name: every field outside
+/// the modules by its tag, and the modules by their kind (the n-th module
+/// of a kind with the n-th of the same kind), so contexts with different
+/// module sets never compare one module's fields with another's.
+fn context_changes(
+    golden: &crate::identity::GemmRouteIdentity,
+    candidate: &crate::identity::GemmRouteIdentity,
+) -> Vec<(String, DiffClass, String, String)> {
+    use crate::digest::field_list;
+    let outside = |c: &crate::identity::GemmRouteIdentity| -> Vec<(&'static str, String)> {
+        field_list(c)
+            .into_iter()
+            .filter(|(t, _)| !t.starts_with("module.") && *t != "modules.count")
+            .collect()
+    };
+    let mut out = Vec::new();
+    let (a, b) = (outside(golden), outside(candidate));
+    for (tag, av) in &a {
+        let bv = b.iter().find(|(t, _)| t == tag).map(|(_, v)| v);
+        if bv != Some(av) {
+            out.push((
+                format!("context.{tag}"),
+                DiffClass::of_field(tag),
+                av.clone(),
+                bv.cloned().unwrap_or_else(|| "(absent)".into()),
+            ));
+        }
+    }
+    fn keyed(
+        c: &crate::identity::GemmRouteIdentity,
+    ) -> Vec<(String, &crate::identity::ModuleIdentity)> {
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        c.modules
+            .iter()
+            .map(|m| {
+                let kind = m.kind.to_string();
+                let n = seen.entry(kind.clone()).or_default();
+                let key = if *n == 0 {
+                    kind.clone()
+                } else {
+                    format!("{kind}#{n}")
+                };
+                *n += 1;
+                (key, m)
+            })
+            .collect()
+    }
+    let (ga, cb) = (keyed(golden), keyed(candidate));
+    for (key, gm) in &ga {
+        match cb.iter().find(|(k, _)| k == key) {
+            Some((_, cm)) => {
+                for c in field_changes(*gm, *cm) {
+                    let field = c.field.strip_prefix("module.").unwrap_or(&c.field);
+                    out.push((
+                        format!("context.module[{key}].{field}"),
+                        DiffClass::of_field(&c.field),
+                        c.expected,
+                        c.found,
+                    ));
+                }
+            }
+            None => out.push((
+                format!("context.module[{key}]"),
+                DiffClass::Identity,
+                format!("{} {}", gm.backend, gm.digest.short()),
+                "(absent)".into(),
+            )),
+        }
+    }
+    for (key, cm) in &cb {
+        if !ga.iter().any(|(k, _)| k == key) {
+            out.push((
+                format!("context.module[{key}]"),
+                DiffClass::Identity,
+                "(absent)".into(),
+                format!("{} {}", cm.backend, cm.digest.short()),
+            ));
+        }
+    }
+    out
 }
 
 impl fmt::Display for DiffClass {
@@ -165,25 +247,9 @@ impl TraceDiff {
                 candidate.workload_digest.to_string(),
             );
         }
-        for c in field_changes(&golden.context, &candidate.context) {
-            push(
-                DiffClass::of_field(&c.field),
-                None,
-                None,
-                &format!("context.{}", c.field),
-                c.expected,
-                c.found,
-            );
-        }
-        if golden.context.modules.len() != candidate.context.modules.len() {
-            push(
-                DiffClass::Identity,
-                None,
-                None,
-                "context.modules",
-                golden.context.modules.len().to_string(),
-                candidate.context.modules.len().to_string(),
-            );
+        for (field, class, expected, found) in context_changes(&golden.context, &candidate.context)
+        {
+            push(class, None, None, &field, expected, found);
         }
         if golden.launch_set.launch_count != candidate.launch_set.launch_count {
             push(

@@ -271,7 +271,9 @@ impl ModuleIdentity {
     pub fn symbol_names(&self) -> Vec<String> {
         self.symbols.iter().map(|s| s.name.clone()).collect()
     }
+}
 
+impl Framed for ModuleIdentity {
     fn visit_fields<V: FieldVisitor>(&self, v: &mut V) {
         v.field("module.backend", FieldValue::Str(&self.backend.as_str()));
         v.field("module.kind", FieldValue::Str(&self.kind.as_str()));

@@ -292,3 +292,44 @@ fn diff_cli_exit_codes_name_the_classes() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Contexts with different module sets pair modules by kind, never by
+/// position: a CPU trace against an H200 one names the modules each side
+/// lacks, and compares no CPU module field with a cuBLAS one.
+#[test]
+fn context_modules_are_paired_by_kind() {
+    let cpu = read("cpu/transformer-block.gat");
+    let gpu = read("h200/transformer-block.gat");
+    let d = TraceDiff::between(&cpu, &gpu);
+    let fields: Vec<&str> = d
+        .differences
+        .iter()
+        .map(|x| x.change.field.as_str())
+        .collect();
+    for want in [
+        "context.module[cpu-reference]",
+        "context.module[nvrtc]",
+        "context.module[cublas]",
+        "context.module[cublas-lt]",
+        "context.device.class",
+    ] {
+        assert!(fields.contains(&want), "{want} missing from {fields:?}");
+    }
+    assert!(
+        !fields
+            .iter()
+            .any(|f| f.starts_with("context.module[") && f.contains("].")),
+        "no field of one module compared with another's: {fields:?}"
+    );
+    // Same module set, one compiler changed: named under its module.
+    let mut upgraded = gpu.clone();
+    upgraded.context.modules[0].compiler.version.push_str(".1");
+    let d = TraceDiff::between(&gpu, &upgraded);
+    let fields: Vec<&str> = d
+        .differences
+        .iter()
+        .map(|x| x.change.field.as_str())
+        .collect();
+    assert_eq!(fields, vec!["context.module[nvrtc].compiler.version"]);
+    assert_eq!(d.classes(), BTreeSet::from([DiffClass::Identity]));
+}
