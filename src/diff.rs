@@ -351,6 +351,27 @@ impl TraceDiff {
                     None => n.kind.to_string(),
                 },
             };
+            // Nodes bound to no route (a kernel nobody declared) are drift too.
+            let unbound = |t: &RecordedGemmTrace| -> Vec<crate::physical::PhysicalNode> {
+                t.physical
+                    .iter()
+                    .filter(|n| n.route_index.is_none())
+                    .cloned()
+                    .collect()
+            };
+            let (gu, cu) = (unbound(golden), unbound(candidate));
+            for k in 0..gu.len().max(cu.len()) {
+                if gu.get(k) != cu.get(k) {
+                    push(
+                        DiffClass::Route,
+                        None,
+                        None,
+                        &format!("graph.unbound_node[{k}]"),
+                        render(gu.get(k)),
+                        render(cu.get(k)),
+                    );
+                }
+            }
             for &(g, c) in &pairs.matched {
                 let (gn, cn) = (nodes_of(golden, g), nodes_of(candidate, c));
                 for k in 0..gn.len().max(cn.len()) {
@@ -366,6 +387,20 @@ impl TraceDiff {
                     }
                 }
             }
+        }
+        if golden.physical.is_empty() != candidate.physical.is_empty() {
+            let count = |t: &RecordedGemmTrace| match t.physical.len() {
+                0 => "no captured graph".to_string(),
+                n => format!("{n} graph nodes"),
+            };
+            push(
+                DiffClass::Route,
+                None,
+                None,
+                "graph.nodes",
+                count(golden),
+                count(candidate),
+            );
         }
         // Equal routes and fingerprints can still hide a launch-set digest
         // difference only if the trace is inconsistent; name it if so.

@@ -1232,3 +1232,29 @@ fn golden_drift_and_missing_goldens_fail_in_every_artifact() {
     let html = std::fs::read_to_string(s.path("r/report.html")).unwrap();
     assert!(html.contains("golden-drift"));
 }
+
+/// A route relabelled to a symbol that serves the same problem (so the
+/// replay guard lets it through) but that the backend did not produce is
+/// refused before launch as a finding (exit 1), not a backend failure.
+#[test]
+fn a_relabelled_kernel_on_check_replay_is_a_finding() {
+    let s = Scratch::new("relabel");
+    let trace = record_tiny(&s);
+    let mut t = read(&trace);
+    let i = t
+        .routes
+        .iter()
+        .position(|r| r.kernel_symbol.starts_with("cpu_tiled32x32_"))
+        .expect("tiny has a tiled route");
+    t.routes[i].kernel_symbol = t.routes[i]
+        .kernel_symbol
+        .replace("tiled32x32", "scalar_fma");
+    t.launch_set = gemm_audit::build_resolved_gemm_launch_set(&t.routes).unwrap();
+    t.write(&s.path("relabelled.gat"), false).unwrap();
+    run_in(
+        &s.0,
+        &["check", "relabelled.gat", "--replay", "--backend", "cpu"],
+    )
+    .code(FINDING)
+    .says(&["validation   ok", "kernel_symbol", "check: FAIL"]);
+}

@@ -333,3 +333,35 @@ fn context_modules_are_paired_by_kind() {
     assert_eq!(fields, vec!["context.module[nvrtc].compiler.version"]);
     assert_eq!(d.classes(), BTreeSet::from([DiffClass::Identity]));
 }
+
+/// A graph node bound to no route (a kernel nobody declared) is a route
+/// difference, never "no differences".
+#[test]
+fn unbound_graph_nodes_are_differences() {
+    let g = read("h200/transformer-block.gat");
+    let mut c = g.clone();
+    c.physical.push(gemm_audit::physical::PhysicalNode::kernel(
+        "undeclared_kernel",
+        [1; 3],
+        [32, 1, 1],
+        0,
+    ));
+    let d = TraceDiff::between(&g, &c);
+    assert!(!d.is_empty());
+    let fields: Vec<&str> = d
+        .differences
+        .iter()
+        .map(|x| x.change.field.as_str())
+        .collect();
+    assert_eq!(fields, vec!["graph.unbound_node[0]"]);
+    assert_eq!(d.classes(), BTreeSet::from([DiffClass::Route]));
+    // A trace without a captured graph against one with: named too.
+    let mut none = g.clone();
+    none.physical.clear();
+    let d = TraceDiff::between(&g, &none);
+    assert!(
+        d.differences
+            .iter()
+            .any(|x| x.change.field == "graph.nodes")
+    );
+}

@@ -1000,3 +1000,23 @@ fn version_1_golden_reads_and_upgrades() {
     assert_eq!(u16_at(&again, 8), FORMAT_VERSION);
     assert_eq!(decode(&again).unwrap(), old);
 }
+
+/// Graph-node symbols are held to the same 4,096-byte string limit as
+/// every other string (a 1 MiB symbol was once accepted).
+#[test]
+fn graph_node_symbols_are_within_the_string_limit() {
+    let mut t = testkit::sample_trace(1);
+    t.physical = vec![gemm_audit::physical::PhysicalNode::kernel(
+        "k".repeat(1 << 20),
+        [1; 3],
+        [1; 3],
+        0,
+    )];
+    let bytes = t.to_bytes().unwrap();
+    match decode(&bytes) {
+        Err(FormatError::LimitExceeded { what, found, limit }) => {
+            assert_eq!((what, found, limit), ("string length", 1 << 20, 4096));
+        }
+        other => panic!("{other:?}"),
+    }
+}

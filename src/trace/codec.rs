@@ -236,6 +236,7 @@ fn check_limits(trace: &RecordedGemmTrace, limits: &Limits) -> Result<(), Format
         .flat_map(|r| r.strings())
         .chain(trace.context.strings())
         .chain(std::iter::once(trace.workload.as_str()))
+        .chain(trace.physical.iter().filter_map(|n| n.symbol.as_deref()))
         .chain(
             trace
                 .volatile

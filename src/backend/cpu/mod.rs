@@ -505,8 +505,18 @@ struct CpuLaunch {
 
 impl CpuLaunch {
     fn prepare(route: &ResolvedGemmRoute, seed: u64) -> Result<CpuLaunch> {
-        let kernel = CpuKernel::from_route(route)
-            .map_err(|reason| Error::backend("cpu", format!("route {:?}: {reason}", route.gemm)))?;
+        // A route this backend would not have produced (a symbol relabelled
+        // to a kernel of another family, say) is refused before launch, as
+        // a finding, not a backend failure.
+        let kernel = CpuKernel::from_route(route).map_err(|reason| {
+            Error::from(Refusal::new(
+                crate::error::RefusalStage::ReplayValidation,
+                None,
+                "kernel_symbol",
+                "a route the CPU reference backend produces",
+                format!("route {:?}: {reason}", route.gemm),
+            ))
+        })?;
         let GemmShape { m, k, n } = route.shape;
         for (what, a, b) in [("A", m, k), ("B", k, n), ("C", m, n)] {
             if a.checked_mul(b)
