@@ -396,7 +396,10 @@ fn cmd_audit(args: AuditArgs) -> Result<u8> {
     };
     match args.format {
         Format::Table => out!("{}", report.to_table()),
-        Format::Json => outln!("{}", serde_json::to_string_pretty(&report)?),
+        Format::Json => outln!(
+            "{}",
+            gemm_audit::report::json_document("audit", report.passed(), &report)
+        ),
     }
     let input = gemm_audit::report::ReportInput {
         audit: &report,
@@ -583,7 +586,10 @@ fn cmd_check(
         }
     }
     match format {
-        Format::Json => outln!("{}", serde_json::to_string_pretty(&report)?),
+        Format::Json => outln!(
+            "{}",
+            gemm_audit::report::json_document("check", report.passed(), &report)
+        ),
         Format::Table => {
             outln!(
                 "trace {} ({}, {} launches)",
@@ -744,11 +750,15 @@ fn cmd_diff(
     match format {
         Format::Json => outln!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "differences": d.differences,
-                "cross_device": cross_device,
-                "portability": portability,
-            }))?
+            gemm_audit::report::json_document(
+                "diff",
+                d.disallowed(allow).is_empty(),
+                &serde_json::json!({
+                    "differences": d.differences,
+                    "cross_device": cross_device,
+                    "portability": portability,
+                })
+            )
         ),
         Format::Table => {
             out!("{}", d.render());

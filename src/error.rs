@@ -208,6 +208,7 @@ pub enum LaunchSetError {
 
 /// Where in the record → capture → replay flow a refusal happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum RefusalStage {
     /// Building a plan: the launch set rebuilt from the routes differs.
     PlanConstruction,

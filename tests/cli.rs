@@ -1258,3 +1258,51 @@ fn a_relabelled_kernel_on_check_replay_is_a_finding() {
     .code(FINDING)
     .says(&["validation   ok", "kernel_symbol", "check: FAIL"]);
 }
+
+/// JSON documents carry the schema and tool version and the overall
+/// verdict, keys in snake_case and values in kebab-case, and never Rust's
+/// `{"Ok": null}`.
+#[test]
+fn json_documents_have_an_envelope_and_one_casing() {
+    let s = Scratch::new("json");
+    record_tiny(&s);
+    let ok = run_in(
+        &s.0,
+        &["check", "tiny.gat", "--format", "json", "--backend", "cpu"],
+    );
+    ok.code(OK);
+    assert!(
+        !ok.stdout.contains("\"Ok\"") && !ok.stdout.contains("\"Err\""),
+        "{ok}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&ok.stdout).unwrap();
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["tool_version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        (v["kind"].as_str(), v["verdict"].as_str()),
+        (Some("check"), Some("pass"))
+    );
+    assert_eq!(v["plan"]["status"], "ok");
+    assert_eq!(v["validation"]["status"], "ok");
+
+    let mut t = read(&s.path("tiny.gat"));
+    t.routes[0].tile.m += 1; // not re-digested: refused at plan construction
+    t.write(&s.path("bad.gat"), false).unwrap();
+    let bad = run_in(
+        &s.0,
+        &["check", "bad.gat", "--format", "json", "--backend", "cpu"],
+    );
+    bad.code(FINDING);
+    let v: serde_json::Value = serde_json::from_str(&bad.stdout).unwrap();
+    assert_eq!(v["verdict"], "fail");
+    assert_eq!(v["plan"]["status"], "refused");
+    assert_eq!(v["plan"]["refusal"]["stage"], "plan-construction");
+
+    let d = run_in(&s.0, &["diff", "tiny.gat", "bad.gat", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&d.stdout).unwrap();
+    assert_eq!(
+        (v["kind"].as_str(), v["verdict"].as_str()),
+        (Some("diff"), Some("fail"))
+    );
+    assert!(v["differences"].as_array().is_some_and(|a| !a.is_empty()));
+}

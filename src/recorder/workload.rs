@@ -232,13 +232,44 @@ pub struct CheckReport {
     /// Launches in the stored trace's launch set.
     pub launch_count: u64,
     /// Plan construction: the trace's routes against its own launch set.
+    #[serde(serialize_with = "step")]
     pub plan: Result<(), Refusal>,
     /// Validation of the plan against the live context.
+    #[serde(serialize_with = "optional_step")]
     pub validation: Option<Result<(), Refusal>>,
     /// Comparison with a golden trace, when one was given.
+    #[serde(serialize_with = "optional_step")]
     pub golden: Option<Result<(), Refusal>>,
     /// Replay and fingerprint comparison, when asked for.
     pub replay: Option<ReplayOutcome>,
+}
+
+/// A step as JSON: `{"status": "ok"}` or `{"status": "refused", "refusal": {...}}`.
+#[derive(Serialize)]
+#[serde(tag = "status", rename_all = "kebab-case")]
+enum StepJson<'a> {
+    Ok,
+    Refused { refusal: &'a Refusal },
+}
+
+impl<'a> From<&'a Result<(), Refusal>> for StepJson<'a> {
+    fn from(r: &'a Result<(), Refusal>) -> Self {
+        match r {
+            Ok(()) => StepJson::Ok,
+            Err(refusal) => StepJson::Refused { refusal },
+        }
+    }
+}
+
+fn step<S: serde::Serializer>(r: &Result<(), Refusal>, s: S) -> Result<S::Ok, S::Error> {
+    StepJson::from(r).serialize(s)
+}
+
+fn optional_step<S: serde::Serializer>(
+    r: &Option<Result<(), Refusal>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    r.as_ref().map(StepJson::from).serialize(s)
 }
 
 impl CheckReport {
