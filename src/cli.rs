@@ -6,8 +6,12 @@
 macro_rules! out {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
+        let text = format!($($arg)*);
         let mut stdout = std::io::stdout().lock();
-        if let Err(e) = write!(stdout, $($arg)*).and_then(|()| stdout.flush()) {
+        if let Err(e) = stdout
+            .write_all(crate::cli::sanitize(&text).as_bytes())
+            .and_then(|()| stdout.flush())
+        {
             crate::cli::stdout_failed(e);
         }
     }};
@@ -99,9 +103,29 @@ fn verbosity() -> Verbosity {
 macro_rules! note {
     ($($arg:tt)*) => {
         if crate::cli::verbosity() > crate::cli::Verbosity::Quiet {
-            eprintln!($($arg)*);
+            eprintln!("{}", crate::cli::sanitize(&format!($($arg)*)));
         }
     };
+}
+
+/// Text for a terminal: control characters (an escape sequence in a kernel
+/// name or workload read from a file, say) are shown escaped, never sent
+/// raw; newlines and tabs stay.
+pub fn sanitize(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    std::borrow::Cow::Owned(
+        s.chars()
+            .map(|c| {
+                if c.is_control() && c != '\n' && c != '\t' {
+                    c.escape_unicode().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
 }
 
 #[derive(Debug, Subcommand)]

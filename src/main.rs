@@ -11,7 +11,10 @@ fn main() -> ExitCode {
     match cli::run(args) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("gemm-audit: error: {}", cli::error_message(&e));
+            eprintln!(
+                "gemm-audit: error: {}",
+                cli::sanitize(&cli::error_message(&e))
+            );
             ExitCode::from(cli::exit_code_of(&e))
         }
     }

@@ -25,15 +25,45 @@ fn esc(s: &str) -> String {
             '>' => o.push_str("&gt;"),
             '"' => o.push_str("&quot;"),
             '\'' => o.push_str("&apos;"),
-            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => o.push(' '),
+            // Control characters (C0, DEL, C1) are not text: XML 1.0 forbids
+            // most of them even escaped.
+            c if c.is_control() && c != '\n' && c != '\t' => o.push(' '),
             c => o.push(c),
         }
     }
     o
 }
 
+/// Text for a Markdown table cell: characters that Markdown (or the HTML
+/// a renderer lets through) would interpret are backslash-escaped, line
+/// breaks and control characters become spaces.
 fn md(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '|' | '\\' | '`' | '*' | '_' | '<' | '>' | '[' | ']' | '#' | '!' => {
+                o.push('\\');
+                o.push(c);
+            }
+            c if c.is_control() => o.push(' '),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// Text for a code span inside a Markdown table cell: backslashes are
+/// literal there, so only backticks (which would end the span), pipes (which
+/// would end the cell) and control characters are replaced.
+fn md_code(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            '`' => "'".to_string(),
+            '|' => "\\|".to_string(),
+            c if c.is_control() => " ".to_string(),
+            c => c.to_string(),
+        })
+        .collect()
 }
 
 /// The Markdown summary.
@@ -85,7 +115,7 @@ pub fn markdown(input: &ReportInput<'_>) -> String {
                 c.m,
                 if c.identical { "identical" } else { "differs" },
                 md(&c.contract),
-                md(&c.kernel)
+                md_code(&c.kernel)
             );
         }
         s.push('\n');
@@ -108,12 +138,12 @@ pub fn markdown(input: &ReportInput<'_>) -> String {
             let at = x.location();
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} |",
+                "| {} | {} | `{}` | `{}` | `{}` |",
                 x.class,
                 md(&at),
-                md(&x.change.field),
-                md(&x.change.expected),
-                md(&x.change.found)
+                md_code(&x.change.field),
+                md_code(&x.change.expected),
+                md_code(&x.change.found)
             );
         }
         s.push('\n');
@@ -392,6 +422,8 @@ mod tests {
             "&lt;a href=&quot;x&quot;&gt;&amp;&apos;"
         );
         assert_eq!(md("a|b\nc"), "a\\|b c");
+        assert_eq!(md("<script>*x*"), "\\<script\\>\\*x\\*");
+        assert_eq!(esc("a\u{1b}[31m\u{85}"), "a [31m ");
     }
 }
 

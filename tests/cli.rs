@@ -1306,3 +1306,36 @@ fn json_documents_have_an_envelope_and_one_casing() {
     );
     assert!(v["differences"].as_array().is_some_and(|a| !a.is_empty()));
 }
+
+/// Strings from a trace file reach the terminal escaped: an escape
+/// sequence in a GEMM name or kernel symbol is shown, never sent raw.
+#[test]
+fn terminal_output_never_carries_raw_control_characters() {
+    let s = Scratch::new("escapes");
+    record_tiny(&s);
+    let mut t = read(&s.path("tiny.gat"));
+    t.routes[0].gemm = "evil\u{1b}[2J\u{7}".into();
+    t.launch_set = gemm_audit::build_resolved_gemm_launch_set(&t.routes).unwrap();
+    t.write(&s.path("evil.gat"), false).unwrap();
+    for args in [
+        vec!["show", "evil.gat"],
+        vec!["diff", "tiny.gat", "evil.gat"],
+        vec![
+            "check",
+            "evil.gat",
+            "--golden",
+            "tiny.gat",
+            "--backend",
+            "cpu",
+        ],
+    ] {
+        let r = run_in(&s.0, &args);
+        let all = format!("{}{}", r.stdout, r.stderr);
+        assert!(
+            !all.contains('\u{1b}') && !all.contains('\u{7}'),
+            "{args:?}: {r}"
+        );
+    }
+    let r = run_in(&s.0, &["show", "evil.gat"]);
+    r.says(&["evil\\u{1b}[2J\\u{7}"]);
+}
