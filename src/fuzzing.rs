@@ -72,3 +72,66 @@ pub fn plan_from_routes(data: &[u8]) {
         }
     }
 }
+
+/// Parses arbitrary bytes as a workload file, as TOML and as JSON. Whatever
+/// parses must validate or be refused with a message; a valid workload's
+/// digest must not panic, and its JSON rendering must parse back to the
+/// same workload.
+pub fn parse_workload(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let parsed = [
+        crate::workload::Workload::from_toml(text),
+        crate::workload::Workload::from_json(text),
+    ];
+    for w in parsed.into_iter().flatten() {
+        let _ = w.digest();
+        let json = serde_json::to_string(&w).expect("a workload serializes");
+        let again = crate::workload::Workload::from_json(&json).expect("its JSON parses back");
+        assert_eq!(
+            again.digest(),
+            w.digest(),
+            "JSON round trip changed the workload"
+        );
+    }
+}
+
+/// Decodes two traces from arbitrary bytes (the first 4 bytes, little
+/// endian, give the first trace's length) and diffs them both ways: whatever decodes must diff and render
+/// without panicking, a trace must never differ from itself, and two traces
+/// differ one way exactly when they differ the other way.
+pub fn diff_traces(data: &[u8]) {
+    if data.len() < 4 {
+        return;
+    }
+    let (head, rest) = data.split_at(4);
+    let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+    let (a, b) = rest.split_at(len.min(rest.len()));
+    let limits = Limits {
+        max_file_bytes: 4 << 20,
+        ..Limits::default()
+    };
+    let decode = |bytes: &[u8]| {
+        codec::decode_trace(bytes, &limits)
+            .or_else(|_| codec::decode_trace(&codec::seal(bytes), &limits))
+            .ok()
+    };
+    let (Some(a), Some(b)) = (decode(a), decode(b)) else {
+        return;
+    };
+    use crate::diff::TraceDiff;
+    assert!(
+        TraceDiff::between(&a, &a).is_empty(),
+        "a trace differs from itself"
+    );
+    let ab = TraceDiff::between(&a, &b);
+    let ba = TraceDiff::between(&b, &a);
+    assert_eq!(
+        ab.is_empty(),
+        ba.is_empty(),
+        "diff is not symmetric in emptiness"
+    );
+    let _ = ab.render();
+    let _ = crate::diff::portability(&a, &b);
+}

@@ -19,6 +19,8 @@ const TARGETS: &[(&str, Entry)] = &[
     ("decode_trace", fuzzing::decode_trace),
     ("decode_payload", decode_payload),
     ("plan_from_routes", fuzzing::plan_from_routes),
+    ("parse_workload", fuzzing::parse_workload),
+    ("diff_traces", fuzzing::diff_traces),
 ];
 
 /// Seeds of the two decode targets (whole files, and their payloads).
@@ -51,6 +53,12 @@ const ROUTE_SEEDS: &[(&str, &[u8])] = &[
 fn seeds(target: &str) -> Vec<&'static str> {
     match target {
         "plan_from_routes" => ROUTE_SEEDS.iter().map(|(name, _)| *name).collect(),
+        "parse_workload" => vec!["seed-tiny-toml", "seed-m-sweep-toml", "seed-json"],
+        "diff_traces" => vec![
+            "seed-sample-1-vs-2",
+            "seed-sample-2-vs-vendor-2",
+            "seed-v1-vs-v2",
+        ],
         _ => DECODE_SEEDS.to_vec(),
     }
 }
@@ -283,6 +291,34 @@ fn regenerate_seed_corpus() {
     }
     for (name, bytes) in ROUTE_SEEDS {
         files.push(("plan_from_routes", name.to_string(), bytes.to_vec()));
+    }
+    // diff_traces: a 4-byte little-endian length, then two trace files.
+    let file_of = |name: &str| {
+        files
+            .iter()
+            .find(|(t, n, _)| *t == "decode_trace" && n == name)
+            .map(|(_, _, b)| b.clone())
+            .expect("a decode seed")
+    };
+    let v1 = std::fs::read(fuzz_dir().join("corpus/decode_trace/v1-seed-sample-1"))
+        .expect("the version-1 seed");
+    for (name, a, b) in [
+        (
+            "seed-sample-1-vs-2",
+            file_of("seed-sample-1"),
+            file_of("seed-sample-2"),
+        ),
+        (
+            "seed-sample-2-vs-vendor-2",
+            file_of("seed-sample-2"),
+            file_of("seed-vendor-2"),
+        ),
+        ("seed-v1-vs-v2", v1, file_of("seed-sample-1")),
+    ] {
+        let mut bytes = (a.len() as u32).to_le_bytes().to_vec();
+        bytes.extend_from_slice(&a);
+        bytes.extend_from_slice(&b);
+        files.push(("diff_traces", name.to_string(), bytes));
     }
     // The regression inputs that can be built from the testkit.
     let overflow = block_threads_overflow_trace();
