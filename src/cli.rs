@@ -77,6 +77,14 @@ pub struct Args {
     /// when --backend auto fell back to the CPU).
     #[arg(short, long, global = true)]
     pub verbose: bool,
+    /// Most compute one command may run, in GFLOP (estimated before any
+    /// launch; default 200 on the CPU, 500000 with CUDA).
+    #[arg(long, global = true, value_name = "GFLOP")]
+    pub max_gflop: Option<f64>,
+    /// Most host memory one command may hold, in GiB (estimated before any
+    /// allocation; default 8 on the CPU, 32 with CUDA).
+    #[arg(long, global = true, value_name = "GIB")]
+    pub max_memory_gib: Option<f64>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -90,6 +98,41 @@ enum Verbosity {
 }
 
 static VERBOSITY: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(1);
+
+/// `--max-gflop` and `--max-memory-gib`, when given.
+static LIMITS: std::sync::OnceLock<(Option<f64>, Option<f64>)> = std::sync::OnceLock::new();
+
+/// The budget of this command on `backend`: its defaults, raised or lowered
+/// by the flags.
+fn budget(backend: &Backend) -> gemm_audit::budget::Budget {
+    let mut b = gemm_audit::budget::Budget::for_backend(backend.name());
+    let (gflop, gib) = LIMITS.get().copied().unwrap_or((None, None));
+    if let Some(g) = gflop {
+        b.max_gflop = g;
+    }
+    if let Some(g) = gib {
+        b.max_memory_bytes = (g * (1u64 << 30) as f64) as u64;
+    }
+    b
+}
+
+/// Refuses a workload whose estimated cost is over the budget, before any
+/// work (`runs` eager runs, plus capture and replay).
+fn check_workload_budget(backend: &Backend, w: &Workload, runs: u64) -> Result<()> {
+    let shapes = w.gemms.iter().map(|g| {
+        (
+            gemm_audit::route::GemmShape {
+                m: g.m,
+                k: g.k,
+                n: g.n,
+            },
+            g.dtype,
+        )
+    });
+    let e = gemm_audit::budget::Estimate::of(shapes, runs);
+    budget(backend).check(&format!("workload {}", w.name), &e)?;
+    Ok(())
+}
 
 fn verbosity() -> Verbosity {
     match VERBOSITY.load(std::sync::atomic::Ordering::Relaxed) {
@@ -266,6 +309,7 @@ pub fn run(args: Args) -> Result<u8> {
         (false, false) => Verbosity::Normal,
     };
     VERBOSITY.store(level as u8, std::sync::atomic::Ordering::Relaxed);
+    let _ = LIMITS.set((args.max_gflop, args.max_memory_gib));
     match args.command {
         Command::Audit(args) => cmd_audit(args),
         Command::Bless {
@@ -408,6 +452,9 @@ fn cmd_audit(args: AuditArgs) -> Result<u8> {
             .map(|w| Workload::load(w))
             .collect::<Result<_, _>>()?;
     }
+    for w in &opts.workloads {
+        check_workload_budget(&backend, w, opts.runs as u64 + 2)?;
+    }
     let mut bar = Bar::new(!args.no_progress && verbosity() > Verbosity::Quiet);
     let mut report = audit::run_audit(&backend, &opts, &mut bar)?;
     drop(bar);
@@ -470,6 +517,9 @@ fn cmd_bless(
             .map(|w| Workload::load(w))
             .collect::<Result<_, _>>()?
     };
+    for w in &ws {
+        check_workload_budget(&backend, w, 2)?;
+    }
     let mut refused = false;
     for w in &ws {
         let rec = recorder::record(&backend, w, &mut |_, _| {})?;
@@ -523,6 +573,7 @@ fn cmd_record(
         return Err(Error::WouldOverwrite { path: out.into() }.into());
     }
     let backend = open_backend(kind)?;
+    check_workload_budget(&backend, &w, 2)?;
     let bar = if verbosity() > Verbosity::Quiet {
         ProgressBar::new(w.gemms.len() as u64)
     } else {
@@ -592,6 +643,10 @@ fn cmd_check(
         _ => None,
     };
     let backend = open_backend(kind)?;
+    if replay {
+        let e = gemm_audit::budget::Estimate::of_routes(&trace.routes);
+        budget(&backend).check(&format!("the replay of {}", path.display()), &e)?;
+    }
     let compare = if accepted.is_some() {
         None
     } else {

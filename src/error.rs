@@ -54,6 +54,19 @@ pub enum Error {
         /// The limit in bytes.
         limit: u64,
     },
+    /// Work estimated over a compute or memory limit, refused before
+    /// anything was allocated or launched.
+    #[error("{what} needs {need}, over the limit of {limit} (raise it with {flag})")]
+    OverBudget {
+        /// What was refused, e.g. `workload m-sweep`.
+        what: String,
+        /// The estimate, in words.
+        need: String,
+        /// The limit, in words.
+        limit: String,
+        /// The command-line flag that raises the limit.
+        flag: &'static str,
+    },
     /// A file exists and no overwrite was asked for.
     #[error("{path} already exists; pass --force to replace it")]
     WouldOverwrite {

@@ -1339,3 +1339,63 @@ fn terminal_output_never_carries_raw_control_characters() {
     let r = run_in(&s.0, &["show", "evil.gat"]);
     r.says(&["evil\\u{1b}[2J\\u{7}"]);
 }
+
+/// Work over the compute or memory budget is refused before anything is
+/// allocated or launched, naming the flag that raises the limit.
+#[test]
+fn work_over_budget_is_refused_before_it_starts() {
+    let s = Scratch::new("budget");
+    s.write(
+        "tall.toml",
+        "name = \"tall\"\n[[gemm]]\nname = \"g\"\nop = \"nn\"\ndtype = \"f32\"\nm = 67108864\nk = 1\nn = 1\n",
+    );
+    let started = std::time::Instant::now();
+    run_in(
+        &s.0,
+        &["record", "tall.toml", "-o", "t.gat", "--backend", "cpu"],
+    )
+    .code(BAD_INPUT)
+    .says(&[
+        "workload tall needs about",
+        "GiB of memory",
+        "--max-memory-gib",
+    ]);
+    assert!(!s.path("t.gat").exists());
+    run_in(
+        &s.0,
+        &[
+            "audit",
+            "--backend",
+            "cpu",
+            "--workload",
+            "tall.toml",
+            "--max-memory-gib",
+            "1000",
+            "--max-gflop",
+            "0.000001",
+        ],
+    )
+    .code(BAD_INPUT)
+    .says(&["GFLOP", "--max-gflop"]);
+
+    // A resealed trace asking for a 20000^3 replay.
+    let trace = record_tiny(&s);
+    let mut t = read(&trace);
+    t.routes[0].shape = gemm_audit::route::GemmShape {
+        m: 20_000,
+        k: 20_000,
+        n: 20_000,
+    };
+    t.launch_set = gemm_audit::build_resolved_gemm_launch_set(&t.routes).unwrap();
+    t.write(&s.path("cube.gat"), false).unwrap();
+    run_in(&s.0, &["check", "cube.gat", "--replay", "--backend", "cpu"])
+        .code(BAD_INPUT)
+        .says(&["the replay of cube.gat needs", "GFLOP", "--max-gflop"]);
+    // Without --replay nothing runs, so nothing is refused for cost.
+    let r = run_in(&s.0, &["check", "cube.gat", "--backend", "cpu"]);
+    assert!(!r.stderr.contains("--max-gflop"), "{r}");
+    assert!(
+        started.elapsed().as_secs() < 60,
+        "the refusals did the work first"
+    );
+}
