@@ -3,7 +3,10 @@
 //! without an explicit flag).
 //!
 //! Layout: `DIR/<device>/<workload>.gat`, where `<device>` is `cpu` for the
-//! CPU reference backend and the GPU's model (`h200`, `h100`, ...) for CUDA.
+//! CPU reference backend and a slug of the GPU's full name for CUDA
+//! (`nvidia-h200`, `nvidia-h100-pcie`, `nvidia-a100-80gb-pcie`): the whole
+//! name, so two models never share a folder. The compute capability is part
+//! of the device identity inside each trace.
 
 use crate::diff::TraceDiff;
 use crate::error::{Error, Result};
@@ -11,31 +14,32 @@ use crate::identity::DeviceIdentity;
 use crate::trace::RecordedGemmTrace;
 use std::path::{Path, PathBuf};
 
-/// The folder name of a device class: `cpu`, or the GPU model in lower case
-/// (the last word of the name: `NVIDIA H200` → `h200`).
+/// The folder name of a device class: `cpu`, or a slug of the GPU's full
+/// name (`NVIDIA H200` → `nvidia-h200`, `NVIDIA A100 80GB PCIe` →
+/// `nvidia-a100-80gb-pcie`).
 pub fn device_key(device: &DeviceIdentity) -> String {
     if device.class.starts_with("cpu/") {
         return "cpu".into();
     }
-    let last = device.class.split_whitespace().last().unwrap_or("gpu");
-    sanitize(last)
+    sanitize(&device.class)
 }
 
+/// Lower-case ASCII letters, digits, `-` and `_`; every other run of
+/// characters becomes one `-`, with none at either end.
 fn sanitize(s: &str) -> String {
-    let out: String = s
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect();
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    let out = out.trim_matches('-');
     if out.is_empty() {
         "unnamed".into()
     } else {
-        out
+        out.chars().take(96).collect()
     }
 }
 
@@ -133,11 +137,18 @@ mod tests {
     fn device_keys() {
         let mut d = testkit::device();
         d.class = "NVIDIA H200".into();
-        assert_eq!(device_key(&d), "h200");
+        assert_eq!(device_key(&d), "nvidia-h200");
         d.class = "cpu/x86_64".into();
         assert_eq!(device_key(&d), "cpu");
-        d.class = "Weird/GPU Name!".into();
-        assert_eq!(device_key(&d), "name-");
+        // Models that share a last word keep apart.
+        d.class = "NVIDIA H100 PCIe".into();
+        assert_eq!(device_key(&d), "nvidia-h100-pcie");
+        d.class = "NVIDIA A100 80GB PCIe".into();
+        assert_eq!(device_key(&d), "nvidia-a100-80gb-pcie");
+        d.class = "Weird/GPU  Name!".into();
+        assert_eq!(device_key(&d), "weird-gpu-name");
+        d.class = "../..".into();
+        assert_eq!(device_key(&d), "unnamed");
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The classifying diff across machines: CPU vs CPU, CPU vs H200, and H200
-//! vs H200 traces derived from the real H200 goldens in `traces/h200/` by
+//! vs H200 traces derived from the real H200 goldens in `traces/nvidia-h200/` by
 //! the changes an upgrade makes (driver, library, kernel choice, numerics).
 //! Only one driver version exists on the H200 here, so the upgrade side is
 //! derived from recorded traces, never invented from scratch.
@@ -66,7 +66,7 @@ fn cpu_vs_cpu_fresh_recording_has_no_difference() {
 fn cpu_vs_h200_reports_identity_and_route_and_portable_contracts() {
     for name in ["transformer-block", "m-sweep"] {
         let cpu = read(&format!("cpu/{name}.gat"));
-        let gpu = read(&format!("h200/{name}.gat"));
+        let gpu = read(&format!("nvidia-h200/{name}.gat"));
         let d = TraceDiff::between(&cpu, &gpu);
         let c = classes(&d);
         assert!(
@@ -108,7 +108,7 @@ fn cpu_vs_h200_reports_identity_and_route_and_portable_contracts() {
 
 #[test]
 fn h200_driver_upgrade_is_identity_only() {
-    let golden = read("h200/transformer-block.gat");
+    let golden = read("nvidia-h200/transformer-block.gat");
     let upgraded = derive(
         &golden,
         |c| c.device.driver = "590.48.01 (CUDA 13.0)".into(),
@@ -136,7 +136,7 @@ fn h200_driver_upgrade_is_identity_only() {
 
 #[test]
 fn h200_vendor_kernel_change_is_route_drift_and_numeric_drift_is_separate() {
-    let golden = read("h200/vendor-sweep.gat");
+    let golden = read("nvidia-h200/vendor-sweep.gat");
     let i = golden
         .routes
         .iter()
@@ -197,7 +197,7 @@ fn h200_vendor_kernel_change_is_route_drift_and_numeric_drift_is_separate() {
 
 #[test]
 fn h200_structural_and_policy_changes_are_classified() {
-    let golden = read("h200/tensor-core-sweep.gat");
+    let golden = read("nvidia-h200/tensor-core-sweep.gat");
     // A GEMM dropped from the run: structural.
     let mut routes = golden.routes.clone();
     let mut fps = golden.fingerprints.clone();
@@ -235,7 +235,7 @@ fn h200_structural_and_policy_changes_are_classified() {
 fn diff_cli_exit_codes_name_the_classes() {
     let dir = std::env::temp_dir().join(format!("gemm-audit-cross-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let golden = read("h200/transformer-block.gat");
+    let golden = read("nvidia-h200/transformer-block.gat");
     let upgraded = derive(
         &golden,
         |c| c.device.driver = "590.48.01 (CUDA 13.0)".into(),
@@ -275,7 +275,7 @@ fn diff_cli_exit_codes_name_the_classes() {
     let out = Command::new(bin)
         .arg("diff")
         .arg(traces().join("cpu/m-sweep.gat"))
-        .arg(traces().join("h200/m-sweep.gat"))
+        .arg(traces().join("nvidia-h200/m-sweep.gat"))
         .output()
         .unwrap();
     let code = out.status.code().unwrap();
@@ -299,7 +299,7 @@ fn diff_cli_exit_codes_name_the_classes() {
 #[test]
 fn context_modules_are_paired_by_kind() {
     let cpu = read("cpu/transformer-block.gat");
-    let gpu = read("h200/transformer-block.gat");
+    let gpu = read("nvidia-h200/transformer-block.gat");
     let d = TraceDiff::between(&cpu, &gpu);
     let fields: Vec<&str> = d
         .differences
@@ -338,7 +338,7 @@ fn context_modules_are_paired_by_kind() {
 /// difference, never "no differences".
 #[test]
 fn unbound_graph_nodes_are_differences() {
-    let g = read("h200/transformer-block.gat");
+    let g = read("nvidia-h200/transformer-block.gat");
     let mut c = g.clone();
     c.physical.push(gemm_audit::physical::PhysicalNode::kernel(
         "undeclared_kernel",

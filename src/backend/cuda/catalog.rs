@@ -387,7 +387,7 @@ mod tests {
     /// H200 goldens must still be what it computes.
     #[test]
     fn arguments_digests_match_the_h200_goldens() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/h200");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/nvidia-h200");
         let mut checked = 0;
         for name in ["transformer-block", "m-sweep", "tensor-core-sweep"] {
             let t = crate::RecordedGemmTrace::read(&dir.join(format!("{name}.gat"))).unwrap();
