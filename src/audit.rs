@@ -1065,10 +1065,15 @@ impl AuditReport {
                     } else {
                         let classes: Vec<String> =
                             d.classes().iter().map(|c| c.to_string()).collect();
+                        // Keep the candidate for review, as snapshot tools do.
+                        let kept = match crate::golden::write_pending(dir, t) {
+                            Ok(p) => format!("candidate kept as {}", p.display()),
+                            Err(e) => format!("the candidate could not be kept: {e}"),
+                        };
                         (
                             Verdict::Fail,
                             format!(
-                                "{} differences from {} ({}); review with `gemm-audit diff`",
+                                "{} differences from {} ({}); {kept}; `gemm-audit review` shows it, `accept` or `reject` settles it",
                                 d.differences.len(),
                                 path.display(),
                                 classes.join(", ")

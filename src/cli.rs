@@ -188,7 +188,12 @@ pub enum Command {
     #[command(after_help = EXIT_CODES)]
     Bless {
         /// Built-in names or .toml/.json files; default: the audit's suite for the backend.
+        #[arg(conflicts_with = "from")]
         workloads: Vec<String>,
+        /// Accept these recorded traces (e.g. from a CI machine with the GPU)
+        /// as goldens instead of recording here.
+        #[arg(long, value_name = "TRACE", num_args = 1..)]
+        from: Vec<PathBuf>,
         #[arg(long, value_name = "DIR", default_value = "traces")]
         golden_dir: PathBuf,
         /// Replace existing goldens.
@@ -196,6 +201,30 @@ pub enum Command {
         force: bool,
         #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
         backend: BackendKind,
+    },
+    /// Show the candidates `audit --golden-dir` kept beside drifted goldens.
+    #[command(after_help = EXIT_CODES)]
+    Review {
+        /// Only these workloads (default: every pending candidate).
+        workloads: Vec<String>,
+        #[arg(long, value_name = "DIR", default_value = "traces")]
+        golden_dir: PathBuf,
+    },
+    /// Make pending candidates the goldens (after `review`).
+    #[command(after_help = EXIT_CODES)]
+    Accept {
+        /// Only these workloads (default: every pending candidate).
+        workloads: Vec<String>,
+        #[arg(long, value_name = "DIR", default_value = "traces")]
+        golden_dir: PathBuf,
+    },
+    /// Drop pending candidates; the goldens stay.
+    #[command(after_help = EXIT_CODES)]
+    Reject {
+        /// Only these workloads (default: every pending candidate).
+        workloads: Vec<String>,
+        #[arg(long, value_name = "DIR", default_value = "traces")]
+        golden_dir: PathBuf,
     },
     /// Run a workload eagerly, capture and replay it, and write its trace.
     #[command(after_help = EXIT_CODES)]
@@ -314,10 +343,33 @@ pub fn run(args: Args) -> Result<u8> {
         Command::Audit(args) => cmd_audit(args),
         Command::Bless {
             workloads,
+            from,
             golden_dir,
             force,
             backend,
+        } if !from.is_empty() => {
+            let _ = (workloads, backend);
+            cmd_bless_from(&from, &golden_dir, force)
+        }
+        Command::Bless {
+            workloads,
+            golden_dir,
+            force,
+            backend,
+            ..
         } => cmd_bless(workloads, &golden_dir, force, backend),
+        Command::Review {
+            workloads,
+            golden_dir,
+        } => cmd_pending(PendingAction::Review, &workloads, &golden_dir),
+        Command::Accept {
+            workloads,
+            golden_dir,
+        } => cmd_pending(PendingAction::Accept, &workloads, &golden_dir),
+        Command::Reject {
+            workloads,
+            golden_dir,
+        } => cmd_pending(PendingAction::Reject, &workloads, &golden_dir),
         Command::Record {
             workload,
             out,
@@ -558,6 +610,89 @@ fn cmd_bless(
         }
     }
     Ok(if refused { EXIT_BAD_INPUT } else { EXIT_OK })
+}
+
+/// Accepts traces recorded elsewhere as goldens: the same rules as
+/// `bless` (the difference is printed; replacing needs `--force`), and the
+/// plan of each must build first.
+fn cmd_bless_from(traces: &[PathBuf], dir: &std::path::Path, force: bool) -> Result<u8> {
+    let mut refused = false;
+    for path in traces {
+        let t = read_trace(path)?;
+        t.plan().map_err(Error::from)?;
+        let out = golden::bless(dir, &t, force)?;
+        match (&out.replaced, out.written) {
+            (None, true) => outln!("blessed {} -> {}", path.display(), out.path.display()),
+            (Some(d), true) if d.is_empty() => {
+                outln!(
+                    "blessed {} -> {} (unchanged)",
+                    path.display(),
+                    out.path.display()
+                )
+            }
+            (Some(d), true) => out!(
+                "blessed {} -> {}, replacing:\n{}",
+                path.display(),
+                out.path.display(),
+                d.render()
+            ),
+            (Some(d), false) if d.is_empty() => outln!("{} is up to date", out.path.display()),
+            (Some(d), false) => {
+                refused = true;
+                out!(
+                    "{} differs from {}:\n{}",
+                    path.display(),
+                    out.path.display(),
+                    d.render()
+                );
+                outln!("not replacing {} (pass --force)", out.path.display());
+            }
+            (None, false) => {}
+        }
+    }
+    Ok(if refused { EXIT_FINDING } else { EXIT_OK })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PendingAction {
+    Review,
+    Accept,
+    Reject,
+}
+
+/// `review`, `accept` and `reject` of the candidates kept beside drifted goldens.
+fn cmd_pending(action: PendingAction, workloads: &[String], dir: &std::path::Path) -> Result<u8> {
+    let pending = golden::pending(dir, workloads)?;
+    if pending.is_empty() {
+        outln!("no pending candidates under {}", dir.display());
+        return Ok(EXIT_OK);
+    }
+    for p in &pending {
+        match action {
+            PendingAction::Review => {
+                outln!("{} -> {}", p.path.display(), p.golden.display());
+                match &p.diff {
+                    Some(d) if d.is_empty() => outln!("  identical to the golden"),
+                    Some(d) => out!("{}", d.render()),
+                    None => outln!("  no golden yet: accepting creates it"),
+                }
+            }
+            PendingAction::Accept => {
+                golden::accept(p)?;
+                outln!("accepted {} -> {}", p.path.display(), p.golden.display());
+            }
+            PendingAction::Reject => {
+                golden::reject(p)?;
+                outln!("rejected {}", p.path.display());
+            }
+        }
+    }
+    // Pending candidates under review are findings until settled.
+    Ok(if action == PendingAction::Review {
+        EXIT_FINDING
+    } else {
+        EXIT_OK
+    })
 }
 
 fn cmd_record(

@@ -128,6 +128,95 @@ pub fn bless(dir: &Path, trace: &RecordedGemmTrace, force: bool) -> Result<Bless
     })
 }
 
+/// Where a drifted candidate for the golden at `golden` waits for review:
+/// `DIR/<device>/<workload>.gat.pending`.
+pub fn pending_path(golden: &Path) -> PathBuf {
+    let mut name = golden.as_os_str().to_owned();
+    name.push(".pending");
+    PathBuf::from(name)
+}
+
+/// Keeps `trace` as the pending candidate beside its golden under `dir`
+/// (replacing an older pending candidate: pending files are scratch) and
+/// returns its path.
+pub fn write_pending(dir: &Path, trace: &RecordedGemmTrace) -> Result<PathBuf> {
+    let path = pending_path(&golden_path(dir, trace));
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    }
+    trace.write(&path, true)?;
+    Ok(path)
+}
+
+/// A candidate waiting for review.
+#[derive(Debug)]
+pub struct Pending {
+    /// The pending file.
+    pub path: PathBuf,
+    /// The golden it would replace.
+    pub golden: PathBuf,
+    /// The candidate.
+    pub trace: RecordedGemmTrace,
+    /// The difference from the golden (None when there is no golden yet).
+    pub diff: Option<TraceDiff>,
+}
+
+/// Every pending candidate under `dir`, sorted by path; `only` keeps those
+/// whose workload is named (all when empty).
+pub fn pending(dir: &Path, only: &[String]) -> Result<Vec<Pending>> {
+    let mut out = Vec::new();
+    let Ok(devices) = std::fs::read_dir(dir) else {
+        return Ok(out);
+    };
+    for device in devices.flatten().filter(|d| d.path().is_dir()) {
+        let Ok(files) = std::fs::read_dir(device.path()) else {
+            continue;
+        };
+        for f in files.flatten() {
+            let path = f.path();
+            let Some(golden) = path
+                .to_str()
+                .and_then(|p| p.strip_suffix(".pending"))
+                .map(PathBuf::from)
+            else {
+                continue;
+            };
+            let trace = RecordedGemmTrace::read(&path)?;
+            if !only.is_empty() && !only.contains(&trace.workload) {
+                continue;
+            }
+            let diff = if golden.is_file() {
+                Some(TraceDiff::between(
+                    &RecordedGemmTrace::read(&golden)?,
+                    &trace,
+                ))
+            } else {
+                None
+            };
+            out.push(Pending {
+                path,
+                golden,
+                trace,
+                diff,
+            });
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+/// Makes a pending candidate the golden (atomically) and removes the
+/// pending file.
+pub fn accept(p: &Pending) -> Result<()> {
+    p.trace.write(&p.golden, true)?;
+    std::fs::remove_file(&p.path).map_err(|e| Error::io(&p.path, e))
+}
+
+/// Drops a pending candidate; the golden stays.
+pub fn reject(p: &Pending) -> Result<()> {
+    std::fs::remove_file(&p.path).map_err(|e| Error::io(&p.path, e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

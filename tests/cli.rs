@@ -1399,3 +1399,113 @@ fn work_over_budget_is_refused_before_it_starts() {
         "the refusals did the work first"
     );
 }
+
+/// Drift keeps the candidate beside the golden; `review` shows it,
+/// `reject` drops it, `accept` makes it the golden; `bless --from` accepts a
+/// trace recorded elsewhere under the same no-clobber rules.
+#[test]
+fn pending_candidates_review_accept_reject_and_bless_from() {
+    let s = Scratch::new("pending");
+    s.write("tiny.toml", TINY);
+    std::fs::create_dir_all(s.path("g/cpu")).unwrap();
+    run_in(
+        &s.0,
+        &[
+            "record",
+            "tiny.toml",
+            "-o",
+            "g/cpu/tiny.gat",
+            "--backend",
+            "cpu",
+        ],
+    )
+    .code(OK);
+    let fresh = read(&s.path("g/cpu/tiny.gat"));
+    let mut old = fresh.clone();
+    old.routes[0].tile.m += 1;
+    old.launch_set = gemm_audit::build_resolved_gemm_launch_set(&old.routes).unwrap();
+    old.write(&s.path("g/cpu/tiny.gat"), true).unwrap();
+    let audit = || {
+        run_in(
+            &s.0,
+            &[
+                "audit",
+                "--backend",
+                "cpu",
+                "--workload",
+                "tiny.toml",
+                "--runs",
+                "2",
+                "-q",
+                "--golden-dir",
+                "g",
+            ],
+        )
+    };
+    audit()
+        .code(FINDING)
+        .says(&["candidate kept as", "tiny.gat.pending"]);
+    let pending = s.path("g/cpu/tiny.gat.pending");
+    assert_eq!(read(&pending), fresh);
+    run_in(&s.0, &["review", "--golden-dir", "g"])
+        .code(FINDING)
+        .says(&["tile.m", "tiny.gat.pending"]);
+    run_in(&s.0, &["reject", "--golden-dir", "g"])
+        .code(OK)
+        .says(&["rejected"]);
+    assert!(!pending.exists());
+    assert_eq!(
+        read(&s.path("g/cpu/tiny.gat")),
+        old,
+        "reject kept the golden"
+    );
+    audit().code(FINDING);
+    run_in(&s.0, &["accept", "tiny", "--golden-dir", "g"])
+        .code(OK)
+        .says(&["accepted"]);
+    assert!(!pending.exists());
+    assert_eq!(read(&s.path("g/cpu/tiny.gat")), fresh);
+    audit().code(OK);
+    run_in(&s.0, &["review", "--golden-dir", "g"])
+        .code(OK)
+        .says(&["no pending candidates"]);
+
+    // bless --from: a trace recorded elsewhere becomes the golden.
+    run_in(
+        &s.0,
+        &[
+            "record",
+            "tiny.toml",
+            "-o",
+            "elsewhere.gat",
+            "--backend",
+            "cpu",
+        ],
+    )
+    .code(OK);
+    run_in(
+        &s.0,
+        &["bless", "--from", "elsewhere.gat", "--golden-dir", "h"],
+    )
+    .code(OK)
+    .says(&["blessed elsewhere.gat"]);
+    assert!(s.path("h/cpu/tiny.gat").is_file());
+    old.write(&s.path("other.gat"), false).unwrap();
+    run_in(&s.0, &["bless", "--from", "other.gat", "--golden-dir", "h"])
+        .code(FINDING)
+        .says(&["not replacing", "--force"]);
+    assert_eq!(read(&s.path("h/cpu/tiny.gat")), fresh);
+    run_in(
+        &s.0,
+        &[
+            "bless",
+            "--from",
+            "other.gat",
+            "--golden-dir",
+            "h",
+            "--force",
+        ],
+    )
+    .code(OK);
+    assert_eq!(read(&s.path("h/cpu/tiny.gat")), old);
+}
