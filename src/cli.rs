@@ -583,31 +583,7 @@ fn cmd_bless(
             ));
         }
         let out = golden::bless(dir, &rec.trace, force)?;
-        match (&out.replaced, out.written) {
-            (None, true) => outln!("blessed {} -> {}", w.name, out.path.display()),
-            (Some(d), true) if d.is_empty() => {
-                outln!("blessed {} -> {} (unchanged)", w.name, out.path.display())
-            }
-            (Some(d), true) => out!(
-                "blessed {} -> {}, replacing:\n{}",
-                w.name,
-                out.path.display(),
-                d.render()
-            ),
-            (Some(d), false) if d.is_empty() => outln!("{} is up to date", out.path.display()),
-            (Some(d), false) => {
-                refused = true;
-                out!(
-                    "not replacing {} (pass --force); it differs by:\n{}",
-                    out.path.display(),
-                    d.render()
-                );
-            }
-            (None, false) => {
-                refused = true;
-                outln!("not replacing {} (pass --force)", out.path.display());
-            }
-        }
+        refused |= print_bless(&w.name, &out);
     }
     Ok(if refused { EXIT_BAD_INPUT } else { EXIT_OK })
 }
@@ -621,36 +597,39 @@ fn cmd_bless_from(traces: &[PathBuf], dir: &std::path::Path, force: bool) -> Res
         let t = read_trace(path)?;
         t.plan().map_err(Error::from)?;
         let out = golden::bless(dir, &t, force)?;
-        match (&out.replaced, out.written) {
-            (None, true) => outln!("blessed {} -> {}", path.display(), out.path.display()),
-            (Some(d), true) if d.is_empty() => {
-                outln!(
-                    "blessed {} -> {} (unchanged)",
-                    path.display(),
-                    out.path.display()
-                )
-            }
-            (Some(d), true) => out!(
-                "blessed {} -> {}, replacing:\n{}",
-                path.display(),
+        refused |= print_bless(&path.display().to_string(), &out);
+    }
+    Ok(if refused { EXIT_BAD_INPUT } else { EXIT_OK })
+}
+
+/// Says what `bless` did for `what` (a workload or a trace file); true when
+/// it refused to replace an existing golden.
+fn print_bless(what: &str, out: &golden::BlessOutcome) -> bool {
+    match (&out.replaced, out.written) {
+        (None, true) => outln!("blessed {what} -> {}", out.path.display()),
+        (Some(d), true) if d.is_empty() => {
+            outln!("blessed {what} -> {} (unchanged)", out.path.display())
+        }
+        (Some(d), true) => out!(
+            "blessed {what} -> {}, replacing:\n{}",
+            out.path.display(),
+            d.render()
+        ),
+        (Some(d), false) if d.is_empty() => outln!("{} is up to date", out.path.display()),
+        (Some(d), false) => {
+            out!(
+                "not replacing {} (pass --force); it differs by:\n{}",
                 out.path.display(),
                 d.render()
-            ),
-            (Some(d), false) if d.is_empty() => outln!("{} is up to date", out.path.display()),
-            (Some(d), false) => {
-                refused = true;
-                out!(
-                    "{} differs from {}:\n{}",
-                    path.display(),
-                    out.path.display(),
-                    d.render()
-                );
-                outln!("not replacing {} (pass --force)", out.path.display());
-            }
-            (None, false) => {}
+            );
+            return true;
+        }
+        (None, false) => {
+            outln!("not replacing {} (pass --force)", out.path.display());
+            return true;
         }
     }
-    Ok(if refused { EXIT_FINDING } else { EXIT_OK })
+    false
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1492,7 +1492,7 @@ fn pending_candidates_review_accept_reject_and_bless_from() {
     assert!(s.path("h/cpu/tiny.gat").is_file());
     old.write(&s.path("other.gat"), false).unwrap();
     run_in(&s.0, &["bless", "--from", "other.gat", "--golden-dir", "h"])
-        .code(FINDING)
+        .code(BAD_INPUT)
         .says(&["not replacing", "--force"]);
     assert_eq!(read(&s.path("h/cpu/tiny.gat")), fresh);
     run_in(
