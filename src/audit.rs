@@ -118,6 +118,9 @@ pub struct AuditReport {
     /// of the JSON so it stays comparable; the HTML report charts it).
     #[serde(skip)]
     pub timings: Vec<Timing>,
+    /// Wall time of the whole audit, in seconds (kept out of the JSON).
+    #[serde(skip)]
+    pub elapsed_seconds: f64,
 }
 
 /// Eager wall time of one launch.
@@ -272,7 +275,9 @@ pub fn run_audit(
         matrices: Vec::new(),
         traces: Vec::new(),
         timings: Vec::new(),
+        elapsed_seconds: 0.0,
     };
+    let started = std::time::Instant::now();
     for w in &opts.workloads {
         progress.stage(&format!("{}: record + replay", w.name), w.gemms.len());
         let rec = recorder::record(backend, w, &mut |d, _| progress.advance(d))?;
@@ -320,6 +325,7 @@ pub fn run_audit(
         mutation_check(&mut report, backend, &trace);
         policy_mutation_check(&mut report, backend, &trace)?;
     }
+    report.elapsed_seconds = started.elapsed().as_secs_f64();
     Ok(report)
 }
 
@@ -1130,6 +1136,7 @@ mod tests {
             matrices: Vec::new(),
             traces: Vec::new(),
             timings: Vec::new(),
+            elapsed_seconds: 0.0,
         };
         batch_invariance_checks(&mut report, &w, &routes, &outputs);
         assert!(row(&report).starts_with("deterministic but NOT batch invariant"));

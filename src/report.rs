@@ -81,6 +81,11 @@ pub fn markdown(input: &ReportInput<'_>) -> String {
     if let Some(n) = &a.note {
         let _ = writeln!(s, "> {}\n", md(n));
     }
+    let _ = writeln!(s, "## Environment\n\n| | |\n| --- | --- |");
+    for (k, v) in environment(a) {
+        let _ = writeln!(s, "| {} | {} |", md(&k), md(&v));
+    }
+    s.push('\n');
     let _ = writeln!(
         s,
         "## Verdicts\n\n| contract | subject | verdict | detail |\n| --- | --- | --- | --- |"
@@ -186,6 +191,12 @@ pub fn html(input: &ReportInput<'_>) -> String {
     if let Some(n) = &a.note {
         let _ = writeln!(s, "<p><i>{}</i></p>", esc(n));
     }
+    // The environment first: what the verdicts were measured on.
+    let _ = writeln!(s, "<h2>Environment</h2>\n<table id=\"environment\"><tbody>");
+    for (k, v) in environment(a) {
+        let _ = writeln!(s, "<tr><th>{}</th><td>{}</td></tr>", esc(&k), esc(&v));
+    }
+    let _ = writeln!(s, "</tbody></table>");
     let _ = writeln!(
         s,
         "<h2>Verdicts</h2>\n<table id=\"verdict-table\"><thead><tr><th>contract</th><th>subject</th><th>verdict</th><th>detail</th></tr></thead><tbody>"
@@ -352,29 +363,52 @@ pub fn junit(a: &AuditReport) -> String {
         .iter()
         .filter(|c| c.verdict == Verdict::Fail)
         .count();
+    // A case's time is its GEMM's eager launch time where it has one (the
+    // per-GEMM contracts); suites add up their cases; the whole file is the
+    // audit's wall time.
+    let time_of = |c: &crate::audit::Case| {
+        a.timings
+            .iter()
+            .find(|t| t.workload == c.workload && t.gemm == c.gemm)
+            .map_or(0.0, |t| t.seconds)
+    };
+    let props = environment(a);
     let mut s = String::new();
     let _ = writeln!(s, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
     let _ = writeln!(
         s,
-        "<testsuites name=\"gemm-audit\" tests=\"{total}\" failures=\"{failures}\" errors=\"0\" time=\"0\">"
+        "<testsuites name=\"gemm-audit\" tests=\"{total}\" failures=\"{failures}\" errors=\"0\" time=\"{:.6}\">",
+        a.elapsed_seconds
     );
     for (id, contract) in contracts.iter().enumerate() {
         let cases: Vec<_> = a.cases.iter().filter(|c| c.contract == *contract).collect();
         let f = cases.iter().filter(|c| c.verdict == Verdict::Fail).count();
+        let suite_time: f64 = cases.iter().map(|c| time_of(c)).sum();
         let _ = writeln!(
             s,
-            "  <testsuite name=\"{}\" id=\"{id}\" package=\"gemm-audit.{}\" tests=\"{}\" failures=\"{f}\" errors=\"0\" skipped=\"0\" time=\"0\">",
+            "  <testsuite name=\"{}\" id=\"{id}\" package=\"gemm-audit.{}\" tests=\"{}\" failures=\"{f}\" errors=\"0\" skipped=\"0\" time=\"{suite_time:.6}\">",
             esc(contract),
             esc(&a.backend),
             cases.len()
         );
+        let _ = writeln!(s, "    <properties>");
+        for (name, value) in &props {
+            let _ = writeln!(
+                s,
+                "      <property name=\"{}\" value=\"{}\"/>",
+                esc(name),
+                esc(value)
+            );
+        }
+        let _ = writeln!(s, "    </properties>");
         for c in cases {
             let _ = write!(
                 s,
-                "    <testcase name=\"{}\" classname=\"gemm-audit.{}.{}\" time=\"0\"",
+                "    <testcase name=\"{}\" classname=\"gemm-audit.{}.{}\" time=\"{:.6}\"",
                 esc(&c.gemm),
                 esc(contract),
-                esc(&c.workload)
+                esc(&c.workload),
+                time_of(c)
             );
             match c.verdict {
                 Verdict::Pass => {
@@ -401,6 +435,39 @@ pub fn junit(a: &AuditReport) -> String {
     }
     let _ = writeln!(s, "</testsuites>");
     s
+}
+
+/// The environment of an audit, for people and CI systems: tool version,
+/// backend, device, compute capability, driver, and the toolkit and library
+/// versions the traces' volatile metadata recorded.
+pub fn environment(a: &AuditReport) -> Vec<(String, String)> {
+    let mut out = vec![
+        (
+            "tool.version".to_string(),
+            env!("CARGO_PKG_VERSION").to_string(),
+        ),
+        ("backend".to_string(), a.backend.clone()),
+    ];
+    if let Some(t) = a.traces.first() {
+        let d = &t.context.device;
+        out.push(("device".into(), d.class.clone()));
+        if let Some([x, y]) = d.compute_capability {
+            out.push(("device.compute_capability".into(), format!("{x}.{y}")));
+        }
+        out.push(("device.driver".into(), d.driver.clone()));
+        for key in [
+            "cuda.driver_api_version",
+            "cuda.nvrtc_version",
+            "cuda.cublas_version",
+            "cuda.cublaslt_version",
+            "cpu.model",
+        ] {
+            if let Some(v) = t.volatile.get(key) {
+                out.push((key.to_string(), v.clone()));
+            }
+        }
+    }
+    out
 }
 
 /// Writes `report.md` and `report.html` into `dir` (created if needed).

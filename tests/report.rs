@@ -271,3 +271,34 @@ fn junit_validates_against_the_schema_and_counts_cases() {
         "a testcase without a name must not validate"
     );
 }
+
+/// The JUnit file carries real times (the audit's wall time, each per-GEMM
+/// case's eager launch time) and the environment as properties.
+#[test]
+fn junit_has_times_and_environment_properties() {
+    let a = audit();
+    let x = report::junit(a);
+    assert!(
+        x.contains("<property name=\"device\" value=\"cpu/x86_64\"/>")
+            || !cfg!(target_arch = "x86_64"),
+        "{x}"
+    );
+    assert!(x.contains(&format!(
+        "<property name=\"tool.version\" value=\"{}\"/>",
+        env!("CARGO_PKG_VERSION")
+    )));
+    assert!(x.contains("<property name=\"device.driver\""));
+    let total: f64 = x
+        .split("<testsuites ")
+        .nth(1)
+        .and_then(|s| s.split("time=\"").nth(1))
+        .and_then(|s| s.split('"').next())
+        .and_then(|t| t.parse().ok())
+        .expect("a testsuites time");
+    assert!(total > 0.0, "the audit took no time?");
+    let timed = x
+        .lines()
+        .filter(|l| l.contains("<testcase") && !l.contains("time=\"0.000000\""))
+        .count();
+    assert!(timed > 0, "no test case carries a time");
+}
