@@ -518,7 +518,7 @@ fn cmd_audit(args: AuditArgs) -> Result<u8> {
         None => Vec::new(),
     };
     match args.format {
-        Format::Table => out!("{}", report.to_table()),
+        Format::Table => print_table(&report.to_table()),
         Format::Json => outln!(
             "{}",
             gemm_audit::report::json_document("audit", report.passed(), &report)
@@ -1004,6 +1004,45 @@ fn cmd_workloads(show: Option<String>) -> Result<u8> {
         }
     }
     Ok(EXIT_OK)
+}
+
+/// Prints the verdict table: lines cut to the terminal's width (when stdout
+/// is a terminal), verdict words coloured unless `NO_COLOR` is set or stdout
+/// is not a terminal (anstream strips the colour then).
+fn print_table(table: &str) {
+    use std::io::{IsTerminal, Write as _};
+    let width = std::io::stdout()
+        .is_terminal()
+        .then(terminal_size::terminal_size)
+        .flatten()
+        .map(|(w, _)| w.0 as usize);
+    let mut text = String::with_capacity(table.len());
+    for line in sanitize(table).lines() {
+        let line = match width {
+            Some(w) if line.chars().count() > w && w > 1 => {
+                let cut: String = line.chars().take(w - 1).collect();
+                format!("{cut}…")
+            }
+            _ => line.to_string(),
+        };
+        let coloured = line
+            .replacen("  PASS  ", "  \x1b[32mPASS\x1b[0m  ", 1)
+            .replacen("  FAIL  ", "  \x1b[1;31mFAIL\x1b[0m  ", 1)
+            .replacen("  INFO  ", "  \x1b[33mINFO\x1b[0m  ", 1);
+        let coloured = if let Some(v) = coloured.strip_prefix("verdict: FAIL") {
+            format!("verdict: \x1b[1;31mFAIL\x1b[0m{v}")
+        } else if let Some(v) = coloured.strip_prefix("verdict: PASS") {
+            format!("verdict: \x1b[1;32mPASS\x1b[0m{v}")
+        } else {
+            coloured
+        };
+        text.push_str(&coloured);
+        text.push('\n');
+    }
+    let mut out = anstream::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        stdout_failed(e);
+    }
 }
 
 /// Ends the process when writing to stdout failed: quietly on a closed

@@ -1509,3 +1509,41 @@ fn pending_candidates_review_accept_reject_and_bless_from() {
     .code(OK);
     assert_eq!(read(&s.path("h/cpu/tiny.gat")), old);
 }
+
+/// Verdicts are coloured only for a terminal (or when forced), never in a
+/// pipe or with NO_COLOR.
+#[test]
+fn colour_only_when_asked_for_by_the_terminal_or_the_environment() {
+    let s = Scratch::new("colour");
+    s.write("tiny.toml", TINY);
+    let run = |env: &[(&str, &str)]| {
+        let mut c = Command::new(BIN);
+        c.args([
+            "audit",
+            "--backend",
+            "cpu",
+            "--workload",
+            "tiny.toml",
+            "--runs",
+            "2",
+            "-q",
+        ])
+        .current_dir(&s.0)
+        .env_remove("NO_COLOR")
+        .env_remove("CLICOLOR_FORCE");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let out = c.output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let piped = run(&[]);
+    assert!(
+        piped.contains("PASS") && !piped.contains('\u{1b}'),
+        "{piped}"
+    );
+    let forced = run(&[("CLICOLOR_FORCE", "1")]);
+    assert!(forced.contains("\u{1b}[32mPASS\u{1b}[0m"), "{forced}");
+    let no_color = run(&[("NO_COLOR", "1")]);
+    assert!(!no_color.contains('\u{1b}'), "{no_color}");
+}
