@@ -649,18 +649,57 @@ fn batch_invariance_checks(
     }
 }
 
+/// A kernel symbol for people: C++ symbols (cuBLAS, CUTLASS) demangled and
+/// cut before their parameter list (`cublasLt::splitKreduce_kernel<32, 16,
+/// ...>`); anything else as it is.
+pub fn display_kernel(symbol: &str) -> String {
+    if symbol.contains(" + ") {
+        // A vendor call's kernels, joined.
+        return symbol
+            .split(" + ")
+            .map(display_kernel)
+            .collect::<Vec<_>>()
+            .join(" + ");
+    }
+    let Ok(sym) = cpp_demangle::Symbol::new(symbol) else {
+        return symbol.to_string();
+    };
+    let Ok(full) = sym.demangle() else {
+        return symbol.to_string();
+    };
+    let full = full.strip_prefix("void ").unwrap_or(&full);
+    // Cut at the first '(' outside template arguments.
+    let mut depth = 0i32;
+    for (i, c) in full.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth -= 1,
+            '(' if depth <= 0 && i > 0 => return full[..i].to_string(),
+            _ => {}
+        }
+    }
+    full.to_string()
+}
+
+/// At most `n` characters of `s`, with `...` when cut (on a character
+/// boundary: symbols from files can hold any UTF-8).
+fn shorten(s: &str, n: usize) -> String {
+    if s.chars().count() > n {
+        format!(
+            "{}...",
+            s.chars().take(n.saturating_sub(3)).collect::<String>()
+        )
+    } else {
+        s.to_string()
+    }
+}
+
 /// Consecutive batch sizes that ran the same kernel(s), e.g.
-/// `m=1..16: A + B; m=64..4096: C`, with long symbols shortened.
+/// `m=1..16: A + B; m=64..4096: C`, with symbols demangled and shortened.
 fn kernel_runs(cells: &[MatrixCell]) -> String {
     let short = |k: &str| {
         k.split(" + ")
-            .map(|s| {
-                if s.len() > 48 {
-                    format!("{}...", &s[..45])
-                } else {
-                    s.to_string()
-                }
-            })
+            .map(|s| shorten(&display_kernel(s), 64))
             .collect::<Vec<_>>()
             .join(" + ")
     };
@@ -1105,6 +1144,25 @@ mod tests {
 
     /// A batch-invariance row never calls GEMMs deterministic when their
     /// run-to-run check failed.
+    #[test]
+    fn kernels_are_demangled_and_shortened_on_character_boundaries() {
+        assert_eq!(
+            display_kernel(
+                "_ZN8cublasLt19splitKreduce_kernelILi32ELi16EiffffLb0EfffLb1ELb0ELb0ELb0EEEvNS_18cublasSplitKParamsIT4_EEPKT2_PKT8_PT7_PT3_PKS2_SF_PKT9_S6_PSG_PvlPS2_PiSL_SL_SF_SF_SF_SF_SF_"
+            ),
+            "cublasLt::splitKreduce_kernel<32, 16, int, float, float, float, float, false, float, float, float, true, false, false, false>"
+        );
+        assert_eq!(display_kernel("gemm_tiled_nn_f32"), "gemm_tiled_nn_f32");
+        assert_eq!(
+            display_kernel(
+                "_ZN7cutlass7Kernel2I42cutlass_80_simt_sgemm_128x32_8x5_nn_align1EEvNT_6ParamsE + gemm_x"
+            ),
+            "cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1> + gemm_x"
+        );
+        assert_eq!(shorten("ééééé", 4), "é...");
+        assert_eq!(shorten("abc", 4), "abc");
+    }
+
     #[test]
     fn batch_invariance_does_not_contradict_run_to_run() {
         let w = Workload::from_json(

@@ -120,7 +120,7 @@ pub fn markdown(input: &ReportInput<'_>) -> String {
                 c.m,
                 if c.identical { "identical" } else { "differs" },
                 md(&c.contract),
-                md_code(&c.kernel)
+                md_code(&crate::audit::display_kernel(&c.kernel))
             );
         }
         s.push('\n');
@@ -287,7 +287,7 @@ fn matrix_html(m: &BatchMatrix) -> String {
         let _ = write!(
             s,
             "<td><code>{}</code><br>{}</td>",
-            esc(&c.kernel),
+            esc(&crate::audit::display_kernel(&c.kernel)),
             esc(&c.contract)
         );
     }
