@@ -58,8 +58,9 @@ Exit codes:
   0       success: every contract holds, the check passed, no disallowed difference
   1       finding: a contract is violated, a replay was refused or differs
   2       bad command line
-  3       bad input: unreadable or corrupt trace, unknown or malformed workload,
-          an output file that exists (pass --force)
+  3       bad input: unreadable, corrupt or non-regular file, unknown or
+          malformed workload, work over the budget (--max-gflop,
+          --max-memory-gib), an output file that exists (pass --force)
   4       backend unavailable or failed
   64+N    diff only: disallowed differences were found; N is the sum of
           identity=1, route=2, numeric=4, structural=8, policy=16";
