@@ -203,6 +203,25 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
         backend: BackendKind,
     },
+    /// Compare traces of the same workloads from many devices or hosts: a
+    /// deterministic launch whose bits differ from the majority of its
+    /// device class names a suspect device.
+    ///
+    /// Takes trace files or folders (searched for *.gat). Traces are grouped
+    /// by workload and device class; each launch's output fingerprint is put
+    /// to a vote. Vendor and atomic routes are reported, never counted as
+    /// outliers.
+    #[command(after_help = EXIT_CODES)]
+    Compare {
+        /// Trace files, or folders to search for *.gat files.
+        #[arg(required = true)]
+        traces: Vec<PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+        /// Also write a JUnit XML file: one case per group and launch.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
+    },
     /// Show the candidates `audit --golden-dir` kept beside drifted goldens.
     #[command(after_help = EXIT_CODES)]
     Review {
@@ -359,6 +378,11 @@ pub fn run(args: Args) -> Result<u8> {
             backend,
             ..
         } => cmd_bless(workloads, &golden_dir, force, backend),
+        Command::Compare {
+            traces,
+            format,
+            junit,
+        } => cmd_compare(&traces, format, junit.as_deref()),
         Command::Review {
             workloads,
             golden_dir,
@@ -631,6 +655,96 @@ fn print_bless(what: &str, out: &golden::BlessOutcome) -> bool {
         }
     }
     false
+}
+
+/// Trace files named, or found (recursively, *.gat) under named folders.
+fn trace_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<PathBuf>) -> Result<()> {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+            .with_context(|| format!("reading {}", dir.display()))?
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                walk(&p, out)?;
+            } else if p.extension().is_some_and(|e| e == "gat") {
+                out.push(p);
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            walk(p, &mut out)?;
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+fn cmd_compare(paths: &[PathBuf], format: Format, junit: Option<&std::path::Path>) -> Result<u8> {
+    use gemm_audit::compare::{Member, compare};
+    let members = trace_files(paths)?
+        .into_iter()
+        .map(|p| {
+            Ok(Member {
+                label: p.display().to_string(),
+                trace: read_trace(&p)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let c = compare(&members);
+    match format {
+        Format::Json => outln!(
+            "{}",
+            gemm_audit::report::json_document("compare", c.agrees(), &c)
+        ),
+        Format::Table => {
+            for g in &c.groups {
+                outln!(
+                    "{} on {}: {} traces, {}",
+                    g.workload,
+                    g.device,
+                    g.members,
+                    if g.agrees() { "agree" } else { "DISAGREE" }
+                );
+                for l in &g.mismatched {
+                    outln!("  left out (another launch set): {l}");
+                }
+                for l in g.launches.iter().filter(|l| !l.outliers.is_empty()) {
+                    outln!(
+                        "  launch {} {} ({}): {}/{} agree{}",
+                        l.launch,
+                        l.gemm,
+                        l.contract,
+                        l.agree,
+                        l.voters,
+                        if l.deterministic {
+                            ""
+                        } else {
+                            " (no cross-device promise)"
+                        }
+                    );
+                    for o in &l.outliers {
+                        outln!("    outlier {} [{}]", o.label, o.device);
+                    }
+                }
+            }
+            outln!("compare: {}", if c.agrees() { "PASS" } else { "FAIL" });
+        }
+    }
+    if let Some(path) = junit {
+        gemm_audit::trace::codec::write_atomic(
+            path,
+            gemm_audit::report::compare_junit(&c).as_bytes(),
+            true,
+        )?;
+    }
+    Ok(if c.agrees() { EXIT_OK } else { EXIT_FINDING })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

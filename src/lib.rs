@@ -73,6 +73,7 @@ pub use trace::{OutputFingerprint, RecordedGemmTrace};
 pub mod mutation;
 
 pub mod audit;
+pub mod compare;
 pub mod diff;
 #[doc(hidden)]
 pub mod fuzzing;

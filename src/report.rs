@@ -528,3 +528,60 @@ pub fn json_document<T: serde::Serialize>(kind: &'static str, passed: bool, body
     // Plain data with string keys: serialization cannot fail.
     serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
+
+/// JUnit XML of a cross-device comparison: one suite per (workload, device
+/// class), one case per launch, failed when a deterministic launch has an
+/// outlier (the message names the devices).
+pub fn compare_junit(c: &crate::compare::Comparison) -> String {
+    let total: usize = c.groups.iter().map(|g| g.launches.len()).sum();
+    let failed = |l: &crate::compare::LaunchVote| l.deterministic && !l.outliers.is_empty();
+    let failures: usize = c
+        .groups
+        .iter()
+        .map(|g| g.launches.iter().filter(|l| failed(l)).count())
+        .sum();
+    let mut s = String::new();
+    let _ = writeln!(s, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
+    let _ = writeln!(
+        s,
+        "<testsuites name=\"gemm-audit compare\" tests=\"{total}\" failures=\"{failures}\" errors=\"0\" time=\"0\">"
+    );
+    for (id, g) in c.groups.iter().enumerate() {
+        let f = g.launches.iter().filter(|l| failed(l)).count();
+        let _ = writeln!(
+            s,
+            "  <testsuite name=\"{}/{}\" id=\"{id}\" package=\"gemm-audit.compare\" tests=\"{}\" failures=\"{f}\" errors=\"0\" skipped=\"0\" time=\"0\">",
+            esc(&g.workload),
+            esc(&g.device),
+            g.launches.len()
+        );
+        for l in &g.launches {
+            let _ = write!(
+                s,
+                "    <testcase name=\"{} {}\" classname=\"gemm-audit.compare.{}\" time=\"0\"",
+                l.launch,
+                esc(&l.gemm),
+                esc(&g.workload)
+            );
+            if failed(l) {
+                let who: Vec<String> = l
+                    .outliers
+                    .iter()
+                    .map(|o| format!("{} [{}]", o.label, o.device))
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    ">\n      <failure message=\"{}/{} agree; outliers: {}\"/>\n    </testcase>",
+                    l.agree,
+                    l.voters,
+                    esc(&who.join(", "))
+                );
+            } else {
+                let _ = writeln!(s, "/>");
+            }
+        }
+        let _ = writeln!(s, "  </testsuite>");
+    }
+    let _ = writeln!(s, "</testsuites>");
+    s
+}

@@ -1547,3 +1547,53 @@ fn colour_only_when_asked_for_by_the_terminal_or_the_environment() {
     let no_color = run(&[("NO_COLOR", "1")]);
     assert!(!no_color.contains('\u{1b}'), "{no_color}");
 }
+
+/// `compare` votes per launch across traces of one device class and names
+/// the trace (device) that disagrees; JSON and JUnit say the same.
+#[test]
+fn compare_names_the_disagreeing_trace() {
+    let s = Scratch::new("compare");
+    let tiny = record_tiny(&s);
+    std::fs::create_dir_all(s.path("fleet/host-b")).unwrap();
+    for name in ["fleet/a.gat", "fleet/host-b/b.gat", "fleet/c.gat"] {
+        std::fs::copy(&tiny, s.path(name)).unwrap();
+    }
+    run_in(&s.0, &["compare", "fleet"])
+        .code(OK)
+        .says(&["tiny on cpu: 3 traces, agree", "compare: PASS"]);
+    let mut b = read(&s.path("fleet/host-b/b.gat"));
+    b.fingerprints[1].sha256.0[0] ^= 1;
+    b.write(&s.path("fleet/host-b/b.gat"), true).unwrap();
+    run_in(&s.0, &["compare", "fleet", "--junit", "compare.xml"])
+        .code(FINDING)
+        .says(&[
+            "DISAGREE",
+            "launch 1",
+            "2/3 agree",
+            "outlier fleet/host-b/b.gat",
+            "compare: FAIL",
+        ]);
+    let x = std::fs::read_to_string(s.path("compare.xml")).unwrap();
+    assert!(
+        x.contains("failures=\"1\"") && x.contains("host-b/b.gat"),
+        "{x}"
+    );
+    let j = run_in(
+        &s.0,
+        &[
+            "compare",
+            "fleet/a.gat",
+            "fleet/c.gat",
+            "fleet/host-b",
+            "--format",
+            "json",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&j.stdout).unwrap();
+    assert_eq!(
+        (v["kind"].as_str(), v["verdict"].as_str()),
+        (Some("compare"), Some("fail"))
+    );
+    let outliers = &v["groups"][0]["launches"][1]["outliers"];
+    assert_eq!(outliers.as_array().unwrap().len(), 1, "{v}");
+}
