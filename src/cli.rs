@@ -203,11 +203,10 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
         backend: BackendKind,
     },
-    /// Compare traces of the same workloads from many devices or hosts: a
-    /// deterministic launch whose bits differ from the majority of its
-    /// device class names a suspect device.
+    /// Compare traces from many devices; name the one that disagrees.
     ///
-    /// Takes trace files or folders (searched for *.gat). Traces are grouped
+    /// A deterministic launch whose bits differ from the majority of its
+    /// device class names a suspect device. Takes trace files or folders (searched for *.gat). Traces are grouped
     /// by workload and device class; each launch's output fingerprint is put
     /// to a vote. Vendor and atomic routes are reported, never counted as
     /// outliers.
