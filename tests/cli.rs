@@ -941,15 +941,17 @@ fn a_closed_stdout_pipe_ends_quietly() {
         ],
         vec!["show", "traces/cpu/m-sweep.gat", "--format", "json"],
     ] {
-        let mut child = Command::new(BIN)
+        // A pipe whose read end is closed before the child starts, so every
+        // write the child makes meets a closed pipe (no race with its output).
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let child = Command::new(BIN)
             .args(&args)
             .current_dir(root)
-            .stdout(Stdio::piped())
+            .stdout(writer)
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        // Close the read end before the child writes anything.
-        drop(child.stdout.take());
         let out = child.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
