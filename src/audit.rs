@@ -137,6 +137,21 @@ pub struct Timing {
 }
 
 impl AuditReport {
+    /// An empty report of `backend` with `runs` runs per check.
+    pub fn new(backend: &str, runs: usize) -> Self {
+        AuditReport {
+            backend: backend.into(),
+            note: None,
+            runs,
+            checks: Vec::new(),
+            cases: Vec::new(),
+            matrices: Vec::new(),
+            traces: Vec::new(),
+            timings: Vec::new(),
+            elapsed_seconds: 0.0,
+        }
+    }
+
     /// True when no check failed.
     pub fn passed(&self) -> bool {
         self.checks.iter().all(|c| c.verdict != Verdict::Fail)
@@ -266,17 +281,7 @@ pub fn run_audit(
     progress: &mut dyn Progress,
 ) -> Result<AuditReport> {
     let runs = opts.runs.max(2);
-    let mut report = AuditReport {
-        backend: backend.name().into(),
-        note: None,
-        runs,
-        checks: Vec::new(),
-        cases: Vec::new(),
-        matrices: Vec::new(),
-        traces: Vec::new(),
-        timings: Vec::new(),
-        elapsed_seconds: 0.0,
-    };
+    let mut report = AuditReport::new(backend.name(), runs);
     let started = std::time::Instant::now();
     for w in &opts.workloads {
         progress.stage(&format!("{}: record + replay", w.name), w.gemms.len());
@@ -1185,17 +1190,7 @@ mod tests {
                 .detail
                 .clone()
         };
-        let mut report = AuditReport {
-            backend: "cpu".into(),
-            note: None,
-            runs: 2,
-            checks: Vec::new(),
-            cases: Vec::new(),
-            matrices: Vec::new(),
-            traces: Vec::new(),
-            timings: Vec::new(),
-            elapsed_seconds: 0.0,
-        };
+        let mut report = AuditReport::new("cpu", 2);
         batch_invariance_checks(&mut report, &w, &routes, &outputs);
         assert!(row(&report).starts_with("deterministic but NOT batch invariant"));
 

@@ -192,7 +192,8 @@ impl SymbolEntry {
 
     /// True when this symbol serves `s`.
     pub fn serves(&self, s: &Service) -> bool {
-        self.serves.binary_search(s).is_ok() || self.serves.contains(s)
+        // A linear search: lists are short, and decoded ones need not be sorted.
+        self.serves.contains(s)
     }
 }
 
