@@ -6,7 +6,8 @@
 //! by the policy), and the mutation self-check (every tampering refused
 //! before launch). A control passes when its planted fault is detected.
 
-use crate::backend::Backend;
+use crate::backend::{Backend, TimingClock};
+use crate::diff::{UlpStats, ulp_stats};
 use crate::digest::Digest;
 use crate::error::Result;
 use crate::mutation::{Mutation, exercise, route_field_tags};
@@ -76,6 +77,9 @@ pub struct MatrixCell {
     pub m: u64,
     /// Rows shared with the smallest-m member are bit-identical to it.
     pub identical: bool,
+    /// How those shared rows differ from the smallest-m member's (elements
+    /// and the largest ULP distance); None when identical.
+    pub difference: Option<UlpStats>,
     /// The numeric contract of the member's route, e.g. `split-k-fixed/4`.
     pub contract: String,
     /// The kernel that ran: the route's symbol, or for a vendor route the
@@ -123,7 +127,7 @@ pub struct AuditReport {
     pub elapsed_seconds: f64,
 }
 
-/// Eager wall time of one launch.
+/// Time of one eager launch.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Timing {
     /// The workload the launch belongs to.
@@ -132,8 +136,10 @@ pub struct Timing {
     pub gemm: String,
     /// The numeric contract of its route, e.g. `scalar-fma`.
     pub contract: String,
-    /// Wall time of the eager launch, in seconds.
+    /// The fastest of the audit's eager launches, in seconds.
     pub seconds: f64,
+    /// What the time includes (on CUDA: the kernels alone, by CUDA events).
+    pub clock: TimingClock,
 }
 
 impl AuditReport {
@@ -288,7 +294,10 @@ pub fn run_audit(
         let rec = recorder::record(backend, w, &mut |d, _| progress.advance(d))?;
         replay_check(&mut report, w, &rec.replay);
 
-        let mut differing: HashSet<usize> = HashSet::new();
+        // The fastest of the runs is each launch's time: the first launch
+        // of a kernel can include one-time costs (module loading, caches).
+        let mut seconds = rec.seconds.clone();
+        let mut differing: BTreeMap<usize, UlpStats> = BTreeMap::new();
         for r in 1..runs {
             progress.stage(
                 &format!("{}: run {} of {runs}", w.name, r + 1),
@@ -297,8 +306,19 @@ pub fn run_audit(
             let again = recorder::eager_run(backend, w, &mut |d, _| progress.advance(d))?;
             for (i, f) in again.fingerprints().iter().enumerate() {
                 if rec.trace.fingerprints.get(i) != Some(f) {
-                    differing.insert(i);
+                    let st = difference(
+                        rec.trace.routes[i].dtype,
+                        &rec.outputs[i],
+                        &again.outputs[i],
+                    );
+                    differing
+                        .entry(i)
+                        .and_modify(|worst| *worst = worst.worst(st))
+                        .or_insert(st);
                 }
+            }
+            for (s, t) in seconds.iter_mut().zip(&again.seconds) {
+                *s = s.min(*t);
             }
         }
         run_to_run_check(&mut report, w, runs, &differing);
@@ -314,12 +334,13 @@ pub fn run_audit(
         )?;
         batch_invariance_checks(&mut report, w, &rec.trace.routes, &rec.outputs);
         contract_parity_checks(&mut report, w, &rec.trace.routes, &rec.outputs);
-        for (r, secs) in rec.trace.routes.iter().zip(&rec.seconds) {
+        for (r, secs) in rec.trace.routes.iter().zip(&seconds) {
             report.timings.push(Timing {
                 workload: w.name.clone(),
                 gemm: r.gemm.clone(),
                 contract: r.contract.to_string(),
                 seconds: *secs,
+                clock: rec.clock,
             });
         }
         report.traces.push(rec.trace);
@@ -406,15 +427,15 @@ fn run_to_run_check(
     report: &mut AuditReport,
     w: &Workload,
     runs: usize,
-    differing: &HashSet<usize>,
+    differing: &BTreeMap<usize, UlpStats>,
 ) {
     const C: &str = "run-to-run";
     let n = w.gemms.len();
     for (i, g) in w.gemms.iter().enumerate() {
-        let (v, d) = if differing.contains(&i) {
+        let (v, d) = if let Some(st) = differing.get(&i) {
             (
                 Verdict::Fail,
-                format!("output bits changed within {runs} runs"),
+                format!("output bits changed within {runs} runs ({st})"),
             )
         } else {
             (Verdict::Pass, format!("bit-identical over {runs} runs"))
@@ -428,14 +449,19 @@ fn run_to_run_check(
         )
     } else {
         let mut names: Vec<&str> = differing
-            .iter()
+            .keys()
             .map(|&i| w.gemms[i].name.as_str())
             .collect();
         names.sort();
+        let worst = differing
+            .values()
+            .copied()
+            .reduce(UlpStats::worst)
+            .expect("not empty");
         (
             Verdict::Fail,
             format!(
-                "{} of {n} GEMMs changed bits between runs: {}",
+                "{} of {n} GEMMs changed bits between runs: {} (worst: {worst})",
                 names.len(),
                 names.join(", ")
             ),
@@ -456,6 +482,7 @@ fn reference_check(
     let mut compared = 0;
     let mut other_contract = 0;
     let mut mismatched = Vec::new();
+    let mut worst: Option<UlpStats> = None;
     for (i, (route, out)) in routes.iter().zip(outputs).enumerate() {
         progress.advance(i + 1);
         if route.contract.kind != ContractKind::ScalarFma {
@@ -466,12 +493,14 @@ fn reference_check(
         let reference = backend.reference(route, w.gemms[i].input_seed(w.seed))?;
         if &reference != out {
             mismatched.push(route.gemm.clone());
+            let st = difference(route.dtype, &reference, out);
+            worst = Some(worst.map_or(st, |w| w.worst(st)));
             report.case(
                 C,
                 &w.name,
                 &route.gemm,
                 Verdict::Fail,
-                "differs from the CPU scalar-FMA reference",
+                format!("differs from the CPU scalar-FMA reference ({st})"),
             );
         } else {
             report.case(
@@ -503,9 +532,10 @@ fn reference_check(
         (
             Verdict::Fail,
             format!(
-                "{} of {compared} differ from the CPU reference: {}",
+                "{} of {compared} differ from the CPU reference: {} (worst: {})",
                 mismatched.len(),
-                mismatched.join(", ")
+                mismatched.join(", "),
+                worst.expect("a mismatch was counted")
             ),
         )
     };
@@ -557,13 +587,16 @@ fn batch_invariance_checks(
         let mut cells = Vec::new();
         let mut first_diff = None;
         for &i in &members {
-            let identical = outputs[i].get(..shared) == outputs[base].get(..shared);
+            let rows = |j: usize| outputs[j].get(..shared).unwrap_or(&outputs[j]);
+            let identical = rows(i) == rows(base);
             if !identical && first_diff.is_none() {
                 first_diff = Some(w.gemms[i].m);
             }
+            let diff = (!identical).then(|| difference(spec.dtype, rows(base), rows(i)));
             cells.push(MatrixCell {
                 m: w.gemms[i].m,
                 identical,
+                difference: diff,
                 contract: routes[i].contract.to_string(),
                 kernel: physical_kernel(&routes[i]),
             });
@@ -574,13 +607,18 @@ fn batch_invariance_checks(
                 ),
                 (false, true) => (
                     Verdict::Fail,
-                    format!("rows differ from the m={} rows", w.gemms[base].m),
+                    format!(
+                        "rows differ from the m={} rows ({})",
+                        w.gemms[base].m,
+                        diff.expect("set when not identical")
+                    ),
                 ),
                 (false, false) => (
                     Verdict::Info,
                     format!(
-                        "rows differ from the m={} rows (not promised by {route})",
-                        w.gemms[base].m
+                        "rows differ from the m={} rows ({}; not promised by {route})",
+                        w.gemms[base].m,
+                        diff.expect("set when not identical")
                     ),
                 ),
             };
@@ -652,6 +690,20 @@ fn batch_invariance_checks(
             cells,
         });
     }
+}
+
+/// How two outputs of `dtype` differ; a size mismatch (which a backend
+/// bug could cause) counts every element of the longer one as differing.
+fn difference(dtype: crate::route::DType, a: &[u8], b: &[u8]) -> UlpStats {
+    ulp_stats(dtype, a, b).unwrap_or_else(|| {
+        let elements =
+            (a.len().max(b.len()) / crate::backend::cpu::kernels::element_size(dtype)) as u64;
+        UlpStats {
+            elements,
+            differing: elements,
+            max_ulp: u64::MAX,
+        }
+    })
 }
 
 /// A kernel symbol for people: C++ symbols (cuBLAS, CUTLASS) demangled and

@@ -553,6 +553,34 @@ pub struct UlpStats {
     pub max_ulp: u64,
 }
 
+impl UlpStats {
+    /// The worse of two comparisons: the larger count and distance.
+    pub fn worst(self, other: UlpStats) -> UlpStats {
+        UlpStats {
+            elements: self.elements.max(other.elements),
+            differing: self.differing.max(other.differing),
+            max_ulp: self.max_ulp.max(other.max_ulp),
+        }
+    }
+}
+
+impl std::fmt::Display for UlpStats {
+    /// `3 of 4096 elements differ, max 2 ulp` (`max NaN or size` when a
+    /// side is NaN or the sizes differ).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} of {} elements differ, max ",
+            self.differing, self.elements
+        )?;
+        if self.max_ulp == u64::MAX {
+            f.write_str("NaN or size")
+        } else {
+            write!(f, "{} ulp", self.max_ulp)
+        }
+    }
+}
+
 /// Compares two outputs element by element. None when sizes differ or are
 /// not a whole number of elements.
 pub fn ulp_stats(dtype: crate::route::DType, a: &[u8], b: &[u8]) -> Option<UlpStats> {
@@ -634,10 +662,7 @@ impl TraceDiff {
             };
             if let (Some(a), Some(b)) = (load(0, &g), load(1, &g)) {
                 if let Some(st) = ulp_stats(route.dtype, &a, &b) {
-                    d.change.found.push_str(&format!(
-                        " ({} of {} elements differ, max {} ulp)",
-                        st.differing, st.elements, st.max_ulp
-                    ));
+                    d.change.found.push_str(&format!(" ({st})"));
                 }
             }
         }
@@ -734,6 +759,14 @@ mod tests {
         let h1 = half::bf16::from_f32(1.0).to_le_bytes();
         let h2 = half::bf16::from_bits(half::bf16::from_f32(1.0).to_bits() + 1).to_le_bytes();
         assert_eq!(ulp_stats(DType::Bf16, &h1, &h2).unwrap().max_ulp, 1);
+        assert_eq!(st.to_string(), "1 of 3 elements differ, max 3 ulp");
+        let worse = UlpStats {
+            elements: 3,
+            differing: 2,
+            max_ulp: u64::MAX,
+        };
+        assert_eq!(st.worst(worse), worse);
+        assert_eq!(worse.to_string(), "2 of 3 elements differ, max NaN or size");
         assert!(ulp_stats(DType::F32, &a, &a[..4]).is_none());
     }
 

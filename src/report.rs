@@ -118,7 +118,7 @@ pub fn markdown(input: &ReportInput<'_>) -> String {
                 s,
                 "| {} | {} | {} | `{}` |",
                 c.m,
-                if c.identical { "identical" } else { "differs" },
+                cell_text(c),
                 md(&c.contract),
                 md_code(&crate::audit::display_kernel(&c.kernel))
             );
@@ -163,13 +163,18 @@ fn timing_summary(a: &AuditReport) -> String {
         return "No timings were recorded.".into();
     }
     format!(
-        "{} eager launches timed; the HTML report charts them. Timings vary with the machine and are not part of any verdict.",
-        a.timings.len()
+        "{} eager launches timed ({}; the fastest of {} runs each); the HTML report charts them. Timings vary with the machine and are not part of any verdict.",
+        a.timings.len(),
+        clocks(a),
+        a.runs
     )
 }
 
-const CSS: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#111}\
-table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:4px 8px;text-align:left;font-size:13px}\
+// Every table fits the page (long symbols and digests wrap anywhere), so
+// the report reads at 1280 px without horizontal scrolling.
+const CSS: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#111;max-width:1200px}\
+table{border-collapse:collapse;margin:1em 0;max-width:100%}td,th{border:1px solid #bbb;padding:4px 8px;text-align:left;font-size:13px;overflow-wrap:anywhere}\
+table.matrix{width:100%;table-layout:fixed}table.matrix th.m{width:5em}table.matrix th.cmp{width:20em}table.matrix th.ct{width:12em}caption{text-align:left;font-weight:600;padding:4px 0}\
 th{background:#eee}.PASS{background:#d9f2d9}.FAIL{background:#f8d0d0}.INFO{background:#fff3c4}\
 .same{background:#d9f2d9}.differs{background:#f8d0d0}code{font-size:12px}h1 .v{padding:2px 8px;border-radius:4px}";
 
@@ -257,42 +262,69 @@ pub fn html(input: &ReportInput<'_>) -> String {
     s
 }
 
+/// `identical`, or `differs (3 of 256 elements, max 2 ulp)`.
+fn cell_text(c: &crate::audit::MatrixCell) -> String {
+    match &c.difference {
+        None if c.identical => "identical".into(),
+        Some(d) => format!("differs ({d})"),
+        None => "differs".into(),
+    }
+}
+
+/// One table per M-sweep group, one row per batch size: a group of many
+/// sizes grows down the page, never wider than it, and a differing row is
+/// coloured and marked whatever the width.
 fn matrix_html(m: &BatchMatrix) -> String {
     let mut s = String::new();
+    let differing: Vec<String> = m
+        .cells
+        .iter()
+        .filter(|c| !c.identical)
+        .map(|c| c.m.to_string())
+        .collect();
     let _ = writeln!(
         s,
-        "<table class=\"matrix\"><caption>{} / {}{}</caption><tr><th>m</th>",
+        "<table class=\"matrix\"><caption>{} / {}{}: {}</caption>\n<thead><tr><th class=\"m\">m</th><th class=\"cmp\">rows vs m={}</th><th class=\"ct\">contract</th><th>kernel</th></tr></thead><tbody>",
         esc(&m.workload),
         esc(&m.group),
         if m.promised {
             " (promised)"
         } else {
             " (not promised)"
-        }
+        },
+        if differing.is_empty() {
+            "identical at every m".to_string()
+        } else {
+            format!("differs at m={}", differing.join(","))
+        },
+        m.cells.first().map_or(0, |c| c.m)
     );
     for c in &m.cells {
-        let _ = write!(s, "<th>{}</th>", c.m);
-    }
-    let _ = write!(s, "</tr>\n<tr><th>rows vs smallest m</th>");
-    for c in &m.cells {
-        let (class, text) = if c.identical {
-            ("same", "identical")
-        } else {
-            ("differs", "differs")
-        };
-        let _ = write!(s, "<td class=\"{class}\">{text}</td>");
-    }
-    let _ = write!(s, "</tr>\n<tr><th>kernel</th>");
-    for c in &m.cells {
-        let _ = write!(
+        let class = if c.identical { "same" } else { "differs" };
+        let mark = if c.identical { "=" } else { "&ne;" };
+        let _ = writeln!(
             s,
-            "<td><code>{}</code><br>{}</td>",
-            esc(&crate::audit::display_kernel(&c.kernel)),
-            esc(&c.contract)
+            "<tr class=\"{class}\"><th class=\"m\">{}</th><td class=\"{class}\"><b>{mark}</b> {}</td><td>{}</td><td><code>{}</code></td></tr>",
+            c.m,
+            esc(&cell_text(c)),
+            esc(&c.contract),
+            esc(&crate::audit::display_kernel(&c.kernel))
         );
     }
-    let _ = writeln!(s, "</tr></table>");
+    let _ = writeln!(s, "</tbody></table>");
     s
+}
+
+/// What the timings include, e.g. `CUDA events around the kernels`.
+fn clocks(a: &AuditReport) -> String {
+    let mut seen: Vec<String> = Vec::new();
+    for t in &a.timings {
+        let c = t.clock.to_string();
+        if !seen.contains(&c) {
+            seen.push(c);
+        }
+    }
+    seen.join("; ")
 }
 
 /// Horizontal bars of each timed launch, grouped by workload, as inline SVG.
@@ -311,12 +343,14 @@ fn timing_chart(a: &AuditReport) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "<svg id=\"tax-chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\" role=\"img\" aria-label=\"eager time per GEMM\">",
+        "<svg id=\"tax-chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\" role=\"img\" aria-label=\"time per GEMM launch\">",
         label_w + chart_w + 120.0
     );
     let _ = writeln!(
         s,
-        "<text x=\"0\" y=\"14\" font-size=\"12\">eager time per launch (longest = {:.3} ms)</text>",
+        "<text x=\"0\" y=\"14\" font-size=\"12\">time per launch, {}, fastest of {} runs (longest = {:.3} ms)</text>",
+        esc(&clocks(a)),
+        a.runs,
         max * 1e3
     );
     for (i, t) in a.timings.iter().enumerate() {

@@ -435,6 +435,10 @@ fn an_engine_backend_runs_the_whole_record_and_check() {
     w.gemms.truncate(3);
     let rec = recorder::record(&backend, &w, &mut |_, _| {}).unwrap();
     assert!(rec.replay.is_identical(), "{:?}", rec.replay);
+    // An engine that does not time its kernels is timed around the whole
+    // run, and says so.
+    assert_eq!(rec.clock, gemm_audit::backend::TimingClock::HostWall);
+    assert_eq!(rec.seconds.len(), 3);
     let report = recorder::check(&backend, &rec.trace, Some(&rec.trace), true).unwrap();
     assert!(report.passed(), "{report:?}");
     // Under a policy flip the same trace is refused before launch.

@@ -76,6 +76,23 @@ fn drift_input(a: &AuditReport) -> Vec<(String, TraceDiff)> {
 }
 
 #[test]
+fn timings_say_what_they_measure() {
+    let a = audit();
+    assert_eq!(a.timings.len(), a.traces[0].routes.len());
+    // The CPU backend times its kernel alone: input seeding is outside.
+    assert!(
+        a.timings
+            .iter()
+            .all(|t| t.clock == gemm_audit::backend::TimingClock::HostKernel)
+    );
+    let html = report::html(&ReportInput {
+        audit: a,
+        drift: Vec::new(),
+    });
+    assert!(html.contains("host clock around the kernel, fastest of 2 runs"));
+}
+
+#[test]
 fn markdown_has_every_section() {
     let a = audit();
     let md = report::markdown(&ReportInput {
@@ -88,7 +105,8 @@ fn markdown_has_every_section() {
         "| batch-invariance |",
         "NOT batch invariant",
         "## Batch invariance",
-        "| 32 | differs |",
+        "| 32 | differs (",
+        "elements differ, max ",
         "## Route drift against goldens",
         "kernel_symbol",
         "output_fingerprint",
@@ -186,7 +204,7 @@ fn html_is_self_contained_and_renders_in_chromium() {
     let mut snap = Command::new(&chromium);
     base(&mut snap);
     let out = snap
-        .arg("--window-size=1400,2400")
+        .arg("--window-size=1280,2400")
         .arg(format!("--screenshot={}", shot.display()))
         .arg(&url)
         .output()
@@ -301,4 +319,133 @@ fn junit_has_times_and_environment_properties() {
         .filter(|l| l.contains("<testcase") && !l.contains("time=\"0.000000\""))
         .count();
     assert!(timed > 0, "no test case carries a time");
+}
+
+/// A matrix as wide as the H200's M-sweep (m = 1 ... 8192 and the odd
+/// sizes), with vendor kernels' long names and a few differing sizes.
+fn wide_matrix() -> gemm_audit::audit::BatchMatrix {
+    use gemm_audit::audit::{BatchMatrix, MatrixCell};
+    use gemm_audit::diff::UlpStats;
+    let mut ms: Vec<u64> = (0..14).map(|p| 1u64 << p).collect();
+    ms.extend([48, 96, 200]);
+    ms.sort();
+    let cells = ms
+        .iter()
+        .map(|&m| {
+            let identical = !matches!(m, 64 | 200 | 4096);
+            MatrixCell {
+                m,
+                identical,
+                difference: (!identical).then_some(UlpStats {
+                    elements: 4096,
+                    differing: 1234,
+                    max_ulp: 3,
+                }),
+                contract: "vendor-fast/bf16".into(),
+                kernel: "_Z28nvjet_hsh_256x128_64x4_2x1_v_bz_coopB_TNNIN7cutlass10bfloat16_tES1_fLb0ELb1EEvPKT_S5_PS3_iiiffPKfS8_ + _ZN8cublasLt19splitKreduce_kernelILi32ELi16EiffffLb1ELb0ELb1ELb0ELb0ELb0EEEvNS_18cublasSplitKParamsIT4_EEPKT2_S6_PT3_PKS3_S9_SB_PKS4_PvlPS3_Pi".into(),
+            }
+        })
+        .collect();
+    BatchMatrix {
+        workload: "vendor-sweep".into(),
+        group: "vendor-fast nn bf16 k=4096 n=4096".into(),
+        promised: false,
+        cells,
+    }
+}
+
+/// The report at 1280 px wide, laid out by Chromium: nothing wider than the
+/// window, and every differing cell of a 17-size matrix on screen in the
+/// "differs" colour. The report has no script; the test adds one to a copy
+/// that measures the layout and writes it into the DOM Chromium dumps.
+#[test]
+fn html_reads_at_1280_px_with_differing_cells_visible() {
+    let mut a = audit().clone();
+    a.matrices.push(wide_matrix());
+    let input = ReportInput {
+        audit: &a,
+        drift: drift_input(&a),
+    };
+    let html = report::html(&input);
+    assert!(!html.contains("<script"), "the report itself has no script");
+    let probe = r#"<script>
+window.addEventListener('load', () => {
+  const W = window.innerWidth;
+  const bg = (el) => getComputedStyle(el).backgroundColor;
+  const diff = [...document.querySelectorAll('#batch-matrix td.differs')];
+  const same = document.querySelector('#batch-matrix td.same');
+  const off = diff.filter((td) => {
+    const r = td.getBoundingClientRect();
+    return r.width < 20 || r.height < 8 || r.left < 0 || r.right > W;
+  }).length;
+  const out = document.createElement('pre');
+  out.id = 'layout-probe';
+  out.textContent = JSON.stringify({
+    width: W,
+    page: document.documentElement.scrollWidth,
+    differing: diff.length,
+    offscreen: off,
+    distinct: diff.every((td) => bg(td) !== bg(same)),
+  });
+  document.body.appendChild(out);
+});
+</script></body>"#;
+    let dir = artifacts().join("layout");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("report-1280.html");
+    std::fs::write(&path, html.replace("</body>", probe)).unwrap();
+
+    let Some(chromium) = tool(
+        "chromium",
+        &["/usr/bin/chromium", "/usr/bin/chromium-browser"],
+    ) else {
+        return;
+    };
+    let profile = artifacts().join(format!("chromium-layout-{}", std::process::id()));
+    let out = Command::new(&chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--hide-scrollbars",
+            "--window-size=1280,2000",
+            "--virtual-time-budget=2000",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("file://{}", path.display()))
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&profile);
+    assert!(
+        out.status.success(),
+        "chromium --dump-dom failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let probe = dom
+        .split("<pre id=\"layout-probe\">")
+        .nth(1)
+        .and_then(|p| p.split("</pre>").next())
+        .expect("the layout probe ran")
+        .replace("&quot;", "\"");
+    let v: serde_json::Value = serde_json::from_str(&probe).unwrap();
+    assert_eq!(v["width"], 1280, "laid out at 1280 px: {v}");
+    assert!(
+        v["page"].as_u64().unwrap() <= 1280,
+        "the page is wider than 1280 px: {v}"
+    );
+    let planted = wide_matrix().cells.iter().filter(|c| !c.identical).count() as u64;
+    assert!(
+        v["differing"].as_u64().unwrap() >= planted,
+        "every differing cell is rendered: {v}"
+    );
+    assert_eq!(v["offscreen"], 0, "a differing cell is off screen: {v}");
+    assert_eq!(
+        v["distinct"], true,
+        "differing cells look like the others: {v}"
+    );
 }

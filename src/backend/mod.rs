@@ -68,6 +68,20 @@ pub trait GemmBackend: fmt::Debug + Send + Sync {
     /// output in storage bytes.
     fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>>;
 
+    /// [`GemmBackend::run`], also saying how long the launch took. The
+    /// default times the whole of `run` on the host clock
+    /// ([`TimingClock::HostWall`]: input seeding and transfers included);
+    /// a backend that can time its kernels alone should override it.
+    fn run_timed(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<TimedOutput> {
+        let start = std::time::Instant::now();
+        let output = self.run(route, seed)?;
+        Ok(TimedOutput {
+            output,
+            seconds: start.elapsed().as_secs_f64(),
+            clock: TimingClock::HostWall,
+        })
+    }
+
     /// Captures routes into a graph prepared from `manifest`.
     fn capture(
         &self,
@@ -78,6 +92,42 @@ pub trait GemmBackend: fmt::Debug + Send + Sync {
 
     /// Replays a graph through its plan's validation; returns the outputs.
     fn replay(&self, graph: &Graph, label: &str) -> Result<Vec<Vec<u8>>>;
+}
+
+/// Which clock measured a launch, and so what its time includes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TimingClock {
+    /// CUDA events recorded on the stream right before and after the
+    /// launch: the device's time for the kernels alone.
+    DeviceEvents,
+    /// The host clock around the kernel alone (the CPU backend: inputs are
+    /// seeded before the clock starts).
+    HostKernel,
+    /// The host clock around the whole run, input seeding and transfers
+    /// included (an engine backend that does not time its kernels).
+    HostWall,
+}
+
+impl fmt::Display for TimingClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TimingClock::DeviceEvents => "CUDA events around the kernels",
+            TimingClock::HostKernel => "host clock around the kernel",
+            TimingClock::HostWall => "host wall time around the whole run",
+        })
+    }
+}
+
+/// An output and how long its launch took.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimedOutput {
+    /// The output C in the storage bytes of its dtype.
+    pub output: Vec<u8>,
+    /// The launch's time in seconds, as measured by `clock`.
+    pub seconds: f64,
+    /// What the time includes.
+    pub clock: TimingClock,
 }
 
 /// A stream that can be captured into a replayable graph: the engine's own
@@ -226,6 +276,11 @@ impl Backend {
         self.inner().run(route, seed)
     }
 
+    /// Runs one route eagerly and times it ([`GemmBackend::run_timed`]).
+    pub fn run_timed(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<TimedOutput> {
+        self.inner().run_timed(route, seed)
+    }
+
     /// The scalar-FMA reference output of the same problem (computed on the CPU).
     pub fn reference(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {
         // Built once: its context hashes the kernel source and module symbols.
@@ -276,6 +331,9 @@ impl GemmBackend for Backend {
     fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {
         Backend::run(self, route, seed)
     }
+    fn run_timed(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<TimedOutput> {
+        Backend::run_timed(self, route, seed)
+    }
     fn capture(
         &self,
         manifest: &PreparedGemmCaptureManifest,
@@ -313,6 +371,9 @@ impl GemmBackend for cpu::CpuBackend {
     fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {
         cpu::CpuBackend::run(self, route, seed)
     }
+    fn run_timed(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<TimedOutput> {
+        cpu::CpuBackend::run_timed(self, route, seed)
+    }
     fn capture(
         &self,
         manifest: &PreparedGemmCaptureManifest,
@@ -349,6 +410,9 @@ impl GemmBackend for cuda::CudaBackend {
     }
     fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {
         cuda::CudaBackend::run(self, route, seed)
+    }
+    fn run_timed(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<TimedOutput> {
+        cuda::CudaBackend::run_timed(self, route, seed)
     }
     fn capture(
         &self,

@@ -2,7 +2,7 @@
 //! it through the plan, and compare. Checking: rebuild a stored trace's
 //! plan, validate it against the live context, and optionally replay it.
 
-use crate::backend::Backend;
+use crate::backend::{Backend, TimingClock};
 use crate::error::{Error, Refusal, RefusalStage, Result};
 use crate::physical::{self, PhysicalNode};
 use crate::plan::CapturedGemmGraphPlan;
@@ -20,8 +20,11 @@ pub struct EagerRun {
     pub seeds: Vec<u64>,
     /// Each launch's output C, in the storage bytes of its dtype.
     pub outputs: Vec<Vec<u8>>,
-    /// Wall time of each launch in seconds (volatile; never compared).
+    /// Time of each launch in seconds, as measured by `clock` (volatile;
+    /// never compared).
     pub seconds: Vec<f64>,
+    /// What the times include.
+    pub clock: TimingClock,
 }
 
 impl EagerRun {
@@ -59,13 +62,15 @@ fn eager_run_on(
         seeds: Vec::new(),
         outputs: Vec::new(),
         seconds: Vec::new(),
+        clock: TimingClock::HostWall,
     };
     for (i, spec) in workload.gemms.iter().enumerate() {
         let route = backend.resolve(spec)?;
         let seed = spec.input_seed(workload.seed);
-        let start = std::time::Instant::now();
-        run.outputs.push(backend.run(&route, seed)?);
-        run.seconds.push(start.elapsed().as_secs_f64());
+        let timed = backend.run_timed(&route, seed)?;
+        run.outputs.push(timed.output);
+        run.seconds.push(timed.seconds);
+        run.clock = timed.clock;
         run.routes.push(route);
         run.seeds.push(seed);
         progress(i + 1, total);
@@ -128,8 +133,10 @@ pub struct Recording {
     pub trace: RecordedGemmTrace,
     /// Each eager launch's output C, in the storage bytes of its dtype.
     pub outputs: Vec<Vec<u8>>,
-    /// Eager wall time of each launch in seconds.
+    /// Time of each eager launch in seconds, as measured by `clock`.
     pub seconds: Vec<f64>,
+    /// What the times include.
+    pub clock: TimingClock,
     /// How the validated replay of the captured graph compared with the
     /// eager outputs.
     pub replay: ReplayOutcome,
@@ -160,6 +167,7 @@ pub fn record(
         trace,
         outputs: run.outputs,
         seconds: run.seconds,
+        clock: run.clock,
         replay,
     })
 }

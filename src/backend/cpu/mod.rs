@@ -449,6 +449,23 @@ impl CpuBackend {
         Ok(launch.execute())
     }
 
+    /// [`CpuBackend::run`], timing the kernel alone on the host clock (the
+    /// inputs are seeded before the clock starts).
+    pub fn run_timed(
+        &self,
+        route: &ResolvedGemmRoute,
+        seed: u64,
+    ) -> Result<crate::backend::TimedOutput> {
+        let launch = CpuLaunch::prepare(route, seed)?;
+        let start = std::time::Instant::now();
+        let output = launch.execute();
+        Ok(crate::backend::TimedOutput {
+            output,
+            seconds: start.elapsed().as_secs_f64(),
+            clock: crate::backend::TimingClock::HostKernel,
+        })
+    }
+
     /// The scalar-FMA reference output of `route`'s problem on the same inputs.
     pub fn reference(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {
         let mut launch = CpuLaunch::prepare(route, seed)?;

@@ -13,7 +13,7 @@
 use super::catalog;
 use super::error::{cuda_err, drv};
 use super::graph;
-use super::launch::Prepared;
+use super::launch::{EventTimer, Prepared};
 use super::shared::{Shared, shared};
 use super::vendor::HandlesGuard;
 use crate::error::{Error, Result};
@@ -86,6 +86,31 @@ impl CudaBackend {
         launch.enqueue(sh, handles.as_ref().map(|h| h.get()), &sh.stream)?;
         sh.stream.synchronize().map_err(drv("kernel"))?;
         launch.download(sh)
+    }
+
+    /// [`CudaBackend::run`], timing the launch with CUDA events recorded
+    /// on the stream right before and after it: the kernels' device time,
+    /// not the allocation, upload or download around them.
+    pub fn run_timed(
+        &self,
+        route: &ResolvedGemmRoute,
+        seed: u64,
+    ) -> Result<crate::backend::TimedOutput> {
+        let sh = &self.shared;
+        let _lock = sh.lock();
+        let handles = self.vendor_handles(route)?;
+        let h = handles.as_ref().map(|h| h.get());
+        let mut launch = Prepared::new(sh, h, route, seed)?;
+        let timer = EventTimer::new(sh)?;
+        // The inputs are uploaded on the same stream: finish that first, so
+        // the start event is not held back behind it.
+        sh.stream.synchronize().map_err(drv("upload"))?;
+        let seconds = timer.time(sh, || launch.enqueue(sh, h, &sh.stream))?;
+        Ok(crate::backend::TimedOutput {
+            output: launch.download(sh)?,
+            seconds,
+            clock: crate::backend::TimingClock::DeviceEvents,
+        })
     }
 
     /// Runs one route eagerly and fingerprints its output on the device

@@ -57,6 +57,15 @@ impl CudaBackend {
         match self.0 {}
     }
 
+    /// Runs one route eagerly and times it (unreachable).
+    pub fn run_timed(
+        &self,
+        _route: &ResolvedGemmRoute,
+        _seed: u64,
+    ) -> Result<crate::backend::TimedOutput> {
+        match self.0 {}
+    }
+
     /// Captures routes into a graph prepared from the manifest (unreachable).
     pub fn capture(
         &self,
