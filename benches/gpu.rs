@@ -282,6 +282,11 @@ const SECTIONS: &[Section] = &[
         run: |g, c| bench_tax(g, c, &TAX_BF16_8192),
     },
     Section {
+        name: "invariant-by-m",
+        title: "1f. Batch-invariant routes by m, bf16 k=n=4096: cublaslt-invariant and mma-large vs cuBLAS / cuBLASLt",
+        run: bench_by_m,
+    },
+    Section {
         name: "replay-graph",
         title: "2. Validated replay vs raw graph launch, graphs of 128 GEMM nodes",
         run: bench_replay,
@@ -405,6 +410,11 @@ type Vendor = (&'static str, RouteChoice, PolicyMode);
 const VENDOR_FAST: &[Vendor] = &[
     ("cuBLAS", RouteChoice::Cublas, PolicyMode::CublasFast),
     ("cuBLASLt", RouteChoice::CublasLt, PolicyMode::CublasFast),
+    (
+        "cuBLASLt-inv",
+        RouteChoice::CublasLtInvariant,
+        PolicyMode::CublasFast,
+    ),
 ];
 
 /// For f32: the same-numerics baselines (f32 compute, pedantic) first,
@@ -664,6 +674,116 @@ fn bench_tax(gpu: &Gpu, cfg: &Config, case: &TaxCase) -> Res<Report> {
             "vendor {dtype} {size}^3 {l}: {} ms, {tflops:.1} TFLOP/s{reference}",
             fmt_ms(stats[b].median)
         ));
+    }
+    Ok(Report { table, summary })
+}
+
+/// Batch sizes of the by-m comparison.
+const BY_M: &[u64] = &[1, 16, 128, 1024, 4096, 8192];
+
+/// TFLOP/s by m at k = n = 4096 (bf16 nn) of the batch-invariant routes
+/// (cublaslt-invariant, mma-large) and of what a user gets by default
+/// (cuBLAS, cuBLASLt's heuristic), all timed in one interleaved run.
+fn bench_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
+    let (k, n) = (4096u64, 4096u64);
+    let ms: Vec<u64> = if cfg.quick {
+        vec![1, 1024, 8192]
+    } else {
+        BY_M.to_vec()
+    };
+    let columns: [(&str, Option<RouteChoice>); 4] = [
+        ("cuBLAS", Some(RouteChoice::Cublas)),
+        ("cuBLASLt", Some(RouteChoice::CublasLt)),
+        ("cuBLASLt-inv", Some(RouteChoice::CublasLtInvariant)),
+        ("mma-large", None),
+    ];
+    let mut summary = Vec::new();
+    let mut routes = Vec::new();
+    let mut cells: Vec<Vec<Option<usize>>> = Vec::new();
+    for &m in &ms {
+        let shape = GemmShape { m, k, n };
+        let mut row = Vec::new();
+        for (label, choice) in columns {
+            let r = match choice {
+                Some(route) => gpu.fast.resolve(&GemmSpec {
+                    name: format!("{label}@m{m}"),
+                    op: GemmOp::Nn,
+                    dtype: DType::Bf16,
+                    m,
+                    k,
+                    n,
+                    route,
+                    seed: None,
+                }),
+                None => gpu.det.nvrtc_route(
+                    &format!("{label}@m{m}"),
+                    GemmOp::Nn,
+                    DType::Bf16,
+                    shape,
+                    CudaKernel::MmaLarge,
+                ),
+            };
+            match r {
+                Ok(r) => {
+                    row.push(Some(routes.len()));
+                    routes.push(r);
+                }
+                Err(e) => {
+                    row.push(None);
+                    summary.push(format!("by-m m={m}: {label} left out: {e}"));
+                }
+            }
+        }
+        cells.push(row);
+    }
+    let timings = gpu
+        .det
+        .time_routes(
+            &routes,
+            SEED,
+            !cfg.eager,
+            cfg.warmup,
+            cfg.samples,
+            cfg.sample_secs,
+        )
+        .map_err(|e| format!("timing by m: {e}"))?;
+    let stats: Vec<Stats> = timings.iter().map(|t| Stats::of(&t.samples)).collect();
+    let mut header = vec!["m (bf16 nn k=n=4096)".to_string()];
+    header.extend(columns.iter().map(|(l, _)| format!("{l} TFLOP/s")));
+    header.push("inv / cuBLAS".to_string());
+    header.push("mma / cuBLAS".to_string());
+    let mut table = Table {
+        header,
+        rows: Vec::new(),
+        notes: vec![
+            "throughput from the median sample; x / cuBLAS: cuBLAS time / route time \
+             (1.00 = vendor speed)"
+                .to_string(),
+        ],
+    };
+    for (row, &m) in cells.iter().zip(&ms) {
+        let flops = 2.0 * m as f64 * k as f64 * n as f64;
+        let tf = |i: Option<usize>| i.map(|i| flops / stats[i].median / 1e12);
+        let mut line = vec![m.to_string()];
+        line.extend(
+            row.iter()
+                .map(|&i| tf(i).map_or("-".to_string(), |t| format!("{t:.1}"))),
+        );
+        let speed = |i: Option<usize>| match (i, row[0]) {
+            (Some(i), Some(b)) => Some(stats[b].median / stats[i].median),
+            _ => None,
+        };
+        for col in [2, 3] {
+            line.push(speed(row[col]).map_or("-".to_string(), |x| format!("{x:.2}")));
+        }
+        if let Some(x) = speed(row[2]) {
+            summary.push(format!(
+                "by-m bf16 m={m} k=n=4096: cublaslt-invariant at {x:.2}x cuBLAS speed ({:.1} vs {:.1} TFLOP/s)",
+                tf(row[2]).unwrap_or(0.0),
+                tf(row[0]).unwrap_or(0.0)
+            ));
+        }
+        table.rows.push(line);
     }
     Ok(Report { table, summary })
 }

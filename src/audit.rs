@@ -236,12 +236,13 @@ pub struct AuditOptions {
 
 impl AuditOptions {
     /// The suite for a backend: the CPU runs the transformer block and the
-    /// M-sweep; CUDA adds the tensor-core tile families and the vendor sweep.
+    /// M-sweep; CUDA adds the tensor-core tile families, the vendor sweep
+    /// and the batch-invariant cuBLASLt route's sweep.
     pub fn for_backend(backend: &Backend) -> AuditOptions {
         let mut o = AuditOptions::default();
         if matches!(backend, Backend::Cuda(_)) {
             o.workloads.extend(
-                ["tensor-core-sweep", "vendor-sweep"]
+                ["tensor-core-sweep", "vendor-sweep", "batch-invariant"]
                     .iter()
                     .filter_map(|n| Workload::builtin(n)),
             );

@@ -61,6 +61,10 @@ pub enum RouteChoice {
     Cublas,
     /// cuBLASLt matmul with the heuristic's first algorithm (CUDA only).
     CublasLt,
+    /// cuBLASLt matmul with one split-K-free, workspace-free configuration
+    /// for every m of the problem family (op, dtype, k, n): batch invariant
+    /// by construction, and audited as such (CUDA only).
+    CublasLtInvariant,
 }
 
 impl RouteChoice {
@@ -83,6 +87,7 @@ impl RouteChoice {
             "mma-small" => Ok(RouteChoice::MmaSmall),
             "cublas" => Ok(RouteChoice::Cublas),
             "cublaslt" => Ok(RouteChoice::CublasLt),
+            "cublaslt-invariant" => Ok(RouteChoice::CublasLtInvariant),
             _ => {
                 if let Some(rest) = s.strip_prefix("split-k-fixed:") {
                     Ok(RouteChoice::SplitKFixed(splits(rest)?))
@@ -90,7 +95,7 @@ impl RouteChoice {
                     Ok(RouteChoice::SplitKAtomic(splits(rest)?))
                 } else {
                     Err(format!(
-                        "unknown route {s:?} (expected policy, scalar-fma, tiled, split-k-fixed:S, split-k-atomic:S, mma-large, mma-small, cublas or cublaslt)"
+                        "unknown route {s:?} (expected policy, scalar-fma, tiled, split-k-fixed:S, split-k-atomic:S, mma-large, mma-small, cublas, cublaslt or cublaslt-invariant)"
                     ))
                 }
             }
@@ -108,12 +113,16 @@ impl RouteChoice {
                 | RouteChoice::SplitKFixed(_)
                 | RouteChoice::MmaLarge
                 | RouteChoice::MmaSmall
+                | RouteChoice::CublasLtInvariant
         )
     }
 
     /// Whether the route needs a vendor policy (`cublas-fast` or `cublas-pedantic`).
     pub fn is_vendor(&self) -> bool {
-        matches!(self, RouteChoice::Cublas | RouteChoice::CublasLt)
+        matches!(
+            self,
+            RouteChoice::Cublas | RouteChoice::CublasLt | RouteChoice::CublasLtInvariant
+        )
     }
 }
 
@@ -129,6 +138,7 @@ impl fmt::Display for RouteChoice {
             RouteChoice::MmaSmall => f.write_str("mma-small"),
             RouteChoice::Cublas => f.write_str("cublas"),
             RouteChoice::CublasLt => f.write_str("cublaslt"),
+            RouteChoice::CublasLtInvariant => f.write_str("cublaslt-invariant"),
         }
     }
 }
@@ -200,12 +210,13 @@ fn default_seed() -> u64 {
 }
 
 /// Names of the built-in workloads.
-pub const BUILTINS: [&str; 5] = [
+pub const BUILTINS: [&str; 6] = [
     "transformer-block",
     "m-sweep",
     "nondeterministic-control",
     "tensor-core-sweep",
     "vendor-sweep",
+    "batch-invariant",
 ];
 
 impl GemmSpec {
@@ -237,6 +248,7 @@ impl Workload {
             "nondeterministic-control" => Some(control()),
             "tensor-core-sweep" => Some(tensor_core_sweep()),
             "vendor-sweep" => Some(vendor_sweep()),
+            "batch-invariant" => Some(batch_invariant()),
             _ => None,
         }
     }
@@ -519,6 +531,63 @@ fn vendor_sweep() -> Workload {
     }
 }
 
+/// Batch sizes of the batch-invariant sweep: powers of two from 1 to 8192
+/// and three sizes that are no multiple of any tile (48, 96, 200).
+pub const INVARIANT_SWEEP_M: [u64; 17] = [
+    1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 200, 256, 512, 1024, 2048, 4096, 8192,
+];
+
+/// The cublaslt-invariant route (CUDA only, policy cublas-fast): k = n =
+/// 4096 in bf16 and f16, NN, TN and NT, at every m of
+/// [`INVARIANT_SWEEP_M`]; and the projections of a d_model 4096 transformer
+/// block (grouped-query QKV 4096 -> 6144, attention output, MLP up 4096 ->
+/// 14336 and down 14336 -> 4096) in bf16 at m = 1 to 4096. Every group must
+/// be batch invariant: the route promises it.
+fn batch_invariant() -> Workload {
+    let mut gemms = Vec::new();
+    for dtype in [DType::Bf16, DType::F16] {
+        for op in [GemmOp::Nn, GemmOp::Tn, GemmOp::Nt] {
+            for m in INVARIANT_SWEEP_M {
+                let mut g = GemmSpec::new(
+                    format!("{op}-{dtype}@m{m}"),
+                    dtype,
+                    m,
+                    4096,
+                    4096,
+                    RouteChoice::CublasLtInvariant,
+                );
+                g.op = op;
+                gemms.push(g);
+            }
+        }
+    }
+    for (proj, k, n) in [
+        ("qkv", 4096, 6144),
+        ("attn-out", 4096, 4096),
+        ("mlp-up", 4096, 14336),
+        ("mlp-down", 14336, 4096),
+    ] {
+        for m in [1u64, 16, 48, 128, 1024, 4096] {
+            gemms.push(GemmSpec::new(
+                format!("{proj}@m{m}"),
+                DType::Bf16,
+                m,
+                k,
+                n,
+                RouteChoice::CublasLtInvariant,
+            ));
+        }
+    }
+    Workload {
+        name: "batch-invariant".into(),
+        description: "cublaslt-invariant: k=n=4096 bf16/f16 NN/TN/NT at m=1..8192 (and 48, 96, 200), and d=4096 transformer projections at m=1..4096 (CUDA only)"
+            .into(),
+        seed: default_seed(),
+        policy: Some(PolicyMode::CublasFast),
+        gemms,
+    }
+}
+
 /// The nondeterministic control: f32 split-K folded in completion order.
 fn control() -> Workload {
     Workload {
@@ -544,6 +613,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn batch_invariant_sweeps_every_m_of_each_family() {
+        let w = Workload::builtin("batch-invariant").unwrap();
+        assert_eq!(w.policy, Some(PolicyMode::CublasFast));
+        for dtype in [DType::Bf16, DType::F16] {
+            for op in [GemmOp::Nn, GemmOp::Tn, GemmOp::Nt] {
+                let ms: Vec<u64> = w
+                    .gemms
+                    .iter()
+                    .filter(|g| g.name.starts_with(&format!("{op}-{dtype}@")))
+                    .inspect(|g| assert_eq!((g.op, g.dtype, g.k, g.n), (op, dtype, 4096, 4096)))
+                    .map(|g| g.m)
+                    .collect();
+                assert_eq!(ms, INVARIANT_SWEEP_M, "{op} {dtype}");
+            }
+        }
+        assert!(
+            w.gemms
+                .iter()
+                .all(|g| g.route == RouteChoice::CublasLtInvariant)
+        );
+    }
+
+    #[test]
     fn builtins_validate() {
         for name in BUILTINS {
             let w = Workload::builtin(name).expect("built-in exists");
@@ -560,9 +652,19 @@ mod tests {
             "tiled",
             "split-k-fixed:4",
             "split-k-atomic:16",
+            "mma-large",
+            "mma-small",
+            "cublas",
+            "cublaslt",
+            "cublaslt-invariant",
         ] {
             assert_eq!(RouteChoice::parse(s).unwrap().to_string(), s);
         }
+        // The fixed-configuration cuBLASLt route promises batch invariance
+        // (the audit fails it when rows differ); the heuristic's does not.
+        let inv = RouteChoice::parse("cublaslt-invariant").unwrap();
+        assert!(inv.is_vendor() && inv.promises_batch_invariance());
+        assert!(!RouteChoice::CublasLt.promises_batch_invariance());
         assert!(RouteChoice::parse("split-k-fixed:0").is_err());
         assert!(RouteChoice::parse("split-k-fixed:x").is_err());
         assert!(

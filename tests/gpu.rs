@@ -690,3 +690,95 @@ fn graph_enum_round_trip() {
     );
     assert_eq!(backend.reference(&r, 5).unwrap(), g.run(&r, 5).unwrap());
 }
+
+/// cublaslt-invariant: one split-K-free, workspace-free configuration for
+/// every m of a family, and the rows shared with the smallest m identical
+/// at every m (bf16 and f16, NN/TN/NT, k = n = 4096). Also says where the
+/// route equals the mma-large family bit for bit (printed, not asserted:
+/// the contracts differ).
+#[test]
+#[ignore = "needs a CUDA device"]
+fn cublaslt_invariant_is_one_configuration_and_batch_invariant() {
+    let g = gpu();
+    let v = vendor_backend(&g, PolicyMode::CublasFast);
+    let (k, n) = (4096u64, 4096u64);
+    let ms = [1u64, 2, 48, 200, 1024, 8192];
+    for dtype in [DType::Bf16, DType::F16] {
+        let row = n as usize * element_size(dtype);
+        for op in OPS {
+            let mut config = None;
+            let mut base: Option<Vec<u8>> = None;
+            let mut changed = Vec::new();
+            let mut equal_mma = Vec::new();
+            for &m in &ms {
+                let r = v
+                    .resolve(&spec(
+                        &format!("inv@m{m}"),
+                        op,
+                        dtype,
+                        shape(m, k, n),
+                        RouteChoice::CublasLtInvariant,
+                    ))
+                    .unwrap();
+                let x = r.vendor.clone().expect("a vendor route");
+                assert_eq!(
+                    (x.split_k, x.reduction_scheme),
+                    (1, 0),
+                    "{op} {dtype} m={m}: split-K or a reduction scheme in {x:?}"
+                );
+                assert!(
+                    x.workspace_bytes <= 64,
+                    "{op} {dtype} m={m}: workspace {} could hold partial sums",
+                    x.workspace_bytes
+                );
+                let c = (
+                    x.algorithm_id,
+                    x.tile_id,
+                    x.stages_id,
+                    x.swizzle,
+                    x.inner_shape_id,
+                    x.cluster_shape_id,
+                );
+                assert_eq!(
+                    *config.get_or_insert(c),
+                    c,
+                    "{op} {dtype} m={m}: another configuration"
+                );
+                let out = v.run(&r, SEED).unwrap();
+                let first = base.get_or_insert_with(|| out[..row].to_vec());
+                if out[..row] != first[..] {
+                    changed.push(m);
+                }
+                let mma = route(&g, op, dtype, shape(m, k, n), CudaKernel::MmaLarge);
+                if g.run(&mma, SEED).unwrap() == out {
+                    equal_mma.push(m);
+                }
+                if m == ms[0] || m == 8192 {
+                    println!(
+                        "  {op} {dtype} m={m}: algo {} tile {} stages {} swizzle {} cluster {:?} workspace {}; kernels {:?}",
+                        x.algorithm_id,
+                        x.tile_id,
+                        x.stages_id,
+                        x.swizzle,
+                        x.cluster_shape_id,
+                        x.workspace_bytes,
+                        x.physical_kernels
+                    );
+                }
+            }
+            println!(
+                "cublaslt-invariant {op} {dtype} k=n=4096: row 0 changed at m = {changed:?}; bit-identical to mma-large at m = {equal_mma:?}"
+            );
+            assert!(
+                changed.is_empty(),
+                "{op} {dtype}: cublaslt-invariant is not batch invariant at m = {changed:?}"
+            );
+        }
+    }
+    // Recorded, captured and replayed like every route.
+    let mut w = Workload::builtin("batch-invariant").unwrap();
+    w.gemms
+        .retain(|s| s.name.starts_with("nn-bf16@") && s.m <= 256);
+    let rec = recorder::record(&Backend::Cuda(g.clone()), &w, &mut |_, _| {}).unwrap();
+    assert!(rec.replay.is_identical(), "{:?}", rec.replay);
+}

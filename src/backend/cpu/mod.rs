@@ -332,7 +332,8 @@ impl CpuBackend {
             other @ (RouteChoice::MmaLarge
             | RouteChoice::MmaSmall
             | RouteChoice::Cublas
-            | RouteChoice::CublasLt) => {
+            | RouteChoice::CublasLt
+            | RouteChoice::CublasLtInvariant) => {
                 return Err(Error::backend(
                     "cpu",
                     format!("GEMM {:?}: route {other} needs the CUDA backend", spec.name),
@@ -622,7 +623,10 @@ mod tests {
         for name in crate::workload::BUILTINS {
             for g in Workload::builtin(name).unwrap().gemms {
                 use RouteChoice::*;
-                if matches!(g.route, MmaLarge | MmaSmall | Cublas | CublasLt) {
+                if matches!(
+                    g.route,
+                    MmaLarge | MmaSmall | Cublas | CublasLt | CublasLtInvariant
+                ) {
                     let e = cpu.resolve(&g).unwrap_err().to_string();
                     assert!(e.contains("needs the CUDA backend"), "{e}");
                     continue;

@@ -6,7 +6,7 @@
 use super::catalog::{CudaKernel, Geometry};
 use super::error::{CudaError, cuda_err, drv};
 use super::shared::Shared;
-use super::vendor::{Api, Handles, VendorCall};
+use super::vendor::{Api, Handles, LtSelection, VendorCall};
 use crate::backend::common;
 use crate::backend::cpu::kernels::Problem;
 use crate::error::Result;
@@ -27,7 +27,7 @@ pub(super) enum Target {
         func: CudaFunction,
         geometry: Geometry,
     },
-    Vendor(VendorCall),
+    Vendor(Box<VendorCall>),
 }
 
 /// One launch with its device buffers: inputs uploaded, output allocated,
@@ -106,7 +106,23 @@ impl Prepared {
                 }
             };
             let h = h.ok_or_else(|| cuda_err("vendor handles are not open"))?;
-            let call = VendorCall::new(h, api, route.dtype, route.op, shape, fast)?;
+            // The selection is part of the recorded options: whichever
+            // selection's options digest the route carries.
+            let numerics = super::vendor::Numerics::of(route.dtype, fast);
+            let selection = [LtSelection::Heuristic, LtSelection::FamilyFixed]
+                .into_iter()
+                .find(|&sel| {
+                    (api == Api::Lt || sel == LtSelection::Heuristic)
+                        && numerics.digest(api, sel) == route.compiler.options_digest
+                })
+                .ok_or_else(|| {
+                    cuda_err(format!(
+                        "route {:?}: its vendor options digest {} is none this build sets",
+                        route.gemm,
+                        route.compiler.options_digest.short()
+                    ))
+                })?;
+            let call = VendorCall::new(h, api, route.dtype, route.op, shape, fast, selection)?;
             if call.arguments_digest() != route.launch.arguments_digest {
                 return Err(cuda_err(format!(
                     "route {:?}: vendor arguments differ",
@@ -128,7 +144,7 @@ impl Prepared {
                     want.split_k
                 )));
             }
-            Target::Vendor(call)
+            Target::Vendor(Box::new(call))
         } else {
             if route.backend != PhysicalBackend::CudaNvrtc {
                 return Err(cuda_err(format!(

@@ -6,7 +6,7 @@ use super::catalog::{self, CudaKernel, Geometry};
 use super::device::CudaBackend;
 use super::error::{cuda_err, drv};
 use super::graph;
-use super::vendor::{Api, VendorCall};
+use super::vendor::{Api, LtSelection, VendorCall};
 use crate::backend::common;
 use crate::digest::{DigestWriter, FieldValue};
 use crate::error::Result;
@@ -41,8 +41,15 @@ impl CudaBackend {
             RouteChoice::SplitKAtomic(s) => CudaKernel::SplitKAtomic(s),
             RouteChoice::MmaLarge => CudaKernel::MmaLarge,
             RouteChoice::MmaSmall => CudaKernel::MmaSmall,
-            RouteChoice::Cublas => return self.resolve_vendor(spec, shape, Api::Blas),
-            RouteChoice::CublasLt => return self.resolve_vendor(spec, shape, Api::Lt),
+            RouteChoice::Cublas => {
+                return self.resolve_vendor(spec, shape, Api::Blas, LtSelection::Heuristic);
+            }
+            RouteChoice::CublasLt => {
+                return self.resolve_vendor(spec, shape, Api::Lt, LtSelection::Heuristic);
+            }
+            RouteChoice::CublasLtInvariant => {
+                return self.resolve_vendor(spec, shape, Api::Lt, LtSelection::FamilyFixed);
+            }
         };
         if !kernel.supports(spec.dtype) {
             return Err(cuda_err(format!(
@@ -121,6 +128,7 @@ impl CudaBackend {
         spec: &GemmSpec,
         shape: GemmShape,
         api: Api,
+        selection: LtSelection,
     ) -> Result<ResolvedGemmRoute> {
         let fast = match self.context.policy.mode {
             PolicyMode::CublasFast => true,
@@ -137,7 +145,7 @@ impl CudaBackend {
         let _lock = sh.lock();
         let handles = sh.vendor.handles(sh)?;
         let h = handles.get();
-        let call = VendorCall::new(h, api, spec.dtype, spec.op, shape, fast)?;
+        let call = VendorCall::new(h, api, spec.dtype, spec.op, shape, fast, selection)?;
         // Physical kernels: run the call once eagerly (loads its kernels outside
         // any capture), then capture it once on the scratch stream and read the graph.
         let elem = common::element_size(spec.dtype);
@@ -219,7 +227,7 @@ impl CudaBackend {
             compiler: CompilerIdentity {
                 name: api.symbol().into(),
                 version: lib.version.clone(),
-                options_digest: numerics.digest(api),
+                options_digest: numerics.digest(api, selection),
                 source_digest: library_digest,
             },
             device: sh.device.clone(),

@@ -71,6 +71,39 @@ impl Api {
     }
 }
 
+/// How a cuBLASLt call's algorithm is chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LtSelection {
+    /// The heuristic's first algorithm for the exact problem, with up to
+    /// [`LT_WORKSPACE_BYTES`] of workspace (split-K allowed): what a user
+    /// of cuBLASLt gets, and batch size changes the algorithm.
+    Heuristic,
+    /// One configuration for every m of a problem family (op, dtype, k, n):
+    /// among the heuristic's split-K-free candidates for the family's
+    /// reference problem (m = [`FAMILY_REFERENCE_M`]), the first that,
+    /// pinned to one split and no reduction scheme, needs at most
+    /// [`FAMILY_MAX_WORKSPACE_BYTES`] of workspace at every probe size;
+    /// `cublasLtMatmulAlgoCheck` checks it again for each m. Each output's
+    /// reduction then runs in one CTA in the kernel's fixed k order,
+    /// whatever m is.
+    FamilyFixed,
+}
+
+/// The batch size whose heuristic pick becomes a family's fixed
+/// configuration: a large batch, so the configuration is the one that
+/// runs fast where throughput matters.
+pub const FAMILY_REFERENCE_M: u64 = 4096;
+
+/// Most workspace the family-fixed selection offers. cuBLASLt 13.1's
+/// Hopper kernels (nvjet) ask for 4 bytes at larger m even with one split
+/// and no reduction scheme: a tile-scheduler counter. 64 bytes cannot hold
+/// partial sums of any tile (the smallest, 64x8 f32, takes 2 KiB), so no
+/// split of the reduction can hide in it.
+pub const FAMILY_MAX_WORKSPACE_BYTES: usize = 64;
+
+/// Candidates asked of the heuristic for a family's configuration.
+const FAMILY_CANDIDATES: usize = 32;
+
 /// The identity of a vendor library as a module: its digest frames the
 /// kind and version; its one symbol (the API entry point) serves every op
 /// and dtype under the vendor contracts, with tensor cores as
@@ -293,8 +326,11 @@ impl Numerics {
         }
     }
 
-    /// Digest of the settings (the vendor compiler identity's options digest).
-    pub fn digest(&self, api: Api) -> Digest {
+    /// Digest of the settings (the vendor compiler identity's options
+    /// digest). The heuristic selection frames exactly as before it
+    /// existed, so recorded routes keep their digests; the family-fixed
+    /// selection adds how its algorithm is chosen.
+    pub fn digest(&self, api: Api, selection: LtSelection) -> Digest {
         let mut w = DigestWriter::new("gemm-audit/vendor-options/v1");
         w.field("api", FieldValue::Str(api.symbol()));
         w.field("blas_compute", FieldValue::U32(self.blas_compute as u32));
@@ -302,6 +338,16 @@ impl Numerics {
         w.field("lt_compute", FieldValue::U32(self.lt_compute as u32));
         w.field("alpha", FieldValue::Str("1"));
         w.field("beta", FieldValue::Str("0"));
+        if selection == LtSelection::FamilyFixed {
+            w.field("selection", FieldValue::Str("family-fixed"));
+            w.field("family_reference_m", FieldValue::U64(FAMILY_REFERENCE_M));
+            w.field("split_k", FieldValue::U64(1));
+            w.field("reduction_scheme", FieldValue::Str("none"));
+            w.field(
+                "max_workspace_bytes",
+                FieldValue::U64(FAMILY_MAX_WORKSPACE_BYTES as u64),
+            );
+        }
         w.finish()
     }
 }
@@ -352,6 +398,9 @@ pub struct LtPlan {
     layouts: [lt::cublasLtMatrixLayout_t; 3],
     algo: lt::cublasLtMatmulAlgo_t,
     pub attrs: LtAlgo,
+    /// Workspace bytes offered to the call
+    /// ([`FAMILY_MAX_WORKSPACE_BYTES`] for the family-fixed selection).
+    workspace_limit: usize,
 }
 
 impl std::fmt::Debug for LtPlan {
@@ -383,17 +432,8 @@ fn lt_check(s: lt::cublasStatus_t, what: &str) -> Result<()> {
 }
 
 impl LtPlan {
-    fn new(
-        h: &Handles,
-        dtype: DType,
-        op: GemmOp,
-        shape: GemmShape,
-        n: &Numerics,
-    ) -> Result<LtPlan> {
-        let handle =
-            h.lt.as_ref()
-                .ok_or_else(|| cuda_err("cuBLASLt is not loaded"))?
-                .0;
+    /// The descriptors of one problem, with no algorithm chosen yet.
+    fn described(dtype: DType, op: GemmOp, shape: GemmShape, n: &Numerics) -> Result<LtPlan> {
         let mut plan = LtPlan {
             desc: std::ptr::null_mut(),
             layouts: [std::ptr::null_mut(); 3],
@@ -410,6 +450,7 @@ impl LtPlan {
                 cluster_shape: None,
                 workspace: 0,
             },
+            workspace_limit: 0,
         };
         let (ta, tb, lda, ldb) = column_major(op, shape);
         let t = lt_type(dtype);
@@ -468,49 +509,220 @@ impl LtPlan {
                     "cublasLtMatrixLayoutCreate",
                 )?;
             }
+        }
+        Ok(plan)
+    }
+
+    /// Up to `count` heuristic results for this plan's problem, best first,
+    /// with at most `workspace` bytes and, when given, only the reduction
+    /// schemes in `reduction_mask`.
+    fn heuristic(
+        &self,
+        handle: lt::cublasLtHandle_t,
+        workspace: u64,
+        reduction_mask: Option<u32>,
+        min_alignment_b: Option<u32>,
+        count: usize,
+    ) -> Result<Vec<lt::cublasLtMatmulHeuristicResult_t>> {
+        use lt::cublasLtMatmulPreferenceAttributes_t as P;
+        // SAFETY: the preference is created, used and destroyed here; the
+        // attribute buffers are integers of the documented sizes; `results`
+        // has room for `count` entries.
+        unsafe {
             let mut pref: lt::cublasLtMatmulPreference_t = std::ptr::null_mut();
             lt_check(
                 lt::cublasLtMatmulPreferenceCreate(&mut pref),
                 "cublasLtMatmulPreferenceCreate",
             )?;
-            let ws: u64 = LT_WORKSPACE_BYTES as u64;
-            let set = lt::cublasLtMatmulPreferenceSetAttribute(
+            let mut status = lt::cublasLtMatmulPreferenceSetAttribute(
                 pref,
-                lt::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                (&ws as *const u64).cast(),
+                P::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                (&workspace as *const u64).cast(),
                 std::mem::size_of::<u64>(),
             );
-            let mut result: lt::cublasLtMatmulHeuristicResult_t = std::mem::zeroed();
-            let mut found = 0i32;
-            let heur = if set.result().is_ok() {
-                lt::cublasLtMatmulAlgoGetHeuristic(
-                    handle,
-                    plan.desc,
-                    plan.layouts[0],
-                    plan.layouts[1],
-                    plan.layouts[2],
-                    plan.layouts[2],
+            if let (Some(mask), true) = (reduction_mask, status.result().is_ok()) {
+                status = lt::cublasLtMatmulPreferenceSetAttribute(
                     pref,
-                    1,
-                    &mut result,
-                    &mut found,
-                )
-            } else {
-                set
-            };
-            let _ = lt::cublasLtMatmulPreferenceDestroy(pref);
-            lt_check(heur, "cublasLtMatmulAlgoGetHeuristic")?;
-            if found < 1 {
-                return Err(cuda_err(format!(
-                    "cuBLASLt has no algorithm for {op} {dtype} {}x{}x{}",
-                    shape.m, shape.k, shape.n
-                )));
+                    P::CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                    (&mask as *const u32).cast(),
+                    std::mem::size_of::<u32>(),
+                );
             }
-            lt_check(result.state, "cuBLASLt heuristic result")?;
-            plan.algo = result.algo;
-            plan.attrs.workspace = result.workspaceSize as u64;
+            if let (Some(bytes), true) = (min_alignment_b, status.result().is_ok()) {
+                status = lt::cublasLtMatmulPreferenceSetAttribute(
+                    pref,
+                    P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    (&bytes as *const u32).cast(),
+                    std::mem::size_of::<u32>(),
+                );
+            }
+            let mut results: Vec<lt::cublasLtMatmulHeuristicResult_t> =
+                vec![std::mem::zeroed(); count];
+            let mut found = 0i32;
+            if status.result().is_ok() {
+                status = lt::cublasLtMatmulAlgoGetHeuristic(
+                    handle,
+                    self.desc,
+                    self.layouts[0],
+                    self.layouts[1],
+                    self.layouts[2],
+                    self.layouts[2],
+                    pref,
+                    count as i32,
+                    results.as_mut_ptr(),
+                    &mut found,
+                );
+            }
+            let _ = lt::cublasLtMatmulPreferenceDestroy(pref);
+            lt_check(status, "cublasLtMatmulAlgoGetHeuristic")?;
+            results.truncate(found.clamp(0, count as i32) as usize);
+            results.retain(|r| r.state.result().is_ok());
+            Ok(results)
         }
+    }
+
+    /// `cublasLtMatmulAlgoCheck` of `algo` on this plan's problem: the
+    /// workspace bytes it needs, or why it cannot run it.
+    fn check(
+        &self,
+        handle: lt::cublasLtHandle_t,
+        algo: &lt::cublasLtMatmulAlgo_t,
+    ) -> Result<usize> {
+        // SAFETY: plain data, written by the check.
+        let mut result: lt::cublasLtMatmulHeuristicResult_t = unsafe { std::mem::zeroed() };
+        // SAFETY: descriptors and layouts are this plan's; `algo` and
+        // `result` are valid for reading and one write.
+        let status = unsafe {
+            lt::cublasLtMatmulAlgoCheck(
+                handle,
+                self.desc,
+                self.layouts[0],
+                self.layouts[1],
+                self.layouts[2],
+                self.layouts[2],
+                algo,
+                &mut result,
+            )
+        };
+        lt_check(status, "cublasLtMatmulAlgoCheck")?;
+        Ok(result.workspaceSize)
+    }
+
+    fn new(
+        h: &Handles,
+        dtype: DType,
+        op: GemmOp,
+        shape: GemmShape,
+        n: &Numerics,
+        selection: LtSelection,
+    ) -> Result<LtPlan> {
+        let handle =
+            h.lt.as_ref()
+                .ok_or_else(|| cuda_err("cuBLASLt is not loaded"))?
+                .0;
+        let mut plan = LtPlan::described(dtype, op, shape, n)?;
+        let problem = format!("{op} {dtype} {}x{}x{}", shape.m, shape.k, shape.n);
         use lt::cublasLtMatmulAlgoConfigAttributes_t as A;
+        match selection {
+            LtSelection::Heuristic => {
+                let best = plan
+                    .heuristic(handle, LT_WORKSPACE_BYTES as u64, None, None, 1)?
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| cuda_err(format!("cuBLASLt has no algorithm for {problem}")))?;
+                plan.algo = best.algo;
+                plan.attrs.workspace = best.workspaceSize as u64;
+                plan.workspace_limit = LT_WORKSPACE_BYTES;
+            }
+            LtSelection::FamilyFixed => {
+                // The family's configuration comes from its reference problem,
+                // never from this m: every m of the family gets the same one.
+                let family = LtPlan::described(
+                    dtype,
+                    op,
+                    GemmShape {
+                        m: FAMILY_REFERENCE_M,
+                        ..shape
+                    },
+                    n,
+                )?;
+                let none = lt::cublasLtReductionScheme_t::CUBLASLT_REDUCTION_SCHEME_NONE as u32;
+                // Under TN the leading dimension of cuBLASLt's B (our A,
+                // transposed) is m: the family's configuration must work at
+                // any m, so at an alignment of one element.
+                let align = (op == GemmOp::Tn)
+                    .then_some(crate::backend::common::element_size(dtype) as u32);
+                let candidates = family.heuristic(
+                    handle,
+                    FAMILY_MAX_WORKSPACE_BYTES as u64,
+                    Some(none),
+                    align,
+                    FAMILY_CANDIDATES,
+                )?;
+                drop(family);
+                // The first candidate that, pinned to one split and no
+                // reduction, runs without workspace at every probe size:
+                // chosen from the family alone, so every m gets the same one.
+                let mut rejected = Vec::new();
+                let mut chosen = None;
+                for candidate in candidates {
+                    let mut algo = candidate.algo;
+                    if algo_attribute(&algo, A::CUBLASLT_ALGO_CONFIG_SPLITK_NUM)
+                        .is_some_and(|s| s > 1)
+                    {
+                        rejected.push(format!("{}: split-K", describe(&algo)));
+                        continue;
+                    }
+                    pin_one_split(&mut algo, none)?;
+                    let refusal = FAMILY_PROBE_M.iter().find_map(|&m| {
+                        let probe = GemmShape { m, ..shape };
+                        match LtPlan::described(dtype, op, probe, n)
+                            .and_then(|p| p.check(handle, &algo))
+                        {
+                            Ok(ws) if ws <= FAMILY_MAX_WORKSPACE_BYTES => None,
+                            Ok(ws) => Some(format!("m={m} needs {ws} bytes of workspace")),
+                            Err(e) => Some(format!("m={m}: {e}")),
+                        }
+                    });
+                    match refusal {
+                        None => {
+                            chosen = Some(algo);
+                            break;
+                        }
+                        Some(why) => rejected.push(format!("{}: {why}", describe(&algo))),
+                    }
+                }
+                let algo = chosen.ok_or_else(|| {
+                    cuda_err(format!(
+                        "cublaslt-invariant: no cuBLASLt algorithm for the family of {problem} runs split-K-free within {FAMILY_MAX_WORKSPACE_BYTES} bytes of workspace at m = {FAMILY_PROBE_M:?} (candidates: {})",
+                        if rejected.is_empty() {
+                            "none offered".to_string()
+                        } else {
+                            rejected.join("; ")
+                        }
+                    ))
+                })?;
+                // This m itself, exactly.
+                let needed = match plan.check(handle, &algo) {
+                    Ok(ws) if ws <= FAMILY_MAX_WORKSPACE_BYTES => ws,
+                    Ok(ws) => {
+                        return Err(cuda_err(format!(
+                            "cublaslt-invariant: the family configuration ({}) needs {ws} bytes of workspace for {problem}",
+                            describe(&algo)
+                        )));
+                    }
+                    Err(e) => {
+                        return Err(cuda_err(format!(
+                            "cublaslt-invariant: the family configuration ({}) cannot serve {problem}: {e}",
+                            describe(&algo)
+                        )));
+                    }
+                };
+                plan.algo = algo;
+                plan.attrs.workspace = needed as u64;
+                plan.workspace_limit = FAMILY_MAX_WORKSPACE_BYTES;
+            }
+        }
         let get = |attr: A| -> Option<i64> { algo_attribute(&plan.algo, attr) };
         plan.attrs.id = get(A::CUBLASLT_ALGO_CONFIG_ID).unwrap_or(-1);
         plan.attrs.tile = get(A::CUBLASLT_ALGO_CONFIG_TILE_ID).unwrap_or(-1);
@@ -522,6 +734,47 @@ impl LtPlan {
         plan.attrs.cluster_shape = get(A::CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID);
         Ok(plan)
     }
+}
+
+/// Batch sizes at which a family's configuration must run without split-K
+/// or workspace to be chosen (each actual m is checked as well).
+/// 2 and 3 make the leading dimension of a transposed A (TN) as unaligned
+/// as it gets.
+const FAMILY_PROBE_M: [u64; 7] = [1, 2, 3, 64, 1024, FAMILY_REFERENCE_M, 16384];
+
+/// `algorithm 66 tile 24 stages 35`, for messages.
+fn describe(algo: &lt::cublasLtMatmulAlgo_t) -> String {
+    use lt::cublasLtMatmulAlgoConfigAttributes_t as A;
+    let g = |a: A| algo_attribute(algo, a).unwrap_or(-1);
+    format!(
+        "algorithm {} tile {} stages {}",
+        g(A::CUBLASLT_ALGO_CONFIG_ID),
+        g(A::CUBLASLT_ALGO_CONFIG_TILE_ID),
+        g(A::CUBLASLT_ALGO_CONFIG_STAGES_ID)
+    )
+}
+
+/// Pins `algo` to one split and the reduction scheme `none`.
+fn pin_one_split(algo: &mut lt::cublasLtMatmulAlgo_t, none: u32) -> Result<()> {
+    use lt::cublasLtMatmulAlgoConfigAttributes_t as A;
+    for (attr, v) in [
+        (A::CUBLASLT_ALGO_CONFIG_SPLITK_NUM, 1u32),
+        (A::CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, none),
+    ] {
+        // SAFETY: `algo` is a valid algorithm; both attributes are uint32.
+        lt_check(
+            unsafe {
+                lt::cublasLtMatmulAlgoConfigSetAttribute(
+                    algo,
+                    attr,
+                    (&v as *const u32).cast(),
+                    std::mem::size_of::<u32>(),
+                )
+            },
+            "cublasLtMatmulAlgoConfigSetAttribute",
+        )?;
+    }
+    Ok(())
 }
 
 /// One algorithm configuration attribute, read at the size cuBLASLt reports.
@@ -573,7 +826,8 @@ pub struct VendorCall {
 }
 
 impl VendorCall {
-    /// Prepares a call; for cuBLASLt this runs the heuristic.
+    /// Prepares a call; for cuBLASLt this chooses the algorithm as
+    /// `selection` says (cuBLAS has one selection, the heuristic).
     pub fn new(
         h: &Handles,
         api: Api,
@@ -581,7 +835,13 @@ impl VendorCall {
         op: GemmOp,
         shape: GemmShape,
         fast: bool,
+        selection: LtSelection,
     ) -> Result<VendorCall> {
+        if api == Api::Blas && selection != LtSelection::Heuristic {
+            return Err(cuda_err(
+                "cuBLAS has no algorithm selection of its own: the family-fixed selection is cuBLASLt's",
+            ));
+        }
         for (what, v) in [("m", shape.m), ("k", shape.k), ("n", shape.n)] {
             if v > i32::MAX as u64 {
                 return Err(cuda_err(format!("{what} = {v} is too large for cuBLAS")));
@@ -589,7 +849,7 @@ impl VendorCall {
         }
         let numerics = Numerics::of(dtype, fast);
         let lt = match api {
-            Api::Lt => Some(LtPlan::new(h, dtype, op, shape, &numerics)?),
+            Api::Lt => Some(LtPlan::new(h, dtype, op, shape, &numerics, selection)?),
             Api::Blas => None,
         };
         Ok(VendorCall {
@@ -739,7 +999,8 @@ impl VendorCall {
                 let (pw, _rw) = ws.device_ptr(stream);
                 // SAFETY: descriptors, layouts and algorithm come from the same
                 // plan; buffers match the layouts; the workspace holds
-                // LT_WORKSPACE_BYTES, at least what the heuristic asked for.
+                // LT_WORKSPACE_BYTES >= workspace_limit, at least what the
+                // algorithm asked for.
                 unsafe {
                     lt::cublasLtMatmul(
                         handle,
@@ -756,7 +1017,7 @@ impl VendorCall {
                         plan.layouts[2],
                         &plan.algo,
                         pw as *mut c_void,
-                        LT_WORKSPACE_BYTES,
+                        plan.workspace_limit,
                         stream.cu_stream() as lt::cudaStream_t,
                     )
                     .result()
@@ -792,12 +1053,17 @@ mod tests {
         );
         assert!(!Numerics::of(DType::F32, false).tensor_cores);
         assert_ne!(
-            Numerics::of(DType::F32, true).digest(Api::Blas),
-            Numerics::of(DType::F32, false).digest(Api::Blas)
+            Numerics::of(DType::F32, true).digest(Api::Blas, LtSelection::Heuristic),
+            Numerics::of(DType::F32, false).digest(Api::Blas, LtSelection::Heuristic)
         );
         assert_ne!(
-            Numerics::of(DType::Bf16, true).digest(Api::Blas),
-            Numerics::of(DType::Bf16, true).digest(Api::Lt)
+            Numerics::of(DType::Bf16, true).digest(Api::Blas, LtSelection::Heuristic),
+            Numerics::of(DType::Bf16, true).digest(Api::Lt, LtSelection::Heuristic)
+        );
+        // The family-fixed selection is part of the route's options identity.
+        assert_ne!(
+            Numerics::of(DType::Bf16, true).digest(Api::Lt, LtSelection::Heuristic),
+            Numerics::of(DType::Bf16, true).digest(Api::Lt, LtSelection::FamilyFixed)
         );
     }
 
