@@ -141,11 +141,32 @@ impl fmt::Display for FieldValue<'_> {
             FieldValue::I64(v) => write!(f, "{v}"),
             FieldValue::U32x3([x, y, z]) => write!(f, "{x}x{y}x{z}"),
             FieldValue::Str(s) => write!(f, "{s:?}"),
-            FieldValue::StrList(l) => write!(f, "{l:?}"),
+            FieldValue::StrList(l) => render_list(f, l),
             FieldValue::Bytes(b) => write!(f, "{} bytes, sha256 {}", b.len(), Digest::sha256(b)),
             FieldValue::Digest(d) => write!(f, "{d}"),
         }
     }
+}
+
+/// Most characters of a list rendered in full; a longer list (a hostile
+/// trace's, say) shows its first items, its length and its digest, so a
+/// message stays readable and two different lists still read differently.
+const LIST_RENDER_CHARS: usize = 512;
+
+fn render_list(f: &mut fmt::Formatter<'_>, l: &[String]) -> fmt::Result {
+    let full = format!("{l:?}");
+    if full.len() <= LIST_RENDER_CHARS {
+        return f.write_str(&full);
+    }
+    let mut w = DigestWriter::new("gemm-audit/rendered-list/v1");
+    w.field("list", FieldValue::StrList(l));
+    let head: String = full.chars().take(LIST_RENDER_CHARS).collect();
+    write!(
+        f,
+        "{head}... ({} items, sha256 {})",
+        l.len(),
+        w.finish().short()
+    )
 }
 
 /// Receives the fields of a framed value, in a fixed order.

@@ -145,6 +145,7 @@ pub struct SymbolEntry {
     /// The kernel symbol.
     pub name: String,
     /// What the symbol serves, sorted.
+    #[serde(deserialize_with = "crate::bounded::services")]
     pub serves: Vec<Service>,
     /// Digest of the kernel's resources; when present, a route through
     /// this symbol must carry the same `resources_digest`.
@@ -215,6 +216,7 @@ pub struct ModuleIdentity {
     /// Compilation target, e.g. `sm_90a` or `x86_64`.
     pub target: String,
     /// Kernel symbols the module serves, sorted by name.
+    #[serde(deserialize_with = "crate::bounded::symbols")]
     pub symbols: Vec<SymbolEntry>,
 }
 
@@ -332,10 +334,13 @@ pub struct GemmRouteIdentity {
     /// The numeric policy.
     pub policy: GemmPolicy,
     /// Backends this context may replay (derived from the policy and the modules).
+    #[serde(deserialize_with = "crate::bounded::permitted")]
     pub permitted_backends: Vec<PhysicalBackend>,
     /// Numeric contracts the policy permits, before per-dtype rules.
+    #[serde(deserialize_with = "crate::bounded::permitted")]
     pub permitted_contracts: Vec<ContractKind>,
     /// Loaded modules.
+    #[serde(deserialize_with = "crate::bounded::modules")]
     pub modules: Vec<ModuleIdentity>,
     /// The device.
     pub device: DeviceIdentity,

@@ -44,6 +44,7 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+pub mod bounded;
 pub mod budget;
 pub mod digest;
 pub mod error;

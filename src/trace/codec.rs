@@ -253,8 +253,41 @@ fn check_limits(trace: &RecordedGemmTrace, limits: &Limits) -> Result<(), Format
             limit: limits.max_string_bytes,
         });
     }
+    // Framing the context repeats each symbol's name for every service it
+    // offers: bound what that builds, whatever the file's size.
+    let framed: u64 = trace
+        .context
+        .modules
+        .iter()
+        .flat_map(|m| &m.symbols)
+        .map(|s| (s.name.len() as u64 + 48).saturating_mul(1 + s.serves.len() as u64))
+        .fold(0u64, u64::saturating_add);
+    if framed > MAX_CONTEXT_FRAMED_BYTES {
+        return Err(FormatError::LimitExceeded {
+            what: "context size (symbol names times their services)",
+            found: framed,
+            limit: MAX_CONTEXT_FRAMED_BYTES,
+        });
+    }
+    // A graph holds a handful of nodes per GEMM (a kernel, a memset, a
+    // split-K reduction), never thousands.
+    let nodes = trace.physical.len() as u64;
+    let max_nodes = routes.saturating_mul(MAX_NODES_PER_ROUTE) + MAX_NODES_PER_ROUTE;
+    if nodes > max_nodes {
+        return Err(FormatError::LimitExceeded {
+            what: "graph node count",
+            found: nodes,
+            limit: max_nodes,
+        });
+    }
     Ok(())
 }
+
+/// Most bytes framing a context's modules may build (see `check_limits`).
+pub const MAX_CONTEXT_FRAMED_BYTES: u64 = 16 << 20;
+
+/// Most physical graph nodes per route (plus this many in all).
+pub const MAX_NODES_PER_ROUTE: u64 = 16;
 
 /// Decodes a complete file image.
 pub fn decode_trace(bytes: &[u8], limits: &Limits) -> Result<RecordedGemmTrace, FormatError> {

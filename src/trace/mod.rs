@@ -96,6 +96,7 @@ pub struct RecordedGemmTrace {
     /// One per route, same order.
     pub fingerprints: Vec<OutputFingerprint>,
     /// Per-machine facts, never compared (CPU model, cores, GPU UUID, ...).
+    #[serde(deserialize_with = "crate::bounded::volatile")]
     pub volatile: VolatileMetadata,
     /// The captured graph's nodes, bound to the routes (empty when no graph
     /// was captured). See [`crate::physical`].

@@ -27,15 +27,19 @@ use serde::{Deserialize, Serialize};
 pub(super) struct ModuleV1 {
     kind: ModuleKind,
     digest: Digest,
+    #[serde(deserialize_with = "crate::bounded::symbols")]
     symbols: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize)]
 pub(super) struct ContextV1 {
     policy: GemmPolicy,
+    #[serde(deserialize_with = "crate::bounded::permitted")]
     permitted_backends: Vec<PhysicalBackend>,
+    #[serde(deserialize_with = "crate::bounded::permitted")]
     permitted_contracts: Vec<ContractKind>,
     compiler: CompilerIdentity,
+    #[serde(deserialize_with = "crate::bounded::modules")]
     modules: Vec<ModuleV1>,
     device: DeviceIdentity,
     revisions: Revisions,
@@ -49,6 +53,7 @@ pub(super) struct TraceV1 {
     launch_set: ResolvedGemmLaunchSet,
     routes: Vec<ResolvedGemmRoute>,
     fingerprints: Vec<OutputFingerprint>,
+    #[serde(deserialize_with = "crate::bounded::volatile")]
     volatile: VolatileMetadata,
     physical: Vec<PhysicalNode>,
 }

@@ -458,8 +458,9 @@ impl CpuBackend {
         seed: u64,
     ) -> Result<crate::backend::TimedOutput> {
         let launch = CpuLaunch::prepare(route, seed)?;
+        let (a, b) = launch.inputs();
         let start = std::time::Instant::now();
-        let output = launch.execute();
+        let output = launch.execute_on(&a, &b);
         Ok(crate::backend::TimedOutput {
             output,
             seconds: start.elapsed().as_secs_f64(),
@@ -513,12 +514,14 @@ impl CpuBackend {
 
 /// One frozen launch of a CPU graph: kernel, problem and inputs.
 #[derive(Debug, Clone)]
+/// One launch, decided. Its operands are seeded when it executes, not when
+/// it is prepared: a captured graph of many GEMMs then holds one GEMM's
+/// operands at a time, which is what the memory budget assumes.
 struct CpuLaunch {
     kernel: CpuKernel,
     problem: Problem,
     dtype: DType,
-    a: Vec<f32>,
-    b: Vec<f32>,
+    seed: u64,
 }
 
 impl CpuLaunch {
@@ -555,19 +558,28 @@ impl CpuLaunch {
             k: k as usize,
             n: n as usize,
         };
-        let (a, b) = super::common::seeded_inputs(&problem, route.dtype, seed);
         Ok(CpuLaunch {
             kernel,
             problem,
             dtype: route.dtype,
-            a,
-            b,
+            seed,
         })
     }
 
-    fn execute(&self) -> Vec<u8> {
-        let c = self.kernel.execute(&self.problem, &self.a, &self.b);
+    /// The seeded operands A and B.
+    fn inputs(&self) -> (Vec<f32>, Vec<f32>) {
+        super::common::seeded_inputs(&self.problem, self.dtype, self.seed)
+    }
+
+    /// Runs the kernel on `a` and `b`; returns C in storage bytes.
+    fn execute_on(&self, a: &[f32], b: &[f32]) -> Vec<u8> {
+        let c = self.kernel.execute(&self.problem, a, b);
         kernels::to_storage_bytes(self.dtype, &c)
+    }
+
+    fn execute(&self) -> Vec<u8> {
+        let (a, b) = self.inputs();
+        self.execute_on(&a, &b)
     }
 }
 
