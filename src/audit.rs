@@ -73,6 +73,8 @@ pub struct Case {
 /// One cell of a batch-invariance matrix.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MatrixCell {
+    /// The member's workload-level GEMM name.
+    pub gemm: String,
     /// The member's batch size (rows of C).
     pub m: u64,
     /// Rows shared with the smallest-m member are bit-identical to it.
@@ -595,6 +597,7 @@ fn batch_invariance_checks(
             }
             let diff = (!identical).then(|| difference(spec.dtype, rows(base), rows(i)));
             cells.push(MatrixCell {
+                gemm: w.gemms[i].name.clone(),
                 m: w.gemms[i].m,
                 identical,
                 difference: diff,

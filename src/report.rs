@@ -256,7 +256,9 @@ pub fn html(input: &ReportInput<'_>) -> String {
         }
         let _ = writeln!(s, "</table>");
     }
-    let _ = writeln!(s, "</div>\n<h2>Timings</h2>");
+    let _ = writeln!(s, "</div>\n<h2>Throughput by batch size</h2>");
+    s.push_str(&throughput_chart(a));
+    let _ = writeln!(s, "<h2>Timings</h2>");
     s.push_str(&timing_chart(a));
     let _ = writeln!(s, "</body></html>");
     s
@@ -325,6 +327,137 @@ fn clocks(a: &AuditReport) -> String {
         }
     }
     seen.join("; ")
+}
+
+/// One series per M-sweep group: (m, TFLOP/s) of each member, from its
+/// timing and shape.
+fn throughput_series(a: &AuditReport) -> Vec<(String, Vec<(u64, f64)>)> {
+    let mut shapes = std::collections::HashMap::new();
+    for t in &a.traces {
+        for r in &t.routes {
+            shapes.insert((t.workload.as_str(), r.gemm.as_str()), r.shape);
+        }
+    }
+    let mut secs = std::collections::HashMap::new();
+    for t in &a.timings {
+        secs.insert((t.workload.as_str(), t.gemm.as_str()), t.seconds);
+    }
+    a.matrices
+        .iter()
+        .filter_map(|mx| {
+            let points: Vec<(u64, f64)> = mx
+                .cells
+                .iter()
+                .filter_map(|c| {
+                    let key = (mx.workload.as_str(), c.gemm.as_str());
+                    let shape = shapes.get(&key)?;
+                    let s = *secs.get(&key)?;
+                    (s > 0.0).then(|| {
+                        let flop = 2.0 * shape.m as f64 * shape.k as f64 * shape.n as f64;
+                        (c.m, flop / s / 1e12)
+                    })
+                })
+                .collect();
+            (points.len() >= 2).then(|| (format!("{} / {}", mx.workload, mx.group), points))
+        })
+        .collect()
+}
+
+/// TFLOP/s by batch size (log2 m across, linear TFLOP/s up), one line per
+/// M-sweep group, as inline SVG: where batch invariance costs throughput.
+fn throughput_chart(a: &AuditReport) -> String {
+    let series = throughput_series(a);
+    if series.is_empty() {
+        return "<p>No M-sweep was timed.</p>\n".into();
+    }
+    const COLORS: [&str; 8] = [
+        "#4a7ebb", "#d07a2b", "#2e9e6b", "#7a5bb5", "#c0392b", "#8c6d31", "#17becf", "#555",
+    ];
+    let (w, h, left, top, bottom) = (760.0, 300.0, 56.0, 16.0, 36.0);
+    let max_m = series
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|x| x.0))
+        .max()
+        .unwrap_or(1)
+        .max(2);
+    let max_t = series
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|x| x.1))
+        .fold(0.0f64, f64::max)
+        .max(1e-6);
+    let lx = (max_m as f64).log2().max(1.0);
+    let x = |m: u64| left + (m.max(1) as f64).log2() / lx * (w - left - 10.0);
+    let y = |t: f64| top + (1.0 - t / max_t) * (h - top - bottom);
+    let legend_h = series.len() as f64 * 16.0 + 8.0;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "<svg id=\"throughput-by-m\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{}\" role=\"img\" aria-label=\"TFLOP/s by batch size\">",
+        h + legend_h
+    );
+    let _ = writeln!(
+        s,
+        "<line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#888\"/><line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{}\" stroke=\"#888\"/>",
+        h - bottom,
+        w - 10.0,
+        h - bottom,
+        h - bottom
+    );
+    let _ = writeln!(
+        s,
+        "<text x=\"0\" y=\"{}\" font-size=\"11\">{}</text><text x=\"0\" y=\"{}\" font-size=\"11\">0</text><text x=\"{left}\" y=\"{}\" font-size=\"11\">TFLOP/s by m (log scale), {}</text>",
+        top + 4.0,
+        if max_t >= 10.0 {
+            format!("{max_t:.0}")
+        } else {
+            format!("{max_t:.3}")
+        },
+        h - bottom,
+        h - 4.0,
+        esc(&clocks(a))
+    );
+    let mut p = 1u64;
+    while p <= max_m {
+        let _ = writeln!(
+            s,
+            "<text x=\"{:.1}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\">{p}</text>",
+            x(p),
+            h - bottom + 14.0
+        );
+        p = p.saturating_mul(if max_m > 512 { 4 } else { 2 });
+    }
+    for (i, (label, points)) in series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let line: Vec<String> = points
+            .iter()
+            .map(|&(m, t)| format!("{:.1},{:.1}", x(m), y(t)))
+            .collect();
+        let _ = writeln!(
+            s,
+            "<polyline class=\"series\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"><title>{}</title></polyline>",
+            line.join(" "),
+            esc(label)
+        );
+        for &(m, t) in points {
+            let _ = writeln!(
+                s,
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\"><title>{}: m={m}, {t:.2} TFLOP/s</title></circle>",
+                x(m),
+                y(t),
+                esc(label)
+            );
+        }
+        let ly = h + 12.0 + i as f64 * 16.0;
+        let _ = writeln!(
+            s,
+            "<rect x=\"{left}\" y=\"{}\" width=\"12\" height=\"4\" fill=\"{color}\"/><text x=\"{}\" y=\"{ly}\" font-size=\"11\">{}</text>",
+            ly - 5.0,
+            left + 18.0,
+            esc(label)
+        );
+    }
+    let _ = writeln!(s, "</svg>");
+    s
 }
 
 /// Horizontal bars of each timed launch, grouped by workload, as inline SVG.

@@ -90,6 +90,30 @@ fn timings_say_what_they_measure() {
         drift: Vec::new(),
     });
     assert!(html.contains("host clock around the kernel, fastest of 2 runs"));
+    // TFLOP/s by m: one line per timed M-sweep group, named in its legend.
+    let chart = html
+        .split("<svg id=\"throughput-by-m\"")
+        .nth(1)
+        .expect("a throughput chart")
+        .split("</svg>")
+        .next()
+        .unwrap();
+    assert!(!a.matrices.is_empty());
+    assert_eq!(
+        chart.matches("<polyline class=\"series\"").count(),
+        a.matrices.len()
+    );
+    for m in &a.matrices {
+        assert!(chart.contains(&m.group), "legend names {}", m.group);
+        assert_eq!(
+            chart
+                .matches(&format!("{} / {}: m=", m.workload, m.group))
+                .count(),
+            m.cells.len(),
+            "one point per batch size of {}",
+            m.group
+        );
+    }
 }
 
 #[test]
@@ -334,6 +358,7 @@ fn wide_matrix() -> gemm_audit::audit::BatchMatrix {
         .map(|&m| {
             let identical = !matches!(m, 64 | 200 | 4096);
             MatrixCell {
+                gemm: format!("cublas@m{m}"),
                 m,
                 identical,
                 difference: (!identical).then_some(UlpStats {
