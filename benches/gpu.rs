@@ -283,7 +283,7 @@ const SECTIONS: &[Section] = &[
     },
     Section {
         name: "invariant-by-m",
-        title: "1f. Batch-invariant routes by m, bf16 k=n=4096: cublaslt-invariant and mma-large vs cuBLAS / cuBLASLt",
+        title: "1f. Batch-invariant routes by m, bf16 NN and TN k=n=4096: cublaslt-invariant and mma-large vs cuBLAS / cuBLASLt",
         run: bench_by_m,
     },
     Section {
@@ -681,7 +681,7 @@ fn bench_tax(gpu: &Gpu, cfg: &Config, case: &TaxCase) -> Res<Report> {
 /// Batch sizes of the by-m comparison.
 const BY_M: &[u64] = &[1, 16, 128, 1024, 4096, 8192];
 
-/// TFLOP/s by m at k = n = 4096 (bf16 nn) of the batch-invariant routes
+/// TFLOP/s by m at k = n = 4096 (bf16 NN and TN) of the batch-invariant routes
 /// (cublaslt-invariant, mma-large) and of what a user gets by default
 /// (cuBLAS, cuBLASLt's heuristic), all timed in one interleaved run.
 fn bench_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
@@ -700,14 +700,20 @@ fn bench_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
     let mut summary = Vec::new();
     let mut routes = Vec::new();
     let mut cells: Vec<Vec<Option<usize>>> = Vec::new();
-    for &m in &ms {
+    // NN, and TN, where m is the leading dimension of A and the invariant
+    // route needs a configuration that accepts any alignment.
+    let rows: Vec<(GemmOp, u64)> = [GemmOp::Nn, GemmOp::Tn]
+        .iter()
+        .flat_map(|&op| ms.iter().map(move |&m| (op, m)))
+        .collect();
+    for &(op, m) in &rows {
         let shape = GemmShape { m, k, n };
         let mut row = Vec::new();
         for (label, choice) in columns {
             let r = match choice {
                 Some(route) => gpu.fast.resolve(&GemmSpec {
-                    name: format!("{label}@m{m}"),
-                    op: GemmOp::Nn,
+                    name: format!("{label}@{op}-m{m}"),
+                    op,
                     dtype: DType::Bf16,
                     m,
                     k,
@@ -716,8 +722,8 @@ fn bench_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
                     seed: None,
                 }),
                 None => gpu.det.nvrtc_route(
-                    &format!("{label}@m{m}"),
-                    GemmOp::Nn,
+                    &format!("{label}@{op}-m{m}"),
+                    op,
                     DType::Bf16,
                     shape,
                     CudaKernel::MmaLarge,
@@ -730,7 +736,7 @@ fn bench_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
                 }
                 Err(e) => {
                     row.push(None);
-                    summary.push(format!("by-m m={m}: {label} left out: {e}"));
+                    summary.push(format!("by-m {op} m={m}: {label} left out: {e}"));
                 }
             }
         }
@@ -748,7 +754,7 @@ fn bench_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
         )
         .map_err(|e| format!("timing by m: {e}"))?;
     let stats: Vec<Stats> = timings.iter().map(|t| Stats::of(&t.samples)).collect();
-    let mut header = vec!["m (bf16 nn k=n=4096)".to_string()];
+    let mut header = vec!["bf16 k=n=4096".to_string()];
     header.extend(columns.iter().map(|(l, _)| format!("{l} TFLOP/s")));
     header.push("inv / cuBLAS".to_string());
     header.push("mma / cuBLAS".to_string());
@@ -761,10 +767,10 @@ fn bench_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
                 .to_string(),
         ],
     };
-    for (row, &m) in cells.iter().zip(&ms) {
+    for (row, &(op, m)) in cells.iter().zip(&rows) {
         let flops = 2.0 * m as f64 * k as f64 * n as f64;
         let tf = |i: Option<usize>| i.map(|i| flops / stats[i].median / 1e12);
-        let mut line = vec![m.to_string()];
+        let mut line = vec![format!("{op} m={m}")];
         line.extend(
             row.iter()
                 .map(|&i| tf(i).map_or("-".to_string(), |t| format!("{t:.1}"))),
@@ -778,7 +784,7 @@ fn bench_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
         }
         if let Some(x) = speed(row[2]) {
             summary.push(format!(
-                "by-m bf16 m={m} k=n=4096: cublaslt-invariant at {x:.2}x cuBLAS speed ({:.1} vs {:.1} TFLOP/s)",
+                "by-m bf16 {op} m={m} k=n=4096: cublaslt-invariant at {x:.2}x cuBLAS speed ({:.1} vs {:.1} TFLOP/s)",
                 tf(row[2]).unwrap_or(0.0),
                 tf(row[0]).unwrap_or(0.0)
             ));
