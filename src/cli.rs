@@ -61,7 +61,8 @@ Exit codes:
   2       bad command line
   3       bad input: unreadable, corrupt or non-regular file, unknown or
           malformed workload, work over the budget (--max-gflop,
-          --max-memory-gib), an output file that exists (pass --force)
+          --max-memory-gib), an output file that exists (pass --force),
+          a device the backend does not have (--device)
   4       backend unavailable or failed
   64+N    diff only: disallowed differences were found; N is the sum of
           identity=1, route=2, numeric=4, structural=8, policy=16";
