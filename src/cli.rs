@@ -29,8 +29,9 @@ macro_rules! outln {
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use gemm_audit::audit::{self, AuditOptions, Progress};
-use gemm_audit::backend::{Backend, BackendKind};
+use gemm_audit::backend::{Backend, BackendKind, DeviceLabel, DeviceSelection};
 use gemm_audit::diff::{DiffClass, TraceDiff};
+use gemm_audit::fleet;
 use gemm_audit::golden;
 use gemm_audit::recorder::{self, ReplayOutcome};
 use gemm_audit::workload::{BUILTINS, Workload};
@@ -60,7 +61,8 @@ Exit codes:
   2       bad command line
   3       bad input: unreadable, corrupt or non-regular file, unknown or
           malformed workload, work over the budget (--max-gflop,
-          --max-memory-gib), an output file that exists (pass --force)
+          --max-memory-gib), an output file that exists (pass --force),
+          a device the backend does not have (--device)
   4       backend unavailable or failed
   64+N    diff only: disallowed differences were found; N is the sum of
           identity=1, route=2, numeric=4, structural=8, policy=16";
@@ -202,6 +204,8 @@ pub enum Command {
         force: bool,
         #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
         backend: BackendKind,
+        #[command(flatten)]
+        device: DeviceArgs,
     },
     /// Compare traces from many devices; name the one that disagrees.
     ///
@@ -250,7 +254,8 @@ pub enum Command {
     Record {
         /// A built-in workload name or a .toml/.json workload file.
         workload: String,
-        /// Trace file to write.
+        /// Trace file to write (with `--device all`: one per device, named
+        /// FILE with `.dev<N>` before its extension, e.g. run.dev1.gat).
         #[arg(short, long, value_name = "FILE")]
         out: PathBuf,
         /// Replace the output file if it exists.
@@ -258,9 +263,12 @@ pub enum Command {
         force: bool,
         #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
         backend: BackendKind,
-        /// Also dump each launch's raw output bytes into this folder (for `diff --outputs`).
+        /// Also dump each launch's raw output bytes into this folder (for
+        /// `diff --outputs`; with `--device all`, into DIR/dev<N>).
         #[arg(long, value_name = "DIR")]
         outputs: Option<PathBuf>,
+        #[command(flatten)]
+        device: DeviceArgs,
     },
     /// Rebuild a stored trace's plan and validate it against the live context.
     #[command(after_help = EXIT_CODES)]
@@ -285,6 +293,8 @@ pub enum Command {
         backend: BackendKind,
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
+        #[command(flatten)]
+        device: DeviceArgs,
     },
     /// Print a trace as a table or as JSON.
     #[command(after_help = EXIT_CODES)]
@@ -366,8 +376,9 @@ pub fn run(args: Args) -> Result<u8> {
             golden_dir,
             force,
             backend,
+            device,
         } if !from.is_empty() => {
-            let _ = (workloads, backend);
+            let _ = (workloads, backend, device);
             cmd_bless_from(&from, &golden_dir, force)
         }
         Command::Bless {
@@ -375,8 +386,9 @@ pub fn run(args: Args) -> Result<u8> {
             golden_dir,
             force,
             backend,
+            device,
             ..
-        } => cmd_bless(workloads, &golden_dir, force, backend),
+        } => cmd_bless(workloads, &golden_dir, force, backend, &device),
         Command::Compare {
             traces,
             format,
@@ -400,7 +412,8 @@ pub fn run(args: Args) -> Result<u8> {
             force,
             backend,
             outputs,
-        } => cmd_record(&workload, &out, force, backend, outputs.as_deref()),
+            device,
+        } => cmd_record(&workload, &out, force, backend, outputs.as_deref(), &device),
         Command::Check {
             trace,
             golden,
@@ -409,7 +422,10 @@ pub fn run(args: Args) -> Result<u8> {
             allow,
             backend,
             format,
-        } => cmd_check(&trace, golden, golden_dir, replay, &allow, backend, format),
+            device,
+        } => cmd_check(
+            &trace, golden, golden_dir, replay, &allow, backend, format, &device,
+        ),
         Command::Show { trace, format } => cmd_show(&trace, format),
         Command::Diff {
             golden,
@@ -422,16 +438,105 @@ pub fn run(args: Args) -> Result<u8> {
     }
 }
 
-fn open_backend(kind: BackendKind) -> Result<Backend> {
-    let (backend, note) = Backend::open(kind)?;
-    // Why CUDA was not used matters to whoever built with CUDA or asks for
-    // it (-v); a CPU-only build on a CPU machine needs no such note.
+/// `--device N|all`, shared by `audit`, `record`, `check` and `bless`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DeviceArgs {
+    /// Device to run on: a CUDA device ordinal, or `all` for every CUDA
+    /// device at once (one worker, context and stream each). The CPU
+    /// backend is one device, 0.
+    #[arg(long, value_name = "N|all", default_value = "0")]
+    pub device: DeviceSelection,
+    /// Testing only: flip a bit in every output of the first GEMM of the
+    /// first workload on this device (`gpu-to-gpu` must name it).
+    #[arg(long, hide = true, value_name = "DEVICE")]
+    pub plant_fault: Option<usize>,
+    /// Testing only: with `--backend cpu --device all`, open N CPU backends
+    /// standing in for devices 0..N-1.
+    #[arg(long, hide = true, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub cpu_stand_ins: Option<u16>,
+}
+
+impl DeviceArgs {
+    fn all(&self) -> bool {
+        self.device == DeviceSelection::All
+    }
+}
+
+/// Opens the devices `dev` selects (see [`Backend::open_devices`]); the
+/// hidden `--cpu-stand-ins N` opens N CPU backends for `--backend cpu
+/// --device all`. Returns the note saying why CUDA was not used, if any.
+fn open_devices(
+    kind: BackendKind,
+    dev: &DeviceArgs,
+) -> Result<(gemm_audit::backend::OpenedDevices, Option<String>)> {
+    let (devices, note) = match (dev.device, dev.cpu_stand_ins, kind) {
+        (DeviceSelection::All, Some(n), BackendKind::Cpu) => (
+            (0..n as usize)
+                .map(|i| {
+                    (
+                        DeviceLabel::new("cpu", i),
+                        Backend::Cpu(gemm_audit::backend::cpu::CpuBackend::default()),
+                    )
+                })
+                .collect(),
+            None,
+        ),
+        _ => Backend::open_devices(kind, dev.device)?,
+    };
+    Ok((devices, note))
+}
+
+/// Prints why CUDA was not used, for whoever built with CUDA or asks (-v).
+fn print_backend_note(note: &Option<String>) {
     if let Some(note) = note {
         if cfg!(feature = "cuda") || verbosity() == Verbosity::Verbose {
             note!("gemm-audit: {note}");
         }
     }
-    Ok(backend)
+}
+
+/// Plants the hidden `--plant-fault DEVICE` into that device's backend:
+/// every output of GEMM `gemm` gets a bit flipped.
+fn plant_fault(
+    devices: &mut [(DeviceLabel, Backend)],
+    dev: &DeviceArgs,
+    gemm: Option<&str>,
+) -> Result<()> {
+    let (Some(target), Some(gemm)) = (dev.plant_fault, gemm) else {
+        return Ok(());
+    };
+    let Some(slot) = devices.iter_mut().find(|(l, _)| l.ordinal == target) else {
+        return Err(Error::NoSuchDevice {
+            backend: devices
+                .first()
+                .map(|(l, _)| l.backend.clone())
+                .unwrap_or_default(),
+            requested: target,
+            available: devices
+                .iter()
+                .map(|(l, _)| l.ordinal.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+        .into());
+    };
+    let placeholder = Backend::Cpu(gemm_audit::backend::cpu::CpuBackend::default());
+    let real = std::mem::replace(&mut slot.1, placeholder);
+    slot.1 = fleet::plant_fault(real, gemm);
+    note!("gemm-audit: planted a fault in GEMM {gemm} on {}", slot.0);
+    Ok(())
+}
+
+/// The first error of per-device results, naming its device; else the values.
+fn all_ok<T>(
+    devices: &[(DeviceLabel, Backend)],
+    results: Vec<gemm_audit::Result<T>>,
+) -> Result<Vec<T>> {
+    let mut out = Vec::with_capacity(results.len());
+    for ((label, _), r) in devices.iter().zip(results) {
+        out.push(r.with_context(|| format!("on {label}"))?);
+    }
+    Ok(out)
 }
 
 fn read_trace(path: &std::path::Path) -> Result<RecordedGemmTrace> {
@@ -512,14 +617,21 @@ pub struct AuditArgs {
     /// Write JUnit XML (one test case per contract per GEMM) to this file.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// Also write every recorded trace into this folder, for `compare`
+    /// (<workload>.gat; with `--device all`, <workload>.dev<N>.gat).
+    #[arg(long, value_name = "DIR")]
+    pub traces: Option<PathBuf>,
+    #[command(flatten)]
+    pub device: DeviceArgs,
 }
 
 fn cmd_audit(args: AuditArgs) -> Result<u8> {
-    let (backend, note) = Backend::open(args.backend)?;
+    let (mut devices, note) = open_devices(args.backend, &args.device)?;
+    let first = &devices[0].1;
     let mut opts = AuditOptions {
         runs: args.runs as usize,
         control_attempts: args.control_attempts as usize,
-        ..AuditOptions::for_backend(&backend)
+        ..AuditOptions::for_backend(first)
     };
     if !args.workloads.is_empty() {
         opts.workloads = args
@@ -529,12 +641,25 @@ fn cmd_audit(args: AuditArgs) -> Result<u8> {
             .collect::<Result<_, _>>()?;
     }
     for w in &opts.workloads {
-        check_workload_budget(&backend, w, opts.runs as u64 + 2)?;
+        check_workload_budget(first, w, opts.runs as u64 + 2)?;
     }
+    let fault_gemm = opts
+        .workloads
+        .first()
+        .and_then(|w| w.gemms.first())
+        .map(|g| g.name.clone());
+    plant_fault(&mut devices, &args.device, fault_gemm.as_deref())?;
+    if args.device.all() {
+        return audit_devices(&args, &devices, &opts, note);
+    }
+    let backend = &devices[0].1;
     let mut bar = Bar::new(!args.no_progress && verbosity() > Verbosity::Quiet);
-    let mut report = audit::run_audit(&backend, &opts, &mut bar)?;
+    let mut report = audit::run_audit(backend, &opts, &mut bar)?;
     drop(bar);
     report.note = note;
+    if let Some(dir) = &args.traces {
+        write_traces(dir, &report.traces, None)?;
+    }
     // Golden drift is a contract row like any other, so every artifact
     // (table, JSON, reports, JUnit) and the exit code agree.
     let drift = match &args.golden_dir {
@@ -548,8 +673,55 @@ fn cmd_audit(args: AuditArgs) -> Result<u8> {
             gemm_audit::report::json_document("audit", report.passed(), &report)
         ),
     }
+    write_audit_artifacts(&args, &report, drift)?;
+    Ok(if report.passed() {
+        EXIT_OK
+    } else {
+        EXIT_FINDING
+    })
+}
+
+/// Writes every trace of one device into `dir` (`<workload>.gat`, or
+/// `<workload>.dev<N>.gat` for device N of `--device all`), replacing old ones.
+fn write_traces(
+    dir: &std::path::Path,
+    traces: &[RecordedGemmTrace],
+    ordinal: Option<usize>,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for t in traces {
+        let path = dir.join(format!("{}.gat", golden_file_stem(&t.workload)));
+        let path = match ordinal {
+            Some(n) => fleet::device_path(&path, n),
+            None => path,
+        };
+        t.write(&path, true)?;
+    }
+    Ok(())
+}
+
+/// A workload name as a file name: path separators and other odd
+/// characters become `-`.
+fn golden_file_stem(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+/// `--report` and `--junit` of an audit, and the drift notes.
+fn write_audit_artifacts(
+    args: &AuditArgs,
+    report: &gemm_audit::audit::AuditReport,
+    drift: Vec<(String, TraceDiff)>,
+) -> Result<()> {
     let input = gemm_audit::report::ReportInput {
-        audit: &report,
+        audit: report,
         drift,
     };
     if let Some(dir) = &args.report {
@@ -562,7 +734,7 @@ fn cmd_audit(args: AuditArgs) -> Result<u8> {
     if let Some(path) = &args.junit {
         gemm_audit::trace::codec::write_atomic(
             path,
-            gemm_audit::report::junit(&report).as_bytes(),
+            gemm_audit::report::junit(report).as_bytes(),
             true,
         )?;
     }
@@ -571,7 +743,58 @@ fn cmd_audit(args: AuditArgs) -> Result<u8> {
             note!("gemm-audit: {w} differs from its golden:\n{}", d.render());
         }
     }
-    Ok(if report.passed() {
+    Ok(())
+}
+
+/// `audit --device all`: every device audited at once (one worker each),
+/// then the `gpu-to-gpu` contract across them.
+fn audit_devices(
+    args: &AuditArgs,
+    devices: &[(DeviceLabel, Backend)],
+    opts: &AuditOptions,
+    note: Option<String>,
+) -> Result<u8> {
+    let names: Vec<String> = devices.iter().map(|(l, _)| l.to_string()).collect();
+    note!(
+        "gemm-audit: auditing {} device(s) at once: {}",
+        devices.len(),
+        names.join("; ")
+    );
+    let results = fleet::on_each_device(devices, |label, backend| {
+        let r = audit::run_audit(backend, opts, &mut audit::NoProgress)?;
+        note!(
+            "gemm-audit: {label}: {} in {:.1} s",
+            if r.passed() { "pass" } else { "FAIL" },
+            r.elapsed_seconds
+        );
+        Ok(r)
+    });
+    let reports = all_ok(devices, results)?;
+    let mut per_device = Vec::with_capacity(reports.len());
+    let mut drift = Vec::new();
+    for ((label, _), mut report) in devices.iter().zip(reports) {
+        report.note = note.clone();
+        if let Some(dir) = &args.traces {
+            write_traces(dir, &report.traces, Some(label.ordinal))?;
+        }
+        if let Some(dir) = &args.golden_dir {
+            for (w, d) in report.compare_with_goldens(dir)? {
+                drift.push((format!("dev{}.{w}", label.ordinal), d));
+            }
+        }
+        per_device.push((label.clone(), report));
+    }
+    let fleet = fleet::FleetReport::new(per_device);
+    let combined = fleet.combined();
+    match args.format {
+        Format::Table => print_table(&combined.to_table()),
+        Format::Json => outln!(
+            "{}",
+            gemm_audit::report::json_document("audit", fleet.passed(), &fleet)
+        ),
+    }
+    write_audit_artifacts(args, &combined, drift)?;
+    Ok(if fleet.passed() {
         EXIT_OK
     } else {
         EXIT_FINDING
@@ -583,10 +806,12 @@ fn cmd_bless(
     dir: &std::path::Path,
     force: bool,
     kind: BackendKind,
+    dev: &DeviceArgs,
 ) -> Result<u8> {
-    let backend = open_backend(kind)?;
+    let (mut devices, note) = open_devices(kind, dev)?;
+    print_backend_note(&note);
     let ws: Vec<Workload> = if workloads.is_empty() {
-        AuditOptions::for_backend(&backend).workloads
+        AuditOptions::for_backend(&devices[0].1).workloads
     } else {
         workloads
             .iter()
@@ -594,20 +819,63 @@ fn cmd_bless(
             .collect::<Result<_, _>>()?
     };
     for w in &ws {
-        check_workload_budget(&backend, w, 2)?;
+        check_workload_budget(&devices[0].1, w, 2)?;
+    }
+    let fault_gemm = ws
+        .first()
+        .and_then(|w| w.gemms.first())
+        .map(|g| g.name.clone());
+    plant_fault(&mut devices, dev, fault_gemm.as_deref())?;
+    // Record everything on every device first: nothing is blessed unless
+    // every device reproduces its eager run and the devices agree.
+    let mut recorded: Vec<(DeviceLabel, RecordedGemmTrace)> = Vec::new();
+    for w in &ws {
+        let results =
+            fleet::on_each_device(&devices, |_, b| recorder::record(b, w, &mut |_, _| {}));
+        for ((label, _), rec) in devices.iter().zip(all_ok(&devices, results)?) {
+            if !rec.replay.is_identical() {
+                return Err(anyhow::anyhow!(
+                    "{}: replay did not reproduce the eager run on {label} ({:?}); not blessing it",
+                    w.name,
+                    rec.replay
+                ));
+            }
+            recorded.push((label.clone(), rec.trace));
+        }
+    }
+    let agreement = fleet::gpu_to_gpu_traces(&recorded);
+    if !agreement.passed() {
+        for c in agreement
+            .checks
+            .iter()
+            .filter(|c| c.verdict == audit::Verdict::Fail)
+        {
+            outln!("{}  {}  FAIL  {}", c.contract, c.subject, c.detail);
+        }
+        eprintln!(
+            "gemm-audit: error: the devices disagree on a deterministic route; nothing was blessed"
+        );
+        return Ok(EXIT_FINDING);
     }
     let mut refused = false;
-    for w in &ws {
-        let rec = recorder::record(&backend, w, &mut |_, _| {})?;
-        if !rec.replay.is_identical() {
-            return Err(anyhow::anyhow!(
-                "{}: replay did not reproduce the eager run ({:?}); not blessing it",
-                w.name,
-                rec.replay
-            ));
+    let mut done: Vec<(String, String)> = Vec::new();
+    for (label, trace) in &recorded {
+        // One golden per (workload, device class): the devices agree.
+        let key = (
+            trace.workload.clone(),
+            golden::device_key(&trace.context.device),
+        );
+        if done.contains(&key) {
+            continue;
         }
-        let out = golden::bless(dir, &rec.trace, force)?;
-        refused |= print_bless(&w.name, &out);
+        done.push(key);
+        let out = golden::bless(dir, trace, force)?;
+        let what = if devices.len() > 1 {
+            format!("{} (from {label})", trace.workload)
+        } else {
+            trace.workload.clone()
+        };
+        refused |= print_bless(&what, &out);
     }
     Ok(if refused { EXIT_BAD_INPUT } else { EXIT_OK })
 }
@@ -794,21 +1062,79 @@ fn cmd_record(
     force: bool,
     kind: BackendKind,
     outputs: Option<&std::path::Path>,
+    dev: &DeviceArgs,
 ) -> Result<u8> {
     let w = Workload::load(workload)?;
     // Refuse before doing the work, not after.
-    if out.exists() && !force {
+    if !dev.all() && out.exists() && !force {
         return Err(Error::WouldOverwrite { path: out.into() }.into());
     }
-    let backend = open_backend(kind)?;
-    check_workload_budget(&backend, &w, 2)?;
-    let bar = if verbosity() > Verbosity::Quiet {
-        ProgressBar::new(w.gemms.len() as u64)
-    } else {
-        ProgressBar::hidden()
-    };
-    let rec = recorder::record(&backend, &w, &mut |d, _| bar.set_position(d as u64))?;
-    bar.finish_and_clear();
+    let (mut devices, note) = open_devices(kind, dev)?;
+    print_backend_note(&note);
+    check_workload_budget(&devices[0].1, &w, 2)?;
+    plant_fault(&mut devices, dev, w.gemms.first().map(|g| g.name.as_str()))?;
+    if !dev.all() {
+        let bar = if verbosity() > Verbosity::Quiet {
+            ProgressBar::new(w.gemms.len() as u64)
+        } else {
+            ProgressBar::hidden()
+        };
+        let backend = &devices[0].1;
+        let rec = recorder::record(backend, &w, &mut |d, _| bar.set_position(d as u64))?;
+        bar.finish_and_clear();
+        return write_recording(&w, &rec, backend.name(), None, out, force, outputs);
+    }
+    let paths: Vec<PathBuf> = devices
+        .iter()
+        .map(|(l, _)| fleet::device_path(out, l.ordinal))
+        .collect();
+    if !force {
+        if let Some(p) = paths.iter().find(|p| p.exists()) {
+            return Err(Error::WouldOverwrite { path: p.clone() }.into());
+        }
+    }
+    let results = fleet::on_each_device(&devices, |_, b| recorder::record(b, &w, &mut |_, _| {}));
+    let recs = all_ok(&devices, results)?;
+    let mut code = EXIT_OK;
+    for (((label, backend), rec), path) in devices.iter().zip(&recs).zip(&paths) {
+        let dump = outputs.map(|d| d.join(format!("dev{}", label.ordinal)));
+        let c = write_recording(
+            &w,
+            rec,
+            backend.name(),
+            Some(label),
+            path,
+            force,
+            dump.as_deref(),
+        )?;
+        code = code.max(c);
+    }
+    let traces: Vec<(DeviceLabel, RecordedGemmTrace)> = devices
+        .iter()
+        .zip(&recs)
+        .map(|((l, _), r)| (l.clone(), r.trace.clone()))
+        .collect();
+    let agreement = fleet::gpu_to_gpu_traces(&traces);
+    for c in &agreement.checks {
+        outln!("{}  {}  {}  {}", c.contract, c.subject, c.verdict, c.detail);
+    }
+    if !agreement.passed() {
+        code = EXIT_FINDING;
+    }
+    Ok(code)
+}
+
+/// Writes one recording (trace, and output dumps when asked) and says what
+/// was recorded; the exit code says whether the replay reproduced it.
+fn write_recording(
+    w: &Workload,
+    rec: &recorder::Recording,
+    backend: &str,
+    label: Option<&DeviceLabel>,
+    out: &std::path::Path,
+    force: bool,
+    outputs: Option<&std::path::Path>,
+) -> Result<u8> {
     rec.trace.write(out, force)?;
     if let Some(dir) = outputs {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -817,11 +1143,14 @@ fn cmd_record(
             gemm_audit::trace::codec::write_atomic(&path, bytes, true)?;
         }
     }
+    let on = match label {
+        Some(l) => format!("{backend} {l}"),
+        None => backend.to_string(),
+    };
     outln!(
-        "recorded {} ({} launches) on {} -> {}",
+        "recorded {} ({} launches) on {on} -> {}",
         w.name,
         rec.trace.launch_set.launch_count,
-        backend.name(),
         out.display()
     );
     outln!("launch set digest {}", rec.trace.launch_set.ordered_digest);
@@ -841,6 +1170,8 @@ fn cmd_record(
     })
 }
 
+// One parameter per flag of `check`.
+#[allow(clippy::too_many_arguments)]
 fn cmd_check(
     path: &std::path::Path,
     golden: Option<PathBuf>,
@@ -849,6 +1180,7 @@ fn cmd_check(
     allow: &[DiffClass],
     kind: BackendKind,
     format: Format,
+    dev: &DeviceArgs,
 ) -> Result<u8> {
     let trace = read_trace(path)?;
     let golden = match (golden, golden_dir) {
@@ -870,81 +1202,120 @@ fn cmd_check(
         }
         _ => None,
     };
-    let backend = open_backend(kind)?;
+    let (mut devices, note) = open_devices(kind, dev)?;
+    print_backend_note(&note);
+    plant_fault(
+        &mut devices,
+        dev,
+        trace.routes.first().map(|r| r.gemm.as_str()),
+    )?;
     if replay {
         let e = gemm_audit::budget::Estimate::of_routes(&trace.routes);
-        budget(&backend).check(&format!("the replay of {}", path.display()), &e)?;
+        budget(&devices[0].1).check(&format!("the replay of {}", path.display()), &e)?;
     }
     let compare = if accepted.is_some() {
         None
     } else {
         golden.as_ref()
     };
-    let mut report = recorder::check(&backend, &trace, compare, replay)?;
-    if let Some(d) = &accepted {
-        report.golden = Some(Ok(()));
-        if !d.is_empty() {
-            let classes: Vec<String> = d.classes().iter().map(|c| c.to_string()).collect();
-            eprintln!(
-                "gemm-audit: golden differs only in allowed classes ({}):\n{}",
-                classes.join(", "),
-                d.render()
-            );
+    let results =
+        fleet::on_each_device(&devices, |_, b| recorder::check(b, &trace, compare, replay));
+    let mut reports = all_ok(&devices, results)?;
+    for report in &mut reports {
+        if accepted.is_some() {
+            report.golden = Some(Ok(()));
         }
     }
-    match format {
-        Format::Json => outln!(
+    if let Some(d) = accepted.as_ref().filter(|d| !d.is_empty()) {
+        let classes: Vec<String> = d.classes().iter().map(|c| c.to_string()).collect();
+        eprintln!(
+            "gemm-audit: golden differs only in allowed classes ({}):\n{}",
+            classes.join(", "),
+            d.render()
+        );
+    }
+    let passed = reports.iter().all(|r| r.passed());
+    match (format, dev.all()) {
+        (Format::Json, false) => outln!(
             "{}",
-            gemm_audit::report::json_document("check", report.passed(), &report)
+            gemm_audit::report::json_document("check", passed, &reports[0])
         ),
-        Format::Table => {
-            outln!(
-                "trace {} ({}, {} launches)",
-                path.display(),
-                report.workload,
-                report.launch_count
-            );
-            let step = |name: &str, r: &Result<(), gemm_audit::Refusal>| match r {
-                Ok(()) => outln!("{name:<12} ok"),
-                Err(e) => outln!("{name:<12} {e}"),
-            };
-            step("plan", &report.plan);
-            match &report.validation {
-                Some(v) => step("validation", v),
-                None => outln!("{:<12} skipped (plan refused)", "validation"),
-            }
-            if let Some(g) = &report.golden {
-                step("golden", g);
-            }
-            match &report.replay {
-                Some(ReplayOutcome::Identical { launches }) => {
-                    outln!(
-                        "{:<12} {launches}/{launches} fingerprints identical",
-                        "replay"
-                    )
-                }
-                Some(ReplayOutcome::Differs { launches }) => {
-                    outln!("{:<12} launches {launches:?} differ", "replay")
-                }
-                Some(ReplayOutcome::Refused { refusal }) => outln!("{:<12} {refusal}", "replay"),
-                None if replay => outln!("{:<12} skipped (refused before launch)", "replay"),
-                None => {}
-            }
+        (Format::Json, true) => {
+            let per_device: Vec<serde_json::Value> = devices
+                .iter()
+                .zip(&reports)
+                .map(|((l, _), r)| serde_json::json!({ "device": l, "report": r }))
+                .collect();
             outln!(
                 "{}",
-                if report.passed() {
-                    "check: PASS"
-                } else {
-                    "check: FAIL"
+                gemm_audit::report::json_document(
+                    "check",
+                    passed,
+                    &serde_json::json!({ "devices": per_device })
+                )
+            )
+        }
+        (Format::Table, all) => {
+            for ((label, _), report) in devices.iter().zip(&reports) {
+                if all {
+                    outln!("on {label}:");
                 }
-            );
+                print_check(path, report, replay);
+            }
+            if all {
+                outln!(
+                    "check on {} devices: {}",
+                    reports.len(),
+                    if passed { "PASS" } else { "FAIL" }
+                );
+            }
         }
     }
-    Ok(if report.passed() {
-        EXIT_OK
-    } else {
-        EXIT_FINDING
-    })
+    Ok(if passed { EXIT_OK } else { EXIT_FINDING })
+}
+
+/// The table rendering of one device's check.
+fn print_check(path: &std::path::Path, report: &recorder::CheckReport, replay: bool) {
+    outln!(
+        "trace {} ({}, {} launches)",
+        path.display(),
+        report.workload,
+        report.launch_count
+    );
+    let step = |name: &str, r: &Result<(), gemm_audit::Refusal>| match r {
+        Ok(()) => outln!("{name:<12} ok"),
+        Err(e) => outln!("{name:<12} {e}"),
+    };
+    step("plan", &report.plan);
+    match &report.validation {
+        Some(v) => step("validation", v),
+        None => outln!("{:<12} skipped (plan refused)", "validation"),
+    }
+    if let Some(g) = &report.golden {
+        step("golden", g);
+    }
+    match &report.replay {
+        Some(ReplayOutcome::Identical { launches }) => {
+            outln!(
+                "{:<12} {launches}/{launches} fingerprints identical",
+                "replay"
+            )
+        }
+        Some(ReplayOutcome::Differs { launches }) => {
+            outln!("{:<12} launches {launches:?} differ", "replay")
+        }
+        Some(ReplayOutcome::Refused { refusal }) => outln!("{:<12} {refusal}", "replay"),
+        None if replay => outln!("{:<12} skipped (refused before launch)", "replay"),
+        None => {}
+    }
+    outln!(
+        "{}",
+        if report.passed() {
+            "check: PASS"
+        } else {
+            "check: FAIL"
+        }
+    );
 }
 
 /// The table rendering of a trace.

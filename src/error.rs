@@ -96,6 +96,16 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// A device ordinal (`--device N`) that the backend does not have.
+    #[error("backend {backend} has no device {requested}; available: {available}")]
+    NoSuchDevice {
+        /// The backend's short name: `cpu` or `cuda`.
+        backend: String,
+        /// The ordinal asked for.
+        requested: usize,
+        /// The devices present, in words (e.g. `0 to 3`).
+        available: String,
+    },
     /// The backend is unavailable or failed. `reason` says everything (the
     /// cause included); `source`, when present, is the typed cause (for
     /// CUDA, a `CudaError` whose own source is the cudarc error).

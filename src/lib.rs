@@ -76,6 +76,7 @@ pub mod mutation;
 pub mod audit;
 pub mod compare;
 pub mod diff;
+pub mod fleet;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod golden;

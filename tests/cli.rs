@@ -1594,3 +1594,212 @@ fn compare_names_the_disagreeing_trace() {
     let outliers = &v["groups"][0]["launches"][1]["outliers"];
     assert_eq!(outliers.as_array().unwrap().len(), 1, "{v}");
 }
+
+// ---------------------------------------------------------------- devices
+
+#[test]
+fn device_ordinals_the_backend_lacks_are_clear_errors() {
+    let s = Scratch::new("no-device");
+    s.write("tiny.toml", TINY);
+    // The CPU backend is one device: 5 is bad input (exit 3), no panic.
+    for args in [
+        &[
+            "audit",
+            "--backend",
+            "cpu",
+            "--device",
+            "5",
+            "--no-progress",
+        ][..],
+        &[
+            "record",
+            "tiny.toml",
+            "-o",
+            "t.gat",
+            "--backend",
+            "cpu",
+            "--device",
+            "5",
+        ],
+        &["bless", "tiny.toml", "--backend", "cpu", "--device", "5"],
+    ] {
+        run_in(&s.0, args)
+            .code(BAD_INPUT)
+            .says(&["backend cpu has no device 5", "available: 0"]);
+    }
+    assert!(!s.path("t.gat").exists());
+    run_in(&s.0, &["audit", "--device", "first"])
+        .code(USAGE)
+        .says(&["expected a device ordinal (0, 1, ...) or `all`"]);
+    // `--device 0` is today's behaviour.
+    run_in(
+        &s.0,
+        &[
+            "record",
+            "tiny.toml",
+            "-o",
+            "t.gat",
+            "--backend",
+            "cpu",
+            "--device",
+            "0",
+        ],
+    )
+    .code(OK)
+    .says(&["recorded tiny (3 launches) on cpu -> t.gat"]);
+}
+
+#[test]
+fn audit_of_every_device_is_one_json_document_and_names_the_faulty_device() {
+    let s = Scratch::new("devices-audit");
+    s.write("tiny.toml", TINY);
+    // On the CPU, `all` is its one device: one document, no gpu-to-gpu rows.
+    let one = run_in(
+        &s.0,
+        &[
+            "audit",
+            "--backend",
+            "cpu",
+            "--device",
+            "all",
+            "--workload",
+            "tiny.toml",
+            "--format",
+            "json",
+            "--no-progress",
+        ],
+    );
+    one.code(OK);
+    let v: serde_json::Value = serde_json::from_str(&one.stdout).expect("one JSON document");
+    assert_eq!(v["kind"], "audit");
+    assert_eq!(v["devices"].as_array().map(Vec::len), Some(1), "{v}");
+    assert_eq!(v["devices"][0]["device"]["ordinal"], 0);
+    assert_eq!(v["gpu_to_gpu"]["checks"].as_array().map(Vec::len), Some(0));
+    // Three CPU stand-ins, device 1 with a planted fault.
+    let args = [
+        "audit",
+        "--backend",
+        "cpu",
+        "--device",
+        "all",
+        "--cpu-stand-ins",
+        "3",
+        "--workload",
+        "tiny.toml",
+        "--no-progress",
+        "--junit",
+        "j.xml",
+        "--traces",
+        "tr",
+    ];
+    let r = run_in(
+        &s.0,
+        &[&args[..], &["--plant-fault", "1", "--format", "json"]].concat(),
+    );
+    r.code(FINDING);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("one JSON document");
+    assert_eq!(v["verdict"], "fail");
+    assert_eq!(v["devices"].as_array().map(Vec::len), Some(3), "{v}");
+    let fails: Vec<&serde_json::Value> = v["gpu_to_gpu"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["verdict"] == "fail")
+        .collect();
+    assert_eq!(fails.len(), 1, "{v}");
+    let detail = fails[0]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("launch 0 a") && detail.contains("device 1 differs"),
+        "{detail}"
+    );
+    assert!(
+        !detail.contains("device 0") && !detail.contains("device 2"),
+        "{detail}"
+    );
+    let junit = std::fs::read_to_string(s.path("j.xml")).unwrap();
+    assert!(
+        junit.contains("gemm-audit.gpu-to-gpu.tiny") && junit.contains("device 1 differs"),
+        "{junit}"
+    );
+    for n in 0..3 {
+        assert!(s.path(&format!("tr/tiny.dev{n}.gat")).exists());
+    }
+    // `compare` over the written traces names the same device.
+    run_in(&s.0, &["compare", "tr"])
+        .code(FINDING)
+        .says(&["outlier tr/tiny.dev1.gat"]);
+    // Without the fault the devices agree; the table has a PASS row.
+    run_in(&s.0, &args).code(OK).says(&[
+        "gpu-to-gpu",
+        "3/3 deterministic launches bit-identical on devices 0, 1, 2",
+    ]);
+}
+
+#[test]
+fn record_check_and_bless_on_every_device() {
+    let s = Scratch::new("devices-record");
+    s.write("tiny.toml", TINY);
+    let all = [
+        "--backend",
+        "cpu",
+        "--device",
+        "all",
+        "--cpu-stand-ins",
+        "2",
+    ];
+    run_in(
+        &s.0,
+        &[&["record", "tiny.toml", "-o", "t.gat"][..], &all].concat(),
+    )
+    .code(OK)
+    .says(&["-> t.dev0.gat", "-> t.dev1.gat", "gpu-to-gpu"]);
+    assert!(!s.path("t.gat").exists());
+    // Existing files are refused before any work, as for one device.
+    run_in(
+        &s.0,
+        &[&["record", "tiny.toml", "-o", "t.gat"][..], &all].concat(),
+    )
+    .code(BAD_INPUT)
+    .says(&["t.dev0.gat already exists"]);
+    assert_eq!(read(&s.path("t.dev1.gat")).workload, "tiny");
+    run_in(
+        &s.0,
+        &[&["check", "t.dev1.gat", "--replay"][..], &all].concat(),
+    )
+    .code(OK)
+    .says(&["on device 0:", "on device 1:", "check on 2 devices: PASS"]);
+    // Disagreeing devices: nothing is blessed.
+    let three = [
+        "--backend",
+        "cpu",
+        "--device",
+        "all",
+        "--cpu-stand-ins",
+        "3",
+    ];
+    run_in(
+        &s.0,
+        &[
+            &[
+                "bless",
+                "tiny.toml",
+                "--golden-dir",
+                "g",
+                "--plant-fault",
+                "2",
+            ][..],
+            &three,
+        ]
+        .concat(),
+    )
+    .code(FINDING)
+    .says(&["device 2 differs", "nothing was blessed"]);
+    assert!(!s.path("g/cpu/tiny.gat").exists());
+    run_in(
+        &s.0,
+        &[&["bless", "tiny.toml", "--golden-dir", "g"][..], &three].concat(),
+    )
+    .code(OK)
+    .says(&["blessed tiny (from device 0) -> g/cpu/tiny.gat"])
+    .never_says(&["from device 1"]);
+}

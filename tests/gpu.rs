@@ -782,3 +782,72 @@ fn cublaslt_invariant_is_one_configuration_and_batch_invariant() {
     let rec = recorder::record(&Backend::Cuda(g.clone()), &w, &mut |_, _| {}).unwrap();
     assert!(rec.replay.is_identical(), "{:?}", rec.replay);
 }
+
+/// `--device all` on this host: every CUDA device opens with its own
+/// context, its label carries the PCI bus id and UUID, an ordinal past the
+/// last is `NoSuchDevice`, the devices agree under `gpu-to-gpu` (when there
+/// are two or more of one class), and a fault planted on the last device is
+/// named.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn every_device_opens_agrees_and_a_planted_fault_is_named() {
+    use gemm_audit::audit::{AuditOptions, NoProgress, Verdict, run_audit};
+    use gemm_audit::backend::{BackendKind, DeviceSelection};
+    use gemm_audit::fleet;
+    let count = CudaBackend::device_count().expect("device count");
+    println!("{count} CUDA device(s)");
+    assert!(matches!(
+        CudaBackend::open_ordinal(count),
+        Err(Error::NoSuchDevice { .. })
+    ));
+    let (mut devices, _) =
+        Backend::open_devices(BackendKind::Cuda, DeviceSelection::All).expect("every device");
+    assert_eq!(devices.len(), count);
+    for (i, (label, b)) in devices.iter().enumerate() {
+        println!("{label}");
+        assert_eq!(label.ordinal, i);
+        assert!(
+            label.pci_bus_id.is_some() && label.uuid.is_some(),
+            "{label}"
+        );
+        match b {
+            Backend::Cuda(c) => assert_eq!(c.ordinal(), i),
+            other => panic!("not CUDA: {other:?}"),
+        }
+    }
+    let opts = AuditOptions {
+        runs: 2,
+        control_attempts: 32,
+        workloads: vec![Workload::builtin("transformer-block").expect("built-in")],
+    };
+    let audit = |devices: &[(gemm_audit::backend::DeviceLabel, Backend)]| {
+        let reports = fleet::on_each_device(devices, |_, b| run_audit(b, &opts, &mut NoProgress));
+        fleet::FleetReport::new(
+            devices
+                .iter()
+                .map(|(l, _)| l.clone())
+                .zip(reports.into_iter().map(|r| r.expect("audit")))
+                .collect(),
+        )
+    };
+    let clean = audit(&devices);
+    for c in &clean.gpu_to_gpu.checks {
+        println!("{} {} {} {}", c.contract, c.subject, c.verdict, c.detail);
+    }
+    assert!(clean.passed(), "{}", clean.combined().to_table());
+    if count < 2 {
+        return;
+    }
+    let gemm = opts.workloads[0].gemms[0].name.clone();
+    let (label, b) = devices.pop().expect("a device");
+    devices.push((label.clone(), fleet::plant_fault(b, &gemm)));
+    let faulty = audit(&devices);
+    let fail = faulty
+        .gpu_to_gpu
+        .checks
+        .iter()
+        .find(|c| c.verdict == Verdict::Fail)
+        .expect("gpu-to-gpu FAIL");
+    println!("{}", fail.detail);
+    assert!(fail.detail.contains(&label.to_string()), "{}", fail.detail);
+}

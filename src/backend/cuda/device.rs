@@ -14,7 +14,7 @@ use super::catalog;
 use super::error::{cuda_err, drv};
 use super::graph;
 use super::launch::{EventTimer, Prepared};
-use super::shared::{Shared, shared};
+use super::shared::{Shared, device_count, shared};
 use super::vendor::HandlesGuard;
 use crate::error::{Error, Result};
 use crate::identity::{GemmRouteIdentity, Revisions, VolatileMetadata};
@@ -36,7 +36,8 @@ pub const CUDA_DEFAULT_POLICY: GemmPolicy = GemmPolicy {
     half: HalfPolicy::StreamK,
 };
 
-/// A CUDA device (device 0) under one policy.
+/// A CUDA device (any ordinal; [`CudaBackend::open`] opens device 0) under
+/// one policy.
 #[derive(Debug, Clone)]
 pub struct CudaBackend {
     pub(super) shared: Arc<Shared>,
@@ -48,9 +49,39 @@ impl CudaBackend {
     /// (once per process), finds cuBLAS/cuBLASLt. The error names what is
     /// missing; this never panics.
     pub fn open() -> Result<Self> {
-        let shared = shared()?;
+        Self::open_ordinal(0)
+    }
+
+    /// Opens CUDA device `ordinal` with its own context and stream (the
+    /// kernels are compiled once per device per process). An ordinal the
+    /// host does not have is [`Error::NoSuchDevice`], naming the ordinals
+    /// present; a missing driver or library is a backend error.
+    pub fn open_ordinal(ordinal: usize) -> Result<Self> {
+        let count = Self::device_count()?;
+        if count == 0 {
+            return Err(cuda_err("no CUDA device is present"));
+        }
+        if ordinal >= count {
+            return Err(Error::NoSuchDevice {
+                backend: "cuda".into(),
+                requested: ordinal,
+                available: crate::backend::ordinals_in_words(count),
+            });
+        }
+        let shared = shared(ordinal)?;
         let context = context_of(&shared, CUDA_DEFAULT_POLICY);
         Ok(CudaBackend { shared, context })
+    }
+
+    /// How many CUDA devices this host has (`cuDeviceGetCount`). An error
+    /// says what is missing (the driver library, or a failing driver).
+    pub fn device_count() -> Result<usize> {
+        Ok(device_count()?)
+    }
+
+    /// The CUDA device ordinal this backend runs on.
+    pub fn ordinal(&self) -> usize {
+        self.shared.ordinal
     }
 
     /// The same device (context, stream, modules) under another policy.

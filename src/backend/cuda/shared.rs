@@ -14,12 +14,16 @@ use crate::digest::Digest;
 use crate::identity::{CompilerIdentity, DeviceIdentity, VolatileMetadata};
 use cudarc::driver::sys;
 use cudarc::driver::{CudaContext, CudaStream};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// What every backend on this device shares: context, stream, modules,
-/// identities and vendor handles. One per process (see [`shared`]).
+/// identities and vendor handles. One per device ordinal per process (see
+/// [`shared`]).
 pub(crate) struct Shared {
+    /// The CUDA device ordinal this state was opened on.
+    pub ordinal: usize,
     pub ctx: Arc<CudaContext>,
     pub stream: Arc<CudaStream>,
     /// Serializes work on `stream` across backends and threads.
@@ -37,6 +41,7 @@ pub(crate) struct Shared {
 impl fmt::Debug for Shared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Shared")
+            .field("ordinal", &self.ordinal)
             .field("device", &self.device)
             .field("arch", &self.arch)
             .field("module", &self.gemm.identity.digest)
@@ -50,19 +55,18 @@ impl Shared {
         self.lock.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Opens device 0: context, stream, identity, both NVRTC modules and
-    /// the vendor libraries.
-    fn open() -> Result<Shared, CudaError> {
-        // SAFETY: only checks whether the driver library can be loaded.
-        if !unsafe { sys::is_culib_present() } {
-            return Err(CudaError::msg(
-                "no CUDA driver library (libcuda.so) was found",
-            ));
-        }
-        let count =
-            CudaContext::device_count().map_err(CudaError::with("cuInit / device count"))?;
+    /// Opens device `ordinal`: context, stream, identity, both NVRTC
+    /// modules and the vendor libraries.
+    fn open(ordinal: usize) -> Result<Shared, CudaError> {
+        let count = device_count()?;
         if count < 1 {
             return Err(CudaError::msg("no CUDA device is present"));
+        }
+        if ordinal >= count {
+            return Err(CudaError::msg(format!(
+                "no CUDA device {ordinal}: this host has {count} (ordinals 0 to {})",
+                count - 1
+            )));
         }
         // SAFETY: only checks whether the NVRTC library can be loaded.
         if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
@@ -70,7 +74,9 @@ impl Shared {
                 "NVRTC (libnvrtc.so) was not found; add the CUDA toolkit's lib64 to LD_LIBRARY_PATH",
             ));
         }
-        let ctx = CudaContext::new(0).map_err(CudaError::with("creating a context on device 0"))?;
+        let ctx = CudaContext::new(ordinal).map_err(CudaError::with(&format!(
+            "creating a context on device {ordinal}"
+        )))?;
         // SAFETY: every buffer is used on this backend's one stream (plus a
         // scratch stream that only captures and never runs), and work is
         // serialized by `Shared::lock`, so cudarc's cross-stream events are
@@ -108,6 +114,7 @@ impl Shared {
         }
         volatile.insert("os".into(), std::env::consts::OS.into());
         Ok(Shared {
+            ordinal,
             ctx,
             stream,
             lock: Mutex::new(()),
@@ -122,18 +129,49 @@ impl Shared {
     }
 }
 
-/// The process-wide device state: compiled once, shared by every backend.
-static SHARED: Mutex<Option<Arc<Shared>>> = Mutex::new(None);
+/// How many CUDA devices the driver reports. An error says what is missing
+/// (the driver library, or a driver that fails to initialize).
+pub(crate) fn device_count() -> Result<usize, CudaError> {
+    // SAFETY: only checks whether the driver library can be loaded.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(CudaError::msg(
+            "no CUDA driver library (libcuda.so) was found",
+        ));
+    }
+    // cudarc's dynamic loading panics on a missing symbol; report it instead.
+    let count = std::panic::catch_unwind(CudaContext::device_count)
+        .map_err(|_| {
+            CudaError::msg(
+                "loading CUDA panicked (a library is missing a symbol: too old a driver?)",
+            )
+        })?
+        .map_err(CudaError::with("cuInit / device count"))?;
+    Ok(usize::try_from(count).unwrap_or(0))
+}
 
-/// The process-wide device state, opened on first use. A failure is not
-/// cached: the next call tries again.
-pub(crate) fn shared() -> Result<Arc<Shared>, CudaError> {
-    let mut g = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+/// One device's slot: opened once, then shared by every backend on it.
+type Slot = Arc<Mutex<Option<Arc<Shared>>>>;
+
+/// The process-wide device states, one slot per ordinal: compiled once per
+/// device, shared by every backend on it. Each slot has its own lock, so
+/// several devices open concurrently (one worker thread each).
+static SHARED: Mutex<BTreeMap<usize, Slot>> = Mutex::new(BTreeMap::new());
+
+/// The process-wide state of device `ordinal`, opened on first use. A
+/// failure is not cached: the next call tries again.
+pub(crate) fn shared(ordinal: usize) -> Result<Arc<Shared>, CudaError> {
+    let slot = SHARED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(ordinal)
+        .or_default()
+        .clone();
+    let mut g = slot.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(s) = g.as_ref() {
         return Ok(s.clone());
     }
     // cudarc's dynamic loading panics on a missing symbol; report it instead.
-    let opened = std::panic::catch_unwind(Shared::open).map_err(|_| {
+    let opened = std::panic::catch_unwind(|| Shared::open(ordinal)).map_err(|_| {
         CudaError::msg("loading CUDA panicked (a library is missing a symbol: too old a driver?)")
     })?;
     let s = Arc::new(opened?);

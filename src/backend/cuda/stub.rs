@@ -13,6 +13,16 @@ use crate::workload::GemmSpec;
 #[derive(Debug)]
 enum Never {}
 
+/// Why no CUDA device can be opened in this build.
+fn unavailable() -> Error {
+    let reason = if cfg!(feature = "cuda") {
+        "this version has no CUDA backend yet (the `cuda` feature only reserves it)"
+    } else {
+        "built without CUDA support (rebuild with --features cuda)"
+    };
+    Error::backend("cuda", reason)
+}
+
 /// A CUDA device (unavailable in this build).
 #[derive(Debug)]
 pub struct CudaBackend(Never);
@@ -24,12 +34,23 @@ pub struct CudaGraph(Never);
 impl CudaBackend {
     /// Opens the first CUDA device.
     pub fn open() -> Result<Self> {
-        let reason = if cfg!(feature = "cuda") {
-            "this version has no CUDA backend yet (the `cuda` feature only reserves it)"
-        } else {
-            "built without CUDA support (rebuild with --features cuda)"
-        };
-        Err(Error::backend("cuda", reason))
+        Err(unavailable())
+    }
+
+    /// Opens CUDA device `ordinal` (unavailable in this build: says why).
+    pub fn open_ordinal(_ordinal: usize) -> Result<Self> {
+        Err(unavailable())
+    }
+
+    /// How many CUDA devices this host has (unavailable in this build:
+    /// says why).
+    pub fn device_count() -> Result<usize> {
+        Err(unavailable())
+    }
+
+    /// The CUDA device ordinal this backend runs on (unreachable).
+    pub fn ordinal(&self) -> usize {
+        match self.0 {}
     }
 
     /// The same device under another policy (unreachable: no value exists).
