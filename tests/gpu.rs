@@ -851,3 +851,43 @@ fn every_device_opens_agrees_and_a_planted_fault_is_named() {
     println!("{}", fail.detail);
     assert!(fail.detail.contains(&label.to_string()), "{}", fail.detail);
 }
+
+/// The fast (NH) chunk kernel gives the CPU reference's bits
+/// (`gemm_audit::trace::fast`), for partial pairs, partial chunks, many
+/// chunks, and an unaligned view.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn fast_chunk_hash_on_device_equals_the_cpu_reference() {
+    let g = gpu();
+    let mut x = 0x0bad_5eed_1234_5678u64;
+    for len in [
+        1usize,
+        15,
+        16,
+        17,
+        511,
+        4095,
+        4096,
+        4097,
+        3 * 4096 + 5,
+        (1 << 22) + 3,
+    ] {
+        let bytes: Vec<u8> = (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let want = gemm_audit::trace::fast::fast_chunk_digests(&bytes);
+        for offset in [0usize, 4] {
+            assert_eq!(
+                g.fast_chunk_digests(&bytes, offset).unwrap(),
+                want,
+                "{len} bytes at offset {offset}"
+            );
+        }
+    }
+    assert!(g.fast_chunk_digests(&[], 0).unwrap().is_empty());
+}

@@ -1,6 +1,7 @@
 //! Recorded traces and their files.
 
 pub mod codec;
+pub mod fast;
 mod v1;
 
 use crate::digest::Digest;

@@ -13,6 +13,8 @@ use crate::route::{
 pub const GEMM_SOURCE: &str = include_str!("../../../kernels/gemm.cu");
 /// The fingerprint kernel's source (`kernels/sha256.cu`).
 pub const SHA256_SOURCE: &str = include_str!("../../../kernels/sha256.cu");
+/// The fast (NH) chunk hash kernel's source (`kernels/nh128.cu`).
+pub const NH128_SOURCE: &str = include_str!("../../../kernels/nh128.cu");
 
 /// Revision of the dispatcher's thresholds (see [`dispatch`]).
 pub const TUNING_TABLE_REVISION: u32 = 1;

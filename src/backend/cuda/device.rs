@@ -159,6 +159,27 @@ impl CudaBackend {
         launch.fingerprint(sh, seed)
     }
 
+    /// The fast (NH) chunk digests of `bytes`, computed on the device:
+    /// uploads `offset` padding bytes and then `bytes`, and hashes the view
+    /// that starts at `offset` (an `offset` that is no multiple of 16 takes
+    /// the kernel's realigning path). Equals
+    /// `crate::trace::fast::fast_chunk_digests(bytes)`. For tests and
+    /// benchmarks of the fast fingerprint's building block.
+    #[doc(hidden)]
+    pub fn fast_chunk_digests(&self, bytes: &[u8], offset: usize) -> Result<Vec<[u8; 16]>> {
+        let sh = &self.shared;
+        let _lock = sh.lock();
+        let mut host = vec![0u8; offset];
+        host.extend_from_slice(bytes);
+        if host.is_empty() {
+            return Ok(Vec::new());
+        }
+        let buf = sh.stream.clone_htod(&host).map_err(drv("upload"))?;
+        Ok(sh
+            .fingerprinter
+            .fast_chunk_digests(&sh.stream, &buf.slice(offset..))?)
+    }
+
     /// The output fingerprint of `bytes`, computed on the device (uploads
     /// them first). Equals `OutputFingerprint::of(input_seed, bytes)`.
     pub fn fingerprint(&self, input_seed: u64, bytes: &[u8]) -> Result<OutputFingerprint> {

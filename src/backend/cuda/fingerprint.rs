@@ -25,11 +25,21 @@ const THREADS: u32 = 128;
 /// The chunk kernel reads 4-byte words: its input must be this aligned.
 const ALIGN: u64 = 4;
 
-/// The SHA-256 chunk kernel, compiled and loaded once for one context.
+/// The fast chunk kernel reads 16-byte pairs: its input must be this aligned.
+const FAST_ALIGN: u64 = 16;
+/// Threads per block of the fast chunk kernel (one warp per chunk).
+const FAST_THREADS: u32 = 256;
+
+/// The SHA-256 chunk kernel (and the fast NH chunk kernel, with its keys
+/// on the device), compiled and loaded once for one context.
 pub struct DeviceFingerprinter {
     ctx: Arc<CudaContext>,
     /// `sha256_chunks`; it keeps its module loaded.
     func: CudaFunction,
+    /// `nh128_chunks` (see `crate::trace::fast`).
+    fast: CudaFunction,
+    /// `crate::trace::fast::fast_keys()`, uploaded once.
+    keys: CudaSlice<u64>,
 }
 
 impl fmt::Debug for DeviceFingerprinter {
@@ -63,9 +73,24 @@ impl DeviceFingerprinter {
         let func = module
             .load_function("sha256_chunks")
             .map_err(CudaError::with("fingerprint kernel"))?;
+        let cubin = nvrtc::compile_cubin(catalog::NH128_SOURCE, "nh128.cu", options)?;
+        let fast = ctx
+            .load_module(Ptx::from_binary(cubin))
+            .map_err(CudaError::with("loading the fast fingerprint cubin"))?
+            .load_function("nh128_chunks")
+            .map_err(CudaError::with("fast fingerprint kernel"))?;
+        let stream = ctx.default_stream();
+        let keys = stream
+            .clone_htod(&crate::trace::fast::fast_keys())
+            .map_err(CudaError::with("uploading the fast fingerprint keys"))?;
+        stream
+            .synchronize()
+            .map_err(CudaError::with("uploading the fast fingerprint keys"))?;
         Ok(DeviceFingerprinter {
             ctx: ctx.clone(),
             func,
+            fast,
+            keys,
         })
     }
 
@@ -183,6 +208,91 @@ impl DeviceFingerprinter {
         unsafe { lb.launch(cfg) }
             .map(|_| ())
             .map_err(CudaError::with("launching sha256_chunks"))
+    }
+
+    /// Per-chunk fast (NH) digests of `data`, computed on the device and
+    /// copied back (16 bytes per 4096-byte chunk); equal to
+    /// `crate::trace::fast::fast_chunk_digests` of the same bytes. The
+    /// building block of a future fast fingerprint mode.
+    #[doc(hidden)]
+    pub fn fast_chunk_digests(
+        &self,
+        stream: &Arc<CudaStream>,
+        data: &CudaView<'_, u8>,
+    ) -> Result<Vec<[u8; 16]>, CudaError> {
+        let chunks = data.len().div_ceil(FINGERPRINT_CHUNK_BYTES);
+        if chunks == 0 {
+            return Ok(Vec::new());
+        }
+        self.check_context(stream, data)?;
+        let mut out = stream
+            .alloc_zeros::<u8>(chunks * 16)
+            .map_err(CudaError::with("allocating digests"))?;
+        if device_address(stream, data) % FAST_ALIGN == 0 {
+            self.launch_fast(stream, data, &mut out)?;
+        } else {
+            let mut aligned = stream
+                .alloc_zeros::<u8>(data.len())
+                .map_err(CudaError::with("allocating an aligned copy to fingerprint"))?;
+            stream
+                .memcpy_dtod(data, &mut aligned)
+                .map_err(CudaError::with("copying to an aligned buffer"))?;
+            self.launch_fast(stream, &aligned.as_view(), &mut out)?;
+        }
+        let host = stream
+            .clone_dtoh(&out)
+            .map_err(CudaError::with("downloading digests"))?;
+        Ok(host
+            .chunks_exact(16)
+            .map(|c| c.try_into().expect("16 bytes"))
+            .collect())
+    }
+
+    /// Enqueues the fast chunk kernel over `data` into `out` (16 bytes per
+    /// chunk) on `stream`, without waiting. `data` must be 16-byte aligned.
+    pub(crate) fn launch_fast(
+        &self,
+        stream: &Arc<CudaStream>,
+        data: &CudaView<'_, u8>,
+        out: &mut CudaSlice<u8>,
+    ) -> Result<(), CudaError> {
+        let len = data.len();
+        let chunks = len.div_ceil(FINGERPRINT_CHUNK_BYTES);
+        if chunks == 0 {
+            return Ok(());
+        }
+        self.check_context(stream, data)?;
+        if out.len() < chunks * 16 {
+            return Err(CudaError::msg("fingerprint buffers are too small"));
+        }
+        if device_address(stream, data) % FAST_ALIGN != 0 {
+            return Err(CudaError::msg(
+                "the fast fingerprint kernel needs a 16-byte aligned buffer",
+            ));
+        }
+        let warps_per_block = u64::from(FAST_THREADS / 32);
+        let blocks = u32::try_from((chunks as u64).div_ceil(warps_per_block))
+            .map_err(|_| CudaError::msg("buffer too large to fingerprint"))?;
+        let cfg = CuLaunch {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (FAST_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (len64, chunks64) = (len as u64, chunks as u64);
+        let mut lb = stream.launch_builder(&self.fast);
+        lb.arg(data)
+            .arg(&len64)
+            .arg(&chunks64)
+            .arg(&self.keys)
+            .arg(&mut *out);
+        // SAFETY: matches `nh128_chunks(const u8*, u64, u64, const u64*,
+        // u8*)`; `data` holds exactly `len` bytes, 16-byte aligned (checked
+        // above) for the kernel's pair loads; `keys` holds the 512 keys a
+        // full chunk reads; `out` 16 bytes per chunk; the function and the
+        // keys live in the context `stream` and `data` belong to (checked).
+        unsafe { lb.launch(cfg) }
+            .map(|_| ())
+            .map_err(CudaError::with("launching nh128_chunks"))
     }
 
     /// Refuses a stream or buffer of another context than the kernel's.

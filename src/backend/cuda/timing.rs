@@ -102,7 +102,8 @@ impl CudaBackend {
     }
 
     /// Alternating samples of fingerprinting `bytes` device bytes (the
-    /// SHA-256 chunk kernel) and of copying them device to device, for
+    /// SHA-256 chunk kernel, or with `fast` the NH chunk kernel of
+    /// `crate::trace::fast`) and of copying them device to device, for
     /// benchmarks: seconds per operation, each sample CUDA events around
     /// `ops` back-to-back operations, after `warmup` untimed samples of
     /// each. The buffers are allocated once.
@@ -113,6 +114,7 @@ impl CudaBackend {
         ops: u32,
         warmup: usize,
         samples: usize,
+        fast: bool,
     ) -> Result<(Vec<f64>, Vec<f64>)> {
         let sh = &self.shared;
         let _lock = sh.lock();
@@ -132,7 +134,12 @@ impl CudaBackend {
             let mut fp_sample = || {
                 timer.time(sh, || {
                     for _ in 0..ops {
-                        sh.fingerprinter.launch(&sh.stream, &src_view, &mut out)?;
+                        if fast {
+                            sh.fingerprinter
+                                .launch_fast(&sh.stream, &src_view, &mut out)?;
+                        } else {
+                            sh.fingerprinter.launch(&sh.stream, &src_view, &mut out)?;
+                        }
                     }
                     Ok(())
                 })
