@@ -1138,6 +1138,19 @@ impl AuditReport {
         &mut self,
         dir: &std::path::Path,
     ) -> Result<Vec<(String, crate::diff::TraceDiff)>> {
+        self.compare_with_goldens_keeping(dir, true)
+    }
+
+    /// [`AuditReport::compare_with_goldens`], keeping a drifted candidate
+    /// as the pending file only when `keep_pending`: with several devices,
+    /// one device's candidate is kept (the lowest ordinal's), so devices do
+    /// not overwrite each other's and a lone bad device never proposes a
+    /// golden.
+    pub fn compare_with_goldens_keeping(
+        &mut self,
+        dir: &std::path::Path,
+        keep_pending: bool,
+    ) -> Result<Vec<(String, crate::diff::TraceDiff)>> {
         let mut drift = Vec::new();
         let traces = std::mem::take(&mut self.traces);
         for t in &traces {
@@ -1172,9 +1185,14 @@ impl AuditReport {
                         let classes: Vec<String> =
                             d.classes().iter().map(|c| c.to_string()).collect();
                         // Keep the candidate for review, as snapshot tools do.
-                        let kept = match crate::golden::write_pending(dir, t) {
-                            Ok(p) => format!("candidate kept as {}", p.display()),
-                            Err(e) => format!("the candidate could not be kept: {e}"),
+                        let kept = if !keep_pending {
+                            "candidate not kept (with several devices, the lowest ordinal's is)"
+                                .to_string()
+                        } else {
+                            match crate::golden::write_pending(dir, t) {
+                                Ok(p) => format!("candidate kept as {}", p.display()),
+                                Err(e) => format!("the candidate could not be kept: {e}"),
+                            }
                         };
                         (
                             Verdict::Fail,

@@ -772,13 +772,15 @@ fn audit_devices(
     let reports = all_ok(devices, results)?;
     let mut per_device = Vec::with_capacity(reports.len());
     let mut drift = Vec::new();
-    for ((label, _), mut report) in devices.iter().zip(reports) {
+    for (i, ((label, _), mut report)) in devices.iter().zip(reports).enumerate() {
         report.note = note.clone();
         if let Some(dir) = &args.traces {
             write_traces(dir, &report.traces, Some(label.ordinal))?;
         }
         if let Some(dir) = &args.golden_dir {
-            for (w, d) in report.compare_with_goldens(dir)? {
+            // Devices are in ascending ordinal: only the first keeps a
+            // pending candidate, so they do not overwrite each other's.
+            for (w, d) in report.compare_with_goldens_keeping(dir, i == 0)? {
                 drift.push((format!("dev{}.{w}", label.ordinal), d));
             }
         }

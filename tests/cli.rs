@@ -1802,4 +1802,37 @@ fn record_check_and_bless_on_every_device() {
     .code(OK)
     .says(&["blessed tiny (from device 0) -> g/cpu/tiny.gat"])
     .never_says(&["from device 1"]);
+    // Auditing every device against that golden: a lone bad device drifts
+    // but proposes no golden (only the lowest ordinal keeps a candidate),
+    // and devices never overwrite each other's candidate.
+    let audit = |fault: &str| {
+        run_in(
+            &s.0,
+            &[
+                &[
+                    "audit",
+                    "--workload",
+                    "tiny.toml",
+                    "--golden-dir",
+                    "g",
+                    "--no-progress",
+                    "--plant-fault",
+                    fault,
+                ][..],
+                &three,
+            ]
+            .concat(),
+        )
+    };
+    audit("1")
+        .code(FINDING)
+        .says(&["candidate not kept (with several devices, the lowest ordinal's is)"]);
+    assert!(!s.path("g/cpu/tiny.gat.pending").exists());
+    audit("0").code(FINDING).says(&["candidate kept as"]);
+    let pending = read(&s.path("g/cpu/tiny.gat.pending"));
+    let golden = read(&s.path("g/cpu/tiny.gat"));
+    assert_ne!(
+        pending.fingerprints, golden.fingerprints,
+        "device 0's drifted candidate"
+    );
 }
