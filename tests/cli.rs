@@ -192,7 +192,7 @@ fn help_of_root_and_every_subcommand_lists_the_exit_codes() {
     }
     assert!(
         missing.is_empty(),
-        "help without the exit codes (add `after_help = EXIT_CODES` in src/cli.rs): {missing:?}"
+        "help without the exit codes (add `after_help = EXIT_CODES` in src/cli/mod.rs): {missing:?}"
     );
 }
 

@@ -1,0 +1,181 @@
+//! `audit`: one device or every device, and the artifacts it writes.
+
+use super::*;
+
+pub(super) fn cmd_audit(args: AuditArgs) -> Result<u8> {
+    let (mut devices, note) = open_devices(args.backend, &args.device)?;
+    let first = &devices[0].1;
+    let mut opts = AuditOptions {
+        runs: args.runs as usize,
+        control_attempts: args.control_attempts as usize,
+        ..AuditOptions::for_backend(first)
+    };
+    if !args.workloads.is_empty() {
+        opts.workloads = args
+            .workloads
+            .iter()
+            .map(|w| Workload::load(w))
+            .collect::<Result<_, _>>()?;
+    }
+    for w in &opts.workloads {
+        check_workload_budget(first, w, opts.runs as u64 + 2)?;
+    }
+    let fault_gemm = opts
+        .workloads
+        .first()
+        .and_then(|w| w.gemms.first())
+        .map(|g| g.name.clone());
+    plant_fault(&mut devices, &args.device, fault_gemm.as_deref())?;
+    if args.device.all() {
+        return audit_devices(&args, &devices, &opts, note);
+    }
+    let backend = &devices[0].1;
+    let mut bar = Bar::new(!args.no_progress && verbosity() > Verbosity::Quiet);
+    let mut report = audit::run_audit(backend, &opts, &mut bar)?;
+    drop(bar);
+    report.note = note;
+    if let Some(dir) = &args.traces {
+        write_traces(dir, &report.traces, None)?;
+    }
+    // Golden drift is a contract row like any other, so every artifact
+    // (table, JSON, reports, JUnit) and the exit code agree.
+    let drift = match &args.golden_dir {
+        Some(dir) => report.compare_with_goldens(dir)?,
+        None => Vec::new(),
+    };
+    match args.format {
+        Format::Table => print_table(&report.to_table()),
+        Format::Json => outln!(
+            "{}",
+            gemm_audit::report::json_document("audit", report.passed(), &report)
+        ),
+    }
+    write_audit_artifacts(&args, &report, drift)?;
+    Ok(if report.passed() {
+        EXIT_OK
+    } else {
+        EXIT_FINDING
+    })
+}
+
+/// Writes every trace of one device into `dir` (`<workload>.gat`, or
+/// `<workload>.dev<N>.gat` for device N of `--device all`), replacing old ones.
+pub(super) fn write_traces(
+    dir: &std::path::Path,
+    traces: &[RecordedGemmTrace],
+    ordinal: Option<usize>,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for t in traces {
+        let path = dir.join(format!("{}.gat", golden_file_stem(&t.workload)));
+        let path = match ordinal {
+            Some(n) => fleet::device_path(&path, n),
+            None => path,
+        };
+        t.write(&path, true)?;
+    }
+    Ok(())
+}
+
+/// A workload name as a file name: path separators and other odd
+/// characters become `-`.
+pub(super) fn golden_file_stem(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+/// `--report` and `--junit` of an audit, and the drift notes.
+pub(super) fn write_audit_artifacts(
+    args: &AuditArgs,
+    report: &gemm_audit::audit::AuditReport,
+    drift: Vec<(String, TraceDiff)>,
+) -> Result<()> {
+    let input = gemm_audit::report::ReportInput {
+        audit: report,
+        drift,
+    };
+    if let Some(dir) = &args.report {
+        gemm_audit::report::write_report(dir, &input)?;
+        note!(
+            "gemm-audit: report written to {}",
+            dir.join("report.html").display()
+        );
+    }
+    if let Some(path) = &args.junit {
+        gemm_audit::trace::codec::write_atomic(
+            path,
+            gemm_audit::report::junit(report).as_bytes(),
+            true,
+        )?;
+    }
+    for (w, d) in &input.drift {
+        if !d.is_empty() {
+            note!("gemm-audit: {w} differs from its golden:\n{}", d.render());
+        }
+    }
+    Ok(())
+}
+
+/// `audit --device all`: every device audited at once (one worker each),
+/// then the `gpu-to-gpu` contract across them.
+pub(super) fn audit_devices(
+    args: &AuditArgs,
+    devices: &[(DeviceLabel, Backend)],
+    opts: &AuditOptions,
+    note: Option<String>,
+) -> Result<u8> {
+    let names: Vec<String> = devices.iter().map(|(l, _)| l.to_string()).collect();
+    note!(
+        "gemm-audit: auditing {} device(s) at once: {}",
+        devices.len(),
+        names.join("; ")
+    );
+    let results = fleet::on_each_device(devices, |label, backend| {
+        let r = audit::run_audit(backend, opts, &mut audit::NoProgress)?;
+        note!(
+            "gemm-audit: {label}: {} in {:.1} s",
+            if r.passed() { "pass" } else { "FAIL" },
+            r.elapsed_seconds
+        );
+        Ok(r)
+    });
+    let reports = all_ok(devices, results)?;
+    let mut per_device = Vec::with_capacity(reports.len());
+    let mut drift = Vec::new();
+    for (i, ((label, _), mut report)) in devices.iter().zip(reports).enumerate() {
+        report.note = note.clone();
+        if let Some(dir) = &args.traces {
+            write_traces(dir, &report.traces, Some(label.ordinal))?;
+        }
+        if let Some(dir) = &args.golden_dir {
+            // Devices are in ascending ordinal: only the first keeps a
+            // pending candidate, so they do not overwrite each other's.
+            for (w, d) in report.compare_with_goldens_keeping(dir, i == 0)? {
+                drift.push((format!("dev{}.{w}", label.ordinal), d));
+            }
+        }
+        per_device.push((label.clone(), report));
+    }
+    let fleet = fleet::FleetReport::new(per_device);
+    let combined = fleet.combined();
+    match args.format {
+        Format::Table => print_table(&combined.to_table()),
+        Format::Json => outln!(
+            "{}",
+            gemm_audit::report::json_document("audit", fleet.passed(), &fleet)
+        ),
+    }
+    write_audit_artifacts(args, &combined, drift)?;
+    Ok(if fleet.passed() {
+        EXIT_OK
+    } else {
+        EXIT_FINDING
+    })
+}

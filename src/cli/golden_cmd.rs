@@ -1,0 +1,173 @@
+//! Goldens: `bless` (here or `--from` traces recorded elsewhere) and the
+//! pending-candidate review (`review`, `accept`, `reject`).
+
+use super::*;
+
+pub(super) fn cmd_bless(
+    workloads: Vec<String>,
+    dir: &std::path::Path,
+    force: bool,
+    kind: BackendKind,
+    dev: &DeviceArgs,
+) -> Result<u8> {
+    let (mut devices, note) = open_devices(kind, dev)?;
+    print_backend_note(&note);
+    let ws: Vec<Workload> = if workloads.is_empty() {
+        AuditOptions::for_backend(&devices[0].1).workloads
+    } else {
+        workloads
+            .iter()
+            .map(|w| Workload::load(w))
+            .collect::<Result<_, _>>()?
+    };
+    for w in &ws {
+        check_workload_budget(&devices[0].1, w, 2)?;
+    }
+    let fault_gemm = ws
+        .first()
+        .and_then(|w| w.gemms.first())
+        .map(|g| g.name.clone());
+    plant_fault(&mut devices, dev, fault_gemm.as_deref())?;
+    // Record everything on every device first: nothing is blessed unless
+    // every device reproduces its eager run and the devices agree.
+    let mut recorded: Vec<(DeviceLabel, RecordedGemmTrace)> = Vec::new();
+    for w in &ws {
+        let results =
+            fleet::on_each_device(&devices, |_, b| recorder::record(b, w, &mut |_, _| {}));
+        for ((label, _), rec) in devices.iter().zip(all_ok(&devices, results)?) {
+            if !rec.replay.is_identical() {
+                return Err(anyhow::anyhow!(
+                    "{}: replay did not reproduce the eager run on {label} ({:?}); not blessing it",
+                    w.name,
+                    rec.replay
+                ));
+            }
+            recorded.push((label.clone(), rec.trace));
+        }
+    }
+    let agreement = fleet::gpu_to_gpu_traces(&recorded);
+    if !agreement.passed() {
+        for c in agreement
+            .checks
+            .iter()
+            .filter(|c| c.verdict == audit::Verdict::Fail)
+        {
+            outln!("{}  {}  FAIL  {}", c.contract, c.subject, c.detail);
+        }
+        eprintln!(
+            "gemm-audit: error: the devices disagree on a deterministic route; nothing was blessed"
+        );
+        return Ok(EXIT_FINDING);
+    }
+    let mut refused = false;
+    let mut done: Vec<(String, String)> = Vec::new();
+    for (label, trace) in &recorded {
+        // One golden per (workload, device class): the devices agree.
+        let key = (
+            trace.workload.clone(),
+            golden::device_key(&trace.context.device),
+        );
+        if done.contains(&key) {
+            continue;
+        }
+        done.push(key);
+        let out = golden::bless(dir, trace, force)?;
+        let what = if devices.len() > 1 {
+            format!("{} (from {label})", trace.workload)
+        } else {
+            trace.workload.clone()
+        };
+        refused |= print_bless(&what, &out);
+    }
+    Ok(if refused { EXIT_BAD_INPUT } else { EXIT_OK })
+}
+
+/// Accepts traces recorded elsewhere as goldens: the same rules as
+/// `bless` (the difference is printed; replacing needs `--force`), and the
+/// plan of each must build first.
+pub(super) fn cmd_bless_from(traces: &[PathBuf], dir: &std::path::Path, force: bool) -> Result<u8> {
+    let mut refused = false;
+    for path in traces {
+        let t = read_trace(path)?;
+        t.plan().map_err(Error::from)?;
+        let out = golden::bless(dir, &t, force)?;
+        refused |= print_bless(&path.display().to_string(), &out);
+    }
+    Ok(if refused { EXIT_BAD_INPUT } else { EXIT_OK })
+}
+
+/// Says what `bless` did for `what` (a workload or a trace file); true when
+/// it refused to replace an existing golden.
+pub(super) fn print_bless(what: &str, out: &golden::BlessOutcome) -> bool {
+    match (&out.replaced, out.written) {
+        (None, true) => outln!("blessed {what} -> {}", out.path.display()),
+        (Some(d), true) if d.is_empty() => {
+            outln!("blessed {what} -> {} (unchanged)", out.path.display())
+        }
+        (Some(d), true) => out!(
+            "blessed {what} -> {}, replacing:\n{}",
+            out.path.display(),
+            d.render()
+        ),
+        (Some(d), false) if d.is_empty() => outln!("{} is up to date", out.path.display()),
+        (Some(d), false) => {
+            out!(
+                "not replacing {} (pass --force); it differs by:\n{}",
+                out.path.display(),
+                d.render()
+            );
+            return true;
+        }
+        (None, false) => {
+            outln!("not replacing {} (pass --force)", out.path.display());
+            return true;
+        }
+    }
+    false
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum PendingAction {
+    Review,
+    Accept,
+    Reject,
+}
+
+/// `review`, `accept` and `reject` of the candidates kept beside drifted goldens.
+pub(super) fn cmd_pending(
+    action: PendingAction,
+    workloads: &[String],
+    dir: &std::path::Path,
+) -> Result<u8> {
+    let pending = golden::pending(dir, workloads)?;
+    if pending.is_empty() {
+        outln!("no pending candidates under {}", dir.display());
+        return Ok(EXIT_OK);
+    }
+    for p in &pending {
+        match action {
+            PendingAction::Review => {
+                outln!("{} -> {}", p.path.display(), p.golden.display());
+                match &p.diff {
+                    Some(d) if d.is_empty() => outln!("  identical to the golden"),
+                    Some(d) => out!("{}", d.render()),
+                    None => outln!("  no golden yet: accepting creates it"),
+                }
+            }
+            PendingAction::Accept => {
+                golden::accept(p)?;
+                outln!("accepted {} -> {}", p.path.display(), p.golden.display());
+            }
+            PendingAction::Reject => {
+                golden::reject(p)?;
+                outln!("rejected {}", p.path.display());
+            }
+        }
+    }
+    // Pending candidates under review are findings until settled.
+    Ok(if action == PendingAction::Review {
+        EXIT_FINDING
+    } else {
+        EXIT_OK
+    })
+}

@@ -1,0 +1,700 @@
+//! Argument parsing and the subcommands.
+
+/// `print!` to stdout, ending the process quietly (exit 0, as ripgrep does)
+/// when stdout is a closed pipe (`gemm-audit diff a b | head`), instead of
+/// panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let text = format!($($arg)*);
+        let mut stdout = std::io::stdout().lock();
+        if let Err(e) = stdout
+            .write_all(crate::cli::sanitize(&text).as_bytes())
+            .and_then(|()| stdout.flush())
+        {
+            crate::cli::stdout_failed(e);
+        }
+    }};
+}
+
+/// `println!` with the closed-pipe handling of [`out!`].
+macro_rules! outln {
+    () => { out!("\n") };
+    ($($arg:tt)*) => {{
+        out!($($arg)*);
+        out!("\n");
+    }};
+}
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use gemm_audit::audit::{self, AuditOptions, Progress};
+use gemm_audit::backend::{Backend, BackendKind, DeviceLabel, DeviceSelection};
+use gemm_audit::diff::{DiffClass, TraceDiff};
+use gemm_audit::fleet;
+use gemm_audit::golden;
+use gemm_audit::recorder::{self, ReplayOutcome};
+use gemm_audit::workload::{BUILTINS, Workload};
+use gemm_audit::{Error, RecordedGemmTrace};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::path::PathBuf;
+
+/// Success: no finding.
+pub const EXIT_OK: u8 = 0;
+/// A finding: a violated contract, a refused check, a replay that differs.
+pub const EXIT_FINDING: u8 = 1;
+/// Bad command line (clap's own code).
+#[cfg(test)]
+const EXIT_USAGE: u8 = 2;
+/// Bad input: unreadable or corrupt trace, unknown or malformed workload,
+/// a file that would be overwritten.
+pub const EXIT_BAD_INPUT: u8 = 3;
+/// The backend is unavailable or failed.
+pub const EXIT_BACKEND: u8 = 4;
+/// `diff` found disallowed differences: 64 + the sum of their class bits.
+pub const EXIT_DIFF_BASE: u8 = 64;
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0       success: every contract holds, the check passed, no disallowed difference
+  1       finding: a contract is violated, a replay was refused or differs
+  2       bad command line
+  3       bad input: unreadable, corrupt or non-regular file, unknown or
+          malformed workload, work over the budget (--max-gflop,
+          --max-memory-gib), an output file that exists (pass --force),
+          a device the backend does not have (--device)
+  4       backend unavailable or failed
+  64+N    diff only: disallowed differences were found; N is the sum of
+          identity=1, route=2, numeric=4, structural=8, policy=16";
+
+/// Audit the determinism of GPU matrix multiplies: record which kernel
+/// served every GEMM, store it, rebuild and check it, refuse drift before
+/// launch, and audit output bits.
+#[derive(Debug, Parser)]
+#[command(name = "gemm-audit", version, after_help = EXIT_CODES)]
+pub struct Args {
+    /// Print only results and errors: no progress bars, no notes.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Also print notes that are usually left out (e.g. why CUDA was not used
+    /// when --backend auto fell back to the CPU).
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
+    /// Most compute one command may run, in GFLOP (estimated before any
+    /// launch; default 200 on the CPU, 500000 with CUDA).
+    #[arg(long, global = true, value_name = "GFLOP")]
+    pub max_gflop: Option<f64>,
+    /// Most host memory one command may hold, in GiB (estimated before any
+    /// allocation; default 8 on the CPU, 32 with CUDA).
+    #[arg(long, global = true, value_name = "GIB")]
+    pub max_memory_gib: Option<f64>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// How much the command line says besides results and errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Verbosity {
+    Quiet,
+    Normal,
+    Verbose,
+}
+
+static VERBOSITY: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(1);
+
+/// `--max-gflop` and `--max-memory-gib`, when given.
+static LIMITS: std::sync::OnceLock<(Option<f64>, Option<f64>)> = std::sync::OnceLock::new();
+
+/// The budget of this command on `backend`: its defaults, raised or lowered
+/// by the flags.
+fn budget(backend: &Backend) -> gemm_audit::budget::Budget {
+    let mut b = gemm_audit::budget::Budget::for_backend(backend.name());
+    let (gflop, gib) = LIMITS.get().copied().unwrap_or((None, None));
+    if let Some(g) = gflop {
+        b.max_gflop = g;
+    }
+    if let Some(g) = gib {
+        b.max_memory_bytes = (g * (1u64 << 30) as f64) as u64;
+    }
+    b
+}
+
+/// Refuses a workload whose estimated cost is over the budget, before any
+/// work (`runs` eager runs, plus capture and replay).
+fn check_workload_budget(backend: &Backend, w: &Workload, runs: u64) -> Result<()> {
+    let shapes = w.gemms.iter().map(|g| {
+        (
+            gemm_audit::route::GemmShape {
+                m: g.m,
+                k: g.k,
+                n: g.n,
+            },
+            g.dtype,
+        )
+    });
+    let e = gemm_audit::budget::Estimate::of(shapes, runs);
+    budget(backend).check(&format!("workload {}", w.name), &e)?;
+    Ok(())
+}
+
+fn verbosity() -> Verbosity {
+    match VERBOSITY.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => Verbosity::Quiet,
+        1 => Verbosity::Normal,
+        _ => Verbosity::Verbose,
+    }
+}
+
+/// Prints a note to stderr unless `-q`.
+macro_rules! note {
+    ($($arg:tt)*) => {
+        if crate::cli::verbosity() > crate::cli::Verbosity::Quiet {
+            eprintln!("{}", crate::cli::sanitize(&format!($($arg)*)));
+        }
+    };
+}
+
+/// Text for a terminal: control characters (an escape sequence in a kernel
+/// name or workload read from a file, say) are shown escaped, never sent
+/// raw; newlines and tabs stay.
+pub fn sanitize(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    std::borrow::Cow::Owned(
+        s.chars()
+            .map(|c| {
+                if c.is_control() && c != '\n' && c != '\t' {
+                    c.escape_unicode().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the built-in suite and print a verdict per contract (the main job).
+    ///
+    /// Checks run-to-run bit identity, eager vs replay identity, batch
+    /// invariance across m, agreement with the CPU scalar-FMA reference,
+    /// that the planted nondeterministic control is detected and refused,
+    /// and that every route mutation is refused before launch.
+    #[command(after_help = EXIT_CODES)]
+    Audit(AuditArgs),
+    /// Record workloads and write them as golden traces (DIR/<device>/<workload>.gat).
+    ///
+    /// An existing golden is never replaced without --force; the difference
+    /// from it is printed either way.
+    #[command(after_help = EXIT_CODES)]
+    Bless {
+        /// Built-in names or .toml/.json files; default: the audit's suite for the backend.
+        #[arg(conflicts_with = "from")]
+        workloads: Vec<String>,
+        /// Accept these recorded traces (e.g. from a CI machine with the GPU)
+        /// as goldens instead of recording here.
+        #[arg(long, value_name = "TRACE", num_args = 1..)]
+        from: Vec<PathBuf>,
+        #[arg(long, value_name = "DIR", default_value = "traces")]
+        golden_dir: PathBuf,
+        /// Replace existing goldens.
+        #[arg(long)]
+        force: bool,
+        #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
+        backend: BackendKind,
+        #[command(flatten)]
+        device: DeviceArgs,
+    },
+    /// Compare traces from many devices; name the one that disagrees.
+    ///
+    /// A deterministic launch whose bits differ from the majority of its
+    /// device class names a suspect device. Takes trace files or folders (searched for *.gat). Traces are grouped
+    /// by workload and device class; each launch's output fingerprint is put
+    /// to a vote. Vendor and atomic routes are reported, never counted as
+    /// outliers.
+    #[command(after_help = EXIT_CODES)]
+    Compare {
+        /// Trace files, or folders to search for *.gat files.
+        #[arg(required = true)]
+        traces: Vec<PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+        /// Also write a JUnit XML file: one case per group and launch.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
+    },
+    /// Show the candidates `audit --golden-dir` kept beside drifted goldens.
+    #[command(after_help = EXIT_CODES)]
+    Review {
+        /// Only these workloads (default: every pending candidate).
+        workloads: Vec<String>,
+        #[arg(long, value_name = "DIR", default_value = "traces")]
+        golden_dir: PathBuf,
+    },
+    /// Make pending candidates the goldens (after `review`).
+    #[command(after_help = EXIT_CODES)]
+    Accept {
+        /// Only these workloads (default: every pending candidate).
+        workloads: Vec<String>,
+        #[arg(long, value_name = "DIR", default_value = "traces")]
+        golden_dir: PathBuf,
+    },
+    /// Drop pending candidates; the goldens stay.
+    #[command(after_help = EXIT_CODES)]
+    Reject {
+        /// Only these workloads (default: every pending candidate).
+        workloads: Vec<String>,
+        #[arg(long, value_name = "DIR", default_value = "traces")]
+        golden_dir: PathBuf,
+    },
+    /// Run a workload eagerly, capture and replay it, and write its trace.
+    #[command(after_help = EXIT_CODES)]
+    Record {
+        /// A built-in workload name or a .toml/.json workload file.
+        workload: String,
+        /// Trace file to write (with `--device all`: one per device, named
+        /// FILE with `.dev<N>` before its extension, e.g. run.dev1.gat).
+        #[arg(short, long, value_name = "FILE")]
+        out: PathBuf,
+        /// Replace the output file if it exists.
+        #[arg(long)]
+        force: bool,
+        #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
+        backend: BackendKind,
+        /// Also dump each launch's raw output bytes into this folder (for
+        /// `diff --outputs`; with `--device all`, into DIR/dev<N>).
+        #[arg(long, value_name = "DIR")]
+        outputs: Option<PathBuf>,
+        #[command(flatten)]
+        device: DeviceArgs,
+    },
+    /// Rebuild a stored trace's plan and validate it against the live context.
+    #[command(after_help = EXIT_CODES)]
+    #[command(group(clap::ArgGroup::new("golden_source").args(["golden", "golden_dir"])))]
+    Check {
+        /// Trace file to check.
+        trace: PathBuf,
+        /// Also compare with this golden trace (names the first changed route and field).
+        #[arg(long, value_name = "FILE", conflicts_with = "golden_dir")]
+        golden: Option<PathBuf>,
+        /// Find the golden for this trace's workload and device under DIR (DIR/<device>/<workload>.gat).
+        #[arg(long, value_name = "DIR")]
+        golden_dir: Option<PathBuf>,
+        /// Replay the trace and compare output fingerprints.
+        #[arg(long)]
+        replay: bool,
+        /// Difference classes from the golden that pass (comma-separated, as
+        /// for `diff`), e.g. `--allow identity` to accept a driver upgrade.
+        #[arg(long, value_enum, value_delimiter = ',', requires = "golden_source")]
+        allow: Vec<DiffClass>,
+        #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
+        backend: BackendKind,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+        #[command(flatten)]
+        device: DeviceArgs,
+    },
+    /// Print a trace as a table or as JSON.
+    #[command(after_help = EXIT_CODES)]
+    Show {
+        trace: PathBuf,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Compare two traces; exit non-zero on any difference not allowed.
+    #[command(after_help = EXIT_CODES)]
+    Diff {
+        golden: PathBuf,
+        candidate: PathBuf,
+        /// Difference classes that pass (comma-separated).
+        #[arg(long, value_enum, value_delimiter = ',')]
+        allow: Vec<DiffClass>,
+        /// Output dumps of the two traces (`record --outputs`), to count differing elements and ULPs.
+        #[arg(long, num_args = 2, value_names = ["GOLDEN_DIR", "CANDIDATE_DIR"])]
+        outputs: Vec<PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// List the built-in workloads, or print one as TOML.
+    #[command(after_help = EXIT_CODES)]
+    Workloads {
+        /// Print this built-in workload as a TOML file you can edit.
+        #[arg(long, value_name = "NAME")]
+        show: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Human-readable table or text.
+    Table,
+    /// JSON.
+    Json,
+}
+
+/// The error and its causes on one line, each said once (library errors
+/// already name their cause in their message).
+pub fn error_message(e: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for cause in e.chain() {
+        let s = cause.to_string();
+        if !msg.contains(&s) {
+            if !msg.is_empty() {
+                msg.push_str(": ");
+            }
+            msg.push_str(&s);
+        }
+    }
+    msg
+}
+
+/// The exit code of an error that escaped a subcommand.
+pub fn exit_code_of(e: &anyhow::Error) -> u8 {
+    match e.downcast_ref::<Error>() {
+        Some(Error::Backend { .. }) => EXIT_BACKEND,
+        Some(Error::Refused(_)) => EXIT_FINDING,
+        Some(_) => EXIT_BAD_INPUT,
+        None => EXIT_BAD_INPUT,
+    }
+}
+
+pub fn run(args: Args) -> Result<u8> {
+    let level = match (args.quiet, args.verbose) {
+        (true, _) => Verbosity::Quiet,
+        (false, true) => Verbosity::Verbose,
+        (false, false) => Verbosity::Normal,
+    };
+    VERBOSITY.store(level as u8, std::sync::atomic::Ordering::Relaxed);
+    let _ = LIMITS.set((args.max_gflop, args.max_memory_gib));
+    match args.command {
+        Command::Audit(args) => cmd_audit(args),
+        Command::Bless {
+            workloads,
+            from,
+            golden_dir,
+            force,
+            backend,
+            device,
+        } if !from.is_empty() => {
+            let _ = (workloads, backend, device);
+            cmd_bless_from(&from, &golden_dir, force)
+        }
+        Command::Bless {
+            workloads,
+            golden_dir,
+            force,
+            backend,
+            device,
+            ..
+        } => cmd_bless(workloads, &golden_dir, force, backend, &device),
+        Command::Compare {
+            traces,
+            format,
+            junit,
+        } => cmd_compare(&traces, format, junit.as_deref()),
+        Command::Review {
+            workloads,
+            golden_dir,
+        } => cmd_pending(PendingAction::Review, &workloads, &golden_dir),
+        Command::Accept {
+            workloads,
+            golden_dir,
+        } => cmd_pending(PendingAction::Accept, &workloads, &golden_dir),
+        Command::Reject {
+            workloads,
+            golden_dir,
+        } => cmd_pending(PendingAction::Reject, &workloads, &golden_dir),
+        Command::Record {
+            workload,
+            out,
+            force,
+            backend,
+            outputs,
+            device,
+        } => cmd_record(&workload, &out, force, backend, outputs.as_deref(), &device),
+        Command::Check {
+            trace,
+            golden,
+            golden_dir,
+            replay,
+            allow,
+            backend,
+            format,
+            device,
+        } => cmd_check(
+            &trace, golden, golden_dir, replay, &allow, backend, format, &device,
+        ),
+        Command::Show { trace, format } => cmd_show(&trace, format),
+        Command::Diff {
+            golden,
+            candidate,
+            allow,
+            format,
+            outputs,
+        } => cmd_diff(&golden, &candidate, &allow, format, &outputs),
+        Command::Workloads { show } => cmd_workloads(show),
+    }
+}
+
+/// `--device N|all`, shared by `audit`, `record`, `check` and `bless`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DeviceArgs {
+    /// Device to run on: a CUDA device ordinal, or `all` for every CUDA
+    /// device at once (one worker, context and stream each). The CPU
+    /// backend is one device, 0.
+    #[arg(long, value_name = "N|all", default_value = "0")]
+    pub device: DeviceSelection,
+    /// Testing only: flip a bit in every output of the first GEMM of the
+    /// first workload on this device (`gpu-to-gpu` must name it).
+    #[arg(long, hide = true, value_name = "DEVICE")]
+    pub plant_fault: Option<usize>,
+    /// Testing only: with `--backend cpu --device all`, open N CPU backends
+    /// standing in for devices 0..N-1.
+    #[arg(long, hide = true, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub cpu_stand_ins: Option<u16>,
+}
+
+impl DeviceArgs {
+    fn all(&self) -> bool {
+        self.device == DeviceSelection::All
+    }
+}
+
+/// Opens the devices `dev` selects (see [`Backend::open_devices`]); the
+/// hidden `--cpu-stand-ins N` opens N CPU backends for `--backend cpu
+/// --device all`. Returns the note saying why CUDA was not used, if any.
+fn open_devices(
+    kind: BackendKind,
+    dev: &DeviceArgs,
+) -> Result<(gemm_audit::backend::OpenedDevices, Option<String>)> {
+    let (devices, note) = match (dev.device, dev.cpu_stand_ins, kind) {
+        (DeviceSelection::All, Some(n), BackendKind::Cpu) => (
+            (0..n as usize)
+                .map(|i| {
+                    (
+                        DeviceLabel::new("cpu", i),
+                        Backend::Cpu(gemm_audit::backend::cpu::CpuBackend::default()),
+                    )
+                })
+                .collect(),
+            None,
+        ),
+        _ => Backend::open_devices(kind, dev.device)?,
+    };
+    Ok((devices, note))
+}
+
+/// Prints why CUDA was not used, for whoever built with CUDA or asks (-v).
+fn print_backend_note(note: &Option<String>) {
+    if let Some(note) = note {
+        if cfg!(feature = "cuda") || verbosity() == Verbosity::Verbose {
+            note!("gemm-audit: {note}");
+        }
+    }
+}
+
+/// Plants the hidden `--plant-fault DEVICE` into that device's backend:
+/// every output of GEMM `gemm` gets a bit flipped.
+fn plant_fault(
+    devices: &mut [(DeviceLabel, Backend)],
+    dev: &DeviceArgs,
+    gemm: Option<&str>,
+) -> Result<()> {
+    let (Some(target), Some(gemm)) = (dev.plant_fault, gemm) else {
+        return Ok(());
+    };
+    let Some(slot) = devices.iter_mut().find(|(l, _)| l.ordinal == target) else {
+        return Err(Error::NoSuchDevice {
+            backend: devices
+                .first()
+                .map(|(l, _)| l.backend.clone())
+                .unwrap_or_default(),
+            requested: target,
+            available: devices
+                .iter()
+                .map(|(l, _)| l.ordinal.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+        .into());
+    };
+    let placeholder = Backend::Cpu(gemm_audit::backend::cpu::CpuBackend::default());
+    let real = std::mem::replace(&mut slot.1, placeholder);
+    slot.1 = fleet::plant_fault(real, gemm);
+    note!("gemm-audit: planted a fault in GEMM {gemm} on {}", slot.0);
+    Ok(())
+}
+
+/// The first error of per-device results, naming its device; else the values.
+fn all_ok<T>(
+    devices: &[(DeviceLabel, Backend)],
+    results: Vec<gemm_audit::Result<T>>,
+) -> Result<Vec<T>> {
+    let mut out = Vec::with_capacity(results.len());
+    for ((label, _), r) in devices.iter().zip(results) {
+        out.push(r.with_context(|| format!("on {label}"))?);
+    }
+    Ok(out)
+}
+
+fn read_trace(path: &std::path::Path) -> Result<RecordedGemmTrace> {
+    Ok(RecordedGemmTrace::read(path)?)
+}
+
+/// Progress bar on stderr, one stage at a time.
+struct Bar {
+    bar: ProgressBar,
+}
+
+impl Bar {
+    fn new(enabled: bool) -> Self {
+        let bar = ProgressBar::with_draw_target(
+            Some(0),
+            if enabled {
+                ProgressDrawTarget::stderr()
+            } else {
+                ProgressDrawTarget::hidden()
+            },
+        );
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        Bar { bar }
+    }
+}
+
+impl Progress for Bar {
+    fn stage(&mut self, name: &str, total: usize) {
+        self.bar.set_length(total as u64);
+        self.bar.set_position(0);
+        self.bar.set_message(name.to_string());
+    }
+
+    fn advance(&mut self, done: usize) {
+        self.bar.set_position(done as u64);
+    }
+}
+
+impl Drop for Bar {
+    fn drop(&mut self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// Arguments of `audit`.
+#[derive(Debug, clap::Args)]
+pub struct AuditArgs {
+    /// Backend to audit; `auto` uses CUDA when present, else the CPU.
+    #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
+    pub backend: BackendKind,
+    /// Eager runs compared for run-to-run identity (at least 2).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=1000))]
+    pub runs: u32,
+    /// Most runs of the nondeterministic control before it counts as undetected.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(2..=10000))]
+    pub control_attempts: u32,
+    /// Workloads to audit (built-in names or .toml/.json files); default: transformer-block and
+    /// m-sweep, plus tensor-core-sweep, vendor-sweep and batch-invariant on CUDA.
+    #[arg(long = "workload", value_name = "WORKLOAD")]
+    pub workloads: Vec<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Do not draw a progress bar (it is hidden anyway when stderr is not a terminal).
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Compare each recorded trace with its golden under this folder (route drift in the report).
+    #[arg(long, value_name = "DIR")]
+    pub golden_dir: Option<PathBuf>,
+    /// Write report.md and a self-contained report.html into this folder.
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<PathBuf>,
+    /// Write JUnit XML (one test case per contract per GEMM) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Also write every recorded trace into this folder, for `compare`
+    /// (<workload>.gat; with `--device all`, <workload>.dev<N>.gat).
+    #[arg(long, value_name = "DIR")]
+    pub traces: Option<PathBuf>,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
+
+mod audit_cmd;
+mod golden_cmd;
+mod trace_cmd;
+
+use audit_cmd::*;
+use golden_cmd::*;
+use trace_cmd::*;
+
+/// Prints the verdict table: lines cut to the terminal's width (when stdout
+/// is a terminal), verdict words coloured unless `NO_COLOR` is set or stdout
+/// is not a terminal (anstream strips the colour then).
+fn print_table(table: &str) {
+    use std::io::{IsTerminal, Write as _};
+    let width = std::io::stdout()
+        .is_terminal()
+        .then(terminal_size::terminal_size)
+        .flatten()
+        .map(|(w, _)| w.0 as usize);
+    let mut text = String::with_capacity(table.len());
+    for line in sanitize(table).lines() {
+        let line = match width {
+            Some(w) if line.chars().count() > w && w > 1 => {
+                let cut: String = line.chars().take(w - 1).collect();
+                format!("{cut}…")
+            }
+            _ => line.to_string(),
+        };
+        let coloured = line
+            .replacen("  PASS  ", "  \x1b[32mPASS\x1b[0m  ", 1)
+            .replacen("  FAIL  ", "  \x1b[1;31mFAIL\x1b[0m  ", 1)
+            .replacen("  INFO  ", "  \x1b[33mINFO\x1b[0m  ", 1);
+        let coloured = if let Some(v) = coloured.strip_prefix("verdict: FAIL") {
+            format!("verdict: \x1b[1;31mFAIL\x1b[0m{v}")
+        } else if let Some(v) = coloured.strip_prefix("verdict: PASS") {
+            format!("verdict: \x1b[1;32mPASS\x1b[0m{v}")
+        } else {
+            coloured
+        };
+        text.push_str(&coloured);
+        text.push('\n');
+    }
+    let mut out = anstream::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        stdout_failed(e);
+    }
+}
+
+/// Ends the process when writing to stdout failed: quietly on a closed
+/// pipe (the reader has what it wanted), with exit code 1 otherwise.
+pub fn stdout_failed(e: std::io::Error) -> ! {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(0);
+    }
+    eprintln!("gemm-audit: error: writing to stdout: {e}");
+    std::process::exit(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Args::command().debug_assert();
+    }
+
+    #[test]
+    fn usage_exit_code_is_clap_default() {
+        let e = Args::try_parse_from(["gemm-audit", "audit", "--runs", "1"]).unwrap_err();
+        assert_eq!(e.exit_code(), EXIT_USAGE as i32);
+    }
+}

@@ -1,0 +1,533 @@
+//! Trace commands: `record`, `check`, `show`, `diff`, `compare` and
+//! `workloads`.
+
+use super::*;
+
+/// Trace files named, or found (recursively, *.gat) under named folders.
+pub(super) fn trace_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<PathBuf>) -> Result<()> {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+            .with_context(|| format!("reading {}", dir.display()))?
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                walk(&p, out)?;
+            } else if p.extension().is_some_and(|e| e == "gat") {
+                out.push(p);
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            walk(p, &mut out)?;
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+pub(super) fn cmd_compare(
+    paths: &[PathBuf],
+    format: Format,
+    junit: Option<&std::path::Path>,
+) -> Result<u8> {
+    use gemm_audit::compare::{Member, compare};
+    let members = trace_files(paths)?
+        .into_iter()
+        .map(|p| {
+            Ok(Member {
+                label: p.display().to_string(),
+                trace: read_trace(&p)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let c = compare(&members);
+    match format {
+        Format::Json => outln!(
+            "{}",
+            gemm_audit::report::json_document("compare", c.agrees(), &c)
+        ),
+        Format::Table => {
+            for g in &c.groups {
+                outln!(
+                    "{} on {}: {} traces, {}",
+                    g.workload,
+                    g.device,
+                    g.members,
+                    if g.agrees() { "agree" } else { "DISAGREE" }
+                );
+                for l in &g.mismatched {
+                    outln!("  left out (another launch set): {l}");
+                }
+                for l in g.launches.iter().filter(|l| !l.outliers.is_empty()) {
+                    outln!(
+                        "  launch {} {} ({}): {}/{} agree{}",
+                        l.launch,
+                        l.gemm,
+                        l.contract,
+                        l.agree,
+                        l.voters,
+                        if l.deterministic {
+                            ""
+                        } else {
+                            " (no cross-device promise)"
+                        }
+                    );
+                    for o in &l.outliers {
+                        outln!("    outlier {} [{}]", o.label, o.device);
+                    }
+                }
+            }
+            outln!("compare: {}", if c.agrees() { "PASS" } else { "FAIL" });
+        }
+    }
+    if let Some(path) = junit {
+        gemm_audit::trace::codec::write_atomic(
+            path,
+            gemm_audit::report::compare_junit(&c).as_bytes(),
+            true,
+        )?;
+    }
+    Ok(if c.agrees() { EXIT_OK } else { EXIT_FINDING })
+}
+
+pub(super) fn cmd_record(
+    workload: &str,
+    out: &std::path::Path,
+    force: bool,
+    kind: BackendKind,
+    outputs: Option<&std::path::Path>,
+    dev: &DeviceArgs,
+) -> Result<u8> {
+    let w = Workload::load(workload)?;
+    // Refuse before doing the work, not after.
+    if !dev.all() && out.exists() && !force {
+        return Err(Error::WouldOverwrite { path: out.into() }.into());
+    }
+    let (mut devices, note) = open_devices(kind, dev)?;
+    print_backend_note(&note);
+    check_workload_budget(&devices[0].1, &w, 2)?;
+    plant_fault(&mut devices, dev, w.gemms.first().map(|g| g.name.as_str()))?;
+    if !dev.all() {
+        let bar = if verbosity() > Verbosity::Quiet {
+            ProgressBar::new(w.gemms.len() as u64)
+        } else {
+            ProgressBar::hidden()
+        };
+        let backend = &devices[0].1;
+        let rec = recorder::record(backend, &w, &mut |d, _| bar.set_position(d as u64))?;
+        bar.finish_and_clear();
+        return write_recording(&w, &rec, backend.name(), None, out, force, outputs);
+    }
+    let paths: Vec<PathBuf> = devices
+        .iter()
+        .map(|(l, _)| fleet::device_path(out, l.ordinal))
+        .collect();
+    if !force {
+        if let Some(p) = paths.iter().find(|p| p.exists()) {
+            return Err(Error::WouldOverwrite { path: p.clone() }.into());
+        }
+    }
+    let results = fleet::on_each_device(&devices, |_, b| recorder::record(b, &w, &mut |_, _| {}));
+    let recs = all_ok(&devices, results)?;
+    let mut code = EXIT_OK;
+    for (((label, backend), rec), path) in devices.iter().zip(&recs).zip(&paths) {
+        let dump = outputs.map(|d| d.join(format!("dev{}", label.ordinal)));
+        let c = write_recording(
+            &w,
+            rec,
+            backend.name(),
+            Some(label),
+            path,
+            force,
+            dump.as_deref(),
+        )?;
+        code = code.max(c);
+    }
+    let traces: Vec<(DeviceLabel, RecordedGemmTrace)> = devices
+        .iter()
+        .zip(&recs)
+        .map(|((l, _), r)| (l.clone(), r.trace.clone()))
+        .collect();
+    let agreement = fleet::gpu_to_gpu_traces(&traces);
+    for c in &agreement.checks {
+        outln!("{}  {}  {}  {}", c.contract, c.subject, c.verdict, c.detail);
+    }
+    if !agreement.passed() {
+        code = EXIT_FINDING;
+    }
+    Ok(code)
+}
+
+/// Writes one recording (trace, and output dumps when asked) and says what
+/// was recorded; the exit code says whether the replay reproduced it.
+pub(super) fn write_recording(
+    w: &Workload,
+    rec: &recorder::Recording,
+    backend: &str,
+    label: Option<&DeviceLabel>,
+    out: &std::path::Path,
+    force: bool,
+    outputs: Option<&std::path::Path>,
+) -> Result<u8> {
+    rec.trace.write(out, force)?;
+    if let Some(dir) = outputs {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        for (r, bytes) in rec.trace.routes.iter().zip(&rec.outputs) {
+            let path = dir.join(gemm_audit::diff::output_file_name(&r.gemm));
+            gemm_audit::trace::codec::write_atomic(&path, bytes, true)?;
+        }
+    }
+    let on = match label {
+        Some(l) => format!("{backend} {l}"),
+        None => backend.to_string(),
+    };
+    outln!(
+        "recorded {} ({} launches) on {on} -> {}",
+        w.name,
+        rec.trace.launch_set.launch_count,
+        out.display()
+    );
+    outln!("launch set digest {}", rec.trace.launch_set.ordered_digest);
+    Ok(match &rec.replay {
+        ReplayOutcome::Identical { launches } => {
+            outln!("replay: {launches}/{launches} launches bit-identical to the eager run");
+            EXIT_OK
+        }
+        ReplayOutcome::Differs { launches } => {
+            outln!("replay: launches {launches:?} differ from the eager run");
+            EXIT_FINDING
+        }
+        ReplayOutcome::Refused { refusal } => {
+            outln!("replay: {refusal}");
+            EXIT_FINDING
+        }
+    })
+}
+
+// One parameter per flag of `check`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn cmd_check(
+    path: &std::path::Path,
+    golden: Option<PathBuf>,
+    golden_dir: Option<PathBuf>,
+    replay: bool,
+    allow: &[DiffClass],
+    kind: BackendKind,
+    format: Format,
+    dev: &DeviceArgs,
+) -> Result<u8> {
+    let trace = read_trace(path)?;
+    let golden = match (golden, golden_dir) {
+        (Some(g), _) => Some(g),
+        (None, Some(dir)) => {
+            let found = golden::find_golden(&dir, &trace)?;
+            note!("gemm-audit: golden {}", found.display());
+            Some(found)
+        }
+        (None, None) => None,
+    };
+    let golden = golden.map(|g| read_trace(&g)).transpose()?;
+    // Differences of allowed classes pass: the golden comparison is then
+    // made by class instead of refusing the first changed field.
+    let accepted = match (&golden, allow.is_empty()) {
+        (Some(g), false) => {
+            let d = gemm_audit::diff::TraceDiff::between(g, &trace);
+            d.disallowed(allow).is_empty().then_some(d)
+        }
+        _ => None,
+    };
+    let (mut devices, note) = open_devices(kind, dev)?;
+    print_backend_note(&note);
+    plant_fault(
+        &mut devices,
+        dev,
+        trace.routes.first().map(|r| r.gemm.as_str()),
+    )?;
+    if replay {
+        let e = gemm_audit::budget::Estimate::of_routes(&trace.routes);
+        budget(&devices[0].1).check(&format!("the replay of {}", path.display()), &e)?;
+    }
+    let compare = if accepted.is_some() {
+        None
+    } else {
+        golden.as_ref()
+    };
+    let results =
+        fleet::on_each_device(&devices, |_, b| recorder::check(b, &trace, compare, replay));
+    let mut reports = all_ok(&devices, results)?;
+    for report in &mut reports {
+        if accepted.is_some() {
+            report.golden = Some(Ok(()));
+        }
+    }
+    if let Some(d) = accepted.as_ref().filter(|d| !d.is_empty()) {
+        let classes: Vec<String> = d.classes().iter().map(|c| c.to_string()).collect();
+        eprintln!(
+            "gemm-audit: golden differs only in allowed classes ({}):\n{}",
+            classes.join(", "),
+            d.render()
+        );
+    }
+    let passed = reports.iter().all(|r| r.passed());
+    match (format, dev.all()) {
+        (Format::Json, false) => outln!(
+            "{}",
+            gemm_audit::report::json_document("check", passed, &reports[0])
+        ),
+        (Format::Json, true) => {
+            let per_device: Vec<serde_json::Value> = devices
+                .iter()
+                .zip(&reports)
+                .map(|((l, _), r)| serde_json::json!({ "device": l, "report": r }))
+                .collect();
+            outln!(
+                "{}",
+                gemm_audit::report::json_document(
+                    "check",
+                    passed,
+                    &serde_json::json!({ "devices": per_device })
+                )
+            )
+        }
+        (Format::Table, all) => {
+            for ((label, _), report) in devices.iter().zip(&reports) {
+                if all {
+                    outln!("on {label}:");
+                }
+                print_check(path, report, replay);
+            }
+            if all {
+                outln!(
+                    "check on {} devices: {}",
+                    reports.len(),
+                    if passed { "PASS" } else { "FAIL" }
+                );
+            }
+        }
+    }
+    Ok(if passed { EXIT_OK } else { EXIT_FINDING })
+}
+
+/// The table rendering of one device's check.
+pub(super) fn print_check(path: &std::path::Path, report: &recorder::CheckReport, replay: bool) {
+    outln!(
+        "trace {} ({}, {} launches)",
+        path.display(),
+        report.workload,
+        report.launch_count
+    );
+    let step = |name: &str, r: &Result<(), gemm_audit::Refusal>| match r {
+        Ok(()) => outln!("{name:<12} ok"),
+        Err(e) => outln!("{name:<12} {e}"),
+    };
+    step("plan", &report.plan);
+    match &report.validation {
+        Some(v) => step("validation", v),
+        None => outln!("{:<12} skipped (plan refused)", "validation"),
+    }
+    if let Some(g) = &report.golden {
+        step("golden", g);
+    }
+    match &report.replay {
+        Some(ReplayOutcome::Identical { launches }) => {
+            outln!(
+                "{:<12} {launches}/{launches} fingerprints identical",
+                "replay"
+            )
+        }
+        Some(ReplayOutcome::Differs { launches }) => {
+            outln!("{:<12} launches {launches:?} differ", "replay")
+        }
+        Some(ReplayOutcome::Refused { refusal }) => outln!("{:<12} {refusal}", "replay"),
+        None if replay => outln!("{:<12} skipped (refused before launch)", "replay"),
+        None => {}
+    }
+    outln!(
+        "{}",
+        if report.passed() {
+            "check: PASS"
+        } else {
+            "check: FAIL"
+        }
+    );
+}
+
+/// The table rendering of a trace.
+pub fn trace_table(t: &RecordedGemmTrace) -> String {
+    let mut s = String::new();
+    s.push_str(&format!(
+        "workload        {} ({})\n",
+        t.workload,
+        t.workload_digest.short()
+    ));
+    s.push_str(&format!("device          {}\n", t.context.device.class));
+    s.push_str(&format!("policy          {}\n", t.context.policy));
+    for m in &t.context.modules {
+        s.push_str(&format!(
+            "module          {} ({}, {}) by {} {}, {} symbols\n",
+            m.kind,
+            m.backend,
+            m.digest.short(),
+            m.compiler.name,
+            m.compiler.version,
+            m.symbols.len()
+        ));
+    }
+    s.push_str(&format!("context digest  {}\n", t.context.digest()));
+    s.push_str(&format!("launches        {}\n", t.launch_set.launch_count));
+    s.push_str(&format!(
+        "ordered digest  {}\n\n",
+        t.launch_set.ordered_digest
+    ));
+    let rows: Vec<[String; 8]> = t
+        .routes
+        .iter()
+        .zip(&t.fingerprints)
+        .enumerate()
+        .map(|(i, (r, f))| {
+            [
+                i.to_string(),
+                r.gemm.clone(),
+                format!("{} {}", r.op, r.dtype),
+                format!("{}x{}x{}", r.shape.m, r.shape.k, r.shape.n),
+                r.contract.to_string(),
+                r.kernel_symbol.clone(),
+                format!("{:?}/{:?}", r.launch.grid, r.launch.block),
+                f.sha256.short(),
+            ]
+        })
+        .collect();
+    let headers = [
+        "#",
+        "GEMM",
+        "OP",
+        "MxKxN",
+        "CONTRACT",
+        "KERNEL",
+        "GRID/BLOCK",
+        "OUTPUT",
+    ];
+    let mut w = headers.map(str::len);
+    for r in &rows {
+        for (w, c) in w.iter_mut().zip(r) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut l = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                l.push_str(c);
+            } else {
+                l.push_str(&format!("{c:<width$}  ", width = w[i]));
+            }
+        }
+        l.push('\n');
+        l
+    };
+    s.push_str(&line(headers.to_vec()));
+    for r in &rows {
+        s.push_str(&line(r.iter().map(String::as_str).collect()));
+    }
+    s
+}
+
+pub(super) fn cmd_show(path: &std::path::Path, format: Format) -> Result<u8> {
+    let trace = read_trace(path)?;
+    match format {
+        Format::Json => outln!("{}", trace.to_json()),
+        Format::Table => out!("{}", trace_table(&trace)),
+    }
+    Ok(EXIT_OK)
+}
+
+pub(super) fn cmd_diff(
+    golden: &std::path::Path,
+    candidate: &std::path::Path,
+    allow: &[DiffClass],
+    format: Format,
+    outputs: &[PathBuf],
+) -> Result<u8> {
+    let g = read_trace(golden)?;
+    let c = read_trace(candidate)?;
+    let mut d = TraceDiff::between(&g, &c);
+    if let [gdir, cdir] = outputs {
+        let dirs = [gdir, cdir];
+        d.annotate_outputs(&g, |side, gemm| {
+            std::fs::read(dirs[side].join(gemm_audit::diff::output_file_name(gemm))).ok()
+        });
+    }
+    let cross_device = g.context.device != c.context.device;
+    let portability = gemm_audit::diff::portability(&g, &c);
+    match format {
+        Format::Json => outln!(
+            "{}",
+            gemm_audit::report::json_document(
+                "diff",
+                d.disallowed(allow).is_empty(),
+                &serde_json::json!({
+                    "differences": d.differences,
+                    "cross_device": cross_device,
+                    "portability": portability,
+                })
+            )
+        ),
+        Format::Table => {
+            out!("{}", d.render());
+            if cross_device {
+                let (gd, cd) = (&g.context.device, &c.context.device);
+                let what = if gd.class != cd.class {
+                    format!("devices differ ({} vs {})", gd.class, cd.class)
+                } else {
+                    format!(
+                        "device identity differs ({}, driver {} vs {})",
+                        gd.class, gd.driver, cd.driver
+                    )
+                };
+                out!(
+                    "{what}; {}",
+                    gemm_audit::diff::render_portability(&portability)
+                );
+            }
+        }
+    }
+    let bad = d.disallowed(allow);
+    if bad.is_empty() {
+        return Ok(EXIT_OK);
+    }
+    let names: Vec<&str> = bad.iter().map(DiffClass::as_str).collect();
+    eprintln!("gemm-audit: disallowed differences: {}", names.join(", "));
+    Ok(EXIT_DIFF_BASE + bad.iter().map(DiffClass::exit_bit).sum::<u8>())
+}
+
+pub(super) fn cmd_workloads(show: Option<String>) -> Result<u8> {
+    match show {
+        Some(name) => {
+            let w = Workload::builtin(&name).ok_or_else(|| {
+                anyhow::Error::new(Error::Workload {
+                    name: name.clone(),
+                    reason: format!("no such built-in (built-ins: {})", BUILTINS.join(", ")),
+                })
+            })?;
+            out!(
+                "{}",
+                toml::to_string(&w).context("rendering the workload as TOML")?
+            );
+        }
+        None => {
+            for name in BUILTINS {
+                if let Some(w) = Workload::builtin(name) {
+                    outln!("{name:<26} {:>3} GEMMs  {}", w.gemms.len(), w.description);
+                }
+            }
+        }
+    }
+    Ok(EXIT_OK)
+}
