@@ -234,6 +234,8 @@ pub struct AuditOptions {
     pub control_attempts: usize,
     /// The workloads audited (the control is always run).
     pub workloads: Vec<Workload>,
+    /// How the recorded traces' fingerprints hash their chunks.
+    pub fingerprint_mode: crate::FingerprintMode,
 }
 
 impl AuditOptions {
@@ -262,6 +264,7 @@ impl Default for AuditOptions {
                 .iter()
                 .filter_map(|n| Workload::builtin(n))
                 .collect(),
+            fingerprint_mode: crate::FingerprintMode::Strong,
         }
     }
 }
@@ -294,7 +297,9 @@ pub fn run_audit(
     let started = std::time::Instant::now();
     for w in &opts.workloads {
         progress.stage(&format!("{}: record + replay", w.name), w.gemms.len());
-        let rec = recorder::record(backend, w, &mut |d, _| progress.advance(d))?;
+        let rec = recorder::record_in(backend, w, opts.fingerprint_mode, &mut |d, _| {
+            progress.advance(d)
+        })?;
         replay_check(&mut report, w, &rec.replay);
 
         // The fastest of the runs is each launch's time: the first launch
@@ -307,7 +312,11 @@ pub fn run_audit(
                 w.gemms.len(),
             );
             let again = recorder::eager_run(backend, w, &mut |d, _| progress.advance(d))?;
-            for (i, f) in again.fingerprints().iter().enumerate() {
+            for (i, f) in again
+                .fingerprints_in(rec.trace.fingerprint_mode)
+                .iter()
+                .enumerate()
+            {
                 if rec.trace.fingerprints.get(i) != Some(f) {
                     let st = difference(
                         rec.trace.routes[i].dtype,

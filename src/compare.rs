@@ -128,10 +128,13 @@ fn device_of(t: &RecordedGemmTrace) -> String {
 pub fn compare(members: &[Member]) -> Comparison {
     let mut groups: BTreeMap<(String, String), Vec<&Member>> = BTreeMap::new();
     for m in members {
-        let key = (
-            m.trace.workload.clone(),
-            crate::golden::device_key(&m.trace.context.device),
-        );
+        // Fingerprints compare only within a mode: a fast trace votes with
+        // fast traces.
+        let mut device = crate::golden::device_key(&m.trace.context.device);
+        if m.trace.fingerprint_mode != crate::FingerprintMode::Strong {
+            device.push_str(&format!(" ({} fingerprints)", m.trace.fingerprint_mode));
+        }
+        let key = (m.trace.workload.clone(), device);
         groups.entry(key).or_default().push(m);
     }
     let mut out = Vec::new();

@@ -251,6 +251,22 @@ impl TraceDiff {
         {
             push(class, None, None, &field, expected, found);
         }
+        // Fingerprints of different modes never compare equal: say so once
+        // instead of reporting every launch as numerically different.
+        let comparable = golden.fingerprint_mode == candidate.fingerprint_mode;
+        if !comparable {
+            push(
+                DiffClass::Structural,
+                None,
+                None,
+                "fingerprint_mode",
+                golden.fingerprint_mode.to_string(),
+                format!(
+                    "{} (outputs not compared: record both in one mode, e.g. --fingerprint {})",
+                    candidate.fingerprint_mode, golden.fingerprint_mode
+                ),
+            );
+        }
         if golden.launch_set.launch_count != candidate.launch_set.launch_count {
             push(
                 DiffClass::Structural,
@@ -318,7 +334,7 @@ impl TraceDiff {
                         gf.input_seed.to_string(),
                         cf.input_seed.to_string(),
                     );
-                } else if gf.sha256 != cf.sha256 || gf.bytes != cf.bytes {
+                } else if comparable && (gf.sha256 != cf.sha256 || gf.bytes != cf.bytes) {
                     push(
                         DiffClass::Numeric,
                         Some(g),

@@ -527,6 +527,7 @@ mod tests {
             runs: 2,
             control_attempts: 8,
             workloads: vec![tiny()],
+            fingerprint_mode: crate::FingerprintMode::Strong,
         };
         let reports = on_each_device(devices, |_, b| run_audit(b, &opts, &mut NoProgress));
         FleetReport::new(

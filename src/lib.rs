@@ -70,7 +70,7 @@ pub use launch_set::{
 pub use plan::{CapturedGemmGraphPlan, PreparedGemmCaptureManifest};
 pub use policy::{F32Policy, GemmPolicy, HalfPolicy, PolicyMode};
 pub use route::{DType, GemmOp, ResolvedGemmRoute};
-pub use trace::{OutputFingerprint, RecordedGemmTrace};
+pub use trace::{FingerprintMode, OutputFingerprint, RecordedGemmTrace};
 pub mod mutation;
 
 pub mod audit;

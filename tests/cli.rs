@@ -1836,3 +1836,66 @@ fn record_check_and_bless_on_every_device() {
         "device 0's drifted candidate"
     );
 }
+
+/// `--fingerprint fast`: recorded, stored (format 3 says the mode), checked
+/// with replay in that mode, and a strong and a fast trace of one workload
+/// differ only by their mode (outputs are not compared across modes).
+#[test]
+fn fast_fingerprints_record_check_and_diff() {
+    let s = Scratch::new("fast-fingerprints");
+    s.write("tiny.toml", TINY);
+    let cpu = ["--backend", "cpu"];
+    run_in(
+        &s.0,
+        &[
+            &[
+                "record",
+                "tiny.toml",
+                "-o",
+                "fast.gat",
+                "--fingerprint",
+                "fast",
+            ][..],
+            &cpu,
+        ]
+        .concat(),
+    )
+    .code(OK);
+    run_in(
+        &s.0,
+        &[&["record", "tiny.toml", "-o", "strong.gat"][..], &cpu].concat(),
+    )
+    .code(OK);
+    let (fast, strong) = (read(&s.path("fast.gat")), read(&s.path("strong.gat")));
+    assert_eq!(fast.fingerprint_mode, gemm_audit::FingerprintMode::Fast);
+    assert_eq!(strong.fingerprint_mode, gemm_audit::FingerprintMode::Strong);
+    // Same routes and outputs, different fingerprints.
+    assert_eq!(fast.routes, strong.routes);
+    for (f, g) in fast.fingerprints.iter().zip(&strong.fingerprints) {
+        assert_eq!((f.input_seed, f.bytes), (g.input_seed, g.bytes));
+        assert_ne!(f.sha256, g.sha256);
+    }
+    run_in(&s.0, &["show", "fast.gat"])
+        .code(OK)
+        .says(&["fingerprints    fast"]);
+    // The replay is fingerprinted in the trace's own mode.
+    run_in(
+        &s.0,
+        &[&["check", "fast.gat", "--replay"][..], &cpu].concat(),
+    )
+    .code(OK)
+    .says(&["fingerprints identical", "check: PASS"]);
+    let d = run_in(&s.0, &["diff", "strong.gat", "fast.gat"]);
+    d.says(&["fingerprint_mode", "outputs not compared"])
+        .never_says(&["output_fingerprint"]);
+    assert_ne!(d.code, OK, "a mode change is a difference");
+    // A tampered fast fingerprint is still caught on replay.
+    let mut bad = fast.clone();
+    bad.fingerprints[0].sha256.0[0] ^= 1;
+    bad.write(&s.path("bad.gat"), false).unwrap();
+    run_in(
+        &s.0,
+        &[&["check", "bad.gat", "--replay"][..], &cpu].concat(),
+    )
+    .code(FINDING);
+}

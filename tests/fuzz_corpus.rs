@@ -178,22 +178,29 @@ fn decode_seeds_are_current_traces() {
     }
 }
 
-/// Version-1 files kept in the `decode_trace` corpus, so the fuzzers keep
-/// exercising the reader of the older format.
-const V1_SEEDS: &[&str] = &["v1-seed-sample-1", "v1-seed-vendor-2"];
+/// Files of older versions kept in the `decode_trace` corpus, so the
+/// fuzzers keep exercising the readers of the older formats.
+const OLD_SEEDS: &[(u16, &str)] = &[
+    (1, "v1-seed-sample-1"),
+    (1, "v1-seed-vendor-2"),
+    (2, "v2-seed-sample-1"),
+    (2, "v2-seed-vendor-2"),
+];
 
-/// The version-1 seeds still decode, through the upgrade, and their plans
-/// build: routes are framed the same in both versions.
+/// The version-1 and version-2 seeds still decode, through the upgrades,
+/// and their plans build: routes are framed the same in every version.
 #[test]
-fn version_1_seeds_still_decode() {
-    for seed in V1_SEEDS {
+fn older_version_seeds_still_decode() {
+    for &(want, seed) in OLD_SEEDS {
         let path = fuzz_dir().join("corpus/decode_trace").join(seed);
         let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
         let (version, _) = codec::open_versioned(&bytes, &codec::Limits::default()).unwrap();
-        assert_eq!(version, 1, "{seed}");
+        assert_eq!(version, want, "{seed}");
         let trace = codec::decode_trace(&bytes, &codec::Limits::default())
             .unwrap_or_else(|e| panic!("{seed}: {e}"));
         assert!(gemm_audit::CapturedGemmGraphPlan::from_trace(&trace).is_ok());
+        // Before format 3 every fingerprint was strong.
+        assert_eq!(trace.fingerprint_mode, gemm_audit::FingerprintMode::Strong);
         fuzzing::decode_trace(&bytes);
     }
 }

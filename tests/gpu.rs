@@ -819,6 +819,7 @@ fn every_device_opens_agrees_and_a_planted_fault_is_named() {
         runs: 2,
         control_attempts: 32,
         workloads: vec![Workload::builtin("transformer-block").expect("built-in")],
+        fingerprint_mode: gemm_audit::FingerprintMode::Strong,
     };
     let audit = |devices: &[(gemm_audit::backend::DeviceLabel, Backend)]| {
         let reports = fleet::on_each_device(devices, |_, b| run_audit(b, &opts, &mut NoProgress));
@@ -881,6 +882,12 @@ fn fast_chunk_hash_on_device_equals_the_cpu_reference() {
             })
             .collect();
         let want = gemm_audit::trace::fast::fast_chunk_digests(&bytes);
+        assert_eq!(
+            g.fingerprint_in(gemm_audit::FingerprintMode::Fast, 7, &bytes)
+                .unwrap(),
+            OutputFingerprint::with_mode(gemm_audit::FingerprintMode::Fast, 7, &bytes),
+            "fast fingerprint of {len} bytes"
+        );
         for offset in [0usize, 4] {
             assert_eq!(
                 g.fast_chunk_digests(&bytes, offset).unwrap(),

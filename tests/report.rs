@@ -23,6 +23,7 @@ fn audit() -> &'static AuditReport {
             runs: 2,
             control_attempts: 32,
             workloads: vec![Workload::builtin("m-sweep").unwrap()],
+            fingerprint_mode: gemm_audit::FingerprintMode::Strong,
         };
         audit::run_audit(&Backend::Cpu(CpuBackend::default()), &opts, &mut NoProgress).unwrap()
     })

@@ -192,7 +192,7 @@ fn round_trip_with_explicit_limits_at_the_edge() {
 
 /// `testkit::sample_trace(1).to_bytes()`, in full.
 const SAMPLE_1_HEX: &str = concat!(
-    "47454d4d41554454020000006b030000000000000973796e74686574696334e1f5c4e12c384d9f945c8241a86db3fed7",
+    "47454d4d41554454030000006c030000000000000973796e74686574696334e1f5c4e12c384d9f945c8241a86db3fed7",
     "128f6d1d0cb7d6943654579e59d800010101010104000103020101012b1f04bf6adcf9089aa53746c196cdeae4da277c",
     "9e7fe529b5d0f1e2561d5ead0973796e74686574696303312e30bff3e252d2f4b29ebe4b25c3469a525a8bbeb4a281f8",
     "13884a09449e748809f61cdac0f55fe307c98e960fc66b7744af1b58029f64fee32b2799c4bd4d826c5f05736d5f3930",
@@ -210,12 +210,12 @@ const SAMPLE_1_HEX: &str = concat!(
     "0004fb0004404020200280100101800101fb0040ddd121e58a702c01d0986cebe9e35cbc35c772da7e85ffee75aab4c6",
     "9884ca7f0101d4f42e1794f44d87ffcedcbb201f524637a1d6ce6198eef8ec7d24d49649d12d5b353cd2c96367941785",
     "5088cd7a986a65a016dcda8f53975d8712e57f87298f0101000100fb00043329ecbbdfe7617f2a01158bcf089dddf566",
-    "ceac0a1f5f72c43b500432b549770104686f73740973796e746865746963008a804096c2ce8c06c65a3271ffcc91ee2f",
-    "7d023625a588a2ce7da71f899acfbe",
+    "ceac0a1f5f72c43b500432b549770104686f73740973796e7468657469630000e427b9e25a1db3d402d7cfdbd4c1242a",
+    "285fdeaa7510f1c2dd9b0d414d923dbf",
 );
 
 /// SHA-256 of `testkit::sample_trace(3).to_bytes()`.
-const SAMPLE_3_SHA256: &str = "ed890946386bc93a9eae07fc77e132a196deac9101115ac825f360517e5a7f0c";
+const SAMPLE_3_SHA256: &str = "d9de232bbe1b064f986ed0b6a9028f698b07e2c4c4284b29014fd2ec81abc556";
 
 #[test]
 fn pinned_bytes_of_sample_trace_1() {
@@ -240,12 +240,12 @@ fn pinned_sha256_of_sample_trace_3() {
 #[test]
 fn header_fields_at_their_offsets() {
     assert_eq!(&MAGIC, b"GEMMAUDT");
-    assert_eq!(FORMAT_VERSION, 2);
+    assert_eq!(FORMAT_VERSION, 3);
     assert_eq!((HEADER_LEN, TRAILER_LEN), (20, 32));
     for n in [1, 3] {
         let file = file_of(n);
         assert_eq!(&file[0..8], b"GEMMAUDT");
-        assert_eq!(u16_at(&file, 8), 2, "version");
+        assert_eq!(u16_at(&file, 8), 3, "version");
         assert_eq!(u16_at(&file, 10), 0, "reserved");
         assert_eq!(
             u64_at(&file, 12),
@@ -319,16 +319,18 @@ fn every_single_bit_flip_is_refused_by_region() {
             assert_message(&e);
             let ok = match i {
                 0..8 => matches!(e, FormatError::BadMagic { .. }),
-                // Version 2 with bit 1 flipped is version 0; no flip gives
-                // version 1 (which would decode as the other layout and
-                // fail), every other flip is newer.
-                8 if bit == 1 => {
-                    e == FormatError::UnsupportedVersion {
-                        found: 0,
-                        supported: 2,
-                    }
-                }
-                8 | 9 => matches!(e, FormatError::NewerVersion { supported: 2, .. }),
+                // Version 3 with bit 0 or 1 flipped is version 2 or 1: the
+                // payload is read with that version's layout and refused
+                // (a trailing byte, or no valid trace); every other flip is
+                // newer.
+                8 if bit < 2 => matches!(
+                    e,
+                    FormatError::TrailingBytes(_)
+                        | FormatError::Decode(_)
+                        | FormatError::NonCanonical
+                        | FormatError::Inconsistent(_)
+                ),
+                8 | 9 => matches!(e, FormatError::NewerVersion { supported: 3, .. }),
                 10 | 11 => matches!(e, FormatError::Reserved { .. }),
                 12..20 => matches!(e, FormatError::LengthMismatch { .. }),
                 // Payload and trailer alike: the checksum no longer matches.
@@ -369,7 +371,7 @@ fn wrong_magic_is_refused() {
 
 #[test]
 fn newer_version_asks_for_an_upgrade() {
-    for v in [3u16, 4, u16::MAX] {
+    for v in [4u16, 5, u16::MAX] {
         let mut f = file_of(1);
         f[8..10].copy_from_slice(&v.to_le_bytes());
         let e = decode(&f).unwrap_err();

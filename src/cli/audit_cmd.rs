@@ -8,6 +8,7 @@ pub(super) fn cmd_audit(args: AuditArgs) -> Result<u8> {
     let mut opts = AuditOptions {
         runs: args.runs as usize,
         control_attempts: args.control_attempts as usize,
+        fingerprint_mode: args.fingerprint,
         ..AuditOptions::for_backend(first)
     };
     if !args.workloads.is_empty() {

@@ -8,6 +8,7 @@ pub(super) fn cmd_bless(
     dir: &std::path::Path,
     force: bool,
     kind: BackendKind,
+    mode: FingerprintMode,
     dev: &DeviceArgs,
 ) -> Result<u8> {
     let (mut devices, note) = open_devices(kind, dev)?;
@@ -32,8 +33,9 @@ pub(super) fn cmd_bless(
     // every device reproduces its eager run and the devices agree.
     let mut recorded: Vec<(DeviceLabel, RecordedGemmTrace)> = Vec::new();
     for w in &ws {
-        let results =
-            fleet::on_each_device(&devices, |_, b| recorder::record(b, w, &mut |_, _| {}));
+        let results = fleet::on_each_device(&devices, |_, b| {
+            recorder::record_in(b, w, mode, &mut |_, _| {})
+        });
         for ((label, _), rec) in devices.iter().zip(all_ok(&devices, results)?) {
             if !rec.replay.is_identical() {
                 return Err(anyhow::anyhow!(

@@ -35,7 +35,7 @@ use gemm_audit::fleet;
 use gemm_audit::golden;
 use gemm_audit::recorder::{self, ReplayOutcome};
 use gemm_audit::workload::{BUILTINS, Workload};
-use gemm_audit::{Error, RecordedGemmTrace};
+use gemm_audit::{Error, FingerprintMode, RecordedGemmTrace};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::path::PathBuf;
 
@@ -204,6 +204,12 @@ pub enum Command {
         force: bool,
         #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
         backend: BackendKind,
+        /// How output fingerprints hash each 4 KiB chunk: `strong`
+        /// (SHA-256, collision resistant; the default, and what the
+        /// committed goldens hold) or `fast` (NH, at memory speed on a GPU;
+        /// finds accidents, not attacks). Goldens compare only within a mode.
+        #[arg(long, value_enum, default_value_t = FingerprintMode::Strong)]
+        fingerprint: FingerprintMode,
         #[command(flatten)]
         device: DeviceArgs,
     },
@@ -267,6 +273,12 @@ pub enum Command {
         /// `diff --outputs`; with `--device all`, into DIR/dev<N>).
         #[arg(long, value_name = "DIR")]
         outputs: Option<PathBuf>,
+        /// How output fingerprints hash each 4 KiB chunk: `strong`
+        /// (SHA-256, collision resistant; the default, and what the
+        /// committed goldens hold) or `fast` (NH, at memory speed on a GPU;
+        /// finds accidents, not attacks). Goldens compare only within a mode.
+        #[arg(long, value_enum, default_value_t = FingerprintMode::Strong)]
+        fingerprint: FingerprintMode,
         #[command(flatten)]
         device: DeviceArgs,
     },
@@ -376,9 +388,10 @@ pub fn run(args: Args) -> Result<u8> {
             golden_dir,
             force,
             backend,
+            fingerprint,
             device,
         } if !from.is_empty() => {
-            let _ = (workloads, backend, device);
+            let _ = (workloads, backend, device, fingerprint);
             cmd_bless_from(&from, &golden_dir, force)
         }
         Command::Bless {
@@ -386,9 +399,10 @@ pub fn run(args: Args) -> Result<u8> {
             golden_dir,
             force,
             backend,
+            fingerprint,
             device,
             ..
-        } => cmd_bless(workloads, &golden_dir, force, backend, &device),
+        } => cmd_bless(workloads, &golden_dir, force, backend, fingerprint, &device),
         Command::Compare {
             traces,
             format,
@@ -412,8 +426,17 @@ pub fn run(args: Args) -> Result<u8> {
             force,
             backend,
             outputs,
+            fingerprint,
             device,
-        } => cmd_record(&workload, &out, force, backend, outputs.as_deref(), &device),
+        } => cmd_record(
+            &workload,
+            &out,
+            force,
+            backend,
+            outputs.as_deref(),
+            fingerprint,
+            &device,
+        ),
         Command::Check {
             trace,
             golden,
@@ -592,6 +615,11 @@ pub struct AuditArgs {
     /// Backend to audit; `auto` uses CUDA when present, else the CPU.
     #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
     pub backend: BackendKind,
+    /// How output fingerprints hash each 4 KiB chunk: `strong` (SHA-256,
+    /// the default, and what the committed goldens hold) or `fast` (NH, at
+    /// memory speed on a GPU; finds accidents, not attacks).
+    #[arg(long, value_enum, default_value_t = FingerprintMode::Strong)]
+    pub fingerprint: FingerprintMode,
     /// Eager runs compared for run-to-run identity (at least 2).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=1000))]
     pub runs: u32,

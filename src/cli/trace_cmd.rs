@@ -103,6 +103,7 @@ pub(super) fn cmd_record(
     force: bool,
     kind: BackendKind,
     outputs: Option<&std::path::Path>,
+    mode: FingerprintMode,
     dev: &DeviceArgs,
 ) -> Result<u8> {
     let w = Workload::load(workload)?;
@@ -121,7 +122,7 @@ pub(super) fn cmd_record(
             ProgressBar::hidden()
         };
         let backend = &devices[0].1;
-        let rec = recorder::record(backend, &w, &mut |d, _| bar.set_position(d as u64))?;
+        let rec = recorder::record_in(backend, &w, mode, &mut |d, _| bar.set_position(d as u64))?;
         bar.finish_and_clear();
         return write_recording(&w, &rec, backend.name(), None, out, force, outputs);
     }
@@ -134,7 +135,9 @@ pub(super) fn cmd_record(
             return Err(Error::WouldOverwrite { path: p.clone() }.into());
         }
     }
-    let results = fleet::on_each_device(&devices, |_, b| recorder::record(b, &w, &mut |_, _| {}));
+    let results = fleet::on_each_device(&devices, |_, b| {
+        recorder::record_in(b, &w, mode, &mut |_, _| {})
+    });
     let recs = all_ok(&devices, results)?;
     let mut code = EXIT_OK;
     for (((label, backend), rec), path) in devices.iter().zip(&recs).zip(&paths) {
@@ -382,6 +385,7 @@ pub fn trace_table(t: &RecordedGemmTrace) -> String {
     }
     s.push_str(&format!("context digest  {}\n", t.context.digest()));
     s.push_str(&format!("launches        {}\n", t.launch_set.launch_count));
+    s.push_str(&format!("fingerprints    {}\n", t.fingerprint_mode));
     s.push_str(&format!(
         "ordered digest  {}\n\n",
         t.launch_set.ordered_digest

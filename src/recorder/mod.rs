@@ -28,4 +28,5 @@ pub use engine::{
 };
 pub use workload::{
     CheckReport, EagerRun, Recording, ReplayOutcome, capture_and_replay, check, eager_run, record,
+    record_in,
 };

@@ -7,7 +7,7 @@ use crate::error::{Error, Refusal, RefusalStage, Result};
 use crate::physical::{self, PhysicalNode};
 use crate::plan::CapturedGemmGraphPlan;
 use crate::route::ResolvedGemmRoute;
-use crate::trace::{OutputFingerprint, RecordedGemmTrace};
+use crate::trace::{FingerprintMode, OutputFingerprint, RecordedGemmTrace};
 use crate::workload::Workload;
 use serde::Serialize;
 
@@ -28,12 +28,17 @@ pub struct EagerRun {
 }
 
 impl EagerRun {
-    /// Output fingerprints, one per launch.
+    /// Output fingerprints (strong), one per launch.
     pub fn fingerprints(&self) -> Vec<OutputFingerprint> {
+        self.fingerprints_in(FingerprintMode::Strong)
+    }
+
+    /// Output fingerprints in `mode`, one per launch.
+    pub fn fingerprints_in(&self, mode: FingerprintMode) -> Vec<OutputFingerprint> {
         self.seeds
             .iter()
             .zip(&self.outputs)
-            .map(|(&s, o)| OutputFingerprint::of(s, o))
+            .map(|(&s, o)| OutputFingerprint::with_mode(mode, s, o))
             .collect()
     }
 }
@@ -100,12 +105,16 @@ pub enum ReplayOutcome {
 }
 
 impl ReplayOutcome {
-    fn compare(expected: &[OutputFingerprint], outputs: &[Vec<u8>]) -> ReplayOutcome {
+    fn compare(
+        mode: FingerprintMode,
+        expected: &[OutputFingerprint],
+        outputs: &[Vec<u8>],
+    ) -> ReplayOutcome {
         let differing: Vec<usize> = expected
             .iter()
             .zip(outputs)
             .enumerate()
-            .filter(|(_, (f, o))| OutputFingerprint::of(f.input_seed, o) != **f)
+            .filter(|(_, (f, o))| OutputFingerprint::with_mode(mode, f.input_seed, o) != **f)
             .map(|(i, _)| i)
             .collect();
         if differing.is_empty() && expected.len() == outputs.len() {
@@ -144,15 +153,26 @@ pub struct Recording {
 
 /// Records `workload`: eager run, trace and manifest, capture reserved to the
 /// manifest's launch count, validated replay, fingerprint comparison.
+/// Fingerprints are strong ([`record_in`] chooses).
 pub fn record(
     backend: &Backend,
     workload: &Workload,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Recording> {
+    record_in(backend, workload, FingerprintMode::Strong, progress)
+}
+
+/// [`record`] with fingerprints in `mode`.
+pub fn record_in(
+    backend: &Backend,
+    workload: &Workload,
+    mode: FingerprintMode,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Recording> {
     let scoped = backend.for_workload(workload);
     let backend = scoped.as_ref().unwrap_or(backend);
     let run = eager_run_on(backend, workload, progress)?;
-    let fingerprints = run.fingerprints();
+    let fingerprints = run.fingerprints_in(mode);
     let mut trace = RecordedGemmTrace::new(
         workload.name.clone(),
         workload.digest(),
@@ -160,7 +180,8 @@ pub fn record(
         run.routes,
         fingerprints,
         backend.volatile(),
-    )?;
+    )?
+    .in_mode(mode);
     let (replay, nodes) = capture_and_replay(backend, &trace, "record")?;
     trace.physical = nodes;
     Ok(Recording {
@@ -198,7 +219,10 @@ pub fn capture_and_replay(
         }
     }
     match backend.replay(&graph, label) {
-        Ok(outputs) => Ok((ReplayOutcome::compare(&trace.fingerprints, &outputs), nodes)),
+        Ok(outputs) => Ok((
+            ReplayOutcome::compare(trace.fingerprint_mode, &trace.fingerprints, &outputs),
+            nodes,
+        )),
         Err(Error::Refused(refusal)) => refused(*refusal),
         Err(e) => Err(e),
     }

@@ -23,7 +23,7 @@ use crate::error::{FormatError, Result};
 /// File magic.
 pub const MAGIC: [u8; 8] = *b"GEMMAUDT";
 /// The format version this build writes.
-pub const FORMAT_VERSION: u16 = 2;
+pub const FORMAT_VERSION: u16 = 3;
 /// The oldest format version this build reads (and converts on reading).
 pub const OLDEST_READ_VERSION: u16 = 1;
 /// Header size: magic, version, reserved, payload length.
@@ -93,7 +93,7 @@ fn decode_bounded<T: serde::de::DeserializeOwned + serde::Serialize>(
     Ok(value)
 }
 
-fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, FormatError> {
+pub(super) fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, FormatError> {
     bincode::serde::encode_to_vec(value, config()).map_err(|e| FormatError::Encode(e.to_string()))
 }
 
@@ -208,6 +208,7 @@ pub fn decode_payload_version(
 ) -> Result<RecordedGemmTrace, FormatError> {
     let trace = match version {
         1 => super::v1::upgrade(decode_bounded::<super::v1::TraceV1>(payload)?)?,
+        2 => super::v2::upgrade(decode_bounded::<super::v2::TraceV2>(payload)?),
         FORMAT_VERSION => decode_bounded::<RecordedGemmTrace>(payload)?,
         found => {
             return Err(FormatError::UnsupportedVersion {

@@ -3,6 +3,7 @@
 pub mod codec;
 pub mod fast;
 mod v1;
+mod v2;
 
 use crate::digest::Digest;
 use crate::error::{Error, FormatError, Result};
@@ -21,6 +22,35 @@ pub const FINGERPRINT_CHUNK_BYTES: usize = 4096;
 
 /// Domain of the output fingerprint.
 pub const FINGERPRINT_DOMAIN: &str = "gemm-audit/output-fingerprint/v1";
+
+/// Domain of the fast output fingerprint (NH chunk digests, see [`fast`]).
+pub const FAST_FINGERPRINT_DOMAIN: &str = "gemm-audit/output-fingerprint-nh128/v1";
+
+/// How a trace's output fingerprints hash each chunk. Both are finished by
+/// SHA-256 over the framed chunk digests; they never compare equal to each
+/// other, so a trace says which it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+pub enum FingerprintMode {
+    /// SHA-256 of every chunk: collision resistant, for adversarial use
+    /// (and every trace written before format 3).
+    #[default]
+    Strong,
+    /// The NH chunk hash of [`fast`]: finds accidental changes at memory
+    /// speed on a GPU; not collision resistant against someone who knows
+    /// its keys.
+    Fast,
+}
+
+impl std::fmt::Display for FingerprintMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FingerprintMode::Strong => "strong",
+            FingerprintMode::Fast => "fast",
+        })
+    }
+}
 
 /// What one launch produced: the seed its inputs were generated from, and
 /// the fingerprint of its output bytes.
@@ -52,6 +82,46 @@ impl OutputFingerprint {
             .map(Digest::sha256)
             .collect();
         Self::from_chunk_digests(input_seed, bytes.len() as u64, &chunks)
+    }
+
+    /// The fingerprint of `bytes` in `mode` ([`OutputFingerprint::of`] for
+    /// [`FingerprintMode::Strong`]).
+    pub fn with_mode(mode: FingerprintMode, input_seed: u64, bytes: &[u8]) -> Self {
+        match mode {
+            FingerprintMode::Strong => Self::of(input_seed, bytes),
+            FingerprintMode::Fast => Self::from_fast_chunk_digests(
+                input_seed,
+                bytes.len() as u64,
+                &fast::fast_chunk_digests(bytes),
+            ),
+        }
+    }
+
+    /// The fast fingerprint from per-chunk NH digests computed elsewhere
+    /// (e.g. on a GPU): framed like the strong one, under
+    /// [`FAST_FINGERPRINT_DOMAIN`].
+    pub fn from_fast_chunk_digests(
+        input_seed: u64,
+        len: u64,
+        chunks: &[[u8; fast::FAST_DIGEST_BYTES]],
+    ) -> Self {
+        let mut w = crate::digest::DigestWriter::new(FAST_FINGERPRINT_DOMAIN);
+        w.field("bytes", crate::digest::FieldValue::U64(len));
+        w.field(
+            "chunk_bytes",
+            crate::digest::FieldValue::U64(FINGERPRINT_CHUNK_BYTES as u64),
+        );
+        w.field(
+            "chunks",
+            crate::digest::FieldValue::U64(chunks.len() as u64),
+        );
+        let all: Vec<u8> = chunks.iter().flatten().copied().collect();
+        w.field("chunk_digests", crate::digest::FieldValue::Bytes(&all));
+        OutputFingerprint {
+            input_seed,
+            bytes: len,
+            sha256: w.finish(),
+        }
     }
 
     /// The fingerprint from per-chunk SHA-256 digests computed elsewhere
@@ -102,6 +172,9 @@ pub struct RecordedGemmTrace {
     /// The captured graph's nodes, bound to the routes (empty when no graph
     /// was captured). See [`crate::physical`].
     pub physical: Vec<PhysicalNode>,
+    /// How `fingerprints` hash their chunks (format 3; older files are
+    /// [`FingerprintMode::Strong`]).
+    pub fingerprint_mode: FingerprintMode,
 }
 
 impl RecordedGemmTrace {
@@ -124,12 +197,26 @@ impl RecordedGemmTrace {
             fingerprints,
             volatile,
             physical: Vec::new(),
+            fingerprint_mode: FingerprintMode::Strong,
         };
         trace.check_shape().map_err(|e| Error::Format {
             path: "<new trace>".into(),
             source: e,
         })?;
         Ok(trace)
+    }
+
+    /// The same trace, saying its fingerprints were computed in `mode`
+    /// (the caller computed them so: [`RecordedGemmTrace::new`] assumes
+    /// [`FingerprintMode::Strong`]).
+    pub fn in_mode(mut self, mode: FingerprintMode) -> Self {
+        self.fingerprint_mode = mode;
+        self
+    }
+
+    /// The fingerprint of an output of this trace, in its mode.
+    pub fn fingerprint_of(&self, input_seed: u64, bytes: &[u8]) -> OutputFingerprint {
+        OutputFingerprint::with_mode(self.fingerprint_mode, input_seed, bytes)
     }
 
     /// Binds a captured graph's nodes to the routes and stores them.

@@ -146,5 +146,6 @@ pub(super) fn upgrade(t: TraceV1) -> Result<RecordedGemmTrace, FormatError> {
         fingerprints: t.fingerprints,
         volatile: t.volatile,
         physical: t.physical,
+        fingerprint_mode: super::FingerprintMode::Strong,
     })
 }

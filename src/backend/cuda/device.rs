@@ -159,6 +159,31 @@ impl CudaBackend {
         launch.fingerprint(sh, seed)
     }
 
+    /// The output fingerprint of `bytes` in `mode`, computed on the device
+    /// (uploads them first). Equals `OutputFingerprint::with_mode(mode,
+    /// input_seed, bytes)`.
+    pub fn fingerprint_in(
+        &self,
+        mode: crate::FingerprintMode,
+        input_seed: u64,
+        bytes: &[u8],
+    ) -> Result<OutputFingerprint> {
+        if mode == crate::FingerprintMode::Strong {
+            return self.fingerprint(input_seed, bytes);
+        }
+        let sh = &self.shared;
+        let _lock = sh.lock();
+        let buf = if bytes.is_empty() {
+            sh.stream.alloc_zeros::<u8>(16)
+        } else {
+            sh.stream.clone_htod(bytes)
+        }
+        .map_err(drv("upload"))?;
+        Ok(sh
+            .fingerprinter
+            .fingerprint_fast(&sh.stream, &buf.slice(..bytes.len()), input_seed)?)
+    }
+
     /// The fast (NH) chunk digests of `bytes`, computed on the device:
     /// uploads `offset` padding bytes and then `bytes`, and hashes the view
     /// that starts at `offset` (an `offset` that is no multiple of 16 takes

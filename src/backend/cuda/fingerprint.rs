@@ -122,6 +122,29 @@ impl DeviceFingerprinter {
         ))
     }
 
+    /// The fast output fingerprint ([`crate::FingerprintMode::Fast`]) of
+    /// the bytes of `buf`, hashed on the device (NH chunk digests; only
+    /// they are copied back). Equals `OutputFingerprint::with_mode(Fast,
+    /// input_seed, bytes)` of the same bytes.
+    pub fn fingerprint_fast<T: DeviceRepr>(
+        &self,
+        stream: &Arc<CudaStream>,
+        buf: &CudaView<'_, T>,
+        input_seed: u64,
+    ) -> Result<OutputFingerprint, CudaError> {
+        let len = buf
+            .len()
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or_else(|| CudaError::msg("buffer too large to fingerprint"))?;
+        // SAFETY: as in `fingerprint`: read-only bytes of exactly the view.
+        let bytes = unsafe { buf.transmute::<u8>(len) }
+            .ok_or_else(|| CudaError::msg("fingerprint view is larger than its buffer"))?;
+        let chunks = self.fast_chunk_digests(stream, &bytes)?;
+        Ok(OutputFingerprint::from_fast_chunk_digests(
+            input_seed, len as u64, &chunks,
+        ))
+    }
+
     /// Per-chunk SHA-256 digests of `data`, computed on the device and
     /// copied back (32 bytes per 4096-byte chunk).
     pub(crate) fn chunk_digests(
