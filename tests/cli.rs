@@ -1379,6 +1379,29 @@ fn work_over_budget_is_refused_before_it_starts() {
     .code(BAD_INPUT)
     .says(&["GFLOP", "--max-gflop"]);
 
+    // Devices working at once add up their host memory: a limit one
+    // device fits (tiny needs about 10 KB) refuses three.
+    s.write("tiny.toml", TINY);
+    let limit = ["--max-memory-gib", "0.00002"]; // about 21 KB
+    let on = |devices: &[&str]| {
+        run_in(
+            &s.0,
+            &[
+                &["audit", "--backend", "cpu", "--workload", "tiny.toml"][..],
+                &limit,
+                devices,
+            ]
+            .concat(),
+        )
+    };
+    on(&["--device", "0"]).code(OK);
+    on(&["--device", "all", "--cpu-stand-ins", "3"])
+        .code(BAD_INPUT)
+        .says(&[
+            "workload tiny on 3 devices at once needs about",
+            "--max-memory-gib",
+        ]);
+
     // A resealed trace asking for a 20000^3 replay.
     let trace = record_tiny(&s);
     let mut t = read(&trace);

@@ -22,7 +22,7 @@ pub(super) fn cmd_bless(
             .collect::<Result<_, _>>()?
     };
     for w in &ws {
-        check_workload_budget(&devices[0].1, w, 2)?;
+        check_workload_budget(&devices[0].1, w, 2, devices.len())?;
     }
     let fault_gemm = ws
         .first()

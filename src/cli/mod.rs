@@ -120,8 +120,10 @@ fn budget(backend: &Backend) -> gemm_audit::budget::Budget {
 }
 
 /// Refuses a workload whose estimated cost is over the budget, before any
-/// work (`runs` eager runs, plus capture and replay).
-fn check_workload_budget(backend: &Backend, w: &Workload, runs: u64) -> Result<()> {
+/// work (`runs` eager runs, plus capture and replay) on `devices` devices
+/// at once: their host memory adds up (compute does not: they run in
+/// parallel).
+fn check_workload_budget(backend: &Backend, w: &Workload, runs: u64, devices: usize) -> Result<()> {
     let shapes = w.gemms.iter().map(|g| {
         (
             gemm_audit::route::GemmShape {
@@ -132,9 +134,24 @@ fn check_workload_budget(backend: &Backend, w: &Workload, runs: u64) -> Result<(
             g.dtype,
         )
     });
-    let e = gemm_audit::budget::Estimate::of(shapes, runs);
-    budget(backend).check(&format!("workload {}", w.name), &e)?;
+    let e = on_devices(gemm_audit::budget::Estimate::of(shapes, runs), devices);
+    budget(backend).check(&what_on(&format!("workload {}", w.name), devices), &e)?;
     Ok(())
+}
+
+/// An estimate for one device, for `devices` devices working at once.
+fn on_devices(mut e: gemm_audit::budget::Estimate, devices: usize) -> gemm_audit::budget::Estimate {
+    e.memory_bytes = e.memory_bytes.saturating_mul(devices.max(1) as u64);
+    e
+}
+
+/// `what`, saying how many devices when more than one.
+fn what_on(what: &str, devices: usize) -> String {
+    if devices > 1 {
+        format!("{what} on {devices} devices at once")
+    } else {
+        what.to_string()
+    }
 }
 
 fn verbosity() -> Verbosity {

@@ -113,7 +113,7 @@ pub(super) fn cmd_record(
     }
     let (mut devices, note) = open_devices(kind, dev)?;
     print_backend_note(&note);
-    check_workload_budget(&devices[0].1, &w, 2)?;
+    check_workload_budget(&devices[0].1, &w, 2, devices.len())?;
     plant_fault(&mut devices, dev, w.gemms.first().map(|g| g.name.as_str()))?;
     if !dev.all() {
         let bar = if verbosity() > Verbosity::Quiet {
@@ -254,8 +254,14 @@ pub(super) fn cmd_check(
         trace.routes.first().map(|r| r.gemm.as_str()),
     )?;
     if replay {
-        let e = gemm_audit::budget::Estimate::of_routes(&trace.routes);
-        budget(&devices[0].1).check(&format!("the replay of {}", path.display()), &e)?;
+        let e = on_devices(
+            gemm_audit::budget::Estimate::of_routes(&trace.routes),
+            devices.len(),
+        );
+        budget(&devices[0].1).check(
+            &what_on(&format!("the replay of {}", path.display()), devices.len()),
+            &e,
+        )?;
     }
     let compare = if accepted.is_some() {
         None
