@@ -1,0 +1,508 @@
+//! The numeric contracts checked on each workload's outputs: eager vs
+//! replay, run to run, the CPU scalar-FMA reference, batch invariance and
+//! contract parity, with the size of every difference.
+
+use super::*;
+
+pub(super) fn replay_check(report: &mut AuditReport, w: &Workload, outcome: &ReplayOutcome) {
+    const C: &str = "eager-vs-replay";
+    let (verdict, detail) = match outcome {
+        ReplayOutcome::Identical { launches } => (
+            Verdict::Pass,
+            format!(
+                "{launches}/{launches} launches replayed bit-identical through the validated plan"
+            ),
+        ),
+        ReplayOutcome::Differs { launches } => (
+            Verdict::Fail,
+            format!("launches {launches:?} differ from the eager run"),
+        ),
+        ReplayOutcome::Refused { refusal } => (Verdict::Fail, format!("replay refused: {refusal}")),
+    };
+    for (i, g) in w.gemms.iter().enumerate() {
+        let (v, d) = match outcome {
+            ReplayOutcome::Identical { .. } => (Verdict::Pass, "replay bit-identical".to_string()),
+            ReplayOutcome::Differs { launches } if !launches.contains(&i) => {
+                (Verdict::Pass, "replay bit-identical".to_string())
+            }
+            ReplayOutcome::Differs { .. } => (
+                Verdict::Fail,
+                "replay output differs from eager".to_string(),
+            ),
+            ReplayOutcome::Refused { refusal } => {
+                (Verdict::Fail, format!("replay refused: {refusal}"))
+            }
+        };
+        report.case(C, &w.name, &g.name, v, d);
+    }
+    report.row(C, &w.name, verdict, detail);
+}
+
+pub(super) fn run_to_run_check(
+    report: &mut AuditReport,
+    w: &Workload,
+    runs: usize,
+    differing: &BTreeMap<usize, UlpStats>,
+) {
+    const C: &str = "run-to-run";
+    let n = w.gemms.len();
+    for (i, g) in w.gemms.iter().enumerate() {
+        let (v, d) = if let Some(st) = differing.get(&i) {
+            (
+                Verdict::Fail,
+                format!("output bits changed within {runs} runs ({st})"),
+            )
+        } else {
+            (Verdict::Pass, format!("bit-identical over {runs} runs"))
+        };
+        report.case(C, &w.name, &g.name, v, d);
+    }
+    let (verdict, detail) = if differing.is_empty() {
+        (
+            Verdict::Pass,
+            format!("{n}/{n} GEMMs bit-identical over {runs} runs"),
+        )
+    } else {
+        let mut names: Vec<&str> = differing
+            .keys()
+            .map(|&i| w.gemms[i].name.as_str())
+            .collect();
+        names.sort();
+        let worst = differing
+            .values()
+            .copied()
+            .reduce(UlpStats::worst)
+            .expect("not empty");
+        (
+            Verdict::Fail,
+            format!(
+                "{} of {n} GEMMs changed bits between runs: {} (worst: {worst})",
+                names.len(),
+                names.join(", ")
+            ),
+        )
+    };
+    report.row(C, &w.name, verdict, detail);
+}
+
+pub(super) fn reference_check(
+    report: &mut AuditReport,
+    backend: &Backend,
+    w: &Workload,
+    routes: &[ResolvedGemmRoute],
+    outputs: &[Vec<u8>],
+    progress: &mut dyn Progress,
+) -> Result<()> {
+    const C: &str = "cpu-reference";
+    let mut compared = 0;
+    let mut other_contract = 0;
+    let mut mismatched = Vec::new();
+    let mut worst: Option<UlpStats> = None;
+    for (i, (route, out)) in routes.iter().zip(outputs).enumerate() {
+        progress.advance(i + 1);
+        if route.contract.kind != ContractKind::ScalarFma {
+            other_contract += 1;
+            continue;
+        }
+        compared += 1;
+        let reference = backend.reference(route, w.gemms[i].input_seed(w.seed))?;
+        if &reference != out {
+            mismatched.push(route.gemm.clone());
+            let st = difference(route.dtype, &reference, out);
+            worst = Some(worst.map_or(st, |w| w.worst(st)));
+            report.case(
+                C,
+                &w.name,
+                &route.gemm,
+                Verdict::Fail,
+                format!("differs from the CPU scalar-FMA reference ({st})"),
+            );
+        } else {
+            report.case(
+                C,
+                &w.name,
+                &route.gemm,
+                Verdict::Pass,
+                "equals the CPU scalar-FMA reference bit for bit",
+            );
+        }
+    }
+    if compared == 0 {
+        report.row(
+            C,
+            &w.name,
+            Verdict::Info,
+            format!("no GEMM under the scalar-FMA contract; {other_contract} under other contracts not compared"),
+        );
+        return Ok(());
+    }
+    let (verdict, mut detail) = if mismatched.is_empty() {
+        (
+            Verdict::Pass,
+            format!(
+                "{compared}/{compared} scalar-FMA-contract outputs equal the CPU reference bit for bit"
+            ),
+        )
+    } else {
+        (
+            Verdict::Fail,
+            format!(
+                "{} of {compared} differ from the CPU reference: {} (worst: {})",
+                mismatched.len(),
+                mismatched.join(", "),
+                worst.expect("a mismatch was counted")
+            ),
+        )
+    };
+    if other_contract > 0 {
+        detail.push_str(&format!(
+            "; {other_contract} under other contracts not compared"
+        ));
+    }
+    report.row(C, &w.name, verdict, detail);
+    Ok(())
+}
+
+/// GEMMs that share op, dtype, k, n, route choice and seed, at different m,
+/// form an M-sweep: each member's rows must equal the smallest-m member's
+/// rows if the route promises batch invariance.
+pub(super) fn batch_invariance_checks(
+    report: &mut AuditReport,
+    w: &Workload,
+    routes: &[ResolvedGemmRoute],
+    outputs: &[Vec<u8>],
+) {
+    const C: &str = "batch-invariance";
+    type Key = (String, String, u64, u64, String, u64);
+    let mut groups: BTreeMap<Key, Vec<usize>> = BTreeMap::new();
+    for (i, g) in w.gemms.iter().enumerate() {
+        let key = (
+            g.op.to_string(),
+            g.dtype.to_string(),
+            g.k,
+            g.n,
+            g.route.to_string(),
+            g.input_seed(w.seed),
+        );
+        groups.entry(key).or_default().push(i);
+    }
+    for ((op, dtype, k, n, route, _), mut members) in groups {
+        let distinct_m: HashSet<u64> = members.iter().map(|&i| w.gemms[i].m).collect();
+        if distinct_m.len() < 2 {
+            continue;
+        }
+        members.sort_by_key(|&i| w.gemms[i].m);
+        let spec: &GemmSpec = &w.gemms[members[0]];
+        let row_bytes = n as usize * crate::backend::cpu::kernels::element_size(spec.dtype);
+        // Rows 0..m_min of every member against the smallest-m member (the M=1 case when present).
+        let base = members[0];
+        let shared = (w.gemms[base].m as usize * row_bytes).min(outputs[base].len());
+        let promised = spec.route.promises_batch_invariance();
+        let group = format!("{route} {op} {dtype} k={k} n={n}");
+        let mut cells = Vec::new();
+        let mut first_diff = None;
+        for &i in &members {
+            let rows = |j: usize| outputs[j].get(..shared).unwrap_or(&outputs[j]);
+            let identical = rows(i) == rows(base);
+            if !identical && first_diff.is_none() {
+                first_diff = Some(w.gemms[i].m);
+            }
+            let diff = (!identical).then(|| difference(spec.dtype, rows(base), rows(i)));
+            cells.push(MatrixCell {
+                gemm: w.gemms[i].name.clone(),
+                m: w.gemms[i].m,
+                identical,
+                difference: diff,
+                contract: routes[i].contract.to_string(),
+                kernel: physical_kernel(&routes[i]),
+            });
+            let (v, d) = match (identical, promised) {
+                (true, _) => (
+                    Verdict::Pass,
+                    format!("rows equal the m={} rows", w.gemms[base].m),
+                ),
+                (false, true) => (
+                    Verdict::Fail,
+                    format!(
+                        "rows differ from the m={} rows ({})",
+                        w.gemms[base].m,
+                        diff.expect("set when not identical")
+                    ),
+                ),
+                (false, false) => (
+                    Verdict::Info,
+                    format!(
+                        "rows differ from the m={} rows ({}; not promised by {route})",
+                        w.gemms[base].m,
+                        diff.expect("set when not identical")
+                    ),
+                ),
+            };
+            report.case(C, &w.name, &w.gemms[i].name, v, d);
+        }
+        let mut ms: Vec<u64> = distinct_m.into_iter().collect();
+        ms.sort();
+        let mut contracts: Vec<String> = cells.iter().map(|c| c.contract.clone()).collect();
+        contracts.dedup();
+        let base_m = w.gemms[base].m;
+        let (verdict, detail) = match (first_diff, promised) {
+            (None, true) => (
+                Verdict::Pass,
+                format!("rows identical across m ({})", contracts.join(", ")),
+            ),
+            (None, false) => (
+                Verdict::Info,
+                format!("rows identical across m, not promised by {route}"),
+            ),
+            (Some(m), true) => (
+                Verdict::Fail,
+                format!(
+                    "rows of m={m} differ from m={base_m} although {route} promises invariance"
+                ),
+            ),
+            (Some(m), false) => {
+                let differing: Vec<String> = cells
+                    .iter()
+                    .filter(|c| !c.identical)
+                    .map(|c| c.m.to_string())
+                    .collect();
+                // Call it deterministic only when run-to-run held for every
+                // member: a message must not contradict that verdict.
+                let unstable: Vec<String> = members
+                    .iter()
+                    .filter(|&&i| {
+                        report.cases.iter().any(|c| {
+                            c.contract == "run-to-run"
+                                && c.workload == w.name
+                                && c.gemm == w.gemms[i].name
+                                && c.verdict == Verdict::Fail
+                        })
+                    })
+                    .map(|&i| w.gemms[i].m.to_string())
+                    .collect();
+                let what = if unstable.is_empty() {
+                    "deterministic but NOT batch invariant".to_string()
+                } else {
+                    format!(
+                        "NOT batch invariant, and not deterministic either (run-to-run differs at m={})",
+                        unstable.join(",")
+                    )
+                };
+                (
+                    Verdict::Info,
+                    format!(
+                        "{what}: rows differ from m={base_m} at m={} (first at m={m}); kernels by m: {}",
+                        differing.join(","),
+                        kernel_runs(&cells)
+                    ),
+                )
+            }
+        };
+        report.row(C, format!("{} {group} m={ms:?}", w.name), verdict, detail);
+        report.matrices.push(BatchMatrix {
+            workload: w.name.clone(),
+            group,
+            promised,
+            cells,
+        });
+    }
+}
+
+/// How two outputs of `dtype` differ; a size mismatch (which a backend
+/// bug could cause) counts every element of the longer one as differing.
+pub(super) fn difference(dtype: crate::route::DType, a: &[u8], b: &[u8]) -> UlpStats {
+    ulp_stats(dtype, a, b).unwrap_or_else(|| {
+        let elements =
+            (a.len().max(b.len()) / crate::backend::cpu::kernels::element_size(dtype)) as u64;
+        UlpStats {
+            elements,
+            differing: elements,
+            max_ulp: u64::MAX,
+        }
+    })
+}
+
+/// A kernel symbol for people: C++ symbols (cuBLAS, CUTLASS) demangled and
+/// cut before their parameter list (`cublasLt::splitKreduce_kernel<32, 16,
+/// ...>`); anything else as it is.
+pub fn display_kernel(symbol: &str) -> String {
+    if symbol.contains(" + ") {
+        // A vendor call's kernels, joined.
+        return symbol
+            .split(" + ")
+            .map(display_kernel)
+            .collect::<Vec<_>>()
+            .join(" + ");
+    }
+    let Ok(sym) = cpp_demangle::Symbol::new(symbol) else {
+        return symbol.to_string();
+    };
+    let Ok(full) = sym.demangle() else {
+        return symbol.to_string();
+    };
+    let full = full.strip_prefix("void ").unwrap_or(&full);
+    // Cut at the first '(' outside template arguments.
+    let mut depth = 0i32;
+    for (i, c) in full.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth -= 1,
+            '(' if depth <= 0 && i > 0 => return full[..i].to_string(),
+            _ => {}
+        }
+    }
+    full.to_string()
+}
+
+/// At most `n` characters of `s`, with `...` when cut (on a character
+/// boundary: symbols from files can hold any UTF-8).
+pub(super) fn shorten(s: &str, n: usize) -> String {
+    if s.chars().count() > n {
+        format!(
+            "{}...",
+            s.chars().take(n.saturating_sub(3)).collect::<String>()
+        )
+    } else {
+        s.to_string()
+    }
+}
+
+/// Consecutive batch sizes that ran the same kernel(s), e.g.
+/// `m=1..16: A + B; m=64..4096: C`, with symbols demangled and shortened.
+pub(super) fn kernel_runs(cells: &[MatrixCell]) -> String {
+    let short = |k: &str| {
+        k.split(" + ")
+            .map(|s| shorten(&display_kernel(s), 64))
+            .collect::<Vec<_>>()
+            .join(" + ")
+    };
+    let mut runs: Vec<(u64, u64, &str)> = Vec::new();
+    for c in cells {
+        match runs.last_mut() {
+            Some((_, hi, k)) if *k == c.kernel => *hi = c.m,
+            _ => runs.push((c.m, c.m, &c.kernel)),
+        }
+    }
+    runs.iter()
+        .map(|(lo, hi, k)| {
+            if lo == hi {
+                format!("m={lo}: {}", short(k))
+            } else {
+                format!("m={lo}..{hi}: {}", short(k))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The kernel a report names for a route: the physical kernels a vendor
+/// call became, or the custom kernel's symbol.
+pub(super) fn physical_kernel(r: &ResolvedGemmRoute) -> String {
+    match &r.vendor {
+        Some(v) if !v.physical_kernels.is_empty() => v.physical_kernels.join(" + "),
+        _ => r.kernel_symbol.clone(),
+    }
+}
+
+/// GEMMs of the same problem (op, dtype, shape, seed) served under the same
+/// numeric contract by different kernels (tiled vs scalar, the dispatcher's
+/// pick vs the fixed route, the large vs the small tensor-core tile family)
+/// must give the same bits: the contract, not the kernel, decides them.
+pub(super) fn contract_parity_checks(
+    report: &mut AuditReport,
+    w: &Workload,
+    routes: &[ResolvedGemmRoute],
+    outputs: &[Vec<u8>],
+) {
+    const C: &str = "contract-parity";
+    let portable = |k: &ContractKind| {
+        matches!(
+            k,
+            ContractKind::ScalarFma
+                | ContractKind::SplitKFixed
+                | ContractKind::TensorCoreTileParity
+        )
+    };
+    // (op, dtype, m, k, n, seed, contract)
+    type Problem = (String, String, u64, u64, u64, u64, String);
+    let mut groups: BTreeMap<Problem, Vec<usize>> = BTreeMap::new();
+    for (i, (g, r)) in w.gemms.iter().zip(routes).enumerate() {
+        if !portable(&r.contract.kind) {
+            continue;
+        }
+        let key = (
+            g.op.to_string(),
+            g.dtype.to_string(),
+            g.m,
+            g.k,
+            g.n,
+            g.input_seed(w.seed),
+            r.contract.to_string(),
+        );
+        groups.entry(key).or_default().push(i);
+    }
+    let mut pairs = 0;
+    let mut kernels: Vec<String> = Vec::new();
+    let mut broken = Vec::new();
+    for members in groups.values() {
+        let distinct: HashSet<&str> = members
+            .iter()
+            .map(|&i| routes[i].kernel_symbol.as_str())
+            .collect();
+        if members.len() < 2 || distinct.len() < 2 {
+            continue;
+        }
+        let base = members[0];
+        for &i in &members[1..] {
+            pairs += 1;
+            let same = outputs[i] == outputs[base];
+            let what = format!(
+                "{} vs {}",
+                routes[i].kernel_symbol, routes[base].kernel_symbol
+            );
+            if !kernels.contains(&routes[i].contract.to_string()) {
+                kernels.push(routes[i].contract.to_string());
+            }
+            if same {
+                report.case(
+                    C,
+                    &w.name,
+                    &w.gemms[i].name,
+                    Verdict::Pass,
+                    format!("bit-identical to {} ({what})", w.gemms[base].name),
+                );
+            } else {
+                broken.push(format!("{} vs {}", w.gemms[i].name, w.gemms[base].name));
+                report.case(
+                    C,
+                    &w.name,
+                    &w.gemms[i].name,
+                    Verdict::Fail,
+                    format!("differs from {} ({what})", w.gemms[base].name),
+                );
+            }
+        }
+    }
+    if pairs == 0 {
+        return;
+    }
+    let (verdict, detail) = if broken.is_empty() {
+        (
+            Verdict::Pass,
+            format!(
+                "{pairs}/{pairs} same-problem pairs on different kernels bit-identical under {}",
+                kernels.join(", ")
+            ),
+        )
+    } else {
+        (
+            Verdict::Fail,
+            format!(
+                "{} of {pairs} pairs differ under one contract: {}",
+                broken.len(),
+                broken.join(", ")
+            ),
+        )
+    };
+    report.row(C, &w.name, verdict, detail);
+}

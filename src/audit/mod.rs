@@ -1,0 +1,576 @@
+//! The audit: the built-in suite on one backend, and a verdict per contract.
+//!
+//! Contracts checked: run-to-run bit identity, eager vs replay identity,
+//! batch invariance (row r identical across m), agreement with the CPU
+//! scalar-FMA reference, the nondeterministic control detected (and refused
+//! by the policy), and the mutation self-check (every tampering refused
+//! before launch). A control passes when its planted fault is detected.
+
+use crate::backend::{Backend, TimingClock};
+use crate::diff::{UlpStats, ulp_stats};
+use crate::digest::Digest;
+use crate::error::Result;
+use crate::mutation::{Mutation, exercise, route_field_tags};
+use crate::plan::CapturedGemmGraphPlan;
+use crate::recorder::{self, ReplayOutcome};
+use crate::route::{ContractKind, ResolvedGemmRoute};
+use crate::workload::{GemmSpec, RouteChoice, Workload};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+
+/// A check's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// The contract holds (for a control: its fault was detected).
+    Pass,
+    /// The contract is violated (for a control: its fault went unseen).
+    Fail,
+    /// A fact reported, not a promise: e.g. a dispatcher that is not batch invariant.
+    Info,
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Verdict::Pass => "PASS",
+            Verdict::Fail => "FAIL",
+            Verdict::Info => "INFO",
+        })
+    }
+}
+
+/// One row of the verdict table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Check {
+    /// The contract, e.g. `run-to-run`.
+    pub contract: String,
+    /// What it was checked on, e.g. a workload or an M-sweep group.
+    pub subject: String,
+    /// Whether the contract held.
+    pub verdict: Verdict,
+    /// One line for people: the evidence behind the verdict (counts, the
+    /// first GEMM that differs, ...).
+    pub detail: String,
+}
+
+/// One contract checked on one GEMM (a JUnit test case).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Case {
+    /// The contract, e.g. `run-to-run` (the JUnit test suite it is listed in).
+    pub contract: String,
+    /// The workload the GEMM belongs to.
+    pub workload: String,
+    /// The GEMM (or M-sweep group, or control) the case is about.
+    pub gemm: String,
+    /// Whether the contract held for this GEMM.
+    pub verdict: Verdict,
+    /// One line for people: why this verdict.
+    pub detail: String,
+}
+
+/// One cell of a batch-invariance matrix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MatrixCell {
+    /// The member's workload-level GEMM name.
+    pub gemm: String,
+    /// The member's batch size (rows of C).
+    pub m: u64,
+    /// Rows shared with the smallest-m member are bit-identical to it.
+    pub identical: bool,
+    /// How those shared rows differ from the smallest-m member's (elements
+    /// and the largest ULP distance); None when identical.
+    pub difference: Option<UlpStats>,
+    /// The numeric contract of the member's route, e.g. `split-k-fixed/4`.
+    pub contract: String,
+    /// The kernel that ran: the route's symbol, or for a vendor route the
+    /// physical kernels seen in its graph, joined by ` + `.
+    pub kernel: String,
+}
+
+/// An M-sweep group's rows compared across batch sizes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BatchMatrix {
+    /// The workload the group belongs to.
+    pub workload: String,
+    /// e.g. `policy nn f32 k=1024 n=256`.
+    pub group: String,
+    /// Whether the group's route promises batch invariance.
+    pub promised: bool,
+    /// One cell per member GEMM, in ascending m.
+    pub cells: Vec<MatrixCell>,
+}
+
+/// The audit's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditReport {
+    /// The backend audited: `cpu`, `cuda` or an engine's name.
+    pub backend: String,
+    /// Why another backend than the one asked for is used, if so.
+    pub note: Option<String>,
+    /// Eager runs compared per run-to-run check (at least 2).
+    pub runs: usize,
+    /// The verdict table: one row per contract and subject.
+    pub checks: Vec<Check>,
+    /// Per-GEMM cases behind the rows (JUnit test cases).
+    pub cases: Vec<Case>,
+    /// Batch-invariance matrices of the M-sweep groups.
+    pub matrices: Vec<BatchMatrix>,
+    /// The traces recorded for each audited workload.
+    #[serde(skip)]
+    pub traces: Vec<crate::RecordedGemmTrace>,
+    /// Eager wall time of each recorded launch (machine-dependent: kept out
+    /// of the JSON so it stays comparable; the HTML report charts it).
+    #[serde(skip)]
+    pub timings: Vec<Timing>,
+    /// Wall time of the whole audit, in seconds (kept out of the JSON).
+    #[serde(skip)]
+    pub elapsed_seconds: f64,
+}
+
+/// Time of one eager launch.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Timing {
+    /// The workload the launch belongs to.
+    pub workload: String,
+    /// The GEMM's workload-level name.
+    pub gemm: String,
+    /// The numeric contract of its route, e.g. `scalar-fma`.
+    pub contract: String,
+    /// The fastest of the audit's eager launches, in seconds.
+    pub seconds: f64,
+    /// What the time includes (on CUDA: the kernels alone, by CUDA events).
+    pub clock: TimingClock,
+}
+
+impl AuditReport {
+    /// An empty report of `backend` with `runs` runs per check.
+    pub fn new(backend: &str, runs: usize) -> Self {
+        AuditReport {
+            backend: backend.into(),
+            note: None,
+            runs,
+            checks: Vec::new(),
+            cases: Vec::new(),
+            matrices: Vec::new(),
+            traces: Vec::new(),
+            timings: Vec::new(),
+            elapsed_seconds: 0.0,
+        }
+    }
+
+    /// True when no check failed.
+    pub fn passed(&self) -> bool {
+        self.checks.iter().all(|c| c.verdict != Verdict::Fail)
+    }
+
+    /// The verdict table.
+    pub fn to_table(&self) -> String {
+        let headers = ["CONTRACT", "SUBJECT", "VERDICT", "DETAIL"];
+        let rows: Vec<[String; 4]> = self
+            .checks
+            .iter()
+            .map(|c| {
+                [
+                    c.contract.clone(),
+                    c.subject.clone(),
+                    c.verdict.to_string(),
+                    c.detail.clone(),
+                ]
+            })
+            .collect();
+        // Widths are capped: a long name (from a trace file, say) must
+        // neither panic the formatter nor push the table off the screen;
+        // longer cells simply overflow their column.
+        const MAX_WIDTH: usize = 96;
+        let mut widths = headers.map(str::len);
+        for r in &rows {
+            for (w, cell) in widths.iter_mut().zip(r.iter()).take(3) {
+                *w = (*w).max(cell.chars().count().min(MAX_WIDTH));
+            }
+        }
+        let mut s = format!(
+            "gemm-audit: backend {}, {} runs per check\n",
+            self.backend, self.runs
+        );
+        if let Some(n) = &self.note {
+            s.push_str(&format!("note: {n}\n"));
+        }
+        let line = |cells: [&str; 4]| {
+            format!(
+                "{:<w0$}  {:<w1$}  {:<w2$}  {}\n",
+                cells[0],
+                cells[1],
+                cells[2],
+                cells[3],
+                w0 = widths[0],
+                w1 = widths[1],
+                w2 = widths[2]
+            )
+        };
+        s.push_str(&line(headers));
+        for r in &rows {
+            s.push_str(&line([&r[0], &r[1], &r[2], &r[3]]));
+        }
+        let count = |v| self.checks.iter().filter(|c| c.verdict == v).count();
+        s.push_str(&format!(
+            "verdict: {} ({} pass, {} fail, {} info)\n",
+            if self.passed() { "PASS" } else { "FAIL" },
+            count(Verdict::Pass),
+            count(Verdict::Fail),
+            count(Verdict::Info)
+        ));
+        s
+    }
+}
+
+/// Audit settings.
+#[derive(Debug, Clone)]
+pub struct AuditOptions {
+    /// Eager runs compared for run-to-run identity (at least 2).
+    pub runs: usize,
+    /// Most runs of the nondeterministic control before calling it undetected.
+    pub control_attempts: usize,
+    /// The workloads audited (the control is always run).
+    pub workloads: Vec<Workload>,
+    /// How the recorded traces' fingerprints hash their chunks.
+    pub fingerprint_mode: crate::FingerprintMode,
+}
+
+impl AuditOptions {
+    /// The suite for a backend: the CPU runs the transformer block and the
+    /// M-sweep; CUDA adds the tensor-core tile families, the vendor sweep
+    /// and the batch-invariant cuBLASLt route's sweep.
+    pub fn for_backend(backend: &Backend) -> AuditOptions {
+        let mut o = AuditOptions::default();
+        if matches!(backend, Backend::Cuda(_)) {
+            o.workloads.extend(
+                ["tensor-core-sweep", "vendor-sweep", "batch-invariant"]
+                    .iter()
+                    .filter_map(|n| Workload::builtin(n)),
+            );
+        }
+        o
+    }
+}
+
+impl Default for AuditOptions {
+    fn default() -> Self {
+        AuditOptions {
+            runs: 3,
+            control_attempts: 32,
+            workloads: ["transformer-block", "m-sweep"]
+                .iter()
+                .filter_map(|n| Workload::builtin(n))
+                .collect(),
+            fingerprint_mode: crate::FingerprintMode::Strong,
+        }
+    }
+}
+
+/// Progress of a long audit: a stage name and launches done of total.
+pub trait Progress {
+    /// Starts a stage named `name` of `total` steps (launches).
+    fn stage(&mut self, name: &str, total: usize);
+    /// `done` steps of the current stage are finished (a running count,
+    /// not an increment).
+    fn advance(&mut self, done: usize);
+}
+
+/// A [`Progress`] that shows nothing.
+pub struct NoProgress;
+
+impl Progress for NoProgress {
+    fn stage(&mut self, _: &str, _: usize) {}
+    fn advance(&mut self, _: usize) {}
+}
+
+/// Runs the audit on `backend`.
+pub fn run_audit(
+    backend: &Backend,
+    opts: &AuditOptions,
+    progress: &mut dyn Progress,
+) -> Result<AuditReport> {
+    let runs = opts.runs.max(2);
+    let mut report = AuditReport::new(backend.name(), runs);
+    let started = std::time::Instant::now();
+    for w in &opts.workloads {
+        progress.stage(&format!("{}: record + replay", w.name), w.gemms.len());
+        let rec = recorder::record_in(backend, w, opts.fingerprint_mode, &mut |d, _| {
+            progress.advance(d)
+        })?;
+        replay_check(&mut report, w, &rec.replay);
+
+        // The fastest of the runs is each launch's time: the first launch
+        // of a kernel can include one-time costs (module loading, caches).
+        let mut seconds = rec.seconds.clone();
+        let mut differing: BTreeMap<usize, UlpStats> = BTreeMap::new();
+        for r in 1..runs {
+            progress.stage(
+                &format!("{}: run {} of {runs}", w.name, r + 1),
+                w.gemms.len(),
+            );
+            let again = recorder::eager_run(backend, w, &mut |d, _| progress.advance(d))?;
+            for (i, f) in again
+                .fingerprints_in(rec.trace.fingerprint_mode)
+                .iter()
+                .enumerate()
+            {
+                if rec.trace.fingerprints.get(i) != Some(f) {
+                    let st = difference(
+                        rec.trace.routes[i].dtype,
+                        &rec.outputs[i],
+                        &again.outputs[i],
+                    );
+                    differing
+                        .entry(i)
+                        .and_modify(|worst| *worst = worst.worst(st))
+                        .or_insert(st);
+                }
+            }
+            for (s, t) in seconds.iter_mut().zip(&again.seconds) {
+                *s = s.min(*t);
+            }
+        }
+        run_to_run_check(&mut report, w, runs, &differing);
+
+        progress.stage(&format!("{}: CPU reference", w.name), w.gemms.len());
+        reference_check(
+            &mut report,
+            backend,
+            w,
+            &rec.trace.routes,
+            &rec.outputs,
+            progress,
+        )?;
+        batch_invariance_checks(&mut report, w, &rec.trace.routes, &rec.outputs);
+        contract_parity_checks(&mut report, w, &rec.trace.routes, &rec.outputs);
+        for (r, secs) in rec.trace.routes.iter().zip(&seconds) {
+            report.timings.push(Timing {
+                workload: w.name.clone(),
+                gemm: r.gemm.clone(),
+                contract: r.contract.to_string(),
+                seconds: *secs,
+                clock: rec.clock,
+            });
+        }
+        report.traces.push(rec.trace);
+    }
+    control_checks(&mut report, backend, opts, progress)?;
+    if let Some(trace) = report.traces.first().cloned() {
+        progress.stage("mutation self-check", 1);
+        mutation_check(&mut report, backend, &trace);
+        policy_mutation_check(&mut report, backend, &trace)?;
+    }
+    report.elapsed_seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+impl AuditReport {
+    fn row(
+        &mut self,
+        contract: &str,
+        subject: impl Into<String>,
+        verdict: Verdict,
+        detail: impl Into<String>,
+    ) {
+        self.checks.push(Check {
+            contract: contract.into(),
+            subject: subject.into(),
+            verdict,
+            detail: detail.into(),
+        });
+    }
+
+    fn case(
+        &mut self,
+        contract: &str,
+        workload: &str,
+        gemm: &str,
+        verdict: Verdict,
+        detail: impl Into<String>,
+    ) {
+        self.cases.push(Case {
+            contract: contract.into(),
+            workload: workload.into(),
+            gemm: gemm.into(),
+            verdict,
+            detail: detail.into(),
+        });
+    }
+}
+
+mod contracts;
+mod selfcheck;
+
+pub use contracts::display_kernel;
+use contracts::*;
+use selfcheck::*;
+
+/// The contract name of the golden comparison rows.
+pub const GOLDEN_DRIFT: &str = "golden-drift";
+
+impl AuditReport {
+    /// Compares every audited workload's trace with its golden under `dir`
+    /// and adds one `golden-drift` row (and JUnit case) per workload, so the
+    /// table, the JSON, the reports, the JUnit file and the exit code all
+    /// carry the same verdict: PASS when identical, FAIL when it differs
+    /// (naming the difference classes) or when the golden is missing (saying
+    /// how to create it). Returns the differences, for the report's drift
+    /// section. Only unreadable goldens are errors.
+    pub fn compare_with_goldens(
+        &mut self,
+        dir: &std::path::Path,
+    ) -> Result<Vec<(String, crate::diff::TraceDiff)>> {
+        self.compare_with_goldens_keeping(dir, true)
+    }
+
+    /// [`AuditReport::compare_with_goldens`], keeping a drifted candidate
+    /// as the pending file only when `keep_pending`: with several devices,
+    /// one device's candidate is kept (the lowest ordinal's), so devices do
+    /// not overwrite each other's and a lone bad device never proposes a
+    /// golden.
+    pub fn compare_with_goldens_keeping(
+        &mut self,
+        dir: &std::path::Path,
+        keep_pending: bool,
+    ) -> Result<Vec<(String, crate::diff::TraceDiff)>> {
+        let mut drift = Vec::new();
+        let traces = std::mem::take(&mut self.traces);
+        for t in &traces {
+            let (verdict, detail) = match crate::golden::find_golden(dir, t) {
+                Err(crate::Error::GoldenMissing {
+                    path, available, ..
+                }) => (
+                    Verdict::Fail,
+                    format!(
+                        "no golden at {} (present: {available}); `gemm-audit bless {} --golden-dir {}` creates it",
+                        path.display(),
+                        t.workload,
+                        dir.display()
+                    ),
+                ),
+                Err(e) => {
+                    self.traces = traces;
+                    return Err(e);
+                }
+                Ok(path) => {
+                    let golden = match crate::RecordedGemmTrace::read(&path) {
+                        Ok(g) => g,
+                        Err(e) => {
+                            self.traces = traces;
+                            return Err(e);
+                        }
+                    };
+                    let d = crate::diff::TraceDiff::between(&golden, t);
+                    let outcome = if d.is_empty() {
+                        (Verdict::Pass, format!("identical to {}", path.display()))
+                    } else {
+                        let classes: Vec<String> =
+                            d.classes().iter().map(|c| c.to_string()).collect();
+                        // Keep the candidate for review, as snapshot tools do.
+                        let kept = if !keep_pending {
+                            "candidate not kept (with several devices, the lowest ordinal's is)"
+                                .to_string()
+                        } else {
+                            match crate::golden::write_pending(dir, t) {
+                                Ok(p) => format!("candidate kept as {}", p.display()),
+                                Err(e) => format!("the candidate could not be kept: {e}"),
+                            }
+                        };
+                        (
+                            Verdict::Fail,
+                            format!(
+                                "{} differences from {} ({}); {kept}; `gemm-audit review` shows it, `accept` or `reject` settles it",
+                                d.differences.len(),
+                                path.display(),
+                                classes.join(", ")
+                            ),
+                        )
+                    };
+                    drift.push((t.workload.clone(), d));
+                    outcome
+                }
+            };
+            self.row(GOLDEN_DRIFT, &t.workload, verdict, detail.clone());
+            self.case(GOLDEN_DRIFT, &t.workload, &t.workload, verdict, detail);
+        }
+        self.traces = traces;
+        Ok(drift)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cpu::CpuBackend;
+
+    /// A batch-invariance row never calls GEMMs deterministic when their
+    /// run-to-run check failed.
+    #[test]
+    fn kernels_are_demangled_and_shortened_on_character_boundaries() {
+        assert_eq!(
+            display_kernel(
+                "_ZN8cublasLt19splitKreduce_kernelILi32ELi16EiffffLb0EfffLb1ELb0ELb0ELb0EEEvNS_18cublasSplitKParamsIT4_EEPKT2_PKT8_PT7_PT3_PKS2_SF_PKT9_S6_PSG_PvlPS2_PiSL_SL_SF_SF_SF_SF_SF_"
+            ),
+            "cublasLt::splitKreduce_kernel<32, 16, int, float, float, float, float, false, float, float, float, true, false, false, false>"
+        );
+        assert_eq!(display_kernel("gemm_tiled_nn_f32"), "gemm_tiled_nn_f32");
+        assert_eq!(
+            display_kernel(
+                "_ZN7cutlass7Kernel2I42cutlass_80_simt_sgemm_128x32_8x5_nn_align1EEvNT_6ParamsE + gemm_x"
+            ),
+            "cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1> + gemm_x"
+        );
+        assert_eq!(shorten("ééééé", 4), "é...");
+        assert_eq!(shorten("abc", 4), "abc");
+    }
+
+    #[test]
+    fn batch_invariance_does_not_contradict_run_to_run() {
+        let w = Workload::from_json(
+            r#"{"name": "w", "gemm": [
+                {"name": "a@1", "op": "nn", "dtype": "f32", "m": 1, "k": 64, "n": 4, "route": "split-k-atomic:4"},
+                {"name": "a@2", "op": "nn", "dtype": "f32", "m": 2, "k": 64, "n": 4, "route": "split-k-atomic:4"}
+            ]}"#,
+        )
+        .unwrap();
+        let cpu = CpuBackend::default();
+        let routes: Vec<_> = w.gemms.iter().map(|g| cpu.resolve(g).unwrap()).collect();
+        // Row 0 differs between m=1 and m=2.
+        let outputs = vec![vec![0u8; 16], vec![1u8; 32]];
+        let row = |report: &AuditReport| {
+            report
+                .checks
+                .iter()
+                .find(|c| c.contract == "batch-invariance")
+                .unwrap()
+                .detail
+                .clone()
+        };
+        let mut report = AuditReport::new("cpu", 2);
+        batch_invariance_checks(&mut report, &w, &routes, &outputs);
+        assert!(row(&report).starts_with("deterministic but NOT batch invariant"));
+
+        let mut report = AuditReport {
+            checks: Vec::new(),
+            matrices: Vec::new(),
+            ..report
+        };
+        report.case(
+            "run-to-run",
+            "w",
+            "a@2",
+            Verdict::Fail,
+            "2 distinct outputs",
+        );
+        batch_invariance_checks(&mut report, &w, &routes, &outputs);
+        let d = row(&report);
+        assert!(!d.contains("deterministic but"), "{d}");
+        assert!(
+            d.contains("not deterministic either (run-to-run differs at m=2)"),
+            "{d}"
+        );
+    }
+}

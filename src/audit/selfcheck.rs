@@ -1,0 +1,237 @@
+//! The audit checking itself: the planted nondeterministic control must be
+//! caught and refused, and every tampering of a route or of the policy must
+//! be refused before launch.
+
+use super::*;
+
+/// The nondeterministic control must drift (detected within the attempts),
+/// and the live policy must refuse to replay it.
+pub(super) fn control_checks(
+    report: &mut AuditReport,
+    backend: &Backend,
+    opts: &AuditOptions,
+    progress: &mut dyn Progress,
+) -> Result<()> {
+    let w = Workload::builtin("nondeterministic-control").expect("built-in control exists");
+    let attempts = opts.control_attempts.max(2);
+    progress.stage("nondeterministic control", attempts);
+    let mut seen: Vec<Digest> = Vec::new();
+    let mut first = None;
+    let mut used = 0;
+    for a in 0..attempts {
+        let run = recorder::eager_run(backend, &w, &mut |_, _| {})?;
+        used = a + 1;
+        progress.advance(used);
+        for f in run.fingerprints() {
+            if !seen.contains(&f.sha256) {
+                seen.push(f.sha256);
+            }
+        }
+        if first.is_none() {
+            first = Some(run);
+        }
+        if seen.len() >= 2 {
+            break;
+        }
+    }
+    let detected = seen.len() >= 2;
+    let drift = Check {
+        contract: "nondeterminism-detected".into(),
+        subject: format!("{} ({})", w.name, RouteChoice::SplitKAtomic(16)),
+        verdict: if detected {
+            Verdict::Pass
+        } else {
+            Verdict::Fail
+        },
+        detail: if detected {
+            format!(
+                "planted drift caught: {} distinct outputs in {used} runs",
+                seen.len()
+            )
+        } else {
+            format!("planted drift NOT caught: 1 distinct output in {used} runs")
+        },
+    };
+    let run = first.expect("at least one control run");
+    let trace = crate::RecordedGemmTrace::new(
+        w.name.clone(),
+        w.digest(),
+        backend.context().clone(),
+        run.routes.clone(),
+        run.fingerprints(),
+        Default::default(),
+    )?;
+    let refusal = CapturedGemmGraphPlan::from_trace(&trace).map(|p| p.validate(backend.context()));
+    let (verdict, detail) = match refusal {
+        Ok(Err(r)) => (Verdict::Pass, format!("replay refused before launch: {r}")),
+        Ok(Ok(())) => (
+            Verdict::Fail,
+            "the live policy accepted a nondeterministic route".into(),
+        ),
+        Err(r) => (Verdict::Fail, format!("plan could not be built: {r}")),
+    };
+    let policy = Check {
+        contract: "policy-refuses-control".into(),
+        subject: w.name.clone(),
+        verdict,
+        detail,
+    };
+    for c in [drift, policy] {
+        report.case(
+            &c.contract,
+            &w.name,
+            &w.gemms[0].name,
+            c.verdict,
+            c.detail.clone(),
+        );
+        report.checks.push(c);
+    }
+    Ok(())
+}
+
+/// A captured graph of a real trace, replayed under live contexts whose
+/// policy was changed one setting at a time: each replay must be refused by
+/// the plan before the launch closure runs.
+pub(super) fn policy_mutation_check(
+    report: &mut AuditReport,
+    backend: &Backend,
+    trace: &crate::RecordedGemmTrace,
+) -> Result<()> {
+    use crate::policy::{F32Policy, HalfPolicy, PolicyMode};
+    const C: &str = "policy-mutation-refusal";
+    let seeds: Vec<u64> = trace.fingerprints.iter().map(|f| f.input_seed).collect();
+    let graph = backend.capture(&trace.manifest(), &trace.routes, &seeds)?;
+    let p = trace.context.policy;
+    let mutations = [
+        (
+            "tensor-cores",
+            crate::GemmPolicy {
+                tensor_cores: !p.tensor_cores,
+                ..p
+            },
+        ),
+        (
+            "f32",
+            crate::GemmPolicy {
+                f32: if p.f32 == F32Policy::Exact {
+                    F32Policy::Tf32
+                } else {
+                    F32Policy::Exact
+                },
+                ..p
+            },
+        ),
+        (
+            "half",
+            crate::GemmPolicy {
+                half: if p.half == HalfPolicy::Tiled {
+                    HalfPolicy::StreamK
+                } else {
+                    HalfPolicy::Tiled
+                },
+                ..p
+            },
+        ),
+        (
+            "mode",
+            p.with_mode(if p.mode == PolicyMode::Deterministic {
+                PolicyMode::CublasPedantic
+            } else {
+                PolicyMode::Deterministic
+            }),
+        ),
+    ];
+    let mut refused = 0;
+    for (name, policy) in &mutations {
+        let live = backend.with_policy(*policy);
+        let mut launched = false;
+        let outcome = graph
+            .plan()
+            .with_validated_launch(live.context(), "policy-mutation", |_| launched = true);
+        let ok = outcome.is_err() && !launched;
+        refused += ok as usize;
+        let detail = match &outcome {
+            Err(r) => format!("refused before launch: {r}"),
+            Ok(()) => "accepted: the launch closure ran".into(),
+        };
+        report.case(
+            C,
+            &trace.workload,
+            name,
+            if ok { Verdict::Pass } else { Verdict::Fail },
+            detail,
+        );
+    }
+    let n = mutations.len();
+    let (verdict, detail) = if refused == n {
+        (
+            Verdict::Pass,
+            format!(
+                "{n}/{n} policy changes (tensor cores, f32, half, mode) refused by the captured plan before launch"
+            ),
+        )
+    } else {
+        (
+            Verdict::Fail,
+            format!(
+                "{} of {n} policy changes were accepted by the captured plan",
+                n - refused
+            ),
+        )
+    };
+    report.row(C, trace.workload.clone(), verdict, detail);
+    Ok(())
+}
+
+/// Every named mutation kind, and a change of every route field, on a real
+/// trace: each must be refused before launch.
+pub(super) fn mutation_check(
+    report: &mut AuditReport,
+    backend: &Backend,
+    trace: &crate::RecordedGemmTrace,
+) {
+    let n = trace.routes.len();
+    let mut mutations = Mutation::kinds(0, n.saturating_sub(1));
+    mutations.extend(
+        route_field_tags()
+            .into_iter()
+            .map(|t| Mutation::Field(n / 2, t)),
+    );
+    let mut accepted = Vec::new();
+    let (mut tried, mut at_construction, mut at_validation, mut at_golden) = (0, 0, 0, 0);
+    for m in &mutations {
+        let mut routes = trace.routes.clone();
+        if !m.apply(&mut routes) || routes == trace.routes {
+            continue;
+        }
+        tried += 1;
+        let o = exercise(trace, backend.context(), routes);
+        at_construction += o.construction.is_some() as usize;
+        at_validation += o.validation.is_some() as usize;
+        at_golden += o.golden.is_some() as usize;
+        let refused = o.refused_before_launch();
+        if !refused {
+            accepted.push(m.name());
+        }
+        let (v, d) = if refused {
+            (
+                Verdict::Pass,
+                format!("refused before launch: {}", o.first_refusal()),
+            )
+        } else {
+            (Verdict::Fail, "accepted".to_string())
+        };
+        report.case("mutation-refusal", &trace.workload, &m.name(), v, d);
+    }
+    let (verdict, detail) = if accepted.is_empty() {
+        (
+            Verdict::Pass,
+            format!(
+                "{tried}/{tried} mutations refused before launch (plan construction {at_construction}, re-digested: validation {at_validation}, golden {at_golden})"
+            ),
+        )
+    } else {
+        (Verdict::Fail, format!("accepted: {}", accepted.join(", ")))
+    };
+    report.row("mutation-refusal", trace.workload.clone(), verdict, detail);
+}
