@@ -38,14 +38,14 @@
 //!   of copy bandwidth; see `bench_fingerprint` for why SHA-256 cannot
 //!   reach it.
 
-use gemm_audit::backend::cuda::CudaBackend;
 use gemm_audit::backend::cuda::catalog::CudaKernel;
+use gemm_audit::backend::cuda::{CudaBackend, RouteTiming};
 use gemm_audit::physical::NodeKind;
 use gemm_audit::route::GemmShape;
 use gemm_audit::workload::{GemmSpec, RouteChoice};
 use gemm_audit::{
-    DType, GemmOp, GemmPolicy, PolicyMode, PreparedGemmCaptureManifest, ResolvedGemmRoute,
-    build_resolved_gemm_launch_set,
+    DType, FingerprintMode, GemmOp, GemmPolicy, PolicyMode, PreparedGemmCaptureManifest,
+    ResolvedGemmRoute, build_resolved_gemm_launch_set,
 };
 use std::process::ExitCode;
 use std::time::Instant;
@@ -438,6 +438,29 @@ const VENDOR_F32: &[Vendor] = &[
     ),
 ];
 
+/// Times `routes` against each other on the GPU as the configuration
+/// says (one interleaved run), with each route's sample statistics.
+fn time_routes(
+    gpu: &Gpu,
+    cfg: &Config,
+    routes: &[ResolvedGemmRoute],
+    what: &str,
+) -> Res<(Vec<RouteTiming>, Vec<Stats>)> {
+    let timings = gpu
+        .det
+        .time_routes(
+            routes,
+            SEED,
+            !cfg.eager,
+            cfg.warmup,
+            cfg.samples,
+            cfg.sample_secs,
+        )
+        .map_err(|e| format!("timing {what}: {e}"))?;
+    let stats = timings.iter().map(|t| Stats::of(&t.samples)).collect();
+    Ok((timings, stats))
+}
+
 /// One determinism-tax case: a dtype and cube size, the kernel families
 /// (those also run with `--quick` and those only in a full run) and the
 /// vendor baselines.
@@ -586,18 +609,7 @@ fn bench_tax(gpu: &Gpu, cfg: &Config, case: &TaxCase) -> Res<Report> {
             )),
         }
     }
-    let timings = gpu
-        .det
-        .time_routes(
-            &routes,
-            SEED,
-            !cfg.eager,
-            cfg.warmup,
-            cfg.samples,
-            cfg.sample_secs,
-        )
-        .map_err(|e| format!("timing {dtype} {size}^3: {e}"))?;
-    let stats: Vec<Stats> = timings.iter().map(|t| Stats::of(&t.samples)).collect();
+    let (timings, stats) = time_routes(gpu, cfg, &routes, &format!("{dtype} {size}^3"))?;
     let mut header = vec![
         format!("{dtype} nn {size}^3"),
         "N".to_string(),
@@ -742,18 +754,7 @@ fn bench_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
         }
         cells.push(row);
     }
-    let timings = gpu
-        .det
-        .time_routes(
-            &routes,
-            SEED,
-            !cfg.eager,
-            cfg.warmup,
-            cfg.samples,
-            cfg.sample_secs,
-        )
-        .map_err(|e| format!("timing by m: {e}"))?;
-    let stats: Vec<Stats> = timings.iter().map(|t| Stats::of(&t.samples)).collect();
+    let (_, stats) = time_routes(gpu, cfg, &routes, "by m")?;
     let mut header = vec!["bf16 k=n=4096".to_string()];
     header.extend(columns.iter().map(|(l, _)| format!("{l} TFLOP/s")));
     header.push("inv / cuBLAS".to_string());
@@ -982,12 +983,24 @@ fn bench_fingerprint(gpu: &Gpu, cfg: &Config) -> Res<Report> {
         // ~4 GiB fingerprinted per sample: a few ms.
         let ops = ((4usize << 30) / bytes).max(1) as u32;
         let (fp, copy) = g
-            .time_fingerprint_and_copy(bytes, ops, cfg.warmup, cfg.pair_samples, false)
+            .time_fingerprint_and_copy(
+                bytes,
+                ops,
+                cfg.warmup,
+                cfg.pair_samples,
+                FingerprintMode::Strong,
+            )
             .map_err(|e| format!("fingerprint {label}: {e}"))?;
         let (fp, copy) = (Stats::of(&fp), Stats::of(&copy));
         // The fast (NH) chunk hash, against its own interleaved copies.
         let (fast, fast_copy) = g
-            .time_fingerprint_and_copy(bytes, ops, cfg.warmup, cfg.pair_samples, true)
+            .time_fingerprint_and_copy(
+                bytes,
+                ops,
+                cfg.warmup,
+                cfg.pair_samples,
+                FingerprintMode::Fast,
+            )
             .map_err(|e| format!("fast fingerprint {label}: {e}"))?;
         let (fast, fast_copy) = (Stats::of(&fast), Stats::of(&fast_copy));
         let gbs = |s: f64| bytes as f64 / s / 1e9;

@@ -78,6 +78,18 @@ fn differing(dtype: DType, a: &[u8], b: &[u8]) -> usize {
     a.chunks(e).zip(b.chunks(e)).filter(|(x, y)| x != y).count()
 }
 
+/// `len` pseudo-random bytes from the xorshift64 state `x`.
+fn xorshift_bytes(x: &mut u64, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|_| {
+            *x ^= *x << 13;
+            *x ^= *x >> 7;
+            *x ^= *x << 17;
+            *x as u8
+        })
+        .collect()
+}
+
 /// Largest |x - y| / (1 + |y|) between two outputs, widened to f32.
 fn max_rel(dtype: DType, got: &[u8], want: &[u8]) -> f32 {
     let g = from_storage_bytes(dtype, got).expect("whole elements");
@@ -290,14 +302,7 @@ fn device_fingerprint_equals_host_fingerprint() {
         3 * 4096 + 100,
         (1 << 20) + 7,
     ] {
-        let bytes: Vec<u8> = (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
+        let bytes = xorshift_bytes(&mut x, len);
         assert_eq!(
             g.fingerprint(7, &bytes).unwrap(),
             OutputFingerprint::of(7, &bytes),
@@ -873,14 +878,7 @@ fn fast_chunk_hash_on_device_equals_the_cpu_reference() {
         3 * 4096 + 5,
         (1 << 22) + 3,
     ] {
-        let bytes: Vec<u8> = (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
+        let bytes = xorshift_bytes(&mut x, len);
         let want = gemm_audit::trace::fast::fast_chunk_digests(&bytes);
         assert_eq!(
             g.fingerprint_in(gemm_audit::FingerprintMode::Fast, 7, &bytes)

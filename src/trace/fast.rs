@@ -21,8 +21,8 @@
 //! bound by its digest; the fingerprint that frames the digests binds the
 //! output's byte length.
 //!
-//! This is the building block of a future `fast` fingerprint mode (a trace
-//! format change); traces still store SHA-256 chunk fingerprints.
+//! It is the chunk hash of [`super::FingerprintMode::Fast`]
+//! (`--fingerprint fast`); SHA-256 chunks stay the default, strong mode.
 
 use super::FINGERPRINT_CHUNK_BYTES;
 

@@ -105,43 +105,29 @@ impl OutputFingerprint {
         len: u64,
         chunks: &[[u8; fast::FAST_DIGEST_BYTES]],
     ) -> Self {
-        let mut w = crate::digest::DigestWriter::new(FAST_FINGERPRINT_DOMAIN);
-        w.field("bytes", crate::digest::FieldValue::U64(len));
-        w.field(
-            "chunk_bytes",
-            crate::digest::FieldValue::U64(FINGERPRINT_CHUNK_BYTES as u64),
-        );
-        w.field(
-            "chunks",
-            crate::digest::FieldValue::U64(chunks.len() as u64),
-        );
         let all: Vec<u8> = chunks.iter().flatten().copied().collect();
-        w.field("chunk_digests", crate::digest::FieldValue::Bytes(&all));
-        OutputFingerprint {
-            input_seed,
-            bytes: len,
-            sha256: w.finish(),
-        }
+        Self::framed(FAST_FINGERPRINT_DOMAIN, input_seed, len, chunks.len(), &all)
     }
 
     /// The fingerprint from per-chunk SHA-256 digests computed elsewhere
     /// (e.g. on a GPU). `chunks` must hold one digest per chunk, in order.
     pub fn from_chunk_digests(input_seed: u64, len: u64, chunks: &[Digest]) -> Self {
-        let mut w = crate::digest::DigestWriter::new(FINGERPRINT_DOMAIN);
-        w.field("bytes", crate::digest::FieldValue::U64(len));
+        let all: Vec<u8> = chunks.iter().flat_map(|c| c.0).collect();
+        Self::framed(FINGERPRINT_DOMAIN, input_seed, len, chunks.len(), &all)
+    }
+
+    /// The framed SHA-256 under `domain` of the output length, the chunk
+    /// size, the chunk count and the concatenated chunk digests.
+    fn framed(domain: &str, input_seed: u64, len: u64, chunks: usize, all: &[u8]) -> Self {
+        use crate::digest::FieldValue;
+        let mut w = crate::digest::DigestWriter::new(domain);
+        w.field("bytes", FieldValue::U64(len));
         w.field(
             "chunk_bytes",
-            crate::digest::FieldValue::U64(FINGERPRINT_CHUNK_BYTES as u64),
+            FieldValue::U64(FINGERPRINT_CHUNK_BYTES as u64),
         );
-        w.field(
-            "chunks",
-            crate::digest::FieldValue::U64(chunks.len() as u64),
-        );
-        let mut all = Vec::with_capacity(chunks.len() * 32);
-        for c in chunks {
-            all.extend_from_slice(&c.0);
-        }
-        w.field("chunk_digests", crate::digest::FieldValue::Bytes(&all));
+        w.field("chunks", FieldValue::U64(chunks as u64));
+        w.field("chunk_digests", FieldValue::Bytes(all));
         OutputFingerprint {
             input_seed,
             bytes: len,
@@ -212,11 +198,6 @@ impl RecordedGemmTrace {
     pub fn in_mode(mut self, mode: FingerprintMode) -> Self {
         self.fingerprint_mode = mode;
         self
-    }
-
-    /// The fingerprint of an output of this trace, in its mode.
-    pub fn fingerprint_of(&self, input_seed: u64, bytes: &[u8]) -> OutputFingerprint {
-        OutputFingerprint::with_mode(self.fingerprint_mode, input_seed, bytes)
     }
 
     /// Binds a captured graph's nodes to the routes and stores them.

@@ -168,20 +168,21 @@ impl CudaBackend {
         input_seed: u64,
         bytes: &[u8],
     ) -> Result<OutputFingerprint> {
-        if mode == crate::FingerprintMode::Strong {
-            return self.fingerprint(input_seed, bytes);
-        }
         let sh = &self.shared;
         let _lock = sh.lock();
+        // An empty output still needs a (never read) device buffer.
         let buf = if bytes.is_empty() {
             sh.stream.alloc_zeros::<u8>(16)
         } else {
             sh.stream.clone_htod(bytes)
         }
         .map_err(drv("upload"))?;
-        Ok(sh
-            .fingerprinter
-            .fingerprint_fast(&sh.stream, &buf.slice(..bytes.len()), input_seed)?)
+        Ok(sh.fingerprinter.fingerprint_in(
+            mode,
+            &sh.stream,
+            &buf.slice(..bytes.len()),
+            input_seed,
+        )?)
     }
 
     /// The fast (NH) chunk digests of `bytes`, computed on the device:
@@ -208,17 +209,7 @@ impl CudaBackend {
     /// The output fingerprint of `bytes`, computed on the device (uploads
     /// them first). Equals `OutputFingerprint::of(input_seed, bytes)`.
     pub fn fingerprint(&self, input_seed: u64, bytes: &[u8]) -> Result<OutputFingerprint> {
-        let sh = &self.shared;
-        let _lock = sh.lock();
-        let buf = if bytes.is_empty() {
-            sh.stream.alloc_zeros::<u8>(4)
-        } else {
-            sh.stream.clone_htod(bytes)
-        }
-        .map_err(drv("upload"))?;
-        Ok(sh
-            .fingerprinter
-            .fingerprint(&sh.stream, &buf.slice(..bytes.len()), input_seed)?)
+        self.fingerprint_in(crate::FingerprintMode::Strong, input_seed, bytes)
     }
 
     fn vendor_handles(&self, route: &ResolvedGemmRoute) -> Result<Option<HandlesGuard<'_>>> {

@@ -9,7 +9,8 @@ use super::error::CudaError;
 use super::identity;
 use super::nvrtc;
 use crate::digest::Digest;
-use crate::trace::{FINGERPRINT_CHUNK_BYTES, OutputFingerprint};
+use crate::trace::fast::FAST_DIGEST_BYTES;
+use crate::trace::{FINGERPRINT_CHUNK_BYTES, FingerprintMode, OutputFingerprint};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, CudaView, DevicePtr, DeviceRepr, DeviceSlice,
     LaunchConfig as CuLaunch, PushKernelArg,
@@ -99,10 +100,23 @@ impl DeviceFingerprinter {
     /// `stream`; waits for it. Only the chunk digests are copied to the
     /// host. Equals `OutputFingerprint::of(input_seed, bytes)` of the same
     /// bytes. `stream` and `buf` must belong to this fingerprinter's
-    /// context. A view that is not 4-byte aligned is first copied to an
-    /// aligned device buffer.
+    /// context. A view that is not aligned for the kernel's loads is first
+    /// copied to an aligned device buffer.
     pub fn fingerprint<T: DeviceRepr>(
         &self,
+        stream: &Arc<CudaStream>,
+        buf: &CudaView<'_, T>,
+        input_seed: u64,
+    ) -> Result<OutputFingerprint, CudaError> {
+        self.fingerprint_in(FingerprintMode::Strong, stream, buf, input_seed)
+    }
+
+    /// [`DeviceFingerprinter::fingerprint`] in `mode`: SHA-256 chunks, or
+    /// NH chunks (`crate::trace::fast`). Equals
+    /// `OutputFingerprint::with_mode(mode, input_seed, bytes)`.
+    pub fn fingerprint_in<T: DeviceRepr>(
+        &self,
+        mode: FingerprintMode,
         stream: &Arc<CudaStream>,
         buf: &CudaView<'_, T>,
         input_seed: u64,
@@ -116,33 +130,18 @@ impl DeviceFingerprinter {
         // so the byte view stays inside it.
         let bytes = unsafe { buf.transmute::<u8>(len) }
             .ok_or_else(|| CudaError::msg("fingerprint view is larger than its buffer"))?;
-        let chunks = self.chunk_digests(stream, &bytes)?;
-        Ok(OutputFingerprint::from_chunk_digests(
-            input_seed, len as u64, &chunks,
-        ))
-    }
-
-    /// The fast output fingerprint ([`crate::FingerprintMode::Fast`]) of
-    /// the bytes of `buf`, hashed on the device (NH chunk digests; only
-    /// they are copied back). Equals `OutputFingerprint::with_mode(Fast,
-    /// input_seed, bytes)` of the same bytes.
-    pub fn fingerprint_fast<T: DeviceRepr>(
-        &self,
-        stream: &Arc<CudaStream>,
-        buf: &CudaView<'_, T>,
-        input_seed: u64,
-    ) -> Result<OutputFingerprint, CudaError> {
-        let len = buf
-            .len()
-            .checked_mul(std::mem::size_of::<T>())
-            .ok_or_else(|| CudaError::msg("buffer too large to fingerprint"))?;
-        // SAFETY: as in `fingerprint`: read-only bytes of exactly the view.
-        let bytes = unsafe { buf.transmute::<u8>(len) }
-            .ok_or_else(|| CudaError::msg("fingerprint view is larger than its buffer"))?;
-        let chunks = self.fast_chunk_digests(stream, &bytes)?;
-        Ok(OutputFingerprint::from_fast_chunk_digests(
-            input_seed, len as u64, &chunks,
-        ))
+        Ok(match mode {
+            FingerprintMode::Strong => OutputFingerprint::from_chunk_digests(
+                input_seed,
+                len as u64,
+                &self.chunk_digests(stream, &bytes)?,
+            ),
+            FingerprintMode::Fast => OutputFingerprint::from_fast_chunk_digests(
+                input_seed,
+                len as u64,
+                &self.fast_chunk_digests(stream, &bytes)?,
+            ),
+        })
     }
 
     /// Per-chunk SHA-256 digests of `data`, computed on the device and
@@ -152,16 +151,49 @@ impl DeviceFingerprinter {
         stream: &Arc<CudaStream>,
         data: &CudaView<'_, u8>,
     ) -> Result<Vec<Digest>, CudaError> {
+        let host = self.digests(FingerprintMode::Strong, stream, data)?;
+        Ok(host
+            .chunks_exact(DIGEST_BYTES)
+            .map(|c| Digest(c.try_into().expect("32 bytes")))
+            .collect())
+    }
+
+    /// Per-chunk fast (NH) digests of `data`, computed on the device and
+    /// copied back (16 bytes per 4096-byte chunk); equal to
+    /// `crate::trace::fast::fast_chunk_digests` of the same bytes.
+    #[doc(hidden)]
+    pub fn fast_chunk_digests(
+        &self,
+        stream: &Arc<CudaStream>,
+        data: &CudaView<'_, u8>,
+    ) -> Result<Vec<[u8; FAST_DIGEST_BYTES]>, CudaError> {
+        let host = self.digests(FingerprintMode::Fast, stream, data)?;
+        Ok(host
+            .chunks_exact(FAST_DIGEST_BYTES)
+            .map(|c| c.try_into().expect("16 bytes"))
+            .collect())
+    }
+
+    /// The chunk digests of `data` in `mode`, concatenated, computed on the
+    /// device and copied back. A view not aligned for the mode's kernel is
+    /// first copied to an aligned device buffer.
+    fn digests(
+        &self,
+        mode: FingerprintMode,
+        stream: &Arc<CudaStream>,
+        data: &CudaView<'_, u8>,
+    ) -> Result<Vec<u8>, CudaError> {
         let chunks = data.len().div_ceil(FINGERPRINT_CHUNK_BYTES);
         if chunks == 0 {
             return Ok(Vec::new());
         }
         self.check_context(stream, data)?;
+        let (digest_bytes, align) = kernel_shape(mode);
         let mut out = stream
-            .alloc_zeros::<u8>(chunks * DIGEST_BYTES)
+            .alloc_zeros::<u8>(chunks * digest_bytes)
             .map_err(CudaError::with("allocating digests"))?;
-        if device_address(stream, data) % ALIGN == 0 {
-            self.launch(stream, data, &mut out)?;
+        if device_address(stream, data) % align == 0 {
+            self.launch_in(mode, stream, data, &mut out)?;
         } else {
             let mut aligned = stream
                 .alloc_zeros::<u8>(data.len())
@@ -169,19 +201,26 @@ impl DeviceFingerprinter {
             stream
                 .memcpy_dtod(data, &mut aligned)
                 .map_err(CudaError::with("copying to an aligned buffer"))?;
-            self.launch(stream, &aligned.as_view(), &mut out)?;
+            self.launch_in(mode, stream, &aligned.as_view(), &mut out)?;
         }
-        let host = stream
+        stream
             .clone_dtoh(&out)
-            .map_err(CudaError::with("downloading digests"))?;
-        Ok(host
-            .chunks_exact(DIGEST_BYTES)
-            .map(|c| {
-                let mut d = [0u8; DIGEST_BYTES];
-                d.copy_from_slice(c);
-                Digest(d)
-            })
-            .collect())
+            .map_err(CudaError::with("downloading digests"))
+    }
+
+    /// Enqueues the chunk kernel of `mode` over `data` into `out`, without
+    /// waiting (see [`Self::launch`] and [`Self::launch_fast`]).
+    pub(crate) fn launch_in(
+        &self,
+        mode: FingerprintMode,
+        stream: &Arc<CudaStream>,
+        data: &CudaView<'_, u8>,
+        out: &mut CudaSlice<u8>,
+    ) -> Result<(), CudaError> {
+        match mode {
+            FingerprintMode::Strong => self.launch(stream, data, out),
+            FingerprintMode::Fast => self.launch_fast(stream, data, out),
+        }
     }
 
     /// Enqueues the chunk kernel over `data` into `out` (32 bytes per
@@ -233,44 +272,6 @@ impl DeviceFingerprinter {
             .map_err(CudaError::with("launching sha256_chunks"))
     }
 
-    /// Per-chunk fast (NH) digests of `data`, computed on the device and
-    /// copied back (16 bytes per 4096-byte chunk); equal to
-    /// `crate::trace::fast::fast_chunk_digests` of the same bytes. The
-    /// building block of a future fast fingerprint mode.
-    #[doc(hidden)]
-    pub fn fast_chunk_digests(
-        &self,
-        stream: &Arc<CudaStream>,
-        data: &CudaView<'_, u8>,
-    ) -> Result<Vec<[u8; 16]>, CudaError> {
-        let chunks = data.len().div_ceil(FINGERPRINT_CHUNK_BYTES);
-        if chunks == 0 {
-            return Ok(Vec::new());
-        }
-        self.check_context(stream, data)?;
-        let mut out = stream
-            .alloc_zeros::<u8>(chunks * 16)
-            .map_err(CudaError::with("allocating digests"))?;
-        if device_address(stream, data) % FAST_ALIGN == 0 {
-            self.launch_fast(stream, data, &mut out)?;
-        } else {
-            let mut aligned = stream
-                .alloc_zeros::<u8>(data.len())
-                .map_err(CudaError::with("allocating an aligned copy to fingerprint"))?;
-            stream
-                .memcpy_dtod(data, &mut aligned)
-                .map_err(CudaError::with("copying to an aligned buffer"))?;
-            self.launch_fast(stream, &aligned.as_view(), &mut out)?;
-        }
-        let host = stream
-            .clone_dtoh(&out)
-            .map_err(CudaError::with("downloading digests"))?;
-        Ok(host
-            .chunks_exact(16)
-            .map(|c| c.try_into().expect("16 bytes"))
-            .collect())
-    }
-
     /// Enqueues the fast chunk kernel over `data` into `out` (16 bytes per
     /// chunk) on `stream`, without waiting. `data` must be 16-byte aligned.
     pub(crate) fn launch_fast(
@@ -285,7 +286,7 @@ impl DeviceFingerprinter {
             return Ok(());
         }
         self.check_context(stream, data)?;
-        if out.len() < chunks * 16 {
+        if out.len() < chunks * FAST_DIGEST_BYTES {
             return Err(CudaError::msg("fingerprint buffers are too small"));
         }
         if device_address(stream, data) % FAST_ALIGN != 0 {
@@ -332,6 +333,14 @@ impl DeviceFingerprinter {
             )));
         }
         Ok(())
+    }
+}
+
+/// Bytes per chunk digest and the input alignment of `mode`'s kernel.
+fn kernel_shape(mode: FingerprintMode) -> (usize, u64) {
+    match mode {
+        FingerprintMode::Strong => (DIGEST_BYTES, ALIGN),
+        FingerprintMode::Fast => (FAST_DIGEST_BYTES, FAST_ALIGN),
     }
 }
 

@@ -63,4 +63,7 @@ pub use fingerprint::DeviceFingerprinter;
 #[cfg(feature = "cuda")]
 pub use identity::device_identity;
 #[cfg(feature = "cuda")]
+#[doc(hidden)]
+pub use timing::RouteTiming;
+#[cfg(feature = "cuda")]
 pub use vendor::{CUBLAS_SYMBOL, CUBLASLT_SYMBOL};

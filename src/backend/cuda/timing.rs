@@ -102,7 +102,7 @@ impl CudaBackend {
     }
 
     /// Alternating samples of fingerprinting `bytes` device bytes (the
-    /// SHA-256 chunk kernel, or with `fast` the NH chunk kernel of
+    /// chunk kernel of `mode`: SHA-256, or the NH kernel of
     /// `crate::trace::fast`) and of copying them device to device, for
     /// benchmarks: seconds per operation, each sample CUDA events around
     /// `ops` back-to-back operations, after `warmup` untimed samples of
@@ -114,7 +114,7 @@ impl CudaBackend {
         ops: u32,
         warmup: usize,
         samples: usize,
-        fast: bool,
+        mode: crate::FingerprintMode,
     ) -> Result<(Vec<f64>, Vec<f64>)> {
         let sh = &self.shared;
         let _lock = sh.lock();
@@ -124,7 +124,7 @@ impl CudaBackend {
         let chunks = bytes.div_ceil(FINGERPRINT_CHUNK_BYTES);
         let mut out = sh
             .stream
-            .alloc_zeros::<u8>(chunks * 32)
+            .alloc_zeros::<u8>(chunks * 32) // room for either mode's digests
             .map_err(drv("alloc"))?;
         let src_view = src.as_view();
         let timer = EventTimer::new(sh)?;
@@ -134,12 +134,8 @@ impl CudaBackend {
             let mut fp_sample = || {
                 timer.time(sh, || {
                     for _ in 0..ops {
-                        if fast {
-                            sh.fingerprinter
-                                .launch_fast(&sh.stream, &src_view, &mut out)?;
-                        } else {
-                            sh.fingerprinter.launch(&sh.stream, &src_view, &mut out)?;
-                        }
+                        sh.fingerprinter
+                            .launch_in(mode, &sh.stream, &src_view, &mut out)?;
                     }
                     Ok(())
                 })

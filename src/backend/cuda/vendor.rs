@@ -534,27 +534,34 @@ impl LtPlan {
                 lt::cublasLtMatmulPreferenceCreate(&mut pref),
                 "cublasLtMatmulPreferenceCreate",
             )?;
-            let mut status = lt::cublasLtMatmulPreferenceSetAttribute(
-                pref,
+            // Each attribute as its native bytes: the workspace is a
+            // uint64, the masks and alignments uint32.
+            let mut attrs: Vec<(P, Vec<u8>)> = vec![(
                 P::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                (&workspace as *const u64).cast(),
-                std::mem::size_of::<u64>(),
-            );
-            if let (Some(mask), true) = (reduction_mask, status.result().is_ok()) {
-                status = lt::cublasLtMatmulPreferenceSetAttribute(
-                    pref,
+                workspace.to_ne_bytes().to_vec(),
+            )];
+            if let Some(mask) = reduction_mask {
+                attrs.push((
                     P::CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                    (&mask as *const u32).cast(),
-                    std::mem::size_of::<u32>(),
-                );
+                    mask.to_ne_bytes().to_vec(),
+                ));
             }
-            if let (Some(bytes), true) = (min_alignment_b, status.result().is_ok()) {
-                status = lt::cublasLtMatmulPreferenceSetAttribute(
-                    pref,
+            if let Some(bytes) = min_alignment_b {
+                attrs.push((
                     P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                    (&bytes as *const u32).cast(),
-                    std::mem::size_of::<u32>(),
-                );
+                    bytes.to_ne_bytes().to_vec(),
+                ));
+            }
+            let mut status = lt::cublasStatus_t::CUBLAS_STATUS_SUCCESS;
+            for (attr, value) in &attrs {
+                if status.result().is_ok() {
+                    status = lt::cublasLtMatmulPreferenceSetAttribute(
+                        pref,
+                        *attr,
+                        value.as_ptr().cast(),
+                        value.len(),
+                    );
+                }
             }
             let mut results: Vec<lt::cublasLtMatmulHeuristicResult_t> =
                 vec![std::mem::zeroed(); count];
