@@ -329,9 +329,12 @@ fn clocks(a: &AuditReport) -> String {
     seen.join("; ")
 }
 
+/// A chart line: its label (`workload / group`) and (m, TFLOP/s) points.
+type Series = (String, Vec<(u64, f64)>);
+
 /// One series per M-sweep group: (m, TFLOP/s) of each member, from its
 /// timing and shape.
-fn throughput_series(a: &AuditReport) -> Vec<(String, Vec<(u64, f64)>)> {
+fn throughput_series(a: &AuditReport) -> Vec<Series> {
     let mut shapes = std::collections::HashMap::new();
     for t in &a.traces {
         for r in &t.routes {
@@ -363,13 +366,37 @@ fn throughput_series(a: &AuditReport) -> Vec<(String, Vec<(u64, f64)>)> {
         .collect()
 }
 
-/// TFLOP/s by batch size (log2 m across, linear TFLOP/s up), one line per
-/// M-sweep group, as inline SVG: where batch invariance costs throughput.
+/// TFLOP/s by batch size, one chart per problem family (op, dtype, k, n)
+/// with one line per route that swept it (cuBLAS, cuBLASLt,
+/// cublaslt-invariant, the wgmma and mma families, ...), so the routes of
+/// one problem are compared side by side; the families with the most routes
+/// come first.
 fn throughput_chart(a: &AuditReport) -> String {
     let series = throughput_series(a);
     if series.is_empty() {
         return "<p>No M-sweep was timed.</p>\n".into();
     }
+    // A group is "<route> <op> <dtype> k=.. n=..": the family is the rest.
+    let mut families: Vec<(String, Vec<Series>)> = Vec::new();
+    for (label, points) in series {
+        let group = label.split_once(" / ").map_or(label.as_str(), |x| x.1);
+        let family = group.split_once(' ').map_or(group, |x| x.1).to_string();
+        match families.iter_mut().find(|(f, _)| *f == family) {
+            Some((_, v)) => v.push((label, points)),
+            None => families.push((family, vec![(label, points)])),
+        }
+    }
+    families.sort_by_key(|f| std::cmp::Reverse(f.1.len()));
+    let mut s = String::new();
+    for (i, (family, series)) in families.iter().enumerate() {
+        let _ = writeln!(s, "<h3>{}</h3>", esc(family));
+        s.push_str(&family_chart(a, i, &series[..]));
+    }
+    s
+}
+
+/// One family's chart (log2 m across, linear TFLOP/s up) as inline SVG.
+fn family_chart(a: &AuditReport, index: usize, series: &[Series]) -> String {
     const COLORS: [&str; 8] = [
         "#4a7ebb", "#d07a2b", "#2e9e6b", "#7a5bb5", "#c0392b", "#8c6d31", "#17becf", "#555",
     ];
@@ -392,7 +419,7 @@ fn throughput_chart(a: &AuditReport) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "<svg id=\"throughput-by-m\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{}\" role=\"img\" aria-label=\"TFLOP/s by batch size\">",
+        "<svg id=\"throughput-by-m-{index}\" class=\"throughput-by-m\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{}\" role=\"img\" aria-label=\"TFLOP/s by batch size\">",
         h + legend_h
     );
     let _ = writeln!(
@@ -448,12 +475,20 @@ fn throughput_chart(a: &AuditReport) -> String {
             );
         }
         let ly = h + 12.0 + i as f64 * 16.0;
+        // The legend names the route and its workload; the family is the
+        // chart's heading.
+        let legend = match label.split_once(" / ") {
+            Some((workload, group)) => {
+                format!("{} ({workload})", group.split(' ').next().unwrap_or(group))
+            }
+            None => label.clone(),
+        };
         let _ = writeln!(
             s,
             "<rect x=\"{left}\" y=\"{}\" width=\"12\" height=\"4\" fill=\"{color}\"/><text x=\"{}\" y=\"{ly}\" font-size=\"11\">{}</text>",
             ly - 5.0,
             left + 18.0,
-            esc(label)
+            esc(&legend)
         );
     }
     let _ = writeln!(s, "</svg>");

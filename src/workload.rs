@@ -57,6 +57,12 @@ pub enum RouteChoice {
     MmaLarge,
     /// Tensor-core `mma.sync` (bf16/f16), small tile family (CUDA only).
     MmaSmall,
+    /// Hopper TMA + `wgmma` (bf16/f16), 128x256 tiles, warp-specialised
+    /// (CUDA, compute capability 9.0 only). Bit-identical to the mma
+    /// families; k and n (and m for TN) must be multiples of 8.
+    WgmmaLarge,
+    /// The same kernel with 128x128 tiles.
+    WgmmaSmall,
     /// cuBLAS (sgemm / GemmEx) under the context's policy (CUDA only).
     Cublas,
     /// cuBLASLt matmul with the heuristic's first algorithm (CUDA only).
@@ -85,6 +91,8 @@ impl RouteChoice {
             "tiled" => Ok(RouteChoice::Tiled),
             "mma-large" => Ok(RouteChoice::MmaLarge),
             "mma-small" => Ok(RouteChoice::MmaSmall),
+            "wgmma-large" => Ok(RouteChoice::WgmmaLarge),
+            "wgmma-small" => Ok(RouteChoice::WgmmaSmall),
             "cublas" => Ok(RouteChoice::Cublas),
             "cublaslt" => Ok(RouteChoice::CublasLt),
             "cublaslt-invariant" => Ok(RouteChoice::CublasLtInvariant),
@@ -95,7 +103,7 @@ impl RouteChoice {
                     Ok(RouteChoice::SplitKAtomic(splits(rest)?))
                 } else {
                     Err(format!(
-                        "unknown route {s:?} (expected policy, scalar-fma, tiled, split-k-fixed:S, split-k-atomic:S, mma-large, mma-small, cublas, cublaslt or cublaslt-invariant)"
+                        "unknown route {s:?} (expected policy, scalar-fma, tiled, split-k-fixed:S, split-k-atomic:S, mma-large, mma-small, wgmma-large, wgmma-small, cublas, cublaslt or cublaslt-invariant)"
                     ))
                 }
             }
@@ -113,6 +121,8 @@ impl RouteChoice {
                 | RouteChoice::SplitKFixed(_)
                 | RouteChoice::MmaLarge
                 | RouteChoice::MmaSmall
+                | RouteChoice::WgmmaLarge
+                | RouteChoice::WgmmaSmall
                 | RouteChoice::CublasLtInvariant
         )
     }
@@ -136,6 +146,8 @@ impl fmt::Display for RouteChoice {
             RouteChoice::SplitKAtomic(s) => write!(f, "split-k-atomic:{s}"),
             RouteChoice::MmaLarge => f.write_str("mma-large"),
             RouteChoice::MmaSmall => f.write_str("mma-small"),
+            RouteChoice::WgmmaLarge => f.write_str("wgmma-large"),
+            RouteChoice::WgmmaSmall => f.write_str("wgmma-small"),
             RouteChoice::Cublas => f.write_str("cublas"),
             RouteChoice::CublasLt => f.write_str("cublaslt"),
             RouteChoice::CublasLtInvariant => f.write_str("cublaslt-invariant"),
@@ -210,13 +222,14 @@ fn default_seed() -> u64 {
 }
 
 /// Names of the built-in workloads.
-pub const BUILTINS: [&str; 6] = [
+pub const BUILTINS: [&str; 7] = [
     "transformer-block",
     "m-sweep",
     "nondeterministic-control",
     "tensor-core-sweep",
     "vendor-sweep",
     "batch-invariant",
+    "wgmma-sweep",
 ];
 
 impl GemmSpec {
@@ -249,6 +262,7 @@ impl Workload {
             "tensor-core-sweep" => Some(tensor_core_sweep()),
             "vendor-sweep" => Some(vendor_sweep()),
             "batch-invariant" => Some(batch_invariant()),
+            "wgmma-sweep" => Some(wgmma_sweep()),
             _ => None,
         }
     }
@@ -588,6 +602,86 @@ fn batch_invariant() -> Workload {
     }
 }
 
+/// The TMA + wgmma families (CUDA, compute capability 9.0 only), at k =
+/// 4096 and n = 4096 (and the d_model 4096 QKV projection, n = 6144):
+/// - `wgmma-large` bf16 NN at every m of [`INVARIANT_SWEEP_M`], NT up to
+///   m = 4096, TN at the multiples of 8 up to 4096 (its A is
+///   m-contiguous and TMA rows are multiples of 16 bytes); f16 at m = 8,
+///   200 and 4096 for each op; QKV at m = 1 to 4096;
+/// - `wgmma-small` and `mma-large` on the m = 8 and m = 200 problems of
+///   every op and dtype, which the audit's contract-parity rows require to
+///   be bit-identical to `wgmma-large`.
+///
+/// Sized to add about a minute and a half to the H200 audit.
+fn wgmma_sweep() -> Workload {
+    let mut gemms = Vec::new();
+    let mut push = |name: String, op: GemmOp, dtype: DType, m: u64, n: u64, route: RouteChoice| {
+        let mut g = GemmSpec::new(name, dtype, m, 4096, n, route);
+        g.op = op;
+        gemms.push(g);
+    };
+    for op in [GemmOp::Nn, GemmOp::Nt, GemmOp::Tn] {
+        for m in INVARIANT_SWEEP_M {
+            let served = op != GemmOp::Tn || m % 8 == 0;
+            if served && (op == GemmOp::Nn || m <= 4096) {
+                push(
+                    format!("{op}-bf16@m{m}"),
+                    op,
+                    DType::Bf16,
+                    m,
+                    4096,
+                    RouteChoice::WgmmaLarge,
+                );
+            }
+        }
+        for m in [8u64, 200, 4096] {
+            push(
+                format!("{op}-f16@m{m}"),
+                op,
+                DType::F16,
+                m,
+                4096,
+                RouteChoice::WgmmaLarge,
+            );
+        }
+        for dtype in [DType::Bf16, DType::F16] {
+            for (tag, route) in [
+                ("wgmma-small", RouteChoice::WgmmaSmall),
+                ("mma-large", RouteChoice::MmaLarge),
+            ] {
+                for m in [8u64, 200] {
+                    push(
+                        format!("{tag}:{op}-{dtype}@m{m}"),
+                        op,
+                        dtype,
+                        m,
+                        4096,
+                        route,
+                    );
+                }
+            }
+        }
+    }
+    for m in [1u64, 16, 128, 1024, 4096] {
+        push(
+            format!("qkv@m{m}"),
+            GemmOp::Nn,
+            DType::Bf16,
+            m,
+            6144,
+            RouteChoice::WgmmaLarge,
+        );
+    }
+    Workload {
+        name: "wgmma-sweep".into(),
+        description: "TMA + wgmma: bf16 k=n=4096 NN at m=1..8192, NT/TN to 4096 (TN at multiples of 8), f16 and a QKV projection, parity with wgmma-small and mma-large (CUDA sm_90 only)"
+            .into(),
+        seed: default_seed(),
+        policy: None,
+        gemms,
+    }
+}
+
 /// The nondeterministic control: f32 split-K folded in completion order.
 fn control() -> Workload {
     Workload {
@@ -636,6 +730,42 @@ mod tests {
     }
 
     #[test]
+    fn wgmma_sweep_serves_only_tma_shapes_and_pairs_every_parity_problem() {
+        let w = Workload::builtin("wgmma-sweep").unwrap();
+        for g in &w.gemms {
+            assert!(g.route.promises_batch_invariance(), "{}", g.name);
+            assert!(g.k % 8 == 0 && g.n % 8 == 0, "{}", g.name);
+            if g.op == GemmOp::Tn {
+                assert_eq!(g.m % 8, 0, "{}", g.name);
+            }
+        }
+        // Every wgmma-small and mma-large problem has its wgmma-large twin.
+        for g in w
+            .gemms
+            .iter()
+            .filter(|g| g.route != RouteChoice::WgmmaLarge)
+        {
+            assert!(
+                w.gemms.iter().any(|t| t.route == RouteChoice::WgmmaLarge
+                    && (t.op, t.dtype, t.m, t.k, t.n) == (g.op, g.dtype, g.m, g.k, g.n)),
+                "{} has no wgmma-large twin",
+                g.name
+            );
+        }
+        let tn = w
+            .gemms
+            .iter()
+            .filter(|g| {
+                g.op == GemmOp::Tn && g.dtype == DType::Bf16 && g.route == RouteChoice::WgmmaLarge
+            })
+            .count();
+        // The multiples of 8 in the sweep up to 4096.
+        assert_eq!(tn, 13);
+        assert!(w.gemms.iter().any(|g| g.m == 8192 && g.op == GemmOp::Nn));
+        assert!(w.gemms.len() < 100, "{}", w.gemms.len());
+    }
+
+    #[test]
     fn builtins_validate() {
         for name in BUILTINS {
             let w = Workload::builtin(name).expect("built-in exists");
@@ -654,6 +784,8 @@ mod tests {
             "split-k-atomic:16",
             "mma-large",
             "mma-small",
+            "wgmma-large",
+            "wgmma-small",
             "cublas",
             "cublaslt",
             "cublaslt-invariant",

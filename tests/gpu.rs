@@ -254,6 +254,144 @@ fn mma_tile_families_are_bit_identical_and_batch_invariant() {
     println!("mma_large == mma_small bitwise (bf16, f16, nn/tn/nt); m=1..128 rows batch invariant");
 }
 
+/// The TMA + wgmma families (sm_90 only): equal to the mma.sync families
+/// bit for bit on every op and dtype (the contract they share), their two
+/// tile variants equal, rows batch invariant over m (the m-contiguous TN
+/// operand needs m % 8 == 0), shapes TMA cannot serve refused with the
+/// reason, and a route whose tensor-map identity was altered refused before
+/// launch.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn wgmma_families_equal_mma_and_are_batch_invariant() {
+    let g = gpu();
+    if let Err(why) = g.wgmma_available() {
+        // Not a Hopper device: every wgmma route is refused with the reason.
+        let e = g
+            .nvrtc_route(
+                "t",
+                GemmOp::Nn,
+                DType::Bf16,
+                shape(128, 64, 64),
+                CudaKernel::WgmmaLarge,
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&why), "{e}");
+        println!("no wgmma here ({why}); refusal checked");
+        return;
+    }
+    for dtype in [DType::Bf16, DType::F16] {
+        for op in OPS {
+            for s in [
+                shape(200, 136, 264),
+                shape(256, 512, 512),
+                shape(1024, 4096, 520),
+            ] {
+                let mma = g
+                    .run(&route(&g, op, dtype, s, CudaKernel::MmaLarge), SEED)
+                    .unwrap();
+                for fam in [CudaKernel::WgmmaLarge, CudaKernel::WgmmaSmall] {
+                    let r = route(&g, op, dtype, s, fam);
+                    assert!(
+                        r.tensor_map.is_some(),
+                        "{} records its tensor maps",
+                        fam.family()
+                    );
+                    assert_eq!(r.compilation_target, "sm_90a");
+                    let out = g.run(&r, SEED).unwrap();
+                    assert_eq!(
+                        differing(dtype, &out, &mma),
+                        0,
+                        "{} vs mma_large {op} {dtype} {s:?}",
+                        fam.family()
+                    );
+                    assert_eq!(
+                        out,
+                        g.run(&r, SEED).unwrap(),
+                        "run to run {op} {dtype} {s:?}"
+                    );
+                }
+            }
+        }
+    }
+    // Batch invariance at k = n = 4096: the rows of every m against m = 1024.
+    let (k, n) = (4096, 4096);
+    let row = n as usize * element_size(DType::Bf16);
+    for op in OPS {
+        let full = g
+            .run(
+                &route(
+                    &g,
+                    op,
+                    DType::Bf16,
+                    shape(1024, k, n),
+                    CudaKernel::WgmmaLarge,
+                ),
+                SEED,
+            )
+            .unwrap();
+        for m in [1u64, 2, 3, 8, 48, 64, 96, 200, 1000] {
+            if op == GemmOp::Tn && m % 8 != 0 {
+                let e = g
+                    .nvrtc_route("t", op, DType::Bf16, shape(m, k, n), CudaKernel::WgmmaLarge)
+                    .unwrap_err()
+                    .to_string();
+                assert!(e.contains("m to be a multiple of 8"), "{e}");
+                continue;
+            }
+            for fam in [CudaKernel::WgmmaLarge, CudaKernel::WgmmaSmall] {
+                let out = g
+                    .run(&route(&g, op, DType::Bf16, shape(m, k, n), fam), SEED)
+                    .unwrap();
+                assert_eq!(
+                    out,
+                    full[..m as usize * row],
+                    "{} {op} bf16 m={m}: rows differ from m=1024",
+                    fam.family()
+                );
+            }
+        }
+    }
+    // What TMA cannot serve is refused with the reason, not launched.
+    let e = g
+        .nvrtc_route(
+            "t",
+            GemmOp::Nn,
+            DType::Bf16,
+            shape(64, 100, 64),
+            CudaKernel::WgmmaLarge,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("k to be a multiple of 8"), "{e}");
+    assert!(
+        g.nvrtc_route(
+            "t",
+            GemmOp::Nn,
+            DType::F32,
+            shape(64, 64, 64),
+            CudaKernel::WgmmaLarge
+        )
+        .is_err()
+    );
+    // An altered tensor-map identity is refused before anything launches.
+    let mut r = route(
+        &g,
+        GemmOp::Nn,
+        DType::Bf16,
+        shape(64, 64, 64),
+        CudaKernel::WgmmaLarge,
+    );
+    if let Some(t) = r.tensor_map.as_mut() {
+        t.digest = gemm_audit::Digest::sha256(b"another tensor map");
+    }
+    let e = g.run(&r, SEED).unwrap_err().to_string();
+    assert!(e.contains("tensor-map digest"), "{e}");
+    println!(
+        "wgmma_256 == wgmma_128 == mma_large bitwise (bf16, f16, nn/tn/nt); k=n=4096 rows batch invariant; refusals checked"
+    );
+}
+
 #[test]
 #[ignore = "needs a CUDA device"]
 fn atomic_control_drifts() {

@@ -91,21 +91,40 @@ fn timings_say_what_they_measure() {
         drift: Vec::new(),
     });
     assert!(html.contains("host clock around the kernel, fastest of 2 runs"));
-    // TFLOP/s by m: one line per timed M-sweep group, named in its legend.
-    let chart = html
-        .split("<svg id=\"throughput-by-m\"")
-        .nth(1)
-        .expect("a throughput chart")
-        .split("</svg>")
-        .next()
-        .unwrap();
+    // TFLOP/s by m: one chart per problem family (op, dtype, k, n), one
+    // line per timed M-sweep group of that family, named in its legend.
+    let charts: Vec<&str> = html
+        .split("<svg id=\"throughput-by-m-")
+        .skip(1)
+        .map(|c| c.split("</svg>").next().unwrap())
+        .collect();
     assert!(!a.matrices.is_empty());
     assert_eq!(
-        chart.matches("<polyline class=\"series\"").count(),
+        charts
+            .iter()
+            .map(|c| c.matches("<polyline class=\"series\"").count())
+            .sum::<usize>(),
         a.matrices.len()
     );
     for m in &a.matrices {
-        assert!(chart.contains(&m.group), "legend names {}", m.group);
+        let (route, family) = m.group.split_once(' ').unwrap();
+        let chart = charts
+            .iter()
+            .find(|c| c.contains(&format!("{} / {}: m=", m.workload, m.group)))
+            .unwrap_or_else(|| panic!("no chart plots {}", m.group));
+        assert!(
+            chart.contains(&format!(">{route} ({})</text>", m.workload)),
+            "legend names {route}"
+        );
+        assert!(
+            html.contains(&format!("<h3>{family}</h3>")),
+            "a heading names {family}"
+        );
+        // Every line of this chart is of the same family.
+        for title in chart.split("<polyline").skip(1) {
+            let t = title.split("<title>").nth(1).unwrap();
+            assert!(t.contains(family), "{t} in the {family} chart");
+        }
         assert_eq!(
             chart
                 .matches(&format!("{} / {}: m=", m.workload, m.group))

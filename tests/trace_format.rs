@@ -1161,3 +1161,25 @@ fn context_framing_size_and_graph_nodes_are_bounded() {
         }
     );
 }
+
+/// Decoded structures outgrow their varint encoding several times over: a
+/// legitimate trace whose payload is just under the smallest decode tier
+/// (64 KiB) must still decode (the H200 `wgmma-sweep` golden, 84 routes,
+/// was refused with bincode's `LimitExceeded` before the tier allowed 8x).
+#[test]
+fn payloads_near_the_smallest_decode_tier_still_decode() {
+    let mut checked = 0;
+    for n in (20..400).step_by(20) {
+        let t = testkit::sample_trace(n);
+        let bytes = t.to_bytes().unwrap();
+        let payload = payload_of(&bytes).len();
+        if !(16 << 10..=64 << 10).contains(&payload) {
+            continue;
+        }
+        let back = RecordedGemmTrace::from_bytes(&bytes)
+            .unwrap_or_else(|e| panic!("{n} routes, payload {payload} bytes: {e}"));
+        assert_eq!(back.routes, t.routes);
+        checked += 1;
+    }
+    assert!(checked >= 3, "only {checked} traces fell in 16..64 KiB");
+}

@@ -241,15 +241,17 @@ pub struct AuditOptions {
 impl AuditOptions {
     /// The suite for a backend: the CPU runs the transformer block and the
     /// M-sweep; CUDA adds the tensor-core tile families, the vendor sweep
-    /// and the batch-invariant cuBLASLt route's sweep.
+    /// and the batch-invariant cuBLASLt route's sweep, and on devices that
+    /// run them (compute capability 9.0) the TMA + wgmma families' sweep.
     pub fn for_backend(backend: &Backend) -> AuditOptions {
         let mut o = AuditOptions::default();
-        if matches!(backend, Backend::Cuda(_)) {
-            o.workloads.extend(
-                ["tensor-core-sweep", "vendor-sweep", "batch-invariant"]
-                    .iter()
-                    .filter_map(|n| Workload::builtin(n)),
-            );
+        if let Backend::Cuda(cuda) = backend {
+            let mut names = vec!["tensor-core-sweep", "vendor-sweep", "batch-invariant"];
+            if cuda.wgmma_available().is_ok() {
+                names.push("wgmma-sweep");
+            }
+            o.workloads
+                .extend(names.iter().filter_map(|n| Workload::builtin(n)));
         }
         o
     }

@@ -644,7 +644,8 @@ pub struct AuditArgs {
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(2..=10000))]
     pub control_attempts: u32,
     /// Workloads to audit (built-in names or .toml/.json files); default: transformer-block and
-    /// m-sweep, plus tensor-core-sweep, vendor-sweep and batch-invariant on CUDA.
+    /// m-sweep, plus tensor-core-sweep, vendor-sweep and batch-invariant on CUDA, and
+    /// wgmma-sweep on compute capability 9.0.
     #[arg(long = "workload", value_name = "WORKLOAD")]
     pub workloads: Vec<String>,
     /// Output format.

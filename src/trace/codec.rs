@@ -78,7 +78,10 @@ fn decode_bounded<T: serde::de::DeserializeOwned + serde::Serialize>(
             .map_err(|e| FormatError::Decode(e.to_string()))
     }
     let (value, used) = match payload.len() {
-        n if n <= 0x1_0000 => with::<T, 0x1_0000>(payload),
+        // Decoded structures are larger than their varint encoding
+        // (a route's few hundred bytes become kilobytes of Strings and
+        // Vecs), so even the smallest tier allows 8x.
+        n if n <= 0x1_0000 => with::<T, 0x8_0000>(payload),
         n if n <= 0x10_0000 => with::<T, 0x80_0000>(payload),
         n if n <= 0x100_0000 => with::<T, 0x800_0000>(payload),
         _ => with::<T, { MAX_FILE_BYTES as usize }>(payload),

@@ -331,6 +331,8 @@ impl CpuBackend {
             RouteChoice::SplitKAtomic(s) => CpuKernel::SplitKAtomic(s),
             other @ (RouteChoice::MmaLarge
             | RouteChoice::MmaSmall
+            | RouteChoice::WgmmaLarge
+            | RouteChoice::WgmmaSmall
             | RouteChoice::Cublas
             | RouteChoice::CublasLt
             | RouteChoice::CublasLtInvariant) => {
@@ -637,7 +639,13 @@ mod tests {
                 use RouteChoice::*;
                 if matches!(
                     g.route,
-                    MmaLarge | MmaSmall | Cublas | CublasLt | CublasLtInvariant
+                    MmaLarge
+                        | MmaSmall
+                        | WgmmaLarge
+                        | WgmmaSmall
+                        | Cublas
+                        | CublasLt
+                        | CublasLtInvariant
                 ) {
                     let e = cpu.resolve(&g).unwrap_err().to_string();
                     assert!(e.contains("needs the CUDA backend"), "{e}");

@@ -15,11 +15,17 @@ pub const GEMM_SOURCE: &str = include_str!("../../../kernels/gemm.cu");
 pub const SHA256_SOURCE: &str = include_str!("../../../kernels/sha256.cu");
 /// The fast (NH) chunk hash kernel's source (`kernels/nh128.cu`).
 pub const NH128_SOURCE: &str = include_str!("../../../kernels/nh128.cu");
+/// The Hopper (TMA + wgmma) GEMM kernels' source (`kernels/wgmma.cu`),
+/// compiled into a module of its own for `sm_90a`.
+pub const WGMMA_SOURCE: &str = include_str!("../../../kernels/wgmma.cu");
 
 /// Revision of the dispatcher's thresholds (see [`dispatch`]).
 pub const TUNING_TABLE_REVISION: u32 = 1;
 /// Revision of the kernels' work schedule (tile shapes, thread mapping).
 pub const SCHEDULE_REVISION: u32 = 1;
+/// Revision of how the wgmma kernels' TMA tensor maps are encoded (what
+/// [`TensorMapSpec`] holds and how it is digested).
+pub const TENSOR_MAP_REVISION: u32 = 1;
 
 /// The split-K thresholds are every backend's (see [`crate::backend::common`]),
 /// so the CPU and CUDA dispatchers pick the same contract for the same shape
@@ -48,6 +54,38 @@ pub enum CudaKernel {
     MmaLarge,
     /// `mma.sync` m16n8k16, 64x64 block tiles.
     MmaSmall,
+    /// Hopper TMA + `wgmma.mma_async` m64n256k16, 128x256 block tiles,
+    /// warp-specialised (kernels/wgmma.cu, sm_90a only).
+    WgmmaLarge,
+    /// The same kernel with 128x128 block tiles (m64n128k16).
+    WgmmaSmall,
+}
+
+/// Which NVRTC module holds a kernel family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CudaModule {
+    /// kernels/gemm.cu, compiled for the device's own `sm_XY`.
+    Gemm,
+    /// kernels/wgmma.cu, compiled for `sm_90a` on compute capability 9.0.
+    Wgmma,
+}
+
+impl CudaModule {
+    /// The families the module exports.
+    pub fn families(&self) -> &'static [CudaKernel] {
+        match self {
+            CudaModule::Gemm => &CudaKernel::FAMILIES[..6],
+            CudaModule::Wgmma => &CudaKernel::FAMILIES[6..],
+        }
+    }
+
+    /// The module's source.
+    pub fn source(&self) -> &'static str {
+        match self {
+            CudaModule::Gemm => GEMM_SOURCE,
+            CudaModule::Wgmma => WGMMA_SOURCE,
+        }
+    }
 }
 
 /// How one kernel is launched on one problem.
@@ -65,18 +103,56 @@ pub struct Geometry {
     pub bk: u32,
     /// Threads per block (the product of `block`).
     pub threads: u32,
+    /// Dynamic shared memory per block, in bytes (the wgmma stage ring).
+    pub dynamic_shared_bytes: u32,
+    /// Pipeline stages (shared-memory buffers in flight; 1 when the kernel
+    /// does not pipeline).
+    pub stages: u32,
 }
+
+/// The wgmma kernels' block tile rows and k step (kernels/wgmma.cu `BM`,
+/// `BK`).
+pub const WGMMA_BM: u32 = 128;
+/// See [`WGMMA_BM`].
+pub const WGMMA_BK: u32 = 64;
+/// Shared memory the wgmma stage ring may use (kernels/wgmma.cu
+/// `RING_BYTES`).
+const WGMMA_RING_BYTES: u32 = 192 * 1024;
 
 impl CudaKernel {
     /// Every family (split counts are placeholders).
-    pub const FAMILIES: [CudaKernel; 6] = [
+    pub const FAMILIES: [CudaKernel; 8] = [
         CudaKernel::ScalarFma,
         CudaKernel::Tiled,
         CudaKernel::SplitKFixed(1),
         CudaKernel::SplitKAtomic(1),
         CudaKernel::MmaLarge,
         CudaKernel::MmaSmall,
+        CudaKernel::WgmmaLarge,
+        CudaKernel::WgmmaSmall,
     ];
+
+    /// The module that exports this family.
+    pub fn module(&self) -> CudaModule {
+        if self.is_wgmma() {
+            CudaModule::Wgmma
+        } else {
+            CudaModule::Gemm
+        }
+    }
+
+    /// True for the TMA + wgmma families.
+    pub fn is_wgmma(&self) -> bool {
+        matches!(self, CudaKernel::WgmmaLarge | CudaKernel::WgmmaSmall)
+    }
+
+    /// Output columns of a wgmma block tile (and of its wgmma instruction).
+    fn wgmma_bn(&self) -> u32 {
+        match self {
+            CudaKernel::WgmmaSmall => 128,
+            _ => 256,
+        }
+    }
 
     /// The family part of the symbol.
     pub fn family(&self) -> &'static str {
@@ -87,6 +163,8 @@ impl CudaKernel {
             CudaKernel::SplitKAtomic(_) => "split_k_atomic",
             CudaKernel::MmaLarge => "mma_large",
             CudaKernel::MmaSmall => "mma_small",
+            CudaKernel::WgmmaLarge => "wgmma_256",
+            CudaKernel::WgmmaSmall => "wgmma_128",
         }
     }
 
@@ -95,9 +173,9 @@ impl CudaKernel {
         !self.is_mma() || dtype.is_half()
     }
 
-    /// True for the tensor-core families.
+    /// True for the tensor-core families (mma.sync and wgmma).
     pub fn is_mma(&self) -> bool {
-        matches!(self, CudaKernel::MmaLarge | CudaKernel::MmaSmall)
+        matches!(self, CudaKernel::MmaLarge | CudaKernel::MmaSmall) || self.is_wgmma()
     }
 
     /// The kernel symbol for one op and dtype (`gemm_<family>_<op>_<dtype>`).
@@ -125,7 +203,13 @@ impl CudaKernel {
                 ContractKind::AtomicUnordered,
                 OutputOwnership::AtomicAccumulate,
             ),
-            CudaKernel::MmaLarge | CudaKernel::MmaSmall => (
+            // The wgmma families walk k in the same ascending k16 steps
+            // from +0.0 as the mma.sync ones: the same contract, checked
+            // bit for bit by the audit's contract-parity rows.
+            CudaKernel::MmaLarge
+            | CudaKernel::MmaSmall
+            | CudaKernel::WgmmaLarge
+            | CudaKernel::WgmmaSmall => (
                 ContractKind::TensorCoreTileParity,
                 OutputOwnership::OneOwnerPerTile,
             ),
@@ -134,6 +218,11 @@ impl CudaKernel {
 
     /// Instruction family and shape.
     pub fn instruction(&self) -> (&'static str, &'static str) {
+        match self {
+            CudaKernel::WgmmaLarge => return ("wgmma.mma_async", "m64n256k16"),
+            CudaKernel::WgmmaSmall => return ("wgmma.mma_async", "m64n128k16"),
+            _ => {}
+        }
         if self.is_mma() {
             ("mma.sync", "m16n8k16")
         } else {
@@ -148,6 +237,13 @@ impl CudaKernel {
             CudaKernel::SplitKAtomic(_) => caps.push("global-atomic-add-f32".into()),
             CudaKernel::MmaLarge | CudaKernel::MmaSmall => {
                 caps = vec![format!("mma.sync.m16n8k16.{dtype}")];
+            }
+            CudaKernel::WgmmaLarge | CudaKernel::WgmmaSmall => {
+                caps = vec![
+                    "cp.async.bulk.tensor.2d.tile".to_string(),
+                    "mbarrier.expect_tx".to_string(),
+                    format!("wgmma.mma_async.{}.{dtype}", self.instruction().1),
+                ];
             }
             _ => {}
         }
@@ -182,6 +278,7 @@ impl CudaKernel {
             CudaKernel::Tiled => (64, 64, 16, [16, 16, 1], 1),
             CudaKernel::MmaLarge => (128, 128, 32, [256, 1, 1], 1),
             CudaKernel::MmaSmall => (64, 64, 32, [128, 1, 1], 1),
+            CudaKernel::WgmmaLarge | CudaKernel::WgmmaSmall => return self.wgmma_geometry(shape),
         };
         let gx = tiles(n, tn).max(1);
         let gy = tiles(m, tm).max(1);
@@ -205,7 +302,72 @@ impl CudaKernel {
             },
             bk: bk.min(u32::MAX as u64) as u32,
             threads: block.iter().product(),
+            dynamic_shared_bytes: 0,
+            stages: 1,
         })
+    }
+
+    /// One block per 128 x BN output tile (a 1-D grid: the kernel orders
+    /// tiles itself), three warpgroups, the stage ring in dynamic shared
+    /// memory.
+    fn wgmma_geometry(&self, shape: GemmShape) -> Result<Geometry, String> {
+        let bn = self.wgmma_bn();
+        let tiles = shape.m.div_ceil(WGMMA_BM as u64) * shape.n.div_ceil(bn as u64);
+        if tiles > i32::MAX as u64 {
+            return Err(format!(
+                "{tiles} output tiles exceed CUDA's grid limit (m = {} is too large for this kernel)",
+                shape.m
+            ));
+        }
+        let stage = (WGMMA_BM + bn) * WGMMA_BK * 2;
+        let stages = WGMMA_RING_BYTES / stage;
+        let block = [384, 1, 1];
+        Ok(Geometry {
+            grid: [tiles.max(1) as u32, 1, 1],
+            block,
+            tile: TileShape {
+                m: WGMMA_BM,
+                n: bn,
+                k: WGMMA_BK,
+            },
+            bk: WGMMA_BK,
+            threads: block.iter().product(),
+            // The ring, 1 KiB to align it for the 128-byte swizzle, and a
+            // full and an empty mbarrier per stage.
+            dynamic_shared_bytes: stages * stage + 1024 + 16 * stages,
+            stages,
+        })
+    }
+
+    /// Whether the family can serve `op` on `shape`: the wgmma kernels read
+    /// their operands with TMA, which needs every row stride to be a
+    /// multiple of 16 bytes (8 elements) and no dimension to be empty. The
+    /// error names what fails; other families serve every shape.
+    pub fn serves_shape(&self, op: GemmOp, shape: GemmShape) -> Result<(), String> {
+        if !self.is_wgmma() {
+            return Ok(());
+        }
+        let GemmShape { m, k, n } = shape;
+        if m == 0 || k == 0 || n == 0 {
+            return Err(format!(
+                "{} needs m, k and n of at least 1 (TMA tensor maps cannot be empty), not {m}x{k}x{n}",
+                self.family()
+            ));
+        }
+        let mut strided = vec![("k", k), ("n", n)];
+        if op == GemmOp::Tn {
+            // A is stored k x m: its rows are m elements long.
+            strided.push(("m", m));
+        }
+        for (what, v) in strided {
+            if v % 8 != 0 {
+                return Err(format!(
+                    "{} {op} needs {what} to be a multiple of 8 (TMA row strides are multiples of 16 bytes), not {v}",
+                    self.family()
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The kernel a stored route names: its symbol must be this catalog's
@@ -243,10 +405,11 @@ impl CudaKernel {
         if kernel.splits() != splits {
             return Err(format!("{} is not split {splits} ways", kernel.family()));
         }
+        kernel.serves_shape(route.op, route.shape)?;
         let g = kernel.geometry(route.shape)?;
         if route.launch.grid != g.grid
             || route.launch.block != g.block
-            || route.launch.dynamic_shared_bytes != 0
+            || route.launch.dynamic_shared_bytes != g.dynamic_shared_bytes
             || route.threads != g.threads
         {
             return Err(format!(
@@ -257,6 +420,33 @@ impl CudaKernel {
         if route.strides != strides(route.op, route.shape) {
             return Err("strides differ from the dense layout of the op".into());
         }
+        match (&route.tensor_map, kernel.is_wgmma()) {
+            (None, false) => {}
+            (Some(t), true) => {
+                let want =
+                    tensor_map_digest(&tensor_maps(kernel, route.op, route.dtype, route.shape));
+                if t.digest != want {
+                    return Err(format!(
+                        "tensor-map digest {} is not the {} maps this build encodes ({})",
+                        t.digest.short(),
+                        kernel.family(),
+                        want.short()
+                    ));
+                }
+            }
+            (None, true) => {
+                return Err(format!(
+                    "{} route has no tensor-map identity",
+                    kernel.family()
+                ));
+            }
+            (Some(_), false) => {
+                return Err(format!(
+                    "{} uses no tensor map, but the route records one",
+                    kernel.family()
+                ));
+            }
+        }
         Ok(kernel)
     }
 }
@@ -264,10 +454,11 @@ impl CudaKernel {
 /// Every symbol the GEMM module exports, with what it serves and its
 /// resources digest (from `resources`, keyed by symbol, where known).
 pub fn module_entries(
+    module: CudaModule,
     resources: &std::collections::HashMap<String, Digest>,
 ) -> Vec<crate::identity::SymbolEntry> {
     let mut out = Vec::new();
-    for k in CudaKernel::FAMILIES {
+    for &k in module.families() {
         let (contract, _) = k.contract();
         for op in GemmOp::ALL {
             for dtype in DType::ALL {
@@ -291,10 +482,23 @@ pub fn module_entries(
     out
 }
 
-/// Every symbol the GEMM module exports, sorted.
-pub fn module_symbols() -> Vec<String> {
+/// The most dynamic shared memory any launch of `module`'s kernels asks
+/// for (0 when none needs more than the default).
+pub fn max_dynamic_shared_bytes(module: CudaModule) -> u32 {
+    let any = GemmShape { m: 1, k: 8, n: 8 };
+    module
+        .families()
+        .iter()
+        .filter_map(|k| k.geometry(any).ok())
+        .map(|g| g.dynamic_shared_bytes)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Every symbol `module` exports, sorted.
+pub fn module_symbols(module: CudaModule) -> Vec<String> {
     let mut out = Vec::new();
-    for k in CudaKernel::FAMILIES {
+    for &k in module.families() {
         for op in GemmOp::ALL {
             for dtype in DType::ALL {
                 if k.supports(*dtype) {
@@ -314,6 +518,104 @@ pub fn strides(op: GemmOp, shape: GemmShape) -> GemmStrides {
         ldb: if op == GemmOp::Nt { shape.k } else { shape.n },
         ldc: shape.n,
     }
+}
+
+/// One TMA tensor map as the wgmma kernels read an operand: everything
+/// `cuTensorMapEncodeTiled` is given except the base address (which is a
+/// device address, so neither digested nor recorded). Every map is
+/// two-dimensional, 2-byte elements, element strides 1, no interleave,
+/// 128-byte swizzle, 256-byte L2 promotion and zero fill out of bounds
+/// (rows past m and the k tail read as +0.0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TensorMapSpec {
+    /// `"A"` or `"B"`.
+    pub operand: &'static str,
+    /// Element type (bf16 or f16).
+    pub dtype: DType,
+    /// Extent of the contiguous dimension, then of the strided one, in
+    /// elements.
+    pub dims: [u64; 2],
+    /// Bytes from one row (step of the strided dimension) to the next.
+    pub row_stride_bytes: u64,
+    /// The box one TMA load copies: elements of the contiguous dimension
+    /// (64 = one 128-byte swizzle row), then rows.
+    pub box_dims: [u32; 2],
+}
+
+/// The encoding settings every wgmma tensor map shares (digested with
+/// each map, so a change of them changes every route's tensor-map digest).
+pub const TENSOR_MAP_SETTINGS: [&str; 5] = [
+    "element-strides=1,1",
+    "interleave=none",
+    "swizzle=128B",
+    "l2-promotion=256B",
+    "oob-fill=zero",
+];
+
+/// The two tensor maps (A then B) a wgmma kernel reads on one problem.
+/// A K-major operand (A of nn/nt, B of nt) is loaded as boxes of 64 k x
+/// rows; an MN-major one (A of tn, B of nn/tn) as boxes of 64 m or n x 64 k
+/// (kernels/wgmma.cu issues several per stage).
+pub fn tensor_maps(
+    kernel: CudaKernel,
+    op: GemmOp,
+    dtype: DType,
+    shape: GemmShape,
+) -> [TensorMapSpec; 2] {
+    let GemmShape { m, k, n } = shape;
+    let bytes = 2;
+    let a = if op == GemmOp::Tn {
+        TensorMapSpec {
+            operand: "A",
+            dtype,
+            dims: [m, k],
+            row_stride_bytes: m * bytes,
+            box_dims: [64, 64],
+        }
+    } else {
+        TensorMapSpec {
+            operand: "A",
+            dtype,
+            dims: [k, m],
+            row_stride_bytes: k * bytes,
+            box_dims: [64, WGMMA_BM],
+        }
+    };
+    let b = if op == GemmOp::Nt {
+        TensorMapSpec {
+            operand: "B",
+            dtype,
+            dims: [k, n],
+            row_stride_bytes: k * bytes,
+            box_dims: [64, kernel.wgmma_bn()],
+        }
+    } else {
+        TensorMapSpec {
+            operand: "B",
+            dtype,
+            dims: [n, k],
+            row_stride_bytes: n * bytes,
+            box_dims: [64, 64],
+        }
+    };
+    [a, b]
+}
+
+/// The tensor-map identity of a wgmma route: a digest of both maps'
+/// encoding parameters and [`TENSOR_MAP_SETTINGS`].
+pub fn tensor_map_digest(maps: &[TensorMapSpec; 2]) -> Digest {
+    let mut w = DigestWriter::new("gemm-audit/tensor-map/v1");
+    let settings: Vec<String> = TENSOR_MAP_SETTINGS.iter().map(|s| s.to_string()).collect();
+    w.field("settings", FieldValue::StrList(&settings));
+    for t in maps {
+        w.field("operand", FieldValue::Str(t.operand));
+        w.field("dtype", FieldValue::Str(&t.dtype.to_string()));
+        w.field("dims.0", FieldValue::U64(t.dims[0]));
+        w.field("dims.1", FieldValue::U64(t.dims[1]));
+        w.field("row_stride_bytes", FieldValue::U64(t.row_stride_bytes));
+        w.field("box", FieldValue::U32x3([t.box_dims[0], t.box_dims[1], 1]));
+    }
+    w.finish()
 }
 
 /// Digest of a kernel launch's argument values (device addresses excluded).
@@ -409,7 +711,7 @@ mod tests {
 
     #[test]
     fn symbols_cover_every_family_op_and_dtype() {
-        let s = module_symbols();
+        let s = module_symbols(CudaModule::Gemm);
         // 4 SIMT families x 3 ops x 3 dtypes + 2 mma families x 3 ops x 2 dtypes.
         assert_eq!(s.len(), 36 + 12);
         assert!(s.contains(&"gemm_scalar_fma_nn_f32".to_string()));
@@ -418,9 +720,149 @@ mod tests {
             !s.iter()
                 .any(|x| x.starts_with("gemm_mma") && x.ends_with("f32"))
         );
-        for k in CudaKernel::FAMILIES {
+        for &k in CudaModule::Gemm.families() {
             let entry = format!("gemm_{}_##opname##_##dtname", k.family());
             assert!(GEMM_SOURCE.contains(&entry), "{entry}");
+        }
+        // The wgmma module: 2 tile variants x 3 ops x 2 dtypes, each
+        // instantiated in kernels/wgmma.cu.
+        let w = module_symbols(CudaModule::Wgmma);
+        assert_eq!(w.len(), 12);
+        assert!(w.contains(&"gemm_wgmma_256_tn_bf16".to_string()));
+        assert!(WGMMA_SOURCE.contains("gemm_wgmma_##bn##_##opname##_##dtname"));
+        for bn in ["256", "128"] {
+            for dt in ["f16", "bf16"] {
+                assert!(
+                    WGMMA_SOURCE.contains(&format!("ALL_OPS({bn}, {dt},")),
+                    "{bn} {dt}"
+                );
+            }
+        }
+        assert!(w.iter().all(|x| !s.contains(x)));
+        assert_eq!(
+            CudaModule::Gemm.families().len() + CudaModule::Wgmma.families().len(),
+            CudaKernel::FAMILIES.len()
+        );
+    }
+
+    #[test]
+    fn wgmma_geometry_matches_the_kernel_source() {
+        // The constants the host computes launches from must be the ones
+        // kernels/wgmma.cu is compiled with.
+        for (name, v) in [("BM", WGMMA_BM), ("BK", WGMMA_BK)] {
+            assert!(
+                WGMMA_SOURCE.contains(&format!("#define {name} {v}\n")),
+                "{name}"
+            );
+        }
+        assert!(WGMMA_SOURCE.contains("#define RING_BYTES (192 * 1024)"));
+        assert!(WGMMA_SOURCE.contains("#define THREADS 384"));
+        let s = GemmShape {
+            m: 1000,
+            k: 4096,
+            n: 520,
+        };
+        let large = CudaKernel::WgmmaLarge.geometry(s).unwrap();
+        // 8 row tiles x 3 column tiles of 256, one block each.
+        assert_eq!(large.grid, [8 * 3, 1, 1]);
+        assert_eq!(large.block, [384, 1, 1]);
+        assert_eq!((large.tile.m, large.tile.n, large.tile.k), (128, 256, 64));
+        // 4 stages of 48 KiB + alignment slack + barriers, under 227 KiB.
+        assert_eq!(large.stages, 4);
+        assert_eq!(large.dynamic_shared_bytes, 4 * 49152 + 1024 + 64);
+        let small = CudaKernel::WgmmaSmall.geometry(s).unwrap();
+        assert_eq!(small.grid, [8 * 5, 1, 1]);
+        assert_eq!(small.stages, 6);
+        assert!(small.dynamic_shared_bytes <= 227 * 1024);
+        assert_eq!(max_dynamic_shared_bytes(CudaModule::Gemm), 0);
+        assert_eq!(
+            max_dynamic_shared_bytes(CudaModule::Wgmma),
+            large.dynamic_shared_bytes.max(small.dynamic_shared_bytes)
+        );
+    }
+
+    #[test]
+    fn wgmma_refuses_what_tma_cannot_read() {
+        let k = CudaKernel::WgmmaLarge;
+        let ok = GemmShape {
+            m: 3,
+            k: 4096,
+            n: 4096,
+        };
+        assert!(k.serves_shape(GemmOp::Nn, ok).is_ok());
+        assert!(k.serves_shape(GemmOp::Nt, ok).is_ok());
+        // TN's A is m-contiguous: m = 3 gives 6-byte rows.
+        let e = k.serves_shape(GemmOp::Tn, ok).unwrap_err();
+        assert!(e.contains("m to be a multiple of 8"), "{e}");
+        let e = k
+            .serves_shape(
+                GemmOp::Nn,
+                GemmShape {
+                    m: 8,
+                    k: 100,
+                    n: 64,
+                },
+            )
+            .unwrap_err();
+        assert!(
+            e.contains("k to be a multiple of 8") && e.ends_with("not 100"),
+            "{e}"
+        );
+        let e = k
+            .serves_shape(GemmOp::Nt, GemmShape { m: 8, k: 64, n: 12 })
+            .unwrap_err();
+        assert!(e.contains("n to be a multiple of 8"), "{e}");
+        let e = k
+            .serves_shape(GemmOp::Nn, GemmShape { m: 0, k: 64, n: 64 })
+            .unwrap_err();
+        assert!(e.contains("at least 1"), "{e}");
+        // The other families serve any shape.
+        assert!(CudaKernel::MmaLarge.serves_shape(GemmOp::Tn, ok).is_ok());
+        assert!(!k.supports(DType::F32) && k.supports(DType::Bf16));
+    }
+
+    #[test]
+    fn tensor_maps_describe_the_dense_operands() {
+        let s = GemmShape {
+            m: 200,
+            k: 136,
+            n: 264,
+        };
+        let [a, b] = tensor_maps(CudaKernel::WgmmaLarge, GemmOp::Nn, DType::Bf16, s);
+        assert_eq!(
+            (a.dims, a.row_stride_bytes, a.box_dims),
+            ([136, 200], 272, [64, 128])
+        );
+        assert_eq!(
+            (b.dims, b.row_stride_bytes, b.box_dims),
+            ([264, 136], 528, [64, 64])
+        );
+        let [a, _] = tensor_maps(CudaKernel::WgmmaLarge, GemmOp::Tn, DType::Bf16, s);
+        assert_eq!(
+            (a.dims, a.row_stride_bytes, a.box_dims),
+            ([200, 136], 400, [64, 64])
+        );
+        let [_, b] = tensor_maps(CudaKernel::WgmmaSmall, GemmOp::Nt, DType::F16, s);
+        assert_eq!(
+            (b.dims, b.row_stride_bytes, b.box_dims),
+            ([136, 264], 272, [64, 128])
+        );
+        // The digest follows every parameter: shape, op, dtype, variant.
+        let d = |k, op, dt, s| tensor_map_digest(&tensor_maps(k, op, dt, s));
+        let base = d(CudaKernel::WgmmaLarge, GemmOp::Nn, DType::Bf16, s);
+        assert_eq!(base, d(CudaKernel::WgmmaLarge, GemmOp::Nn, DType::Bf16, s));
+        for other in [
+            d(
+                CudaKernel::WgmmaLarge,
+                GemmOp::Nn,
+                DType::Bf16,
+                GemmShape { m: 208, ..s },
+            ),
+            d(CudaKernel::WgmmaLarge, GemmOp::Nt, DType::Bf16, s),
+            d(CudaKernel::WgmmaLarge, GemmOp::Nn, DType::F16, s),
+            d(CudaKernel::WgmmaSmall, GemmOp::Nt, DType::Bf16, s),
+        ] {
+            assert_ne!(base, other);
         }
     }
 
@@ -433,8 +875,11 @@ mod tests {
         };
         for k in CudaKernel::FAMILIES {
             let g = k.geometry(shape).unwrap();
+            // The wgmma kernels number their tiles along one grid axis.
+            let tiles = g.grid[0] as u64 * g.grid[1] as u64;
+            let needed = shape.n.div_ceil(g.tile.n as u64) * shape.m.div_ceil(g.tile.m as u64);
+            assert!(tiles >= needed, "{}", k.family());
             assert!(g.grid[0] as u64 * g.tile.n as u64 >= shape.n);
-            assert!(g.grid[1] as u64 * g.tile.m as u64 >= shape.m);
             assert_eq!(g.threads, g.block.iter().product::<u32>());
         }
         assert!(

@@ -107,6 +107,13 @@ impl CudaBackend {
         &self.shared.arch
     }
 
+    /// Whether the TMA + wgmma kernel families (`wgmma-large`,
+    /// `wgmma-small`) run here; the error says why not (not a compute
+    /// capability 9.0 device, or NVRTC could not build them).
+    pub fn wgmma_available(&self) -> std::result::Result<(), String> {
+        self.shared.wgmma.as_ref().map(|_| ()).map_err(Clone::clone)
+    }
+
     /// Runs one route eagerly on inputs seeded by `seed` (the CPU backend's
     /// seeding); returns the output storage bytes.
     pub fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {
@@ -336,6 +343,11 @@ pub(super) fn context_of(shared: &Shared, policy: GemmPolicy) -> GemmRouteIdenti
     if let Some(l) = &shared.vendor.cublaslt {
         modules.push(l.module.clone());
     }
+    // Last, so that a trace recorded before this module existed differs
+    // from the live context by one module, not by a shifted list.
+    if let Ok(m) = &shared.wgmma {
+        modules.push(m.identity.clone());
+    }
     GemmRouteIdentity::new(
         policy,
         modules,
@@ -343,7 +355,7 @@ pub(super) fn context_of(shared: &Shared, policy: GemmPolicy) -> GemmRouteIdenti
         Revisions {
             tuning_table: catalog::TUNING_TABLE_REVISION,
             schedule: catalog::SCHEDULE_REVISION,
-            tensor_map: 0,
+            tensor_map: catalog::TENSOR_MAP_REVISION,
         },
     )
 }

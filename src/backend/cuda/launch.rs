@@ -6,6 +6,7 @@
 use super::catalog::{CudaKernel, Geometry};
 use super::error::{CudaError, cuda_err, drv};
 use super::shared::Shared;
+use super::tma::{self, TensorMapArg};
 use super::vendor::{Api, Handles, LtSelection, VendorCall};
 use crate::backend::common;
 use crate::backend::cpu::kernels::Problem;
@@ -14,7 +15,7 @@ use crate::route::{GemmShape, PhysicalBackend, ResolvedGemmRoute};
 use crate::trace::OutputFingerprint;
 use cudarc::driver::sys;
 use cudarc::driver::{
-    CudaEvent, CudaFunction, CudaGraph as RawGraph, CudaSlice, CudaStream,
+    CudaEvent, CudaFunction, CudaGraph as RawGraph, CudaSlice, CudaStream, DevicePtr,
     LaunchConfig as CuLaunch, PushKernelArg,
 };
 use std::sync::Arc;
@@ -26,6 +27,14 @@ pub(super) enum Target {
         kernel: CudaKernel,
         func: CudaFunction,
         geometry: Geometry,
+    },
+    /// A wgmma kernel: its function, geometry and the tensor maps (A, B)
+    /// encoded over this launch's operand buffers.
+    Wgmma {
+        kernel: CudaKernel,
+        func: CudaFunction,
+        geometry: Geometry,
+        maps: Box<[TensorMapArg; 2]>,
     },
     Vendor(Box<VendorCall>),
 }
@@ -154,15 +163,18 @@ impl Prepared {
             }
             let kernel = CudaKernel::from_route(route)
                 .map_err(|e| cuda_err(format!("route {:?}: {e}", route.gemm)))?;
-            if route.artifact_digest != sh.gemm.identity.digest {
+            let module = sh
+                .module_of(kernel)
+                .map_err(|e| cuda_err(format!("route {:?}: {e}", route.gemm)))?;
+            if route.artifact_digest != module.identity.digest {
                 return Err(cuda_err(format!(
                     "route {:?}: artifact {} is not the loaded module {}",
                     route.gemm,
                     route.artifact_digest.short(),
-                    sh.gemm.identity.digest.short()
+                    module.identity.digest.short()
                 )));
             }
-            let (func, _) = sh.gemm.function(&route.kernel_symbol)?;
+            let (func, _) = module.function(&route.kernel_symbol)?;
             let geometry = kernel
                 .geometry(shape)
                 .map_err(|e| cuda_err(format!("route {:?}: {e}", route.gemm)))?;
@@ -191,6 +203,32 @@ impl Prepared {
         };
         let a = upload(&a)?;
         let b = upload(&b)?;
+        // The wgmma kernels read A and B through tensor maps over exactly
+        // these buffers (the specs are what the route's digest covers).
+        let target = match target {
+            Target::Nvrtc {
+                kernel,
+                func,
+                geometry,
+            } if kernel.is_wgmma() => {
+                let [sa, sb] = super::catalog::tensor_maps(kernel, route.op, route.dtype, shape);
+                let (pa, _ra) = a.device_ptr(&sh.stream);
+                let (pb, _rb) = b.device_ptr(&sh.stream);
+                let maps = Box::new([
+                    tma::encode(&sa, pa)
+                        .map_err(|e| e.context(format_args!("route {:?}", route.gemm)))?,
+                    tma::encode(&sb, pb)
+                        .map_err(|e| e.context(format_args!("route {:?}", route.gemm)))?,
+                ]);
+                Target::Wgmma {
+                    kernel,
+                    func,
+                    geometry,
+                    maps,
+                }
+            }
+            other => other,
+        };
         let out_bytes = (m * n) as usize * common::element_size(route.dtype);
         let c = sh
             .stream
@@ -281,6 +319,38 @@ impl Prepared {
                 // A, B and C hold the dense operands of `shape` for the route's op
                 // and dtype, scratch m*n f32 and counters one u32 per block tile,
                 // so every index the kernel computes is in bounds.
+                unsafe { lb.launch(cfg) }
+                    .map(|_| ())
+                    .map_err(|e| CudaError::new(format!("launching {}", kernel.family()), e).into())
+            }
+            Target::Wgmma {
+                kernel,
+                func,
+                geometry,
+                maps,
+            } => {
+                let (m, k, n) = (shape.m as u32, shape.k as u32, shape.n as u32);
+                let cfg = CuLaunch {
+                    grid_dim: (geometry.grid[0], geometry.grid[1], geometry.grid[2]),
+                    block_dim: (geometry.block[0], geometry.block[1], geometry.block[2]),
+                    shared_mem_bytes: geometry.dynamic_shared_bytes,
+                };
+                let _ = (a, b);
+                let mut lb = stream.launch_builder(func);
+                lb.arg(&maps[0])
+                    .arg(&maps[1])
+                    .arg(&mut *c)
+                    .arg(&m)
+                    .arg(&k)
+                    .arg(&n);
+                // SAFETY: the argument list matches the kernel's signature in
+                // kernels/wgmma.cu (tensor maps of A and B, C, m, k, n); the
+                // maps were encoded over this launch's A and B buffers, which
+                // live as long as it does, with the dims of `shape` (TMA
+                // zero-fills reads past them); C holds m*n elements and the
+                // kernel bounds-checks every store. The function was allowed
+                // the dynamic shared memory the geometry asks for when the
+                // module was loaded.
                 unsafe { lb.launch(cfg) }
                     .map(|_| ())
                     .map_err(|e| CudaError::new(format!("launching {}", kernel.family()), e).into())

@@ -47,6 +47,8 @@ mod shared;
 #[cfg(feature = "cuda")]
 mod timing;
 #[cfg(feature = "cuda")]
+mod tma;
+#[cfg(feature = "cuda")]
 mod vendor;
 
 #[cfg(feature = "cuda")]

@@ -21,23 +21,35 @@ pub(crate) struct LoadedModule {
 }
 
 impl LoadedModule {
-    /// Loads `cubin` into `ctx` and looks up every one of `symbols`.
+    /// Loads `cubin` (compiled from `which`'s source) into `ctx` and looks
+    /// up every symbol the module exports. Functions that need more than
+    /// the default 48 KiB of dynamic shared memory (the wgmma stage ring)
+    /// are allowed the most any of their launches asks for.
     pub fn load(
         ctx: &Arc<CudaContext>,
+        which: catalog::CudaModule,
         cubin: Vec<u8>,
-        symbols: &[String],
         compiler: &CompilerIdentity,
         arch: &str,
     ) -> std::result::Result<LoadedModule, CudaError> {
+        let symbols = catalog::module_symbols(which);
         let digest = Digest::sha256(&cubin);
         let module = ctx
             .load_module(Ptx::from_binary(cubin))
             .map_err(CudaError::with("loading the cubin"))?;
         let mut functions = HashMap::new();
-        for s in symbols {
+        let max_shared = catalog::max_dynamic_shared_bytes(which);
+        for s in &symbols {
             let f = module
                 .load_function(s)
                 .map_err(|e| CudaError::new(format!("kernel {s} is missing from the module"), e))?;
+            if max_shared > 0 {
+                f.set_attribute(
+                    cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    max_shared as i32,
+                )
+                .map_err(|e| CudaError::new(format!("allowing {s} {max_shared} bytes of shared memory"), e))?;
+            }
             let resources = resources_digest(s, &f)?;
             functions.insert(s.clone(), (f, resources));
         }
@@ -52,7 +64,7 @@ impl LoadedModule {
                 digest,
                 compiler.clone(),
                 arch,
-                catalog::module_entries(&resources),
+                catalog::module_entries(which, &resources),
             ),
             functions,
             _module: module,

@@ -15,7 +15,7 @@ use crate::physical::{NodeKind, PhysicalNode};
 use crate::policy::PolicyMode;
 use crate::route::{
     DType, GemmOp, GemmShape, LaunchConfig, ModuleKind, NumericContract, OperandConversion,
-    OutputOwnership, PhysicalBackend, ResolvedGemmRoute, TileShape,
+    OutputOwnership, PhysicalBackend, ResolvedGemmRoute, TensorMapIdentity, TileShape,
 };
 use crate::workload::{GemmSpec, RouteChoice};
 
@@ -41,6 +41,8 @@ impl CudaBackend {
             RouteChoice::SplitKAtomic(s) => CudaKernel::SplitKAtomic(s),
             RouteChoice::MmaLarge => CudaKernel::MmaLarge,
             RouteChoice::MmaSmall => CudaKernel::MmaSmall,
+            RouteChoice::WgmmaLarge => CudaKernel::WgmmaLarge,
+            RouteChoice::WgmmaSmall => CudaKernel::WgmmaSmall,
             RouteChoice::Cublas => {
                 return self.resolve_vendor(spec, shape, Api::Blas, LtSelection::Heuristic);
             }
@@ -69,11 +71,18 @@ impl CudaBackend {
         shape: GemmShape,
         kernel: CudaKernel,
     ) -> Result<ResolvedGemmRoute> {
+        let module = self
+            .shared
+            .module_of(kernel)
+            .map_err(|e| cuda_err(format!("GEMM {gemm:?}: {e}")))?;
+        kernel
+            .serves_shape(op, shape)
+            .map_err(|e| cuda_err(format!("GEMM {gemm:?}: {e}")))?;
         let g: Geometry = kernel
             .geometry(shape)
             .map_err(|e| cuda_err(format!("GEMM {gemm:?}: {e}")))?;
         let symbol = kernel.symbol(op, dtype);
-        let (_, resources) = self.shared.gemm.function(&symbol)?;
+        let (_, resources) = module.function(&symbol)?;
         let strides = catalog::strides(op, shape);
         let (kind, ownership) = kernel.contract();
         let (family, ishape) = kernel.instruction();
@@ -93,21 +102,21 @@ impl CudaBackend {
             output_ownership: ownership,
             kernel_symbol: symbol.clone(),
             module_kind: ModuleKind::Nvrtc,
-            compilation_target: self.shared.arch.clone(),
-            artifact_digest: self.shared.gemm.identity.digest,
-            compiler: self.shared.compiler.clone(),
+            compilation_target: module.identity.target.clone(),
+            artifact_digest: module.identity.digest,
+            compiler: module.identity.compiler.clone(),
             device: self.shared.device.clone(),
             device_capabilities: kernel.capabilities(dtype),
             shape,
             strides,
             tile: g.tile,
             bk: g.bk,
-            stages: 1,
+            stages: g.stages,
             threads: g.threads,
             launch: LaunchConfig {
                 grid: g.grid,
                 block: g.block,
-                dynamic_shared_bytes: 0,
+                dynamic_shared_bytes: g.dynamic_shared_bytes,
                 arguments_digest: catalog::arguments_digest(
                     &symbol,
                     shape,
@@ -115,7 +124,10 @@ impl CudaBackend {
                     kernel.splits(),
                 ),
             },
-            tensor_map: None,
+            tensor_map: kernel.is_wgmma().then(|| TensorMapIdentity {
+                revision: catalog::TENSOR_MAP_REVISION,
+                digest: catalog::tensor_map_digest(&catalog::tensor_maps(kernel, op, dtype, shape)),
+            }),
             resources_digest: *resources,
             tuning_table_revision: catalog::TUNING_TABLE_REVISION,
             schedule_revision: catalog::SCHEDULE_REVISION,

@@ -29,9 +29,11 @@ pub(crate) struct Shared {
     /// Serializes work on `stream` across backends and threads.
     lock: Mutex<()>,
     pub gemm: LoadedModule,
+    /// The TMA + wgmma module (compute capability 9.0 only), or why this
+    /// device has none.
+    pub wgmma: Result<LoadedModule, String>,
     /// The SHA-256 chunk kernel, loaded into `ctx`.
     pub fingerprinter: DeviceFingerprinter,
-    pub compiler: CompilerIdentity,
     pub device: DeviceIdentity,
     pub arch: String,
     pub volatile: VolatileMetadata,
@@ -99,7 +101,8 @@ impl Shared {
             source_digest: Digest::sha256(catalog::GEMM_SOURCE.as_bytes()),
         };
         let cubin = nvrtc::compile_cubin(catalog::GEMM_SOURCE, "gemm.cu", &options)?;
-        let gemm = LoadedModule::load(&ctx, cubin, &catalog::module_symbols(), &compiler, &arch)?;
+        let gemm = LoadedModule::load(&ctx, catalog::CudaModule::Gemm, cubin, &compiler, &arch)?;
+        let wgmma = load_wgmma(&ctx, &arch, &compiler.version);
         let fingerprinter = DeviceFingerprinter::compile(&ctx, &options)?;
         let vendor = Vendor::probe(&arch);
         volatile.insert(
@@ -119,14 +122,56 @@ impl Shared {
             stream,
             lock: Mutex::new(()),
             gemm,
+            wgmma,
             fingerprinter,
-            compiler,
             device,
             arch,
             volatile,
             vendor,
         })
     }
+}
+
+impl Shared {
+    /// The loaded module that exports `kernel`'s family; the error says
+    /// why this device has none.
+    pub fn module_of(&self, kernel: catalog::CudaKernel) -> Result<&LoadedModule, String> {
+        match kernel.module() {
+            catalog::CudaModule::Gemm => Ok(&self.gemm),
+            catalog::CudaModule::Wgmma => self
+                .wgmma
+                .as_ref()
+                .map_err(|why| format!("{} is unavailable: {why}", kernel.family())),
+        }
+    }
+}
+
+/// The wgmma module, built for `sm_90a` (the architecture-specific target
+/// that wgmma and `setmaxnreg` need) on compute capability 9.0 devices. Any
+/// other device, or an NVRTC that cannot build it, gets the reason instead:
+/// the routes that need it are then refused with that reason.
+fn load_wgmma(
+    ctx: &Arc<CudaContext>,
+    arch: &str,
+    nvrtc_version: &str,
+) -> Result<LoadedModule, String> {
+    if arch != "sm_90" {
+        return Err(format!(
+            "TMA + wgmma kernels need a compute capability 9.0 (Hopper) device; this one is {arch}"
+        ));
+    }
+    let target = "sm_90a";
+    let options = catalog::compile_options(target);
+    let compiler = CompilerIdentity {
+        name: "nvrtc".into(),
+        version: nvrtc_version.to_string(),
+        options_digest: catalog::options_digest(&options),
+        source_digest: Digest::sha256(catalog::WGMMA_SOURCE.as_bytes()),
+    };
+    let cubin = nvrtc::compile_cubin(catalog::WGMMA_SOURCE, "wgmma.cu", &options)
+        .map_err(|e| e.to_string())?;
+    LoadedModule::load(ctx, catalog::CudaModule::Wgmma, cubin, &compiler, target)
+        .map_err(|e| e.to_string())
 }
 
 /// How many CUDA devices the driver reports. An error says what is missing

@@ -63,6 +63,11 @@ impl CudaBackend {
         match self.0 {}
     }
 
+    /// Whether the TMA + wgmma kernel families run here (never: no CUDA).
+    pub fn wgmma_available(&self) -> std::result::Result<(), String> {
+        match self.0 {}
+    }
+
     /// Per-card facts for the trace, never compared (unreachable).
     pub fn volatile(&self) -> VolatileMetadata {
         match self.0 {}
