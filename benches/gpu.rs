@@ -461,6 +461,30 @@ fn time_routes(
     Ok((timings, stats))
 }
 
+/// Refuses to time `candidate` unless its output equals `reference`'s bit
+/// for bit on the bench's inputs (a wgmma kernel against `mma_large`, the
+/// other kernel of its contract): a fast wrong kernel is not a result.
+fn validate_bitwise(
+    gpu: &Gpu,
+    candidate: &ResolvedGemmRoute,
+    reference: &ResolvedGemmRoute,
+) -> Res<()> {
+    let run = |r: &ResolvedGemmRoute| {
+        gpu.det
+            .run(r, SEED)
+            .map_err(|e| format!("validating {}: {e}", r.gemm))
+    };
+    let (c, r) = (run(candidate)?, run(reference)?);
+    if c != r {
+        let differing = c.chunks(2).zip(r.chunks(2)).filter(|(x, y)| x != y).count();
+        return Err(format!(
+            "{} differs from {} in {differing} elements: not timed",
+            candidate.kernel_symbol, reference.kernel_symbol
+        ));
+    }
+    Ok(())
+}
+
 /// One determinism-tax case: a dtype and cube size, the kernel families
 /// (those also run with `--quick` and those only in a full run) and the
 /// vendor baselines.
@@ -593,6 +617,16 @@ fn bench_tax(gpu: &Gpu, cfg: &Config, case: &TaxCase) -> Res<Report> {
             }
             Err(e) => return Err(format!("route {label} {dtype} {size}^3: {e}")),
         };
+        if k.is_wgmma() {
+            let reference = gpu
+                .det
+                .nvrtc_route("mma_large", GemmOp::Nn, dtype, shape, CudaKernel::MmaLarge)
+                .map_err(|e| format!("route mma_large {dtype} {size}^3: {e}"))?;
+            validate_bitwise(gpu, &r, &reference)?;
+            summary.push(format!(
+                "tax {dtype} {size}^3 {label}: output bit-identical to mma_large (checked before timing)"
+            ));
+        }
         labels.push(label);
         routes.push(r);
         families += 1;
@@ -763,8 +797,16 @@ fn bench_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
                 }
             }
         }
+        // wgmma-large (column 3) must equal mma-large (column 4) bit for
+        // bit before either is timed.
+        if let (Some(w), Some(m_ref)) = (row[3], row[4]) {
+            validate_bitwise(gpu, &routes[w], &routes[m_ref])?;
+        }
         cells.push(row);
     }
+    summary.push(
+        "by-m: every wgmma-large output checked bit-identical to mma-large before timing".into(),
+    );
     let (_, stats) = time_routes(gpu, cfg, &routes, "by m")?;
     let mut header = vec!["bf16 k=n=4096".to_string()];
     header.extend(columns.iter().map(|(l, _)| format!("{l} TFLOP/s")));
