@@ -743,6 +743,10 @@ mod tests {
             CudaModule::Gemm.families().len() + CudaModule::Wgmma.families().len(),
             CudaKernel::FAMILIES.len()
         );
+        // Each module's slice of the families holds exactly its own.
+        for m in [CudaModule::Gemm, CudaModule::Wgmma] {
+            assert!(m.families().iter().all(|k| k.module() == m), "{m:?}");
+        }
     }
 
     #[test]
