@@ -86,6 +86,14 @@ impl CudaModule {
             CudaModule::Wgmma => WGMMA_SOURCE,
         }
     }
+
+    /// The source's file name (under `kernels/`), as NVRTC reports it.
+    pub fn file_name(&self) -> &'static str {
+        match self {
+            CudaModule::Gemm => "gemm.cu",
+            CudaModule::Wgmma => "wgmma.cu",
+        }
+    }
 }
 
 /// How one kernel is launched on one problem.
@@ -563,40 +571,23 @@ pub fn tensor_maps(
     shape: GemmShape,
 ) -> [TensorMapSpec; 2] {
     let GemmShape { m, k, n } = shape;
-    let bytes = 2;
+    // Dense row-major storage: a row is the contiguous dimension's extent.
+    let map = |operand, dims: [u64; 2], box_dims| TensorMapSpec {
+        operand,
+        dtype,
+        dims,
+        row_stride_bytes: dims[0] * 2,
+        box_dims,
+    };
     let a = if op == GemmOp::Tn {
-        TensorMapSpec {
-            operand: "A",
-            dtype,
-            dims: [m, k],
-            row_stride_bytes: m * bytes,
-            box_dims: [64, 64],
-        }
+        map("A", [m, k], [64, 64])
     } else {
-        TensorMapSpec {
-            operand: "A",
-            dtype,
-            dims: [k, m],
-            row_stride_bytes: k * bytes,
-            box_dims: [64, WGMMA_BM],
-        }
+        map("A", [k, m], [64, WGMMA_BM])
     };
     let b = if op == GemmOp::Nt {
-        TensorMapSpec {
-            operand: "B",
-            dtype,
-            dims: [k, n],
-            row_stride_bytes: k * bytes,
-            box_dims: [64, kernel.wgmma_bn()],
-        }
+        map("B", [k, n], [64, kernel.wgmma_bn()])
     } else {
-        TensorMapSpec {
-            operand: "B",
-            dtype,
-            dims: [n, k],
-            row_stride_bytes: n * bytes,
-            box_dims: [64, 64],
-        }
+        map("B", [n, k], [64, 64])
     };
     [a, b]
 }
@@ -706,6 +697,30 @@ mod tests {
             }
         }
         assert!(checked > 50, "{checked}");
+    }
+
+    /// Every wgmma route of the H200 golden carries the tensor-map digest
+    /// and launch geometry this build computes from its op, dtype and shape.
+    #[test]
+    fn wgmma_routes_of_the_h200_golden_match_this_catalog() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("traces/nvidia-h200/wgmma-sweep.gat");
+        let t = crate::RecordedGemmTrace::read(&path).unwrap();
+        let mut checked = 0;
+        for r in &t.routes {
+            let kernel = CudaKernel::from_route(r).unwrap_or_else(|e| panic!("{}: {e}", r.gemm));
+            if kernel.is_wgmma() {
+                let want = tensor_map_digest(&tensor_maps(kernel, r.op, r.dtype, r.shape));
+                assert_eq!(
+                    r.tensor_map.as_ref().map(|t| t.digest),
+                    Some(want),
+                    "{}",
+                    r.gemm
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked >= 60, "{checked}");
     }
     use super::*;
 

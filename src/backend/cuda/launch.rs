@@ -27,14 +27,10 @@ pub(super) enum Target {
         kernel: CudaKernel,
         func: CudaFunction,
         geometry: Geometry,
-    },
-    /// A wgmma kernel: its function, geometry and the tensor maps (A, B)
-    /// encoded over this launch's operand buffers.
-    Wgmma {
-        kernel: CudaKernel,
-        func: CudaFunction,
-        geometry: Geometry,
-        maps: Box<[TensorMapArg; 2]>,
+        /// A wgmma kernel's tensor maps (A, B), encoded over this launch's
+        /// operand buffers once they are uploaded; the kernel takes them
+        /// in place of the A and B pointers.
+        maps: Option<Box<[TensorMapArg; 2]>>,
     },
     Vendor(Box<VendorCall>),
 }
@@ -182,6 +178,7 @@ impl Prepared {
                 kernel,
                 func: func.clone(),
                 geometry,
+                maps: None,
             }
         };
         let problem = Problem {
@@ -205,30 +202,19 @@ impl Prepared {
         let b = upload(&b)?;
         // The wgmma kernels read A and B through tensor maps over exactly
         // these buffers (the specs are what the route's digest covers).
-        let target = match target {
-            Target::Nvrtc {
-                kernel,
-                func,
-                geometry,
-            } if kernel.is_wgmma() => {
-                let [sa, sb] = super::catalog::tensor_maps(kernel, route.op, route.dtype, shape);
+        let mut target = target;
+        if let Target::Nvrtc { kernel, maps, .. } = &mut target {
+            if kernel.is_wgmma() {
+                let [sa, sb] = super::catalog::tensor_maps(*kernel, route.op, route.dtype, shape);
                 let (pa, _ra) = a.device_ptr(&sh.stream);
                 let (pb, _rb) = b.device_ptr(&sh.stream);
-                let maps = Box::new([
-                    tma::encode(&sa, pa)
-                        .map_err(|e| e.context(format_args!("route {:?}", route.gemm)))?,
-                    tma::encode(&sb, pb)
-                        .map_err(|e| e.context(format_args!("route {:?}", route.gemm)))?,
-                ]);
-                Target::Wgmma {
-                    kernel,
-                    func,
-                    geometry,
-                    maps,
-                }
+                let encode = |spec, base| {
+                    tma::encode(spec, base)
+                        .map_err(|e| e.context(format_args!("route {:?}", route.gemm)))
+                };
+                *maps = Some(Box::new([encode(&sa, pa)?, encode(&sb, pb)?]));
             }
-            other => other,
-        };
+        }
         let out_bytes = (m * n) as usize * common::element_size(route.dtype);
         let c = sh
             .stream
@@ -291,16 +277,24 @@ impl Prepared {
                 kernel,
                 func,
                 geometry,
+                maps,
             } => {
                 let (m, k, n) = (shape.m as u32, shape.k as u32, shape.n as u32);
                 let splits = kernel.splits();
                 let cfg = CuLaunch {
                     grid_dim: (geometry.grid[0], geometry.grid[1], geometry.grid[2]),
                     block_dim: (geometry.block[0], geometry.block[1], geometry.block[2]),
-                    shared_mem_bytes: 0,
+                    shared_mem_bytes: geometry.dynamic_shared_bytes,
                 };
                 let mut lb = stream.launch_builder(func);
-                lb.arg(&*a).arg(&*b).arg(&mut *c).arg(&m).arg(&k).arg(&n);
+                match (kernel.is_wgmma(), maps.as_deref()) {
+                    (false, _) => lb.arg(&*a).arg(&*b),
+                    (true, Some([ma, mb])) => lb.arg(ma).arg(mb),
+                    (true, None) => {
+                        return Err(cuda_err("wgmma launch without its tensor maps"));
+                    }
+                };
+                lb.arg(&mut *c).arg(&m).arg(&k).arg(&n);
                 match (*kernel, scratch.as_mut()) {
                     (CudaKernel::SplitKFixed(_), _) => {
                         lb.arg(&splits);
@@ -314,43 +308,18 @@ impl Prepared {
                     _ => {}
                 }
                 let _ = sh;
-                // SAFETY: the argument list matches the kernel's signature in
-                // kernels/gemm.cu (A, B, C, m, k, n[, scratch, counters][, splits]);
-                // A, B and C hold the dense operands of `shape` for the route's op
-                // and dtype, scratch m*n f32 and counters one u32 per block tile,
-                // so every index the kernel computes is in bounds.
-                unsafe { lb.launch(cfg) }
-                    .map(|_| ())
-                    .map_err(|e| CudaError::new(format!("launching {}", kernel.family()), e).into())
-            }
-            Target::Wgmma {
-                kernel,
-                func,
-                geometry,
-                maps,
-            } => {
-                let (m, k, n) = (shape.m as u32, shape.k as u32, shape.n as u32);
-                let cfg = CuLaunch {
-                    grid_dim: (geometry.grid[0], geometry.grid[1], geometry.grid[2]),
-                    block_dim: (geometry.block[0], geometry.block[1], geometry.block[2]),
-                    shared_mem_bytes: geometry.dynamic_shared_bytes,
-                };
-                let _ = (a, b);
-                let mut lb = stream.launch_builder(func);
-                lb.arg(&maps[0])
-                    .arg(&maps[1])
-                    .arg(&mut *c)
-                    .arg(&m)
-                    .arg(&k)
-                    .arg(&n);
-                // SAFETY: the argument list matches the kernel's signature in
-                // kernels/wgmma.cu (tensor maps of A and B, C, m, k, n); the
-                // maps were encoded over this launch's A and B buffers, which
-                // live as long as it does, with the dims of `shape` (TMA
-                // zero-fills reads past them); C holds m*n elements and the
-                // kernel bounds-checks every store. The function was allowed
-                // the dynamic shared memory the geometry asks for when the
-                // module was loaded.
+                // SAFETY: the argument list matches the kernel's signature:
+                // kernels/gemm.cu (A, B, C, m, k, n[, scratch, counters][, splits])
+                // or kernels/wgmma.cu (tensor maps of A and B, C, m, k, n).
+                // A, B and C hold the dense operands of `shape` for the
+                // route's op and dtype, scratch m*n f32 and counters one u32
+                // per block tile, so every index the kernel computes is in
+                // bounds; the tensor maps were encoded over this launch's A
+                // and B, which live as long as it does, with the dims of
+                // `shape` (TMA zero-fills reads past them), and the wgmma
+                // kernels bounds-check every store. A function that needs
+                // dynamic shared memory was allowed the geometry's amount when
+                // its module was loaded.
                 unsafe { lb.launch(cfg) }
                     .map(|_| ())
                     .map_err(|e| CudaError::new(format!("launching {}", kernel.family()), e).into())

@@ -3,6 +3,7 @@
 
 use super::catalog;
 use super::error::{CudaError, cuda_err};
+use super::nvrtc;
 use crate::digest::{Digest, DigestWriter, FieldValue};
 use crate::error::Result;
 use crate::identity::{CompilerIdentity, ModuleIdentity};
@@ -21,11 +22,31 @@ pub(crate) struct LoadedModule {
 }
 
 impl LoadedModule {
+    /// Compiles `which`'s source with NVRTC (`nvrtc_version`) for `target`
+    /// under the pinned options and loads it: the compiler identity every
+    /// route of the module carries is built here, once for both modules.
+    pub fn compile(
+        ctx: &Arc<CudaContext>,
+        which: catalog::CudaModule,
+        target: &str,
+        nvrtc_version: &str,
+    ) -> std::result::Result<LoadedModule, CudaError> {
+        let options = catalog::compile_options(target);
+        let compiler = CompilerIdentity {
+            name: "nvrtc".into(),
+            version: nvrtc_version.to_string(),
+            options_digest: catalog::options_digest(&options),
+            source_digest: Digest::sha256(which.source().as_bytes()),
+        };
+        let cubin = nvrtc::compile_cubin(which.source(), which.file_name(), &options)?;
+        Self::load(ctx, which, cubin, &compiler, target)
+    }
+
     /// Loads `cubin` (compiled from `which`'s source) into `ctx` and looks
     /// up every symbol the module exports. Functions that need more than
     /// the default 48 KiB of dynamic shared memory (the wgmma stage ring)
     /// are allowed the most any of their launches asks for.
-    pub fn load(
+    fn load(
         ctx: &Arc<CudaContext>,
         which: catalog::CudaModule,
         cubin: Vec<u8>,

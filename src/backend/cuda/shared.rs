@@ -10,8 +10,7 @@ use super::identity::device_identity;
 use super::module::LoadedModule;
 use super::nvrtc;
 use super::vendor::Vendor;
-use crate::digest::Digest;
-use crate::identity::{CompilerIdentity, DeviceIdentity, VolatileMetadata};
+use crate::identity::{DeviceIdentity, VolatileMetadata};
 use cudarc::driver::sys;
 use cudarc::driver::{CudaContext, CudaStream};
 use std::collections::BTreeMap;
@@ -93,22 +92,12 @@ impl Shared {
             .ok_or_else(|| CudaError::msg("the device reports no compute capability"))?;
         let arch = format!("sm_{major}{minor}");
         let (nv_major, nv_minor) = nvrtc::version()?;
-        let options = catalog::compile_options(&arch);
-        let compiler = CompilerIdentity {
-            name: "nvrtc".into(),
-            version: format!("{nv_major}.{nv_minor}"),
-            options_digest: catalog::options_digest(&options),
-            source_digest: Digest::sha256(catalog::GEMM_SOURCE.as_bytes()),
-        };
-        let cubin = nvrtc::compile_cubin(catalog::GEMM_SOURCE, "gemm.cu", &options)?;
-        let gemm = LoadedModule::load(&ctx, catalog::CudaModule::Gemm, cubin, &compiler, &arch)?;
-        let wgmma = load_wgmma(&ctx, &arch, &compiler.version);
-        let fingerprinter = DeviceFingerprinter::compile(&ctx, &options)?;
+        let nvrtc_version = format!("{nv_major}.{nv_minor}");
+        let gemm = LoadedModule::compile(&ctx, catalog::CudaModule::Gemm, &arch, &nvrtc_version)?;
+        let wgmma = load_wgmma(&ctx, &arch, &nvrtc_version);
+        let fingerprinter = DeviceFingerprinter::compile(&ctx, &catalog::compile_options(&arch))?;
         let vendor = Vendor::probe(&arch);
-        volatile.insert(
-            "cuda.nvrtc_version".into(),
-            format!("{nv_major}.{nv_minor}"),
-        );
+        volatile.insert("cuda.nvrtc_version".into(), nvrtc_version);
         if let Some(l) = &vendor.cublas {
             volatile.insert("cuda.cublas_version".into(), l.version.clone());
         }
@@ -130,9 +119,7 @@ impl Shared {
             vendor,
         })
     }
-}
 
-impl Shared {
     /// The loaded module that exports `kernel`'s family; the error says
     /// why this device has none.
     pub fn module_of(&self, kernel: catalog::CudaKernel) -> Result<&LoadedModule, String> {
@@ -160,17 +147,7 @@ fn load_wgmma(
             "TMA + wgmma kernels need a compute capability 9.0 (Hopper) device; this one is {arch}"
         ));
     }
-    let target = "sm_90a";
-    let options = catalog::compile_options(target);
-    let compiler = CompilerIdentity {
-        name: "nvrtc".into(),
-        version: nvrtc_version.to_string(),
-        options_digest: catalog::options_digest(&options),
-        source_digest: Digest::sha256(catalog::WGMMA_SOURCE.as_bytes()),
-    };
-    let cubin = nvrtc::compile_cubin(catalog::WGMMA_SOURCE, "wgmma.cu", &options)
-        .map_err(|e| e.to_string())?;
-    LoadedModule::load(ctx, catalog::CudaModule::Wgmma, cubin, &compiler, target)
+    LoadedModule::compile(ctx, catalog::CudaModule::Wgmma, "sm_90a", nvrtc_version)
         .map_err(|e| e.to_string())
 }
 
