@@ -11,6 +11,7 @@
 //! Run: `cargo run --example cpu_engine` (exits non-zero if any check fails).
 
 use gemm_audit::backend::cpu::{CpuStream, device_identity};
+use gemm_audit::declaration::{BkRule, SplitRule, SymbolDeclaration};
 use gemm_audit::digest::Digest;
 use gemm_audit::identity::{
     CompilerIdentity, GemmRouteIdentity, ModuleIdentity, Revisions, SymbolEntry, VolatileMetadata,
@@ -18,7 +19,9 @@ use gemm_audit::identity::{
 use gemm_audit::policy::GemmPolicy;
 use gemm_audit::recorder::{self, GemmRouteRecorder};
 use gemm_audit::route::builder::{ArgumentsDigest, GemmRouteBuilder};
-use gemm_audit::route::{ContractKind, DType, GemmOp, GemmShape, ModuleKind, PhysicalBackend};
+use gemm_audit::route::{
+    ContractKind, DType, GemmOp, GemmShape, ModuleKind, OutputOwnership, PhysicalBackend, TileShape,
+};
 use gemm_audit::{CapturedGemmGraphPlan, OutputFingerprint, RecordedGemmTrace};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -79,8 +82,21 @@ impl Engine {
         let contract = ContractKind::engine("tiny-rowdot", ContractKind::ScalarFma).unwrap();
         let source = include_bytes!("cpu_engine.rs");
         let compiler = CompilerIdentity::new("rustc", "stable", &["-C opt-level=3"], source);
-        let symbol =
-            SymbolEntry::new(SYMBOL).serving(&[GemmOp::Nn], &[DType::F32], &contract, false);
+        // What the kernel launches, declared once: the replay guard refuses
+        // any route that says otherwise, and the route builder fills these in.
+        let declaration = SymbolDeclaration::new(
+            "scalar-fma",
+            "1x1x1",
+            OutputOwnership::OneOwnerPerElement,
+            SplitRule::Unsplit,
+            BkRule::PerSplit,
+        )
+        .with_tile(TileShape { m: 1, n: 1, k: 1 }, 1)
+        .with_capabilities(vec!["f32-fused-multiply-add".into()]);
+        let symbol = SymbolEntry::new(SYMBOL)
+            .serving(&[GemmOp::Nn], &[DType::F32], &contract, false)
+            .with_resources(Digest::sha256(b"one thread per output, no shared memory"))
+            .declaring(declaration);
         let module = ModuleIdentity::from_artifact(
             backend,
             kind,
@@ -148,7 +164,6 @@ impl Engine {
                 },
             )
             .contract(contract, 1)
-            .instruction("scalar-fma", "1x1x1")
             .launch([n as u32, m as u32, 1], [1, 1, 1], 0, args)
             .build()
             .map_err(|e| gemm_audit::Error::backend("tiny-engine", e.to_string()))?;

@@ -18,12 +18,13 @@ use cudarc::cublaslt::sys as lt;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, PushKernelArg};
 use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
 use gemm_audit::backend::cuda::{self, CudaCaptureStream, DeviceFingerprinter};
+use gemm_audit::declaration::{BkRule, SplitRule, SymbolDeclaration};
 use gemm_audit::identity::{GemmRouteIdentity, ModuleIdentity, Revisions, SymbolEntry};
 use gemm_audit::recorder::{self, CaptureStream, GemmRouteRecorder};
 use gemm_audit::route::builder::{ArgumentsDigest, GemmRouteBuilder};
 use gemm_audit::route::{
-    ContractKind, DType, GemmOp, GemmShape, ModuleKind, OperandConversion, OutputOwnership,
-    PhysicalBackend, VendorRoute,
+    ContractKind, DType, GemmOp, GemmShape, ModuleKind, OutputOwnership, PhysicalBackend,
+    TileShape, VendorRoute,
 };
 use gemm_audit::{
     CapturedGemmGraphPlan, Digest, Error, F32Policy, GemmPolicy, HalfPolicy, OutputFingerprint,
@@ -283,7 +284,23 @@ impl Engine {
             artifact.as_bytes(),
             compiler,
             target.clone(),
-            vec![SymbolEntry::new(SYMBOL).serving(&[GemmOp::Nn], &[DType::F32], &contract, false)],
+            vec![
+                SymbolEntry::new(SYMBOL)
+                    .serving(&[GemmOp::Nn], &[DType::F32], &contract, false)
+                    .with_resources(cuda::function_resources(SYMBOL, &func)?)
+                    .declaring(
+                        // One thread per output, 128 outputs of a row per block.
+                        SymbolDeclaration::new(
+                            "scalar-fma",
+                            "1x1x1",
+                            OutputOwnership::OneOwnerPerElement,
+                            SplitRule::Unsplit,
+                            BkRule::PerSplit,
+                        )
+                        .with_tile(TileShape { m: 1, n: 128, k: 1 }, 1)
+                        .with_capabilities(vec!["fma".into()]),
+                    ),
+            ],
         );
         let lt_module = cuda::vendor_modules(&target)
             .into_iter()
@@ -386,12 +403,6 @@ impl Engine {
             },
         )
         .contract(up_contract, 1)
-        .instruction("scalar-fma", "1x1x1")
-        .numerics(
-            OperandConversion::ExactWiden,
-            OutputOwnership::OneOwnerPerElement,
-        )
-        .capabilities(&["fma"])
         .launch_config(cuda::launch_config(&cfg, args))
         .build()
         .map_err(|e| Error::backend("engine", e.to_string()))?;
@@ -425,11 +436,10 @@ impl Engine {
                 n: D_MODEL as u64,
             },
         )
-        .contract(ContractKind::VendorPedantic, 1)
-        .instruction("vendor-defined", "vendor-defined")
-        .numerics(
-            OperandConversion::ExactWiden,
-            OutputOwnership::VendorDefined,
+        // cuBLASLt's split-K is the route's split count.
+        .contract(
+            ContractKind::VendorPedantic,
+            s.down_vendor.split_k.clamp(1, u32::MAX as i64) as u32,
         )
         .launch(grid, block, smem, s.down.arguments())
         .vendor(s.down_vendor.clone())

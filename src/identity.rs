@@ -1,14 +1,15 @@
 //! Identity of what serves a GEMM: compiler, device, modules, and the live
 //! context (`GemmRouteIdentity`) a replay is checked against.
 
+use crate::declaration::SymbolDeclaration;
 use crate::digest::{Digest, DigestWriter, FieldValue, FieldVisitor, Framed};
 use crate::policy::GemmPolicy;
-use crate::vocab::{ContractKind, DType, GemmOp, ModuleKind, PhysicalBackend};
+use crate::vocab::{ContractKind, DType, GemmOp, ModuleKind, OperandConversion, PhysicalBackend};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Domain of [`GemmRouteIdentity::digest`].
-pub const CONTEXT_DOMAIN: &str = "gemm-audit/context/v2";
+pub const CONTEXT_DOMAIN: &str = "gemm-audit/context/v3";
 
 /// Which compiler built a kernel, with which options, from which source.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -110,10 +111,11 @@ impl DeviceIdentity {
 }
 
 /// What one symbol serves: a logical op and dtype under a numeric
-/// contract, with or without tensor cores. A replay of a route through a
-/// symbol that does not serve the route's (op, dtype, contract, tensor
-/// cores) is refused before launch, so relabelling a route to another
-/// loaded symbol, or changing its dtype, is caught without a golden.
+/// contract, with or without tensor cores, converting operands one way. A
+/// replay of a route through a symbol that does not serve the route's (op,
+/// dtype, contract, tensor cores, conversion) is refused before launch, so
+/// relabelling a route to another loaded symbol, or changing its dtype, is
+/// caught without a golden.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Service {
     /// Logical op.
@@ -124,22 +126,37 @@ pub struct Service {
     pub contract: ContractKind,
     /// Whether the symbol uses tensor cores for it.
     pub tensor_cores: bool,
+    /// How it converts operands before multiplying.
+    pub conversion: OperandConversion,
 }
 
 impl Service {
+    /// The service a route asks for.
+    pub fn of(route: &crate::route::ResolvedGemmRoute) -> Service {
+        Service {
+            op: route.op,
+            dtype: route.dtype,
+            contract: route.contract.kind.clone(),
+            tensor_cores: route.uses_tensor_cores,
+            conversion: route.operand_conversion,
+        }
+    }
+
     fn label(&self) -> String {
         format!(
-            "{}/{}/{}/{}",
+            "{}/{}/{}/{}/{}",
             self.op,
             self.dtype,
             self.contract,
-            if self.tensor_cores { "tc" } else { "no-tc" }
+            if self.tensor_cores { "tc" } else { "no-tc" },
+            self.conversion
         )
     }
 }
 
-/// One kernel symbol of a module, with what it serves and, where known,
-/// the digest of its resources (registers, shared memory, ...).
+/// One kernel symbol of a module: what it serves, the digest of its
+/// resources (registers, shared memory, ...) where known, and what it
+/// declares about what it launches ([`SymbolDeclaration`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SymbolEntry {
     /// The kernel symbol.
@@ -148,8 +165,14 @@ pub struct SymbolEntry {
     #[serde(deserialize_with = "crate::bounded::services")]
     pub serves: Vec<Service>,
     /// Digest of the kernel's resources; when present, a route through
-    /// this symbol must carry the same `resources_digest`.
+    /// this symbol must carry the same `resources_digest`. A custom
+    /// kernel's symbol must declare it; a vendor entry point may not (the
+    /// library picks the kernels per call).
     pub resources_digest: Option<Digest>,
+    /// What the symbol declares about what it launches; `None` only in
+    /// traces older than format 4, whose routes replay validation refuses
+    /// (re-record them).
+    pub declaration: Option<SymbolDeclaration>,
 }
 
 impl SymbolEntry {
@@ -159,16 +182,37 @@ impl SymbolEntry {
             name: name.into(),
             serves: Vec::new(),
             resources_digest: None,
+            declaration: None,
         }
     }
 
-    /// Adds every (op, dtype) pair of `ops` x `dtypes` under `contract`.
+    /// Adds every (op, dtype) pair of `ops` x `dtypes` under `contract`,
+    /// with operands widened exactly (see [`SymbolEntry::serving_converted`]).
     pub fn serving(
+        self,
+        ops: &[GemmOp],
+        dtypes: &[DType],
+        contract: &ContractKind,
+        tensor_cores: bool,
+    ) -> Self {
+        self.serving_converted(
+            ops,
+            dtypes,
+            contract,
+            tensor_cores,
+            OperandConversion::ExactWiden,
+        )
+    }
+
+    /// Adds every (op, dtype) pair of `ops` x `dtypes` under `contract`,
+    /// converting operands by `conversion` (TF32 rounding, vendor-defined).
+    pub fn serving_converted(
         mut self,
         ops: &[GemmOp],
         dtypes: &[DType],
         contract: &ContractKind,
         tensor_cores: bool,
+        conversion: OperandConversion,
     ) -> Self {
         for &op in ops {
             for &dtype in dtypes {
@@ -177,6 +221,7 @@ impl SymbolEntry {
                     dtype,
                     contract: contract.clone(),
                     tensor_cores,
+                    conversion,
                 });
             }
         }
@@ -188,6 +233,12 @@ impl SymbolEntry {
     /// Declares the kernel's resources digest.
     pub fn with_resources(mut self, digest: Digest) -> Self {
         self.resources_digest = Some(digest);
+        self
+    }
+
+    /// Declares what the symbol launches.
+    pub fn declaring(mut self, declaration: SymbolDeclaration) -> Self {
+        self.declaration = Some(declaration);
         self
     }
 
@@ -312,6 +363,18 @@ impl Framed for ModuleIdentity {
             .filter_map(|s| s.resources_digest.map(|d| format!("{} {d}", s.name)))
             .collect();
         v.field("module.resources", FieldValue::StrList(&resources));
+        let declared: Vec<String> = self
+            .symbols
+            .iter()
+            .flat_map(|s| {
+                let facts = s
+                    .declaration
+                    .as_ref()
+                    .map_or_else(|| vec!["undeclared".to_string()], |d| d.facts());
+                facts.into_iter().map(move |f| format!("{} {f}", s.name))
+            })
+            .collect();
+        v.field("module.declarations", FieldValue::StrList(&declared));
     }
 }
 

@@ -46,6 +46,7 @@
 pub mod backend;
 pub mod bounded;
 pub mod budget;
+pub mod declaration;
 pub mod digest;
 pub mod error;
 pub mod fileio;

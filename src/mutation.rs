@@ -96,78 +96,120 @@ pub fn route_field_tags() -> Vec<&'static str> {
 
 /// Changes a digest, never into the all-zero placeholder (which the builder
 /// refuses before the change could reach the digest check).
-fn flip(d: &mut Digest) {
-    d.0[0] ^= 0x01;
+fn flip(d: &mut Digest, by: u64) {
+    let at = (by % 32) as usize;
+    d.0[at] ^= (by % 255) as u8 + 1;
     if d.is_zero() {
         d.0[0] = 0x02;
     }
 }
 
-fn bump_str(s: &mut String) {
-    s.push('\'');
+fn bump_str(s: &mut String, by: u64) {
+    for _ in 0..=(by % 3) {
+        s.push('\'');
+    }
+}
+
+/// `x` changed by a nonzero amount picked by `by` (0: by one).
+fn bump32(x: u32, by: u64) -> u32 {
+    x.wrapping_add((by % u32::MAX as u64) as u32 + 1)
+}
+
+fn bump64(x: u64, by: u64) -> u64 {
+    x.wrapping_add(by.wrapping_add(1).max(1))
+}
+
+fn bump_i64(x: i64, by: u64) -> i64 {
+    // Never a multiple of 2^64: the value always changes.
+    x.wrapping_add(by.wrapping_add(1).max(1) as i64)
 }
 
 /// Changes the field named `tag` to a different value. Returns false for an
 /// unknown tag, so a field added to the framing without a mutation here
 /// makes the property tests fail.
 pub fn mutate_field(r: &mut ResolvedGemmRoute, tag: &str) -> bool {
+    mutate_field_by(r, tag, 0)
+}
+
+/// Changes the field named `tag` to a different value picked by `by`: 0
+/// is the smallest change (what [`mutate_field`] makes), larger values
+/// step further, cycle enums, or remove an optional group. The same `by`
+/// always picks the same value, and every `by` changes the field. Returns
+/// false for an unknown tag.
+pub fn mutate_field_by(r: &mut ResolvedGemmRoute, tag: &str, by: u64) -> bool {
     use crate::route::*;
-    fn next<T: Clone + PartialEq>(all: &[T], x: T) -> T {
+    fn next<T: Clone + PartialEq>(all: &[T], x: T, by: u64) -> T {
         let i = all.iter().position(|v| *v == x).unwrap_or(0);
-        all[(i + 1) % all.len()].clone()
+        let step = 1 + (by % (all.len() as u64 - 1).max(1)) as usize;
+        all[(i + step) % all.len()].clone()
     }
     match tag {
-        "gemm" => bump_str(&mut r.gemm),
-        "op" => r.op = next(GemmOp::ALL, r.op),
-        "dtype" => r.dtype = next(DType::ALL, r.dtype),
-        "backend" => r.backend = next(PhysicalBackend::ALL, r.backend.clone()),
-        "contract.kind" => r.contract.kind = next(ContractKind::ALL, r.contract.kind.clone()),
-        "contract.splits" => r.contract.splits = r.contract.splits.wrapping_add(1),
-        "instruction_family" => bump_str(&mut r.instruction_family),
-        "instruction_shape" => bump_str(&mut r.instruction_shape),
+        "gemm" => bump_str(&mut r.gemm, by),
+        "op" => r.op = next(GemmOp::ALL, r.op, by),
+        "dtype" => r.dtype = next(DType::ALL, r.dtype, by),
+        "backend" => r.backend = next(PhysicalBackend::ALL, r.backend.clone(), by),
+        "contract.kind" => r.contract.kind = next(ContractKind::ALL, r.contract.kind.clone(), by),
+        "contract.splits" => r.contract.splits = bump32(r.contract.splits, by),
+        "instruction_family" => bump_str(&mut r.instruction_family, by),
+        "instruction_shape" => bump_str(&mut r.instruction_shape, by),
         "uses_tensor_cores" => r.uses_tensor_cores = !r.uses_tensor_cores,
         "operand_conversion" => {
-            r.operand_conversion = next(OperandConversion::ALL, r.operand_conversion)
+            r.operand_conversion = next(OperandConversion::ALL, r.operand_conversion, by)
         }
-        "output_ownership" => r.output_ownership = next(OutputOwnership::ALL, r.output_ownership),
-        "kernel_symbol" => bump_str(&mut r.kernel_symbol),
-        "module_kind" => r.module_kind = next(ModuleKind::ALL, r.module_kind.clone()),
-        "compilation_target" => bump_str(&mut r.compilation_target),
-        "artifact_digest" => flip(&mut r.artifact_digest),
-        "compiler.name" => bump_str(&mut r.compiler.name),
-        "compiler.version" => bump_str(&mut r.compiler.version),
-        "compiler.options_digest" => flip(&mut r.compiler.options_digest),
-        "compiler.source_digest" => flip(&mut r.compiler.source_digest),
-        "device.class" => bump_str(&mut r.device.class),
+        "output_ownership" => {
+            r.output_ownership = next(OutputOwnership::ALL, r.output_ownership, by)
+        }
+        "kernel_symbol" => bump_str(&mut r.kernel_symbol, by),
+        "module_kind" => r.module_kind = next(ModuleKind::ALL, r.module_kind.clone(), by),
+        "compilation_target" => bump_str(&mut r.compilation_target, by),
+        "artifact_digest" => flip(&mut r.artifact_digest, by),
+        "compiler.name" => bump_str(&mut r.compiler.name, by),
+        "compiler.version" => bump_str(&mut r.compiler.version, by),
+        "compiler.options_digest" => flip(&mut r.compiler.options_digest, by),
+        "compiler.source_digest" => flip(&mut r.compiler.source_digest, by),
+        "device.class" => bump_str(&mut r.device.class, by),
         "device.compute_capability" => {
             r.device.compute_capability = match r.device.compute_capability {
-                Some([a, b]) => Some([a, b.wrapping_add(1)]),
-                None => Some([0, 0]),
+                Some([a, b]) => Some([a, bump32(b, by)]),
+                None => Some([(by % 10) as u32, 0]),
             }
         }
-        "device.multiprocessors" => {
-            r.device.multiprocessors = r.device.multiprocessors.wrapping_add(1)
+        "device.multiprocessors" => r.device.multiprocessors = bump32(r.device.multiprocessors, by),
+        "device.driver" => bump_str(&mut r.device.driver, by),
+        "device_capabilities" => {
+            if by % 2 == 1 && !r.device_capabilities.is_empty() {
+                r.device_capabilities.pop();
+            } else {
+                r.device_capabilities.push(format!("extra{}", by % 7));
+            }
         }
-        "device.driver" => bump_str(&mut r.device.driver),
-        "device_capabilities" => r.device_capabilities.push("extra".into()),
-        "shape.m" => r.shape.m = r.shape.m.wrapping_add(1),
-        "shape.k" => r.shape.k = r.shape.k.wrapping_add(1),
-        "shape.n" => r.shape.n = r.shape.n.wrapping_add(1),
-        "strides.lda" => r.strides.lda = r.strides.lda.wrapping_add(1),
-        "strides.ldb" => r.strides.ldb = r.strides.ldb.wrapping_add(1),
-        "strides.ldc" => r.strides.ldc = r.strides.ldc.wrapping_add(1),
-        "tile.m" => r.tile.m = r.tile.m.wrapping_add(1),
-        "tile.n" => r.tile.n = r.tile.n.wrapping_add(1),
-        "tile.k" => r.tile.k = r.tile.k.wrapping_add(1),
-        "bk" => r.bk = r.bk.wrapping_add(1),
-        "stages" => r.stages = r.stages.wrapping_add(1),
+        "shape.m" => r.shape.m = bump64(r.shape.m, by),
+        "shape.k" => r.shape.k = bump64(r.shape.k, by),
+        "shape.n" => r.shape.n = bump64(r.shape.n, by),
+        "strides.lda" => r.strides.lda = bump64(r.strides.lda, by),
+        "strides.ldb" => r.strides.ldb = bump64(r.strides.ldb, by),
+        "strides.ldc" => r.strides.ldc = bump64(r.strides.ldc, by),
+        "tile.m" => r.tile.m = bump32(r.tile.m, by),
+        "tile.n" => r.tile.n = bump32(r.tile.n, by),
+        "tile.k" => r.tile.k = bump32(r.tile.k, by),
+        "bk" => r.bk = bump32(r.bk, by),
+        "stages" => r.stages = bump32(r.stages, by),
         // Keep block threads equal to route threads so the builder accepts the
         // launch and the change reaches the digest.
         "threads" => {
-            r.threads = r.threads.wrapping_add(1).max(1);
+            let t = bump32(r.threads, by);
+            r.threads = if t == 0 { r.threads.wrapping_add(2) } else { t };
             r.launch.block = [r.threads, 1, 1];
         }
-        "launch.grid" => r.launch.grid[0] = r.launch.grid[0].wrapping_add(1).max(1),
+        "launch.grid" => {
+            let at = (by % 3) as usize;
+            let g = bump32(r.launch.grid[at], by);
+            r.launch.grid[at] = if g == 0 {
+                r.launch.grid[at].wrapping_add(2)
+            } else {
+                g
+            };
+        }
         "launch.block" => {
             // Another shape; the route's threads follow so the builder still
             // accepts the launch and the change reaches the digest.
@@ -180,33 +222,38 @@ pub fn mutate_field(r: &mut ResolvedGemmRoute, tag: &str) -> bool {
             r.threads = r.launch.block_threads().min(u32::MAX as u64) as u32;
         }
         "launch.dynamic_shared_bytes" => {
-            r.launch.dynamic_shared_bytes = r.launch.dynamic_shared_bytes.wrapping_add(16)
+            r.launch.dynamic_shared_bytes = bump32(r.launch.dynamic_shared_bytes, by)
         }
-        "launch.arguments_digest" => flip(&mut r.launch.arguments_digest),
+        "launch.arguments_digest" => flip(&mut r.launch.arguments_digest, by),
         "tensor_map.revision" | "tensor_map.digest" => match &mut r.tensor_map {
-            Some(t) if tag == "tensor_map.revision" => t.revision = t.revision.wrapping_add(1),
-            Some(t) => flip(&mut t.digest),
+            Some(t) if tag == "tensor_map.revision" => t.revision = bump32(t.revision, by),
+            // Removing the map changes its digest too.
+            Some(_) if by % 4 == 3 => r.tensor_map = None,
+            Some(t) => flip(&mut t.digest, by),
             None => {
                 r.tensor_map = Some(TensorMapIdentity {
-                    revision: 0,
+                    revision: (by % 3) as u32,
                     digest: Digest([1; 32]),
                 })
             }
         },
-        "resources_digest" => flip(&mut r.resources_digest),
-        "tuning_table_revision" => {
-            r.tuning_table_revision = r.tuning_table_revision.wrapping_add(1)
-        }
-        "schedule_revision" => r.schedule_revision = r.schedule_revision.wrapping_add(1),
-        t if t.starts_with("vendor.") => return mutate_vendor(r, t),
+        "resources_digest" => flip(&mut r.resources_digest, by),
+        "tuning_table_revision" => r.tuning_table_revision = bump32(r.tuning_table_revision, by),
+        "schedule_revision" => r.schedule_revision = bump32(r.schedule_revision, by),
+        t if t.starts_with("vendor.") => return mutate_vendor(r, t, by),
         _ => return false,
     }
     true
 }
 
-fn mutate_vendor(r: &mut ResolvedGemmRoute, tag: &str) -> bool {
+fn mutate_vendor(r: &mut ResolvedGemmRoute, tag: &str, by: u64) -> bool {
     if !crate::route::VENDOR_TAGS.contains(&tag) {
         return false;
+    }
+    if r.vendor.is_some() && by % 5 == 4 {
+        // Removing the block changes every vendor field.
+        r.vendor = None;
+        return true;
     }
     // Absent before: add a vendor block, then change the named field in it
     // too, so every vendor.* tag names a real change of that field.
@@ -224,21 +271,21 @@ fn mutate_vendor(r: &mut ResolvedGemmRoute, tag: &str) -> bool {
         physical_kernels: Vec::new(),
     });
     match tag {
-        "vendor.library_version" => bump_str(&mut v.library_version),
-        "vendor.algorithm_id" => v.algorithm_id = v.algorithm_id.wrapping_add(1),
-        "vendor.tile_id" => v.tile_id = v.tile_id.wrapping_add(1),
-        "vendor.split_k" => v.split_k = v.split_k.wrapping_add(1),
-        "vendor.reduction_scheme" => v.reduction_scheme = v.reduction_scheme.wrapping_add(1),
-        "vendor.stages_id" => v.stages_id = v.stages_id.wrapping_add(1),
-        "vendor.swizzle" => v.swizzle = v.swizzle.wrapping_add(1),
+        "vendor.library_version" => bump_str(&mut v.library_version, by),
+        "vendor.algorithm_id" => v.algorithm_id = bump_i64(v.algorithm_id, by),
+        "vendor.tile_id" => v.tile_id = bump_i64(v.tile_id, by),
+        "vendor.split_k" => v.split_k = bump_i64(v.split_k, by),
+        "vendor.reduction_scheme" => v.reduction_scheme = bump_i64(v.reduction_scheme, by),
+        "vendor.stages_id" => v.stages_id = bump_i64(v.stages_id, by),
+        "vendor.swizzle" => v.swizzle = bump_i64(v.swizzle, by),
         "vendor.inner_shape_id" => {
-            v.inner_shape_id = Some(v.inner_shape_id.map_or(0, |x| x.wrapping_add(1)))
+            v.inner_shape_id = Some(v.inner_shape_id.map_or(0, |x| bump_i64(x, by)))
         }
         "vendor.cluster_shape_id" => {
-            v.cluster_shape_id = Some(v.cluster_shape_id.map_or(0, |x| x.wrapping_add(1)))
+            v.cluster_shape_id = Some(v.cluster_shape_id.map_or(0, |x| bump_i64(x, by)))
         }
-        "vendor.workspace_bytes" => v.workspace_bytes = v.workspace_bytes.wrapping_add(1),
-        "vendor.physical_kernels" => v.physical_kernels.push("extra_kernel".into()),
+        "vendor.workspace_bytes" => v.workspace_bytes = bump64(v.workspace_bytes, by),
+        "vendor.physical_kernels" => v.physical_kernels.push(format!("extra_kernel{}", by % 5)),
         _ => return false,
     }
     true

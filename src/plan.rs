@@ -3,7 +3,7 @@
 
 use crate::digest::{Digest, field_changes};
 use crate::error::{LaunchSetError, Refusal, RefusalStage};
-use crate::identity::{GemmRouteIdentity, ModuleIdentity, Service};
+use crate::identity::{GemmRouteIdentity, ModuleIdentity, Service, SymbolEntry};
 use crate::launch_set::{ResolvedGemmLaunchSet, build_resolved_gemm_launch_set};
 use crate::route::{ModuleKind, ResolvedGemmRoute};
 use serde::{Deserialize, Serialize};
@@ -261,8 +261,9 @@ fn first_change<T: crate::digest::Framed>(i: u64, expected: &T, found: &T, whole
 }
 
 /// Whether `route` may be replayed under `live`: everything the live
-/// context says about the route's module, symbol, policy, revisions and
-/// device, checked without any golden.
+/// policy, the route's module and symbol (its services and declaration)
+/// and the live revisions and device say about it, checked without any
+/// golden. `docs/design.md` lists the rules in order.
 fn check_servable(
     live: &GemmRouteIdentity,
     index: &ModuleIndex<'_>,
@@ -273,41 +274,23 @@ fn check_servable(
     let refuse = |field: &str, expected: &dyn std::fmt::Display, found: &dyn std::fmt::Display| {
         Err(Refusal::new(stage, Some(i), field, expected, found))
     };
+    for (field, v) in [
+        ("shape.m", route.shape.m),
+        ("shape.k", route.shape.k),
+        ("shape.n", route.shape.n),
+    ] {
+        if v == 0 {
+            // An empty GEMM launches no reduction: nothing to replay or audit.
+            return refuse(field, &"at least 1", &v);
+        }
+    }
     if let Some(expected_kind) = route.backend.module_kind() {
         if route.module_kind != expected_kind {
             return refuse("module_kind", &expected_kind, &route.module_kind);
         }
     }
-    if !live.permitted_backends.contains(&route.backend) {
-        return refuse(
-            "backend",
-            &"a backend the live context permits",
-            &route.backend,
-        );
-    }
-    if !live
-        .permitted_contracts
-        .contains(route.contract.kind.class())
-    {
-        return refuse(
-            "contract.kind",
-            &"a contract the live context permits",
-            &route.contract.kind,
-        );
-    }
-    if let Some((field, why)) = live.policy.refuse(
-        &route.backend,
-        route.dtype,
-        &route.contract.kind,
-        route.uses_tensor_cores,
-    ) {
-        let found = match field {
-            "backend" => route.backend.to_string(),
-            "uses_tensor_cores" => route.uses_tensor_cores.to_string(),
-            _ => format!("{} {}", route.dtype, route.contract),
-        };
-        return refuse(field, &why, &found);
-    }
+    check_policy(live, route)
+        .map_err(|(field, expected, found)| Refusal::new(stage, Some(i), field, expected, found))?;
     let Some(module) = index
         .modules
         .get(&(&route.module_kind, &route.artifact_digest))
@@ -329,45 +312,8 @@ fn check_servable(
             &format!("{:?}", route.kernel_symbol),
         );
     };
-    let service = Service {
-        op: route.op,
-        dtype: route.dtype,
-        contract: route.contract.kind.clone(),
-        tensor_cores: route.uses_tensor_cores,
-    };
-    if !symbol.serves(&service) {
-        // Name the first field of the route that the symbol serves no
-        // variant of: a dtype change names `dtype`, a relabelled symbol
-        // names `kernel_symbol`.
-        let field = if !symbol.serves.iter().any(|s| s.op == service.op) {
-            "op"
-        } else if !symbol.serves.iter().any(|s| s.dtype == service.dtype) {
-            "dtype"
-        } else if !symbol.serves.iter().any(|s| s.contract == service.contract) {
-            "contract.kind"
-        } else if !symbol
-            .serves
-            .iter()
-            .any(|s| s.tensor_cores == service.tensor_cores)
-        {
-            "uses_tensor_cores"
-        } else {
-            "kernel_symbol"
-        };
-        return refuse(
-            field,
-            &format!("what {:?} serves", route.kernel_symbol),
-            &format!(
-                "{} {} {} tensor-cores={}",
-                route.op, route.dtype, route.contract.kind, route.uses_tensor_cores
-            ),
-        );
-    }
-    if let Some(expected) = &symbol.resources_digest {
-        if &route.resources_digest != expected {
-            return refuse("resources_digest", expected, &route.resources_digest);
-        }
-    }
+    check_symbol(symbol, route)
+        .map_err(|(field, expected, found)| Refusal::new(stage, Some(i), field, expected, found))?;
     if route.compilation_target != module.target {
         return refuse(
             "compilation_target",
@@ -375,15 +321,33 @@ fn check_servable(
             &format!("{:?}", route.compilation_target),
         );
     }
-    // Vendor routes carry the library's identity in `vendor`; custom kernels
-    // must come from the compiler that built their module.
     if !route.backend.is_vendor() && route.compiler != module.compiler {
+        // Custom kernels must come from the compiler that built their module.
         return Err(first_change(
             i,
             &module.compiler,
             &route.compiler,
             "compiler",
         ));
+    }
+    if route.backend.is_vendor() {
+        // A vendor call names the library's entry point and version; its
+        // options and source digests describe the call's configuration,
+        // which the library, not the module, decides.
+        if route.compiler.name != module.compiler.name {
+            return refuse(
+                "compiler.name",
+                &format!("{:?}", module.compiler.name),
+                &format!("{:?}", route.compiler.name),
+            );
+        }
+        if route.compiler.version != module.compiler.version {
+            return refuse(
+                "compiler.version",
+                &format!("{:?}", module.compiler.version),
+                &format!("{:?}", route.compiler.version),
+            );
+        }
     }
     if route.tuning_table_revision != live.revisions.tuning_table {
         return refuse(
@@ -412,4 +376,143 @@ fn check_servable(
         return Err(first_change(i, &live.device, &route.device, "device"));
     }
     Ok(())
+}
+
+/// A refused field: its tag, what was expected, what was found.
+type Fault = (&'static str, String, String);
+
+/// The live policy's rules: permitted backend and contract (per dtype and
+/// tensor cores), operand conversion and output ownership.
+fn check_policy(live: &GemmRouteIdentity, route: &ResolvedGemmRoute) -> Result<(), Fault> {
+    if !live.permitted_backends.contains(&route.backend) {
+        return Err((
+            "backend",
+            "a backend the live context permits".into(),
+            route.backend.to_string(),
+        ));
+    }
+    if !live
+        .permitted_contracts
+        .contains(route.contract.kind.class())
+    {
+        return Err((
+            "contract.kind",
+            "a contract the live context permits".into(),
+            route.contract.kind.to_string(),
+        ));
+    }
+    if let Some((field, why)) = live.policy.refuse(
+        &route.backend,
+        route.dtype,
+        &route.contract.kind,
+        route.uses_tensor_cores,
+    ) {
+        let found = match field {
+            "backend" => route.backend.to_string(),
+            "uses_tensor_cores" => route.uses_tensor_cores.to_string(),
+            _ => format!("{} {}", route.dtype, route.contract),
+        };
+        return Err((field, why.into(), found));
+    }
+    if let Some(why) = live.policy.refuse_conversion(
+        &route.backend,
+        route.dtype,
+        &route.contract.kind,
+        route.operand_conversion,
+    ) {
+        return Err((
+            "operand_conversion",
+            why.into(),
+            route.operand_conversion.to_string(),
+        ));
+    }
+    if let Some(why) =
+        live.policy
+            .refuse_ownership(&route.backend, &route.contract.kind, route.output_ownership)
+    {
+        return Err((
+            "output_ownership",
+            why.into(),
+            route.output_ownership.to_string(),
+        ));
+    }
+    Ok(())
+}
+
+/// The symbol's services and declaration, and its resources.
+fn check_symbol(symbol: &SymbolEntry, route: &ResolvedGemmRoute) -> Result<(), Fault> {
+    let service = Service::of(route);
+    if !symbol.serves(&service) {
+        // Name the first field of the route that the symbol serves no
+        // variant of: a dtype change names `dtype`, a relabelled symbol
+        // names `kernel_symbol`.
+        let s = &symbol.serves;
+        let field = if !s.iter().any(|s| s.op == service.op) {
+            "op"
+        } else if !s.iter().any(|s| s.dtype == service.dtype) {
+            "dtype"
+        } else if !s.iter().any(|s| s.contract == service.contract) {
+            "contract.kind"
+        } else if !s.iter().any(|s| s.tensor_cores == service.tensor_cores) {
+            "uses_tensor_cores"
+        } else if !s.iter().any(|s| s.conversion == service.conversion) {
+            "operand_conversion"
+        } else {
+            "kernel_symbol"
+        };
+        return Err((
+            field,
+            format!("what {:?} serves", route.kernel_symbol),
+            format!(
+                "{} {} {} tensor-cores={} {}",
+                route.op,
+                route.dtype,
+                route.contract.kind,
+                route.uses_tensor_cores,
+                route.operand_conversion
+            ),
+        ));
+    }
+    let Some(declaration) = &symbol.declaration else {
+        return Err((
+            "kernel_symbol",
+            "a symbol that declares what it launches (trace format 4; re-record older traces)"
+                .into(),
+            format!("{:?}, which declares nothing", route.kernel_symbol),
+        ));
+    };
+    if route.backend.is_vendor() != route.vendor.is_some() {
+        let say = |b: bool| {
+            if b {
+                "a vendor block"
+            } else {
+                "no vendor block"
+            }
+        };
+        return Err((
+            "vendor.library_version",
+            format!(
+                "{} (backend {})",
+                say(route.backend.is_vendor()),
+                route.backend
+            ),
+            say(route.vendor.is_some()).into(),
+        ));
+    }
+    if let Some(c) = declaration.contradiction(route) {
+        return Err((c.field, c.expected, c.found));
+    }
+    match &symbol.resources_digest {
+        Some(expected) if &route.resources_digest != expected => Err((
+            "resources_digest",
+            expected.to_string(),
+            route.resources_digest.to_string(),
+        )),
+        None if !route.backend.is_vendor() => Err((
+            "resources_digest",
+            "a resources digest the symbol declares (every custom kernel has one)".into(),
+            format!("{:?}, which declares none", route.kernel_symbol),
+        )),
+        _ => Ok(()),
+    }
 }

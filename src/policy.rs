@@ -1,7 +1,7 @@
 //! `GemmPolicy`: which backends and numeric contracts a replay may use.
 
 use crate::digest::{FieldValue, FieldVisitor, Framed};
-use crate::vocab::{ContractKind, DType, PhysicalBackend};
+use crate::vocab::{ContractKind, DType, OperandConversion, OutputOwnership, PhysicalBackend};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -234,6 +234,68 @@ impl GemmPolicy {
             return Some(("contract.kind", why));
         }
         None
+    }
+}
+
+impl GemmPolicy {
+    /// Why this policy refuses operands converted by `conversion` for a
+    /// `dtype` GEMM under `contract` on `backend`, if it does.
+    ///
+    /// TF32 rounding is the f32 policy's to permit (`Tf32`), or the
+    /// vendor-fast contract's, which the mode permits as a whole; it never
+    /// applies to halves. Vendor-defined conversion is a vendor library's
+    /// alone: a kernel whose code is known says how it converts.
+    pub fn refuse_conversion(
+        &self,
+        backend: &PhysicalBackend,
+        dtype: DType,
+        contract: &ContractKind,
+        conversion: OperandConversion,
+    ) -> Option<&'static str> {
+        match conversion {
+            OperandConversion::ExactWiden => None,
+            OperandConversion::Tf32Round if dtype != DType::F32 => {
+                Some("tf32 rounding applies to f32 operands only")
+            }
+            OperandConversion::Tf32Round
+                if self.f32 == F32Policy::Exact
+                    && contract.class() != &ContractKind::VendorFast =>
+            {
+                Some("tf32 rounding needs f32 policy tf32 (or the vendor-fast contract)")
+            }
+            OperandConversion::Tf32Round => None,
+            OperandConversion::VendorDefined if !backend.is_vendor() => {
+                Some("vendor-defined conversion is a vendor library's only")
+            }
+            OperandConversion::VendorDefined => None,
+        }
+    }
+
+    /// Why this policy refuses outputs owned as `ownership` under
+    /// `contract` on `backend`, if it does.
+    ///
+    /// Atomic accumulation is permitted by no policy (like the
+    /// `atomic-unordered` contract it implements); a fixed split-K fold
+    /// belongs to the fixed split-K contract; vendor-defined ownership is a
+    /// vendor library's alone.
+    pub fn refuse_ownership(
+        &self,
+        backend: &PhysicalBackend,
+        contract: &ContractKind,
+        ownership: OutputOwnership,
+    ) -> Option<&'static str> {
+        match ownership {
+            OutputOwnership::AtomicAccumulate => {
+                Some("atomic accumulation is permitted by no policy")
+            }
+            OutputOwnership::FixedSplitKFold if contract.class() != &ContractKind::SplitKFixed => {
+                Some("a fixed split-K fold needs the split-k-fixed contract")
+            }
+            OutputOwnership::VendorDefined if !backend.is_vendor() => {
+                Some("vendor-defined output ownership is a vendor library's only")
+            }
+            _ => None,
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! Not part of the stable API: hidden from the docs, used by `tests/`,
 //! `benches/` and `fuzz/`.
 
+use crate::declaration::{BkRule, SplitRule, SymbolDeclaration};
 use crate::digest::{Digest, DigestWriter, FieldValue};
 use crate::identity::{
     CompilerIdentity, DeviceIdentity, GemmRouteIdentity, ModuleIdentity, Revisions, SymbolEntry,
@@ -74,26 +75,67 @@ pub fn context() -> GemmRouteIdentity {
     )
 }
 
-/// The synthetic module: what each of [`SYMBOLS`] serves.
+/// The sample kernels' output tile.
+const SAMPLE_TILE: TileShape = TileShape {
+    m: 64,
+    n: 64,
+    k: 32,
+};
+
+/// The synthetic module: what each of [`SYMBOLS`] serves and declares.
 ///
-/// `synthetic_scalar_fma` serves scalar FMA with and without tensor cores,
+/// `synthetic_scalar_fma` serves scalar FMA (with and without tensor
+/// cores) one owner per element,
 /// `synthetic_tiled` scalar FMA, `synthetic_split_k` fixed split-K and
 /// `synthetic_mma` tensor-core tile parity, each for every op and dtype.
 pub fn module() -> ModuleIdentity {
     let (ops, dtypes) = (GemmOp::ALL, DType::ALL);
+    let declare = |family: &str, shape: &str, ownership, splits| {
+        SymbolDeclaration::new(family, shape, ownership, splits, BkRule::Fixed(32))
+            .with_tile(SAMPLE_TILE, 2)
+            .with_capabilities(vec!["fma".into()])
+    };
     let symbols = vec![
         SymbolEntry::new(SYMBOLS[0])
             .serving(ops, dtypes, &ContractKind::ScalarFma, false)
-            .serving(ops, dtypes, &ContractKind::ScalarFma, true),
-        SymbolEntry::new(SYMBOLS[1]).serving(ops, dtypes, &ContractKind::ScalarFma, false),
-        SymbolEntry::new(SYMBOLS[2]).serving(ops, dtypes, &ContractKind::SplitKFixed, false),
-        SymbolEntry::new(SYMBOLS[3]).serving(
-            ops,
-            dtypes,
-            &ContractKind::TensorCoreTileParity,
-            true,
-        ),
-    ];
+            .serving(ops, dtypes, &ContractKind::ScalarFma, true)
+            .declaring(declare(
+                "scalar-fma",
+                "1x1x1",
+                OutputOwnership::OneOwnerPerElement,
+                SplitRule::Unsplit,
+            )),
+        SymbolEntry::new(SYMBOLS[1])
+            .serving(ops, dtypes, &ContractKind::ScalarFma, false)
+            .declaring(declare(
+                "scalar-fma",
+                "1x1x1",
+                OutputOwnership::OneOwnerPerTile,
+                SplitRule::Unsplit,
+            )),
+        SymbolEntry::new(SYMBOLS[2])
+            .serving(ops, dtypes, &ContractKind::SplitKFixed, false)
+            .declaring(declare(
+                "scalar-fma",
+                "1x1x1",
+                OutputOwnership::FixedSplitKFold,
+                SplitRule::GridZ,
+            )),
+        SymbolEntry::new(SYMBOLS[3])
+            .serving(ops, dtypes, &ContractKind::TensorCoreTileParity, true)
+            .declaring(
+                declare(
+                    "mma.sync",
+                    "m16n8k16",
+                    OutputOwnership::OneOwnerPerTile,
+                    SplitRule::Unsplit,
+                )
+                .with_tensor_map(),
+            ),
+    ]
+    .into_iter()
+    .map(|s| s.with_resources(tagged("resources", 0)))
+    .collect();
     ModuleIdentity::new(
         PhysicalBackend::CudaNvrtc,
         ModuleKind::Nvrtc,
@@ -102,6 +144,40 @@ pub fn module() -> ModuleIdentity {
         "sm_90",
         symbols,
     )
+}
+
+/// Moves `r` to `symbol` of [`module`], with every field the symbol
+/// declares (instruction, ownership, tile, k block, stages, capabilities,
+/// tensor-map presence, the split rule's grid z) set as declared.
+pub fn declared_as(r: &mut ResolvedGemmRoute, symbol: &str) {
+    use crate::declaration::{BkRule, SplitRule};
+    let m = module();
+    let d = m
+        .symbol(symbol)
+        .and_then(|s| s.declaration.clone())
+        .expect("a declared testkit symbol");
+    r.kernel_symbol = symbol.into();
+    r.instruction_family = d.instruction_family;
+    r.instruction_shape = d.instruction_shape;
+    r.output_ownership = d.output_ownership;
+    r.tile = d.tile.unwrap_or(r.tile);
+    if let BkRule::Fixed(b) = d.bk {
+        r.bk = b;
+    }
+    r.stages = d.stages.unwrap_or(r.stages);
+    r.device_capabilities = d.device_capabilities;
+    r.tensor_map = match (d.tensor_map, r.tensor_map) {
+        (false, _) => None,
+        (true, Some(t)) => Some(t),
+        (true, None) => Some(TensorMapIdentity {
+            revision: 1,
+            digest: tagged("tmap", 0),
+        }),
+    };
+    match d.splits {
+        SplitRule::GridZ => r.launch.grid[2] = r.contract.splits.max(1),
+        _ => r.launch.grid[2] = 1,
+    }
 }
 
 /// A deterministic, varied, servable route. `i` picks the variation.
@@ -177,11 +253,7 @@ pub fn sample_route(i: u64) -> ResolvedGemmRoute {
             ldb: n,
             ldc: n,
         },
-        tile: TileShape {
-            m: 64,
-            n: 64,
-            k: 32,
-        },
+        tile: SAMPLE_TILE,
         bk: 32,
         stages: 2,
         threads,
@@ -191,7 +263,7 @@ pub fn sample_route(i: u64) -> ResolvedGemmRoute {
             dynamic_shared_bytes: 16384,
             arguments_digest: tagged("args", i),
         },
-        tensor_map: if i % 2 == 0 {
+        tensor_map: if tc {
             Some(TensorMapIdentity {
                 revision: 1,
                 digest: tagged("tmap", i),

@@ -1235,9 +1235,10 @@ fn golden_drift_and_missing_goldens_fail_in_every_artifact() {
     assert!(html.contains("golden-drift"));
 }
 
-/// A route relabelled to a symbol that serves the same problem (so the
-/// replay guard lets it through) but that the backend did not produce is
-/// refused before launch as a finding (exit 1), not a backend failure.
+/// A route relabelled to a symbol that serves the same problem but
+/// declares another output ownership (scalar FMA per element, not per
+/// tile) is refused by replay validation alone, before launch, as a
+/// finding (exit 1), not a backend failure.
 #[test]
 fn a_relabelled_kernel_on_check_replay_is_a_finding() {
     let s = Scratch::new("relabel");
@@ -1258,7 +1259,12 @@ fn a_relabelled_kernel_on_check_replay_is_a_finding() {
         &["check", "relabelled.gat", "--replay", "--backend", "cpu"],
     )
     .code(FINDING)
-    .says(&["validation   ok", "kernel_symbol", "check: FAIL"]);
+    .says(&[
+        "validation   refused at replay validation: route",
+        "output_ownership expected one-owner-per-element, found one-owner-per-tile",
+        "replay       skipped (refused before launch)",
+        "check: FAIL",
+    ]);
 }
 
 /// JSON documents carry the schema and tool version and the overall

@@ -22,8 +22,7 @@ use gemm_audit::workload::{GemmSpec, RouteChoice, Workload};
 use gemm_audit::{
     CapturedGemmGraphPlan, Digest, F32Policy, GemmPolicy, GemmRouteIdentity, HalfPolicy,
     LaunchSetError, OutputFingerprint, PolicyMode, PreparedGemmCaptureManifest, RecordedGemmTrace,
-    Refusal, RefusalStage, ResolvedGemmLaunchSetBuilder, Service, build_resolved_gemm_launch_set,
-    testkit,
+    Refusal, RefusalStage, ResolvedGemmLaunchSetBuilder, build_resolved_gemm_launch_set, testkit,
 };
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -232,8 +231,24 @@ fn apply_common(r: &mut ResolvedGemmRoute, c: Common) {
 /// identity untouched) with every other field varied.
 fn servable_route() -> impl Strategy<Value = ResolvedGemmRoute> {
     (0u64..100_000, common()).prop_map(|(i, c)| {
-        let mut r = testkit::sample_route(i);
+        let sample = testkit::sample_route(i);
+        let mut r = sample.clone();
         apply_common(&mut r, c);
+        // What the symbol declares stays declared: capabilities, tile, k
+        // block, stages, resources, tensor-map presence and the split
+        // rule's grid z; every extent is at least 1.
+        r.device_capabilities = sample.device_capabilities.clone();
+        (r.tile, r.bk, r.stages) = (sample.tile, sample.bk, sample.stages);
+        r.resources_digest = sample.resources_digest;
+        if sample.tensor_map.is_none() {
+            r.tensor_map = None;
+        } else if r.tensor_map.is_none() {
+            r.tensor_map = sample.tensor_map;
+        }
+        r.launch.grid[2] = sample.launch.grid[2];
+        r.shape.m = r.shape.m.max(1);
+        r.shape.k = r.shape.k.max(1);
+        r.shape.n = r.shape.n.max(1);
         // What the replay guard checks against the live context stays at
         // the context's values: the module's target and the revisions.
         let live = testkit::context();
@@ -943,7 +958,7 @@ proptest! {
                     r.dtype = half;
                     r.contract = NumericContract { kind: ContractKind::SplitKFixed, splits };
                     r.uses_tensor_cores = false;
-                    r.kernel_symbol = testkit::SYMBOLS[2].into();
+                    testkit::declared_as(r, testkit::SYMBOLS[2]);
                     (
                         context_with_policy(GemmPolicy { half: HalfPolicy::Tiled, ..base }),
                         |r| r.dtype.is_half() && r.contract.kind == ContractKind::SplitKFixed,
@@ -955,7 +970,7 @@ proptest! {
                     r.dtype = DType::F32;
                     r.contract = NumericContract { kind: ContractKind::SplitKFixed, splits };
                     r.uses_tensor_cores = false;
-                    r.kernel_symbol = testkit::SYMBOLS[2].into();
+                    testkit::declared_as(r, testkit::SYMBOLS[2]);
                     (
                         context_with_policy(GemmPolicy { f32: F32Policy::Exact, ..base }),
                         |r| {
@@ -970,7 +985,7 @@ proptest! {
                     r.dtype = half;
                     r.contract = NumericContract { kind: ContractKind::TensorCoreTileParity, splits: 1 };
                     r.uses_tensor_cores = true;
-                    r.kernel_symbol = testkit::SYMBOLS[3].into();
+                    testkit::declared_as(r, testkit::SYMBOLS[3]);
                     (
                         context_with_policy(GemmPolicy { tensor_cores: false, ..base }),
                         |r| r.uses_tensor_cores || r.contract.kind == ContractKind::TensorCoreTileParity,
@@ -981,7 +996,7 @@ proptest! {
                     // Tensor cores used by a scalar contract, policy flipped alone.
                     r.uses_tensor_cores = true;
                     r.contract = NumericContract { kind: ContractKind::ScalarFma, splits: 1 };
-                    r.kernel_symbol = testkit::SYMBOLS[0].into();
+                    testkit::declared_as(r, testkit::SYMBOLS[0]);
                     let mut live = testkit::context();
                     live.policy.tensor_cores = false;
                     (live, |r| r.uses_tensor_cores, &["uses_tensor_cores"])
@@ -991,7 +1006,7 @@ proptest! {
                     r.dtype = DType::F32;
                     r.contract = NumericContract { kind: ContractKind::TensorCoreTileParity, splits: 1 };
                     r.uses_tensor_cores = true;
-                    r.kernel_symbol = testkit::SYMBOLS[3].into();
+                    testkit::declared_as(r, testkit::SYMBOLS[3]);
                     (
                         testkit::context(),
                         |r| r.dtype == DType::F32 && r.contract.kind == ContractKind::TensorCoreTileParity,
@@ -1044,7 +1059,12 @@ proptest! {
         prop_assert_eq!(refusal.stage, RefusalStage::ReplayValidation);
         prop_assert_eq!(refusal.route_index, None);
         prop_assert_eq!(refusal.change().field.as_str(), expected);
-        prop_assert_eq!(names(refusal.changes()), vec![expected]);
+        let mut all = vec![expected];
+        if expected == "module.symbols" {
+            // A new symbol is a new (undeclared) declaration too.
+            all.push("module.declarations");
+        }
+        prop_assert_eq!(names(refusal.changes()), all);
     }
 
     /// 5. The builder refuses malformed launch sets with the specific error,
@@ -1256,93 +1276,240 @@ proptest! {
 
 // ------------------------------------------- the replay guard, without a golden
 
-/// Route fields whose change the live policy or module set makes visible:
-/// the replay guard must refuse each without any golden at hand.
-const POLICY_VISIBLE: &[&str] = &[
-    "op",
-    "dtype",
-    "backend",
-    "contract.kind",
-    "uses_tensor_cores",
-    "kernel_symbol",
-    "relabel",
-    "module_kind",
-    "compilation_target",
-    "artifact_digest",
-    "compiler.name",
-    "compiler.version",
-    "compiler.options_digest",
-    "compiler.source_digest",
-    "device.class",
-    "device.compute_capability",
-    "device.multiprocessors",
-    "device.driver",
-    "tuning_table_revision",
-    "schedule_revision",
-];
-
-/// The CPU backend's routes for the transformer-block (resolved, not run):
-/// real modules whose symbols each serve one op, dtype and contract.
-fn cpu_routes(cpu: &CpuBackend) -> Vec<ResolvedGemmRoute> {
-    Workload::builtin("transformer-block")
+/// Real routes under their live context: the CPU backend's routes of two
+/// built-in workloads, and every committed H200 golden's routes under the
+/// golden's own context (as a replay on that card would see them).
+fn guarded_corpora() -> Vec<(String, GemmRouteIdentity, Vec<ResolvedGemmRoute>)> {
+    let cpu = CpuBackend::default();
+    let mut out = Vec::new();
+    for name in ["transformer-block", "m-sweep"] {
+        let routes: Vec<ResolvedGemmRoute> = Workload::builtin(name)
+            .unwrap()
+            .gemms
+            .iter()
+            .filter_map(|g| cpu.resolve(g).ok())
+            .collect();
+        out.push((format!("cpu/{name}"), cpu.context().clone(), routes));
+    }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/nvidia-h200");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
-        .gemms
-        .iter()
-        .filter_map(|g| cpu.resolve(g).ok())
-        .collect()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    for path in files {
+        let t = RecordedGemmTrace::read(&path).unwrap();
+        out.push((path.display().to_string(), t.context.clone(), t.routes));
+    }
+    out
+}
+
+/// Replays `route` alone (a plan of one route, its manifest re-digested as
+/// an attacker would) under `live`: the refusal, and how often the launch
+/// closure ran.
+fn guard_alone(live: &GemmRouteIdentity, route: &ResolvedGemmRoute) -> (Result<u32, Refusal>, u32) {
+    let routes = vec![route.clone()];
+    // None of the changes tried here is the launch-set builder's to refuse.
+    let manifest = PreparedGemmCaptureManifest::from_routes(live.clone(), &routes)
+        .expect("the launch-set builder accepts the route");
+    let plan = CapturedGemmGraphPlan::new(manifest, routes)
+        .expect("a plan builds against its own manifest");
+    guarded_launch(&plan, live, "guard-alone")
+}
+
+/// Values of `by` each policy-visible field is changed by: small steps,
+/// enum cycles, and wide jumps.
+const CHANGES: [u64; 7] = [0, 1, 2, 3, 6, 999, (u32::MAX as u64) + 4];
+
+/// Every route of every corpus replays untouched: the mutations below
+/// start from routes the guard accepts, so a refusal is the change's.
+#[test]
+fn every_real_route_is_accepted_by_the_guard_untouched() {
+    for (name, live, routes) in guarded_corpora() {
+        assert!(!routes.is_empty(), "{name}");
+        for (i, r) in routes.iter().enumerate() {
+            let (res, calls) = guard_alone(&live, r);
+            assert_eq!(
+                calls,
+                1,
+                "{name} route {i} ({}) refused untouched: {:?}",
+                r.kernel_symbol,
+                res.err()
+            );
+        }
+    }
+}
+
+/// The promise of the design card, exhaustively: every policy-visible field
+/// (by the classification in `route::classes`, not by what the guard
+/// checks) of every real route, changed alone in several ways and
+/// re-digested, is refused by replay validation with the launch closure
+/// never run.
+#[test]
+fn the_guard_alone_refuses_every_policy_visible_change_of_every_real_route() {
+    let mut tried = 0u64;
+    for (name, live, routes) in guarded_corpora() {
+        for (i, clean) in routes.iter().enumerate() {
+            let vendor = clean.backend.is_vendor();
+            for tag in gemm_audit::route::classes::policy_visible(vendor) {
+                for by in CHANGES {
+                    let mut r = clean.clone();
+                    assert!(
+                        mutation::mutate_field_by(&mut r, tag, by),
+                        "unknown tag {tag}"
+                    );
+                    assert_ne!(&r, clean, "{tag} by {by} changed nothing");
+                    let (res, calls) = guard_alone(&live, &r);
+                    assert_eq!(
+                        calls, 0,
+                        "{name} route {i} ({}): {tag} changed by {by} reached the launch",
+                        clean.kernel_symbol
+                    );
+                    let refusal = res.unwrap_err();
+                    assert_eq!(refusal.route_index, Some(0), "{refusal}");
+                    tried += 1;
+                }
+            }
+        }
+    }
+    println!("{tried} policy-visible changes refused by the guard alone");
+    // CPU routes of two workloads and six H200 goldens: thousands of changes.
+    assert!(tried > 10_000, "only {tried} changes tried");
+}
+
+/// A route relabelled to any other symbol of its module, even one that
+/// serves the same (op, dtype, contract), is refused alone: the symbols
+/// differ in what they serve or declare.
+#[test]
+fn a_relabel_to_any_other_symbol_of_the_module_is_refused_alone() {
+    let mut tried = 0u64;
+    for (name, live, routes) in guarded_corpora() {
+        for (i, clean) in routes.iter().enumerate() {
+            let module = live
+                .module(&clean.module_kind, &clean.artifact_digest)
+                .unwrap();
+            for other in module
+                .symbols
+                .iter()
+                .filter(|s| s.name != clean.kernel_symbol)
+            {
+                let mut r = clean.clone();
+                r.kernel_symbol = other.name.clone();
+                let (res, calls) = guard_alone(&live, &r);
+                assert_eq!(
+                    calls, 0,
+                    "{name} route {i}: relabel {} -> {} reached the launch",
+                    clean.kernel_symbol, other.name
+                );
+                assert!(res.is_err());
+                tried += 1;
+            }
+        }
+    }
+    println!("{tried} relabels refused by the guard alone");
+    assert!(tried > 1_000, "only {tried} relabels tried");
+}
+
+/// Bounded fields: the guard refuses what lies outside the declared bound.
+#[test]
+fn the_guard_alone_refuses_bounded_fields_outside_their_bounds() {
+    let refused = |live: &GemmRouteIdentity, r: &ResolvedGemmRoute, what: &str| {
+        let (res, calls) = guard_alone(live, r);
+        assert_eq!(calls, 0, "{what} reached the launch");
+        res.unwrap_err()
+    };
+    for (name, live, routes) in guarded_corpora() {
+        for clean in &routes {
+            for field in ["shape.m", "shape.k", "shape.n"] {
+                let mut r = clean.clone();
+                match field {
+                    "shape.m" => r.shape.m = 0,
+                    "shape.k" => r.shape.k = 0,
+                    _ => r.shape.n = 0,
+                }
+                let refusal = refused(&live, &r, &format!("{name}: {field} = 0"));
+                assert_eq!(refusal.change().field, field, "{refusal}");
+            }
+            if !clean.backend.is_vendor() {
+                // A tensor map added or removed against the declaration.
+                let mut r = clean.clone();
+                r.tensor_map = match r.tensor_map {
+                    Some(_) => None,
+                    None => Some(TensorMapIdentity {
+                        revision: live.revisions.tensor_map,
+                        digest: Digest([9; 32]),
+                    }),
+                };
+                let refusal = refused(&live, &r, &format!("{name}: tensor map flipped"));
+                assert_eq!(refusal.change().field, "tensor_map.digest", "{refusal}");
+            }
+            if let Some(v) = &clean.vendor {
+                let mut r = clean.clone();
+                r.vendor.as_mut().unwrap().workspace_bytes = u64::MAX;
+                let refusal = refused(&live, &r, &format!("{name}: workspace"));
+                assert_eq!(
+                    refusal.change().field,
+                    "vendor.workspace_bytes",
+                    "{refusal}"
+                );
+                let mut r = clean.clone();
+                r.vendor.as_mut().unwrap().reduction_scheme =
+                    v.reduction_scheme.wrapping_add(3) * 7 + 100;
+                let refusal = refused(&live, &r, &format!("{name}: reduction scheme"));
+                assert_eq!(
+                    refusal.change().field,
+                    "vendor.reduction_scheme",
+                    "{refusal}"
+                );
+                // f32 and the halves are served differently by one entry point.
+                let mut r = clean.clone();
+                r.dtype = if r.dtype == DType::F32 {
+                    DType::Bf16
+                } else {
+                    DType::F32
+                };
+                refused(&live, &r, &format!("{name}: dtype across f32 and halves"));
+            }
+        }
+    }
 }
 
 proptest! {
     #![proptest_config(config(256))]
 
     /// 6. The replay guard alone refuses every policy-visible change of a
-    /// route, even when the attacker re-digested the manifest so the plan
-    /// builds: `with_validated_launch` refuses at the changed route and never
-    /// calls the launch closure. A guard that launched before validating
-    /// (or not at all) fails here: the closure count must be 0 on a
-    /// refusal and exactly 1 for the untouched routes.
+    /// route inside a whole plan, even when the attacker re-digested the
+    /// manifest so the plan builds: `with_validated_launch` refuses at the
+    /// changed route and never calls the launch closure. A guard that
+    /// launched before validating fails here.
     #[test]
-    fn the_replay_guard_alone_refuses_every_policy_visible_change(
+    fn replay_guard_refuses_policy_visible_changes_without_a_golden(
+        which in any::<Index>(),
         at in any::<Index>(),
-        tag in prop::sample::select(POLICY_VISIBLE),
-        other in any::<Index>(),
+        tag_at in any::<Index>(),
+        by in any::<u64>(),
     ) {
-        let cpu = CpuBackend::default();
-        let live = cpu.context();
-        let clean = cpu_routes(&cpu);
+        let corpora = guarded_corpora();
+        let (name, live, clean) = &corpora[which.index(corpora.len())];
+        let i = at.index(clean.len());
+        let tags: Vec<&str> = gemm_audit::route::classes::policy_visible(clean[i].backend.is_vendor()).collect();
+        let tag = tags[tag_at.index(tags.len())];
         let mut routes = clean.clone();
-        let i = at.index(routes.len());
-        if tag == "relabel" {
-            // Another symbol of the live module, serving something else.
-            let module = &live.modules[0];
-            let r = &routes[i];
-            let candidates: Vec<&str> = module
-                .symbols
-                .iter()
-                .filter(|s| s.name != r.kernel_symbol)
-                .filter(|s| !s.serves(&Service {
-                    op: r.op,
-                    dtype: r.dtype,
-                    contract: r.contract.kind.clone(),
-                    tensor_cores: r.uses_tensor_cores,
-                }))
-                .map(|s| s.name.as_str())
-                .collect();
-            routes[i].kernel_symbol = candidates[other.index(candidates.len())].to_string();
-        } else {
-            prop_assert!(mutate_field(&mut routes[i], tag), "unknown tag {}", tag);
-        }
+        prop_assert!(mutation::mutate_field_by(&mut routes[i], tag, by), "unknown tag {}", tag);
         prop_assert_ne!(&routes[i], &clean[i]);
 
-        let untouched = PreparedGemmCaptureManifest::from_routes(live.clone(), &clean).unwrap();
+        let untouched = PreparedGemmCaptureManifest::from_routes(live.clone(), clean).unwrap();
         let plan = CapturedGemmGraphPlan::new(untouched, clean.clone()).unwrap();
         prop_assert_eq!(guarded_launch(&plan, live, "clean"), (Ok(7), 1));
 
-        let redigested = PreparedGemmCaptureManifest::from_routes(live.clone(), &routes).unwrap();
+        let Ok(redigested) = PreparedGemmCaptureManifest::from_routes(live.clone(), &routes) else {
+            // The launch-set builder refused the change: before launch too.
+            return Ok(());
+        };
         let plan = CapturedGemmGraphPlan::new(redigested, routes.clone())
             .expect("a plan builds against its own re-digested manifest");
         let (r, calls) = guarded_launch(&plan, live, "tampered");
-        prop_assert_eq!(calls, 0, "{}: the launch closure ran", tag);
+        prop_assert_eq!(calls, 0, "{}: {} by {}: the launch closure ran", name, tag, by);
         let refusal = r.unwrap_err();
         prop_assert_eq!(refusal.stage, RefusalStage::ReplayValidation);
         prop_assert_eq!(refusal.route_index, Some(i as u64), "{}: {}", tag, refusal);

@@ -192,30 +192,36 @@ fn round_trip_with_explicit_limits_at_the_edge() {
 
 /// `testkit::sample_trace(1).to_bytes()`, in full.
 const SAMPLE_1_HEX: &str = concat!(
-    "47454d4d41554454030000006c030000000000000973796e74686574696334e1f5c4e12c384d9f945c8241a86db3fed7",
+    "47454d4d415544540400000085040000000000000973796e74686574696334e1f5c4e12c384d9f945c8241a86db3fed7",
     "128f6d1d0cb7d6943654579e59d800010101010104000103020101012b1f04bf6adcf9089aa53746c196cdeae4da277c",
     "9e7fe529b5d0f1e2561d5ead0973796e74686574696303312e30bff3e252d2f4b29ebe4b25c3469a525a8bbeb4a281f8",
     "13884a09449e748809f61cdac0f55fe307c98e960fc66b7744af1b58029f64fee32b2799c4bd4d826c5f05736d5f3930",
-    "040d73796e7468657469635f6d6d61090000020100010201000202010100020101010201010202010200020102010201",
-    "02020201001473796e7468657469635f7363616c61725f666d6112000000000000000100010000000100010002000000",
-    "020001010000000100000101010000010100010102000001020001020000000200000102010000020100010202000002",
-    "020001001173796e7468657469635f73706c69745f6b0900000100000101000002010001000100010101000102010002",
-    "0001000201010002020100000f73796e7468657469635f74696c65640900000000000100000002000001000000010100",
-    "0001020000020000000201000002020000000d73796e7468657469632d67707501090084053538302e30010101018877",
-    "f32ab078dea009d6ab6b868d39fdbb4c73b211c649ad599d0b4bc261564a010567656d6d3000000100010a7363616c61",
-    "722d666d610531783178310000001473796e7468657469635f7363616c61725f666d610105736d5f39302b1f04bf6adc",
-    "f9089aa53746c196cdeae4da277c9e7fe529b5d0f1e2561d5ead0973796e74686574696303312e30bff3e252d2f4b29e",
-    "be4b25c3469a525a8bbeb4a281f813884a09449e748809f61cdac0f55fe307c98e960fc66b7744af1b58029f64fee32b",
-    "2799c4bd4d826c5f0d73796e7468657469632d67707501090084053538302e300103666d6101fb0010fb0004fb0010fb",
-    "0004fb0004404020200280100101800101fb0040ddd121e58a702c01d0986cebe9e35cbc35c772da7e85ffee75aab4c6",
-    "9884ca7f0101d4f42e1794f44d87ffcedcbb201f524637a1d6ce6198eef8ec7d24d49649d12d5b353cd2c96367941785",
-    "5088cd7a986a65a016dcda8f53975d8712e57f87298f0101000100fb00043329ecbbdfe7617f2a01158bcf089dddf566",
-    "ceac0a1f5f72c43b500432b549770104686f73740973796e7468657469630000e427b9e25a1db3d402d7cfdbd4c1242a",
-    "285fdeaa7510f1c2dd9b0d414d923dbf",
+    "040d73796e7468657469635f6d6d61090000020100000102010000020201000100020100010102010001020201000200",
+    "02010002010201000202020100015b353cd2c963679417855088cd7a986a65a016dcda8f53975d8712e57f87298f0108",
+    "6d6d612e73796e63086d31366e386b313601000140402000200102010103666d61001473796e7468657469635f736361",
+    "6c61725f666d611200000000000000000100000100000000010001000002000000000200010001000000000100000100",
+    "010100000001010001000102000000010200010002000000000200000100020100000002010001000202000000020200",
+    "0100015b353cd2c963679417855088cd7a986a65a016dcda8f53975d8712e57f87298f010a7363616c61722d666d6105",
+    "317831783100000140402000200102000103666d61001173796e7468657469635f73706c69745f6b0900000100000001",
+    "0100000002010000010001000001010100000102010000020001000002010100000202010000015b353cd2c963679417",
+    "855088cd7a986a65a016dcda8f53975d8712e57f87298f010a7363616c61722d666d6105317831783102010140402000",
+    "200102000103666d61000f73796e7468657469635f74696c656409000000000000010000000002000000010000000001",
+    "010000000102000000020000000002010000000202000000015b353cd2c963679417855088cd7a986a65a016dcda8f53",
+    "975d8712e57f87298f010a7363616c61722d666d6105317831783101000140402000200102000103666d61000d73796e",
+    "7468657469632d67707501090084053538302e3001010101b51b15ce922171d61ed2e64b7d132b414cb1ec82895ab005",
+    "926b9ce94b2767a9010567656d6d3000000100010a7363616c61722d666d610531783178310000001473796e74686574",
+    "69635f7363616c61725f666d610105736d5f39302b1f04bf6adcf9089aa53746c196cdeae4da277c9e7fe529b5d0f1e2",
+    "561d5ead0973796e74686574696303312e30bff3e252d2f4b29ebe4b25c3469a525a8bbeb4a281f813884a09449e7488",
+    "09f61cdac0f55fe307c98e960fc66b7744af1b58029f64fee32b2799c4bd4d826c5f0d73796e7468657469632d677075",
+    "01090084053538302e300103666d6101fb0010fb0004fb0010fb0004fb0004404020200280100101800101fb0040ddd1",
+    "21e58a702c01d0986cebe9e35cbc35c772da7e85ffee75aab4c69884ca7f005b353cd2c963679417855088cd7a986a65",
+    "a016dcda8f53975d8712e57f87298f0101000100fb00043329ecbbdfe7617f2a01158bcf089dddf566ceac0a1f5f72c4",
+    "3b500432b549770104686f73740973796e7468657469630000f3dcc5e7032989ec99825332400f45f6597ee32fec84cd",
+    "a0b6b59498aab9956b",
 );
 
 /// SHA-256 of `testkit::sample_trace(3).to_bytes()`.
-const SAMPLE_3_SHA256: &str = "d9de232bbe1b064f986ed0b6a9028f698b07e2c4c4284b29014fd2ec81abc556";
+const SAMPLE_3_SHA256: &str = "71311c08d38b1902ecb376c67769c243be0b31f00d199ec9b5434a04b222a842";
 
 #[test]
 fn pinned_bytes_of_sample_trace_1() {
@@ -240,12 +246,12 @@ fn pinned_sha256_of_sample_trace_3() {
 #[test]
 fn header_fields_at_their_offsets() {
     assert_eq!(&MAGIC, b"GEMMAUDT");
-    assert_eq!(FORMAT_VERSION, 3);
+    assert_eq!(FORMAT_VERSION, 4);
     assert_eq!((HEADER_LEN, TRAILER_LEN), (20, 32));
     for n in [1, 3] {
         let file = file_of(n);
         assert_eq!(&file[0..8], b"GEMMAUDT");
-        assert_eq!(u16_at(&file, 8), 3, "version");
+        assert_eq!(u16_at(&file, 8), 4, "version");
         assert_eq!(u16_at(&file, 10), 0, "reserved");
         assert_eq!(
             u64_at(&file, 12),
@@ -319,18 +325,10 @@ fn every_single_bit_flip_is_refused_by_region() {
             assert_message(&e);
             let ok = match i {
                 0..8 => matches!(e, FormatError::BadMagic { .. }),
-                // Version 3 with bit 0 or 1 flipped is version 2 or 1: the
-                // payload is read with that version's layout and refused
-                // (a trailing byte, or no valid trace); every other flip is
-                // newer.
-                8 if bit < 2 => matches!(
-                    e,
-                    FormatError::TrailingBytes(_)
-                        | FormatError::Decode(_)
-                        | FormatError::NonCanonical
-                        | FormatError::Inconsistent(_)
-                ),
-                8 | 9 => matches!(e, FormatError::NewerVersion { supported: 3, .. }),
+                // Version 4 with bit 2 flipped is version 0, which no
+                // build reads; every other flip is newer.
+                8 if bit == 2 => matches!(e, FormatError::UnsupportedVersion { found: 0, .. }),
+                8 | 9 => matches!(e, FormatError::NewerVersion { supported: 4, .. }),
                 10 | 11 => matches!(e, FormatError::Reserved { .. }),
                 12..20 => matches!(e, FormatError::LengthMismatch { .. }),
                 // Payload and trailer alike: the checksum no longer matches.
@@ -371,7 +369,7 @@ fn wrong_magic_is_refused() {
 
 #[test]
 fn newer_version_asks_for_an_upgrade() {
-    for v in [4u16, 5, u16::MAX] {
+    for v in [5u16, 6, u16::MAX] {
         let mut f = file_of(1);
         f[8..10].copy_from_slice(&v.to_le_bytes());
         let e = decode(&f).unwrap_err();
@@ -969,7 +967,8 @@ fn json_rendering_has_hex_digests_and_parses() {
 /// reads: its routes and launch set are exactly the current golden's (routes
 /// frame the same in both versions, so the stored digest verifies), and the
 /// upgraded context differs from the current one only in what the v1 file
-/// could not say (the services of symbols no route used).
+/// could not say (the services of symbols no route used, resources and
+/// declarations).
 #[test]
 fn version_1_golden_reads_and_upgrades() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -993,7 +992,10 @@ fn version_1_golden_reads_and_upgrades() {
     }
     let changes = gemm_audit::digest::field_changes(&old.context, &current.context);
     let fields: Vec<&str> = changes.iter().map(|c| c.field.as_str()).collect();
-    assert_eq!(fields, vec!["module.services"]);
+    assert_eq!(
+        fields,
+        vec!["module.services", "module.resources", "module.declarations"]
+    );
     // Re-encoding writes the current version.
     let again = old.to_bytes().unwrap();
     assert_eq!(u16_at(&again, 8), FORMAT_VERSION);
@@ -1039,6 +1041,7 @@ fn list_counts_over_the_limits_are_refused_while_decoding() {
         dtype: gemm_audit::DType::F32,
         contract: gemm_audit::route::ContractKind::ScalarFma,
         tensor_cores: false,
+        conversion: gemm_audit::route::OperandConversion::ExactWiden,
     };
     // At the limits: accepted.
     let at = hostile(|t| {
@@ -1109,6 +1112,7 @@ fn context_framing_size_and_graph_nodes_are_bounded() {
                     dtype,
                     contract: gemm_audit::route::ContractKind::ScalarFma,
                     tensor_cores,
+                    conversion: gemm_audit::route::OperandConversion::ExactWiden,
                 })
             })
         })

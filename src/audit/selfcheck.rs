@@ -197,8 +197,17 @@ pub(super) fn mutation_check(
             .into_iter()
             .map(|t| Mutation::Field(n / 2, t)),
     );
+    // Which route the field mutations change, and whether it is a vendor
+    // library's: its policy-visible fields must be refused by replay
+    // validation alone, without the golden.
+    let vendor = trace
+        .routes
+        .get(n / 2)
+        .is_some_and(|r| r.backend.is_vendor());
     let mut accepted = Vec::new();
+    let mut guard_missed = Vec::new();
     let (mut tried, mut at_construction, mut at_validation, mut at_golden) = (0, 0, 0, 0);
+    let mut policy_visible = 0;
     for m in &mutations {
         let mut routes = trace.routes.clone();
         if !m.apply(&mut routes) || routes == trace.routes {
@@ -213,6 +222,14 @@ pub(super) fn mutation_check(
         if !refused {
             accepted.push(m.name());
         }
+        if let Mutation::Field(_, tag) = m {
+            if crate::route::classes::classify(tag).is_some_and(|c| c.on(vendor).is_policy()) {
+                policy_visible += 1;
+                if o.validation.is_none() {
+                    guard_missed.push(m.name());
+                }
+            }
+        }
         let (v, d) = if refused {
             (
                 Verdict::Pass,
@@ -223,15 +240,23 @@ pub(super) fn mutation_check(
         };
         report.case("mutation-refusal", &trace.workload, &m.name(), v, d);
     }
-    let (verdict, detail) = if accepted.is_empty() {
+    let (verdict, detail) = if !accepted.is_empty() {
+        (Verdict::Fail, format!("accepted: {}", accepted.join(", ")))
+    } else if !guard_missed.is_empty() {
         (
-            Verdict::Pass,
+            Verdict::Fail,
             format!(
-                "{tried}/{tried} mutations refused before launch (plan construction {at_construction}, re-digested: validation {at_validation}, golden {at_golden})"
+                "policy-visible changes left to the golden (replay validation alone let them through): {}",
+                guard_missed.join(", ")
             ),
         )
     } else {
-        (Verdict::Fail, format!("accepted: {}", accepted.join(", ")))
+        (
+            Verdict::Pass,
+            format!(
+                "{tried}/{tried} mutations refused before launch (plan construction {at_construction}, re-digested: validation {at_validation}, golden {at_golden}); the guard alone refused {policy_visible}/{policy_visible} policy-visible field changes"
+            ),
+        )
     };
     report.row("mutation-refusal", trace.workload.clone(), verdict, detail);
 }

@@ -6,6 +6,7 @@ use super::{
     GemmShape, GemmStrides, LaunchConfig, NumericContract, OperandConversion, OutputOwnership,
     ResolvedGemmRoute, TensorMapIdentity, TileShape, VendorRoute,
 };
+use crate::declaration::BkRule;
 use crate::digest::{Digest, DigestWriter, FieldValue};
 use crate::identity::{GemmRouteIdentity, ModuleIdentity, Service};
 use crate::vocab::{ContractKind, DType, GemmOp};
@@ -123,6 +124,20 @@ pub enum RouteBuildError {
         /// What the route asked of it.
         service: String,
     },
+    /// The symbol declares nothing about what it launches.
+    #[error("symbol {symbol:?} has no declaration (SymbolEntry::declaring)")]
+    Undeclared {
+        /// The symbol.
+        symbol: String,
+    },
+    /// The route contradicts what its symbol declares.
+    #[error("the route contradicts what {symbol:?} declares: {contradiction}")]
+    Contradicts {
+        /// The symbol.
+        symbol: String,
+        /// The first contradicting field.
+        contradiction: String,
+    },
     /// A required part was not given.
     #[error("route {gemm:?}: {what} was not set")]
     Missing {
@@ -169,14 +184,12 @@ pub struct GemmRouteBuilder<'a> {
     strides: Option<GemmStrides>,
     contract: Option<NumericContract>,
     tensor_cores: bool,
-    instruction: (String, String),
+    instruction: Option<(String, String)>,
     conversion: OperandConversion,
-    ownership: OutputOwnership,
-    tile: TileShape,
-    bk: u32,
-    stages: u32,
+    ownership: Option<OutputOwnership>,
+    tile: Option<(TileShape, u32, u32)>,
     launch: Option<LaunchConfig>,
-    capabilities: Vec<String>,
+    capabilities: Option<Vec<String>>,
     tensor_map: Option<TensorMapIdentity>,
     resources: Option<Digest>,
     vendor: Option<VendorRoute>,
@@ -200,14 +213,12 @@ impl<'a> GemmRouteBuilder<'a> {
             strides: None,
             contract: None,
             tensor_cores: false,
-            instruction: ("engine-defined".into(), "engine-defined".into()),
+            instruction: None,
             conversion: OperandConversion::ExactWiden,
-            ownership: OutputOwnership::OneOwnerPerTile,
-            tile: TileShape { m: 0, n: 0, k: 0 },
-            bk: 0,
-            stages: 0,
+            ownership: None,
+            tile: None,
             launch: None,
-            capabilities: Vec::new(),
+            capabilities: None,
             tensor_map: None,
             resources: None,
             vendor: None,
@@ -239,25 +250,25 @@ impl<'a> GemmRouteBuilder<'a> {
         self
     }
 
-    /// Instruction family and shape, e.g. `("wgmma", "m64n128k16")`.
+    /// Instruction family and shape, e.g. `("wgmma", "m64n128k16")`
+    /// (default: the symbol's declaration).
     pub fn instruction(mut self, family: impl Into<String>, shape: impl Into<String>) -> Self {
-        self.instruction = (family.into(), shape.into());
+        self.instruction = Some((family.into(), shape.into()));
         self
     }
 
     /// Operand conversion and output ownership (defaults: exact widening,
-    /// one owner per tile).
+    /// and the ownership the symbol declares).
     pub fn numerics(mut self, conversion: OperandConversion, ownership: OutputOwnership) -> Self {
         self.conversion = conversion;
-        self.ownership = ownership;
+        self.ownership = Some(ownership);
         self
     }
 
-    /// Block tile, k step and pipeline stages.
+    /// Block tile, k step and pipeline stages (default: what the symbol
+    /// declares; a k block of one split when it declares that rule).
     pub fn tile(mut self, tile: TileShape, bk: u32, stages: u32) -> Self {
-        self.tile = tile;
-        self.bk = bk;
-        self.stages = stages;
+        self.tile = Some((tile, bk, stages));
         self
     }
 
@@ -285,11 +296,12 @@ impl<'a> GemmRouteBuilder<'a> {
         self
     }
 
-    /// Device capabilities the kernel relies on.
+    /// Device capabilities the kernel relies on (default: the symbol's
+    /// declaration).
     pub fn capabilities(mut self, caps: &[&str]) -> Self {
         let mut c: Vec<String> = caps.iter().map(|s| s.to_string()).collect();
         c.sort();
-        self.capabilities = c;
+        self.capabilities = Some(c);
         self
     }
 
@@ -345,16 +357,44 @@ impl<'a> GemmRouteBuilder<'a> {
             dtype,
             contract: contract.kind.clone(),
             tensor_cores: self.tensor_cores,
+            conversion: self.conversion,
         };
         if !entry.serves(&service) {
             return Err(RouteBuildError::NotServed {
                 symbol: self.symbol.clone(),
                 service: format!(
-                    "{op} {dtype} {} tensor-cores={}",
-                    contract.kind, self.tensor_cores
+                    "{op} {dtype} {} tensor-cores={} {}",
+                    contract.kind, self.tensor_cores, self.conversion
                 ),
             });
         }
+        let declared = entry
+            .declaration
+            .as_ref()
+            .ok_or_else(|| RouteBuildError::Undeclared {
+                symbol: self.symbol.clone(),
+            })?;
+        let (instruction_family, instruction_shape) =
+            self.instruction.clone().unwrap_or_else(|| {
+                (
+                    declared.instruction_family.clone(),
+                    declared.instruction_shape.clone(),
+                )
+            });
+        let (tile, bk, stages) = self.tile.unwrap_or_else(|| {
+            let bk = match declared.bk {
+                BkRule::Fixed(b) => b,
+                BkRule::PerSplit => shape
+                    .k
+                    .div_ceil(contract.splits.max(1) as u64)
+                    .min(u32::MAX as u64) as u32,
+            };
+            (
+                declared.tile.unwrap_or(TileShape { m: 0, n: 0, k: 0 }),
+                bk,
+                declared.stages.unwrap_or(0),
+            )
+        });
         let strides = self.strides.unwrap_or(GemmStrides {
             lda: if op == GemmOp::Tn { shape.m } else { shape.k },
             ldb: if op == GemmOp::Nt { shape.k } else { shape.n },
@@ -364,37 +404,45 @@ impl<'a> GemmRouteBuilder<'a> {
             .resources_digest
             .or(self.resources)
             .unwrap_or_else(|| {
-                // No resources known: frame the launch's own geometry, so
-                // the field is never the all-zero placeholder.
+                // No resources known (a vendor call): frame the launch's own
+                // geometry, so the field is never the all-zero placeholder.
                 let mut w = DigestWriter::new("gemm-audit/declared-resources/v1");
                 w.field("block", FieldValue::U32x3(launch.block));
                 w.field("shared", FieldValue::U32(launch.dynamic_shared_bytes));
                 w.finish()
             });
         let threads = u32::try_from(launch.block_threads()).unwrap_or(u32::MAX);
-        Ok(ResolvedGemmRoute {
+        // A vendor call is set up one of the ways its entry point declares
+        // for this dtype and contract: claim that one.
+        let mut compiler = module.compiler.clone();
+        if let Some(d) = declared.configuration(dtype, &contract.kind) {
+            compiler.options_digest = *d;
+        }
+        let route = ResolvedGemmRoute {
             gemm: self.gemm,
             op,
             dtype,
             backend: module.backend.clone(),
             contract,
-            instruction_family: self.instruction.0,
-            instruction_shape: self.instruction.1,
+            instruction_family,
+            instruction_shape,
             uses_tensor_cores: self.tensor_cores,
             operand_conversion: self.conversion,
-            output_ownership: self.ownership,
+            output_ownership: self.ownership.unwrap_or(declared.output_ownership),
             kernel_symbol: self.symbol,
             module_kind: module.kind.clone(),
             compilation_target: module.target.clone(),
             artifact_digest: module.digest,
-            compiler: module.compiler.clone(),
+            compiler,
             device: self.live.device.clone(),
-            device_capabilities: self.capabilities,
+            device_capabilities: self
+                .capabilities
+                .unwrap_or_else(|| declared.device_capabilities.clone()),
             shape,
             strides,
-            tile: self.tile,
-            bk: self.bk,
-            stages: self.stages,
+            tile,
+            bk,
+            stages,
             threads,
             launch,
             tensor_map: self.tensor_map,
@@ -402,6 +450,15 @@ impl<'a> GemmRouteBuilder<'a> {
             tuning_table_revision: self.live.revisions.tuning_table,
             schedule_revision: self.live.revisions.schedule,
             vendor: self.vendor,
-        })
+        };
+        // A route the symbol's declaration contradicts would be refused at
+        // every replay: say so now, at record time, where the bug is.
+        match declared.contradiction(&route) {
+            Some(c) => Err(RouteBuildError::Contradicts {
+                symbol: route.kernel_symbol,
+                contradiction: c.to_string(),
+            }),
+            None => Ok(route),
+        }
     }
 }

@@ -12,12 +12,14 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 pub mod builder;
+pub mod classes;
 
 pub use crate::vocab::{
     ContractKind, DType, GemmOp, ModuleKind, Name, OperandConversion, OutputOwnership,
     PhysicalBackend,
 };
 pub use builder::{ArgumentsDigest, GemmRouteBuilder, RouteBuildError};
+pub use classes::{FIELD_CLASSES, FieldClass, FieldClassification};
 
 /// The numeric contract of a route.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -4,6 +4,7 @@ pub mod codec;
 pub mod fast;
 mod v1;
 mod v2;
+mod v3;
 
 use crate::digest::Digest;
 use crate::error::{Error, FormatError, Result};

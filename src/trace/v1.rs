@@ -113,6 +113,7 @@ pub(super) fn upgrade(t: TraceV1) -> Result<RecordedGemmTrace, FormatError> {
                         dtype: r.dtype,
                         contract: r.contract.kind.clone(),
                         tensor_cores: r.uses_tensor_cores,
+                        conversion: r.operand_conversion,
                     });
                 }
                 entry.serves.sort();

@@ -7,6 +7,7 @@ mod stream;
 
 pub use stream::{CpuStream, CpuStreamError, CpuStreamGraph};
 
+use crate::declaration::{BkRule, SplitRule, SymbolDeclaration};
 use crate::digest::{Digest, DigestWriter, FieldValue};
 use crate::error::{Error, Refusal, Result};
 use crate::identity::{
@@ -132,6 +133,47 @@ impl CpuKernel {
         }
     }
 
+    /// Output tile and threads per task of the family (the atomic control
+    /// runs one thread per split: `None`).
+    fn tile_and_threads(&self) -> (TileShape, Option<u32>) {
+        let square = TileShape {
+            m: TILE,
+            n: TILE,
+            k: 1,
+        };
+        let one = TileShape { m: 1, n: 1, k: 1 };
+        match self {
+            CpuKernel::ScalarFma => (one, Some(1)),
+            CpuKernel::Tiled | CpuKernel::SplitKFixed(_) => (square, Some(WORKERS)),
+            CpuKernel::SplitKAtomic(_) => (one, None),
+        }
+    }
+
+    /// The resources of the family: its workers and tile. The same for
+    /// every split count, so one symbol declares them.
+    fn resources(&self) -> Digest {
+        let (tile, threads) = self.tile_and_threads();
+        let mut w = DigestWriter::new("gemm-audit/cpu-resources/v1");
+        match threads {
+            Some(t) => w.field("workers", FieldValue::U32(t)),
+            None => w.field("workers", FieldValue::Str("one per split")),
+        }
+        w.field("tile", FieldValue::U32x3([tile.m, tile.n, tile.k]));
+        w.finish()
+    }
+
+    /// What the family's symbols launch.
+    fn declaration(&self) -> SymbolDeclaration {
+        let (_, ownership) = self.contract();
+        let splits = match self {
+            CpuKernel::ScalarFma | CpuKernel::Tiled => SplitRule::Unsplit,
+            CpuKernel::SplitKFixed(_) | CpuKernel::SplitKAtomic(_) => SplitRule::GridZ,
+        };
+        SymbolDeclaration::new("scalar-fma", "1x1x1", ownership, splits, BkRule::PerSplit)
+            .with_tile(self.tile_and_threads().0, 1)
+            .with_capabilities(vec!["f32-fused-multiply-add".into()])
+    }
+
     /// Runs the kernel; returns f32 accumulators (not yet rounded to dtype).
     fn execute(&self, p: &Problem, a: &[f32], b: &[f32]) -> Vec<f32> {
         let mut c = vec![0.0f32; p.c_len()];
@@ -165,12 +207,12 @@ pub fn module_symbols() -> Vec<SymbolEntry> {
         let (contract, _) = k.contract();
         for op in GemmOp::ALL {
             for dtype in DType::ALL {
-                out.push(SymbolEntry::new(k.symbol(*op, *dtype)).serving(
-                    &[*op],
-                    &[*dtype],
-                    &contract,
-                    false,
-                ));
+                out.push(
+                    SymbolEntry::new(k.symbol(*op, *dtype))
+                        .serving(&[*op], &[*dtype], &contract, false)
+                        .with_resources(k.resources())
+                        .declaring(k.declaration()),
+                );
             }
         }
     }
@@ -404,9 +446,6 @@ impl CpuBackend {
             strides,
             splits,
         );
-        let mut resources = DigestWriter::new("gemm-audit/cpu-resources/v1");
-        resources.field("workers", FieldValue::U32(threads));
-        resources.field("tile", FieldValue::U32x3([tile.m, tile.n, tile.k]));
         ResolvedGemmRoute {
             gemm: gemm.to_string(),
             op,
@@ -438,7 +477,7 @@ impl CpuBackend {
                 arguments_digest,
             },
             tensor_map: None,
-            resources_digest: resources.finish(),
+            resources_digest: kernel.resources(),
             tuning_table_revision: TUNING_TABLE_REVISION,
             schedule_revision: SCHEDULE_REVISION,
             vendor: None,
@@ -655,15 +694,14 @@ mod tests {
                 // Served, and for exactly this route's op, dtype and contract.
                 let entry = module.symbol(&r.kernel_symbol).expect("symbol served");
                 assert!(
-                    entry.serves(&crate::identity::Service {
-                        op: r.op,
-                        dtype: r.dtype,
-                        contract: r.contract.kind.clone(),
-                        tensor_cores: false,
-                    }),
+                    entry.serves(&crate::identity::Service::of(&r)),
                     "{}",
                     r.kernel_symbol
                 );
+                // And the route is what the symbol declares it launches.
+                let declared = entry.declaration.as_ref().expect("declared");
+                assert_eq!(declared.contradiction(&r), None, "{}", r.kernel_symbol);
+                assert_eq!(entry.resources_digest, Some(r.resources_digest));
                 assert!(
                     cpu.context()
                         .module(&r.module_kind, &r.artifact_digest)

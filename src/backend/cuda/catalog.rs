@@ -36,6 +36,14 @@ pub use crate::backend::common::{DISPATCH_SPLIT_K_MAX_M, DISPATCH_SPLIT_K_MIN_K,
 /// this threshold never changes an output bit.
 pub const DISPATCH_MMA_LARGE_MIN_M: u64 = 128;
 
+/// A shape every family serves, to read the geometry facts that do not
+/// depend on the shape (tile, stages, fixed k block) for declarations.
+const DECLARATION_SHAPE: GemmShape = GemmShape {
+    m: 128,
+    k: 64,
+    n: 256,
+};
+
 /// Largest grid y and z dimension CUDA accepts.
 const MAX_GRID_YZ: u64 = 65_535;
 
@@ -262,6 +270,37 @@ impl CudaKernel {
         caps
     }
 
+    /// What the family's symbol for `dtype` launches: its instruction,
+    /// ownership, split rule, k block, tile and stages (the same on every
+    /// shape), tensor maps and device capabilities.
+    pub fn declaration(&self, dtype: DType) -> crate::declaration::SymbolDeclaration {
+        use crate::declaration::{BkRule, SplitRule, SymbolDeclaration};
+        let (family, shape) = self.instruction();
+        let (_, ownership) = self.contract();
+        let splits = match self {
+            CudaKernel::SplitKFixed(_) => SplitRule::KBlock,
+            CudaKernel::SplitKAtomic(_) => SplitRule::GridZ,
+            _ => SplitRule::Unsplit,
+        };
+        let g = self
+            .geometry(DECLARATION_SHAPE)
+            .expect("every family serves the declaration shape");
+        let bk = match self {
+            CudaKernel::ScalarFma | CudaKernel::SplitKFixed(_) | CudaKernel::SplitKAtomic(_) => {
+                BkRule::PerSplit
+            }
+            _ => BkRule::Fixed(g.bk),
+        };
+        let d = SymbolDeclaration::new(family, shape, ownership, splits, bk)
+            .with_tile(g.tile, g.stages)
+            .with_capabilities(self.capabilities(dtype));
+        if self.is_wgmma() {
+            d.with_tensor_map()
+        } else {
+            d
+        }
+    }
+
     /// Launch geometry on `shape`; refused when a dimension does not fit.
     pub fn geometry(&self, shape: GemmShape) -> Result<Geometry, String> {
         let GemmShape { m, k, n } = shape;
@@ -472,12 +511,9 @@ pub fn module_entries(
             for dtype in DType::ALL {
                 if k.supports(*dtype) {
                     let name = k.symbol(*op, *dtype);
-                    let mut e = crate::identity::SymbolEntry::new(name.clone()).serving(
-                        &[*op],
-                        &[*dtype],
-                        &contract,
-                        k.is_mma(),
-                    );
+                    let mut e = crate::identity::SymbolEntry::new(name.clone())
+                        .serving(&[*op], &[*dtype], &contract, k.is_mma())
+                        .declaring(k.declaration(*dtype));
                     if let Some(d) = resources.get(&name) {
                         e = e.with_resources(*d);
                     }
@@ -723,6 +759,43 @@ mod tests {
         assert!(checked >= 60, "{checked}");
     }
     use super::*;
+
+    /// Every route of every H200 golden is what its symbol's declaration
+    /// (this catalog's for NVRTC kernels, the vendor entry point's for
+    /// cuBLAS and cuBLASLt) says it launches, and is served with its
+    /// operand conversion: the declarations describe real launches. (The
+    /// vendor declarations live in the CUDA build; run with `--features cuda`.)
+    #[cfg(feature = "cuda")]
+    #[test]
+    fn every_h200_golden_route_satisfies_its_symbols_declaration() {
+        use crate::route::PhysicalBackend;
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/nvidia-h200");
+        let mut checked = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let t = crate::RecordedGemmTrace::read(&entry.unwrap().path()).unwrap();
+            for r in &t.routes {
+                let declared = match &r.backend {
+                    PhysicalBackend::CudaNvrtc => CudaKernel::from_route(r)
+                        .unwrap_or_else(|e| panic!("{}: {e}", r.gemm))
+                        .declaration(r.dtype),
+                    b => super::super::vendor::vendor_declaration(
+                        b,
+                        &r.vendor.as_ref().unwrap().library_version,
+                        &r.kernel_symbol,
+                    ),
+                };
+                assert_eq!(declared.contradiction(r), None, "{} {}", t.workload, r.gemm);
+                if r.backend.is_vendor() {
+                    let fast = r.contract.kind == ContractKind::VendorFast;
+                    let n = super::super::vendor::Numerics::of(r.dtype, fast);
+                    assert_eq!(n.conversion, r.operand_conversion, "{}", r.gemm);
+                    assert_eq!(n.tensor_cores, r.uses_tensor_cores, "{}", r.gemm);
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked > 250, "{checked}");
+    }
 
     #[test]
     fn symbols_cover_every_family_op_and_dtype() {

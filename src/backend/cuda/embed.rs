@@ -113,6 +113,18 @@ pub fn nvcc_compiler_identity(release: &str, flags: &[&str], source: &[u8]) -> C
     CompilerIdentity::new("nvcc", release, flags, source)
 }
 
+/// The resources of a loaded kernel, as a symbol declares them
+/// ([`crate::identity::SymbolEntry::with_resources`]): a digest of what the
+/// driver reports about `f` (registers, static shared, local and constant
+/// bytes, most threads per block, binary version). The same digest the
+/// CUDA backend declares for its own kernels.
+pub fn function_resources(
+    symbol: &str,
+    f: &cudarc::driver::CudaFunction,
+) -> Result<Digest, CudaError> {
+    super::module::resources_digest(symbol, f)
+}
+
 /// The compilation target of the device behind `ctx`, e.g. `sm_90`.
 pub fn compilation_target(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<String, CudaError> {
     super::identity::arch(ctx)

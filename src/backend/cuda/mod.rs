@@ -55,8 +55,9 @@ mod vendor;
 pub use device::{CUDA_DEFAULT_POLICY, CudaBackend, CudaGraph};
 #[cfg(feature = "cuda")]
 pub use embed::{
-    CudaCaptureStream, compilation_target, cublaslt_version, introspect, launch_config,
-    lt_vendor_route, nvcc_compiler_identity, nvrtc_compiler_identity, vendor_modules,
+    CudaCaptureStream, compilation_target, cublaslt_version, function_resources, introspect,
+    launch_config, lt_vendor_route, nvcc_compiler_identity, nvrtc_compiler_identity,
+    vendor_modules,
 };
 #[cfg(feature = "cuda")]
 pub use error::{CudaCause, CudaError};

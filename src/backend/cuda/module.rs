@@ -100,8 +100,13 @@ impl LoadedModule {
     }
 }
 
-/// The digest of what the driver reports about the function `symbol`.
-fn resources_digest(symbol: &str, f: &CudaFunction) -> std::result::Result<Digest, CudaError> {
+/// The digest of what the driver reports about the function `symbol`:
+/// registers, static shared, local and constant bytes, the most threads per
+/// block and the binary version (what a symbol declares as its resources).
+pub(crate) fn resources_digest(
+    symbol: &str,
+    f: &CudaFunction,
+) -> std::result::Result<Digest, CudaError> {
     let mut w = DigestWriter::new("gemm-audit/cuda-resources/v1");
     for (tag, v) in [
         ("registers", f.num_regs()),

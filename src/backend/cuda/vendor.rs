@@ -19,12 +19,15 @@
 
 use super::error::{cuda_err, drv};
 use super::shared::Shared;
+use crate::declaration::{
+    BkRule, SplitRule, SymbolDeclaration, VendorConfiguration, VendorPermits,
+};
 use crate::digest::{Digest, DigestWriter, FieldValue};
 use crate::error::Result;
 use crate::identity::{CompilerIdentity, ModuleIdentity, SymbolEntry};
 use crate::route::{
-    ContractKind, DType, GemmOp, GemmShape, ModuleKind, OperandConversion, PhysicalBackend,
-    VendorRoute,
+    ContractKind, DType, GemmOp, GemmShape, ModuleKind, OperandConversion, OutputOwnership,
+    PhysicalBackend, TileShape, VendorRoute,
 };
 use cudarc::cublas::{CudaBlas, sys as blas};
 use cudarc::cublaslt::sys as lt;
@@ -117,13 +120,21 @@ fn pseudo_module(kind: ModuleKind, version: &str, symbol: &str, arch: &str) -> M
     for dtype in DType::ALL {
         for fast in [false, true] {
             let n = Numerics::of(*dtype, fast);
-            entry = entry.serving(GemmOp::ALL, &[*dtype], &n.contract, n.tensor_cores);
+            entry = entry.serving_converted(
+                GemmOp::ALL,
+                &[*dtype],
+                &n.contract,
+                n.tensor_cores,
+                n.conversion,
+            );
         }
     }
     let backend = match kind {
         ModuleKind::Cublas => PhysicalBackend::Cublas,
         _ => PhysicalBackend::CublasLt,
     };
+    let entry = entry.declaring(vendor_declaration(&backend, version, symbol));
+
     let compiler = CompilerIdentity {
         name: symbol.to_string(),
         version: version.to_string(),
@@ -131,6 +142,63 @@ fn pseudo_module(kind: ModuleKind, version: &str, symbol: &str, arch: &str) -> M
         source_digest: digest,
     };
     ModuleIdentity::new(backend, kind, digest, compiler, arch, vec![entry])
+}
+
+/// What a vendor entry point's calls may report: the library picks the
+/// kernels, tile and split-K per call, so only what this crate's
+/// configuration of it fixes is declared. cuBLAS exposes no algorithm
+/// attributes (-1); cuBLASLt's split-K and reduction scheme are the
+/// heuristic's to pick within the workspace offered.
+pub fn vendor_declaration(
+    backend: &PhysicalBackend,
+    version: &str,
+    symbol: &str,
+) -> SymbolDeclaration {
+    let (api, selections): (Api, &[LtSelection]) = match backend {
+        PhysicalBackend::CublasLt => (Api::Lt, &[LtSelection::Heuristic, LtSelection::FamilyFixed]),
+        _ => (Api::Blas, &[LtSelection::Heuristic]),
+    };
+    // Every (dtype, math mode, selection) this crate sets the entry point up with.
+    let mut configurations = Vec::new();
+    for dtype in DType::ALL {
+        for fast in [false, true] {
+            let n = Numerics::of(*dtype, fast);
+            for &selection in selections {
+                configurations.push(VendorConfiguration {
+                    dtype: *dtype,
+                    contract: n.contract.clone(),
+                    options_digest: n.digest(api, selection),
+                });
+            }
+        }
+    }
+    let permits = match api {
+        Api::Lt => VendorPermits {
+            library_version: version.to_string(),
+            max_split_k: u32::MAX as i64,
+            // CUBLASLT_REDUCTION_SCHEME_NONE, _INPLACE, _COMPUTE_TYPE, _OUTPUT_TYPE.
+            reduction_schemes: vec![0, 1, 2, 4],
+            max_workspace_bytes: LT_WORKSPACE_BYTES as u64,
+            configurations,
+        },
+        Api::Blas => VendorPermits {
+            library_version: version.to_string(),
+            max_split_k: -1,
+            reduction_schemes: vec![-1],
+            max_workspace_bytes: 0,
+            configurations,
+        },
+    };
+    SymbolDeclaration::new(
+        "vendor-defined",
+        "vendor-defined",
+        OutputOwnership::VendorDefined,
+        SplitRule::Vendor,
+        BkRule::Fixed(0),
+    )
+    .with_tile(TileShape { m: 0, n: 0, k: 0 }, 0)
+    .with_capabilities(vec![format!("vendor:{symbol}")])
+    .with_vendor(permits)
 }
 
 impl Vendor {
