@@ -1,12 +1,15 @@
 //! A small CPU "engine" that audits its own GEMM launches with gemm-audit.
 //!
-//! The engine has its own kernel (a row-dot matmul with one ascending `fma`
-//! chain per output), declares it as an engine backend and module, and runs
-//! a two-layer MLP decode step at batch 1 and 8. Around each step it makes
-//! the three calls of `docs/embedding.md`: record eagerly, capture the same
-//! step into a graph, and replay only through the validated plan. It then
-//! stores a golden, refuses a tampered golden, and refuses a policy flip
-//! before launch.
+//! The engine has its own kernels (a row-dot matmul with one ascending `fma`
+//! chain per output, an RMSNorm and a SiLU), declares them as an engine
+//! backend and module (the GEMM with what it serves and launches, the other
+//! two as auxiliary kernels), and runs a decode step (GEMM, RMSNorm, GEMM,
+//! SiLU, unfused) at batch 1 and 8. Around each step it makes the three
+//! calls of `docs/embedding.md`: record eagerly, capture the same step into
+//! a graph, and replay only through the validated plan. The whole graph,
+//! every node, is bound and stored with the golden; an undeclared kernel, a
+//! swapped auxiliary kernel, a tampered golden and a policy flip are
+//! refused before launch.
 //!
 //! Run: `cargo run --example cpu_engine` (exits non-zero if any check fails).
 
@@ -16,6 +19,7 @@ use gemm_audit::digest::Digest;
 use gemm_audit::identity::{
     CompilerIdentity, GemmRouteIdentity, ModuleIdentity, Revisions, SymbolEntry, VolatileMetadata,
 };
+use gemm_audit::physical;
 use gemm_audit::policy::GemmPolicy;
 use gemm_audit::recorder::{self, GemmRouteRecorder};
 use gemm_audit::route::builder::{ArgumentsDigest, GemmRouteBuilder};
@@ -26,8 +30,12 @@ use gemm_audit::{CapturedGemmGraphPlan, OutputFingerprint, RecordedGemmTrace};
 use std::cell::RefCell;
 use std::rc::Rc;
 
-/// The engine's one kernel symbol.
+/// The engine's GEMM kernel symbol.
 const SYMBOL: &str = "tiny_rowdot_f32_nn";
+/// Its auxiliary (non-GEMM) kernels.
+const RMSNORM: &str = "tiny_rmsnorm_f32";
+const SILU: &str = "tiny_silu_f32";
+const GELU: &str = "tiny_gelu_f32";
 const D_MODEL: usize = 64;
 const D_HIDDEN: usize = 256;
 
@@ -65,12 +73,24 @@ struct Engine {
     w2: Buf,
 }
 
-/// One step's buffers: input, hidden and output activations.
+/// One step's buffers: input, hidden (raw and normed), output (raw and
+/// activated).
 struct Step {
     batch: usize,
     x: Buf,
     h: Buf,
+    hn: Buf,
     y: Buf,
+    z: Buf,
+}
+
+/// Which auxiliary kernel ends the step: the real one, a declared other
+/// one (a swapped kernel), or one nobody declared.
+#[derive(Clone, Copy)]
+enum Activation {
+    Silu,
+    Gelu,
+    Undeclared,
 }
 
 impl Engine {
@@ -97,13 +117,17 @@ impl Engine {
             .serving(&[GemmOp::Nn], &[DType::F32], &contract, false)
             .with_resources(Digest::sha256(b"one thread per output, no shared memory"))
             .declaring(declaration);
+        // The step's other kernels serve no GEMM: declared so that a whole
+        // captured step binds, and a kernel nobody declared is refused.
+        let aux = [RMSNORM, SILU, GELU]
+            .map(|k| SymbolEntry::auxiliary(k, Digest::sha256(b"one thread per row")));
         let module = ModuleIdentity::from_artifact(
             backend,
             kind,
             source,
             compiler,
             std::env::consts::ARCH,
-            vec![symbol],
+            std::iter::once(symbol).chain(aux).collect(),
         );
         let live = GemmRouteIdentity::new(
             policy,
@@ -127,7 +151,9 @@ impl Engine {
             batch,
             x: Rc::new(RefCell::new(seeded(batch * D_MODEL, 3))),
             h: Rc::new(RefCell::new(vec![0.0; batch * D_HIDDEN])),
+            hn: Rc::new(RefCell::new(vec![0.0; batch * D_HIDDEN])),
             y: Rc::new(RefCell::new(vec![0.0; batch * D_MODEL])),
+            z: Rc::new(RefCell::new(vec![0.0; batch * D_MODEL])),
         }
     }
 
@@ -152,7 +178,9 @@ impl Engine {
             .u64("k", k as u64)
             .u64("n", n as u64)
             .finish();
-        let contract = module.symbols[0].serves[0].contract.clone();
+        let contract = module.symbol(SYMBOL).expect("declared").serves[0]
+            .contract
+            .clone();
         let route = GemmRouteBuilder::new(&self.live, module, SYMBOL, name)
             .problem(
                 GemmOp::Nn,
@@ -169,16 +197,20 @@ impl Engine {
             .map_err(|e| gemm_audit::Error::backend("tiny-engine", e.to_string()))?;
         rec.push(route)?;
         let (a, b, c) = (a.clone(), b.clone(), c.clone());
-        stream.launch(move || rowdot(&a.borrow(), &b.borrow(), &mut c.borrow_mut(), m, k, n));
+        stream.launch_kernel(SYMBOL, [n as u32, m as u32, 1], [1, 1, 1], move || {
+            rowdot(&a.borrow(), &b.borrow(), &mut c.borrow_mut(), m, k, n)
+        });
         Ok(())
     }
 
-    /// One decode step: y = relu(x W1) W2.
+    /// One decode step, unfused: h = x W1, hn = rmsnorm(h), y = hn W2,
+    /// z = act(y).
     fn step(
         &self,
         s: &Step,
         stream: &CpuStream,
         rec: &GemmRouteRecorder,
+        act: Activation,
     ) -> gemm_audit::Result<()> {
         let b = s.batch;
         self.gemm(
@@ -190,17 +222,43 @@ impl Engine {
             &s.h,
             (b, D_MODEL, D_HIDDEN),
         )?;
-        let h = s.h.clone();
-        stream.launch(move || h.borrow_mut().iter_mut().for_each(|v| *v = v.max(0.0)));
+        let (h, hn) = (s.h.clone(), s.hn.clone());
+        stream.launch_kernel(RMSNORM, [b as u32, 1, 1], [1, 1, 1], move || {
+            rmsnorm(&h.borrow(), &mut hn.borrow_mut(), D_HIDDEN)
+        });
         self.gemm(
             stream,
             rec,
             &format!("down@b{b}"),
-            &s.h,
+            &s.hn,
             &self.w2,
             &s.y,
             (b, D_HIDDEN, D_MODEL),
-        )
+        )?;
+        let (y, z) = (s.y.clone(), s.z.clone());
+        let (symbol, f): (&str, fn(f32) -> f32) = match act {
+            Activation::Silu => (SILU, |v| v / (1.0 + (-v).exp())),
+            Activation::Gelu => (GELU, |v| 0.5 * v * (1.0 + (0.797_884_6 * v).tanh())),
+            Activation::Undeclared => ("tiny_softmax_f32", |v| v.exp()),
+        };
+        stream.launch_kernel(symbol, [b as u32, 1, 1], [1, 1, 1], move || {
+            let y = y.borrow();
+            for (o, v) in z.borrow_mut().iter_mut().zip(y.iter()) {
+                *o = f(*v);
+            }
+        });
+        Ok(())
+    }
+}
+
+/// RMSNorm of each row of `x` (rows of `width`), without a learned scale.
+fn rmsnorm(x: &[f32], out: &mut [f32], width: usize) {
+    for (row, o) in x.chunks(width).zip(out.chunks_mut(width)) {
+        let ms = row.iter().map(|v| v * v).sum::<f32>() / width as f32;
+        let inv = 1.0 / (ms + 1e-6).sqrt();
+        for (o, v) in o.iter_mut().zip(row) {
+            *o = v * inv;
+        }
     }
 }
 
@@ -229,30 +287,37 @@ fn main() -> gemm_audit::Result<()> {
     for batch in [1usize, 8] {
         println!("decode step, batch {batch}");
         let s = engine.step_buffers(batch);
+        let step = |act| engine.step(&s, &stream, &rec, act);
 
         // 1. Record the step eagerly.
-        let ((), eager) =
-            recorder::record_eager(&rec, &engine.live, || engine.step(&s, &stream, &rec))?;
+        let ((), eager) = recorder::record_eager(&rec, &engine.live, || step(Activation::Silu))?;
         let manifest = eager.manifest.clone().expect("the step launches GEMMs");
-        let y_eager = s.y.borrow().clone();
+        let z_eager = bytes(&s.z.borrow());
         println!(
             "  recorded {} GEMM launches, ordered digest {}",
             manifest.launch_set.launch_count,
             manifest.launch_set.ordered_digest.short()
         );
 
-        // 2. Store it as a golden (atomically; never replaced without asking).
+        // 2. Capture the same step into a graph, reserved to the manifest.
+        s.z.borrow_mut().iter_mut().for_each(|v| *v = f32::NAN);
+        let ((), captured) =
+            recorder::capture(&stream, &rec, Some(&manifest), &engine.live, || {
+                step(Activation::Silu)
+            })?;
+        check(
+            s.z.borrow().iter().all(|v| v.is_nan()),
+            "capture recorded the step without running it",
+            &mut failures,
+        );
+
+        // 3. The golden: routes, GEMM output fingerprints and the whole
+        //    graph, every node bound (GEMMs to routes, the rest declared).
         let fingerprints = vec![
             OutputFingerprint::of(3, &bytes(&s.h.borrow())),
-            OutputFingerprint::of(
-                3,
-                &y_eager
-                    .iter()
-                    .flat_map(|x| x.to_le_bytes())
-                    .collect::<Vec<_>>(),
-            ),
+            OutputFingerprint::of(3, &bytes(&s.y.borrow())),
         ];
-        let trace = RecordedGemmTrace::new(
+        let mut trace = RecordedGemmTrace::new(
             format!("mlp-decode@b{batch}"),
             Digest::sha256(format!("mlp {D_MODEL}x{D_HIDDEN} batch {batch}").as_bytes()),
             engine.live.clone(),
@@ -260,24 +325,19 @@ fn main() -> gemm_audit::Result<()> {
             fingerprints,
             VolatileMetadata::new(),
         )?;
+        trace.set_physical(captured.graph.physical())?;
+        let coverage = physical::Coverage::of(&trace.physical);
+        check(
+            (coverage.gemm, coverage.auxiliary) == (2, 2),
+            &format!("whole graph bound: {coverage}"),
+            &mut failures,
+        );
         let golden_path = dir.join(format!("mlp-decode-b{batch}.gat"));
         trace.write(&golden_path, false)?;
         let golden = RecordedGemmTrace::read(&golden_path)?;
         check(
             golden == trace,
             "golden stored and read back",
-            &mut failures,
-        );
-
-        // 3. Capture the same step into a graph, reserved to the manifest.
-        s.y.borrow_mut().iter_mut().for_each(|v| *v = f32::NAN);
-        let ((), captured) =
-            recorder::capture(&stream, &rec, Some(&manifest), &engine.live, || {
-                engine.step(&s, &stream, &rec)
-            })?;
-        check(
-            s.y.borrow().iter().all(|v| v.is_nan()),
-            "capture recorded the step without running it",
             &mut failures,
         );
 
@@ -289,18 +349,50 @@ fn main() -> gemm_audit::Result<()> {
             &mut failures,
         );
         check(
-            bytes(&s.y.borrow()) == bytes(&y_eager),
+            bytes(&s.z.borrow()) == z_eager,
             "replay output is bit-identical to the eager run",
             &mut failures,
         );
         let plan = captured.plan.as_ref().expect("GEMM work has a plan");
         check(
-            plan.check_against_golden_trace(&golden).is_ok(),
-            "captured plan matches the stored golden",
+            plan.check_against_golden_trace(&golden).is_ok()
+                && physical::check_against(&golden.physical, &trace.physical).is_ok(),
+            "captured plan and graph match the stored golden",
             &mut failures,
         );
 
-        // 5. A tampered golden is refused before anything is launched.
+        // 5. A step that launches a kernel nobody declared does not bind.
+        let ((), rogue) = recorder::capture(&stream, &rec, Some(&manifest), &engine.live, || {
+            step(Activation::Undeclared)
+        })?;
+        let mut nodes = rogue.graph.physical();
+        match physical::bind(&engine.live, &eager.routes, &mut nodes) {
+            Err(r) => check(
+                r.to_string().contains("tiny_softmax_f32"),
+                &format!("undeclared kernel node refused: {r}"),
+                &mut failures,
+            ),
+            Ok(()) => check(false, "undeclared kernel node refused", &mut failures),
+        }
+
+        // 6. A swapped auxiliary kernel (GELU for SiLU, both declared) binds,
+        //    but is refused against the golden's graph.
+        let ((), swapped) =
+            recorder::capture(&stream, &rec, Some(&manifest), &engine.live, || {
+                step(Activation::Gelu)
+            })?;
+        let mut nodes = swapped.graph.physical();
+        physical::bind(&engine.live, &eager.routes, &mut nodes)?;
+        match physical::check_against(&golden.physical, &nodes) {
+            Err(r) => check(
+                r.to_string().contains(GELU),
+                &format!("swapped auxiliary kernel refused: {r}"),
+                &mut failures,
+            ),
+            Ok(()) => check(false, "swapped auxiliary kernel refused", &mut failures),
+        }
+
+        // 7. A tampered golden is refused before anything is launched.
         let mut tampered = golden.routes.clone();
         tampered[1].kernel_symbol = "tiny_rowdot_f32_nn_fast".into();
         match CapturedGemmGraphPlan::new(golden.manifest(), tampered) {
@@ -312,7 +404,7 @@ fn main() -> gemm_audit::Result<()> {
             Ok(_) => check(false, "tampered golden refused", &mut failures),
         }
 
-        // 6. A policy flip is refused before launch: the closure never runs.
+        // 8. A policy flip is refused before launch: the closure never runs.
         let flipped = engine.live.with_policy(GemmPolicy {
             tensor_cores: !engine.live.policy.tensor_cores,
             ..engine.live.policy

@@ -1,14 +1,17 @@
 //! A small CUDA "engine" that audits its own GEMM launches with gemm-audit.
 //!
-//! The engine compiles its own kernel with NVRTC (a fused GEMM + ReLU, one
-//! thread per output, one ascending `fma` chain each), declared as an engine
-//! backend, module kind and contract, and calls cuBLASLt itself for the
-//! second layer of a two-layer MLP decode step, at batch 1 and 8. Around
-//! each step it records eagerly, stores a golden, captures its own graph on
-//! its own stream, binds the graph's kernels to the recorded routes, replays
-//! only through the validated plan, compares device-side output
-//! fingerprints, and refuses a tampered golden and a policy flip before
-//! launch.
+//! The engine compiles its own kernels with NVRTC (a GEMM with one thread
+//! per output and one ascending `fma` chain each, an RMSNorm and a SiLU),
+//! declares them as an engine backend, module kind and contract (the GEMM
+//! with what it serves and launches, the other two as auxiliary kernels),
+//! and calls cuBLASLt itself for the second GEMM of an unfused decode step
+//! (GEMM, RMSNorm, cuBLASLt GEMM, SiLU), at batch 1 and 8. Around each step
+//! it records eagerly, captures the step on its own stream, binds every
+//! node of the graph (GEMMs to routes, the rest as declared), stores the
+//! golden with the whole graph, replays only through the validated plan,
+//! compares device-side output fingerprints, and refuses an undeclared
+//! kernel node, a swapped auxiliary kernel, a tampered golden and a policy
+//! flip before launch.
 //!
 //! Run on a GPU: `cargo run --release --features cuda --example engine`
 //! (exits non-zero if any check fails).
@@ -20,6 +23,7 @@ use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
 use gemm_audit::backend::cuda::{self, CudaCaptureStream, DeviceFingerprinter};
 use gemm_audit::declaration::{BkRule, SplitRule, SymbolDeclaration};
 use gemm_audit::identity::{GemmRouteIdentity, ModuleIdentity, Revisions, SymbolEntry};
+use gemm_audit::physical;
 use gemm_audit::recorder::{self, CaptureStream, GemmRouteRecorder};
 use gemm_audit::route::builder::{ArgumentsDigest, GemmRouteBuilder};
 use gemm_audit::route::{
@@ -35,19 +39,60 @@ use std::sync::Arc;
 
 const D_MODEL: usize = 1024;
 const D_HIDDEN: usize = 4096;
-const SYMBOL: &str = "mlp_up_relu_f32";
+const SYMBOL: &str = "mlp_up_f32";
 const LT_SYMBOL: &str = "cublasLtMatmul";
+/// The step's auxiliary kernels (declared), and one nobody declares.
+const RMSNORM: &str = "eng_rmsnorm_f32";
+const SILU: &str = "eng_silu_f32";
+const GELU: &str = "eng_gelu_f32";
+const UNDECLARED: &str = "eng_softmax_f32";
 const SOURCE: &str = r#"
-extern "C" __global__ void mlp_up_relu_f32(const float* a, const float* b, float* c,
-                                           int m, int k, int n) {
+extern "C" __global__ void mlp_up_f32(const float* a, const float* b, float* c,
+                                      int m, int k, int n) {
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     int i = blockIdx.y;
     if (i >= m || j >= n) return;
     float acc = 0.0f;
     for (int p = 0; p < k; ++p) acc = __fmaf_rn(a[i * k + p], b[p * n + j], acc);
-    c[i * n + j] = fmaxf(acc, 0.0f);
+    c[i * n + j] = acc;
+}
+// One block of 256 threads per row; a fixed-order tree reduction.
+extern "C" __global__ void eng_rmsnorm_f32(const float* x, float* out, int width) {
+    __shared__ float part[256];
+    const float* row = x + (size_t)blockIdx.x * width;
+    float s = 0.0f;
+    for (int j = threadIdx.x; j < width; j += 256) s = __fmaf_rn(row[j], row[j], s);
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = 128; w > 0; w >>= 1) {
+        if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    float inv = rsqrtf(part[0] / width + 1e-6f);
+    for (int j = threadIdx.x; j < width; j += 256) out[(size_t)blockIdx.x * width + j] = row[j] * inv;
+}
+extern "C" __global__ void eng_silu_f32(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = x[i] / (1.0f + expf(-x[i]));
+}
+extern "C" __global__ void eng_gelu_f32(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = 0.5f * x[i] * (1.0f + tanhf(0.7978846f * x[i]));
+}
+extern "C" __global__ void eng_softmax_f32(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = expf(x[i]);
 }
 "#;
+
+/// Which elementwise kernel ends the step: the real one, a declared other
+/// one (a swapped kernel), or one nobody declared.
+#[derive(Clone, Copy)]
+enum Activation {
+    Silu,
+    Gelu,
+    Undeclared,
+}
 
 /// Maps any error of the engine's own CUDA calls to gemm-audit's error,
 /// keeping it as the cause.
@@ -218,6 +263,9 @@ struct Engine {
     stream: Arc<CudaStream>,
     live: GemmRouteIdentity,
     func: CudaFunction,
+    norm: CudaFunction,
+    /// The activation kernels: SiLU, GELU, and the undeclared one.
+    acts: [CudaFunction; 3],
     lt_handle: lt::cublasLtHandle_t,
     lt_version: String,
     workspace: CudaSlice<u8>,
@@ -230,7 +278,9 @@ struct Step {
     batch: usize,
     x: CudaSlice<f32>,
     h: CudaSlice<f32>,
+    hn: CudaSlice<f32>,
     y: CudaSlice<f32>,
+    z: CudaSlice<f32>,
     down: LtMatmul,
     down_vendor: VendorRoute,
     down_launch: ([u32; 3], [u32; 3], u32),
@@ -273,11 +323,29 @@ impl Engine {
         let artifact = ptx.to_src();
         let module = cu(ctx.load_module(ptx), "load module")?;
         let func = cu(module.load_function(SYMBOL), "load function")?;
+        let norm = cu(module.load_function(RMSNORM), "load function")?;
+        let acts = [
+            cu(module.load_function(SILU), "load function")?,
+            cu(module.load_function(GELU), "load function")?,
+            cu(module.load_function(UNDECLARED), "load function")?,
+        ];
+        // The step's other kernels serve no GEMM: declared (with their
+        // resources) so that the whole captured step binds. The softmax is
+        // deliberately left out, to show an undeclared kernel refused.
+        let aux = [(RMSNORM, &norm), (SILU, &acts[0]), (GELU, &acts[1])]
+            .into_iter()
+            .map(|(name, f)| {
+                Ok(SymbolEntry::auxiliary(
+                    name,
+                    cuda::function_resources(name, f)?,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
 
         // The engine's own backend, module kind and contract.
         let option_refs: Vec<&str> = options.iter().map(String::as_str).collect();
         let compiler = cuda::nvrtc_compiler_identity(&option_refs, SOURCE)?;
-        let contract = ContractKind::engine("scalar-fma-relu", ContractKind::ScalarFma).unwrap();
+        let contract = ContractKind::engine("scalar-fma-rowdot", ContractKind::ScalarFma).unwrap();
         let engine_module = ModuleIdentity::from_artifact(
             PhysicalBackend::engine("mini-engine", false).unwrap(),
             ModuleKind::engine("nvrtc-ptx").unwrap(),
@@ -300,7 +368,10 @@ impl Engine {
                         .with_tile(TileShape { m: 1, n: 128, k: 1 }, 1)
                         .with_capabilities(vec!["fma".into()]),
                     ),
-            ],
+            ]
+            .into_iter()
+            .chain(aux)
+            .collect(),
         );
         let lt_module = cuda::vendor_modules(&target)
             .into_iter()
@@ -326,6 +397,8 @@ impl Engine {
             stream,
             live,
             func,
+            norm,
+            acts,
             lt_handle,
             lt_version,
             workspace,
@@ -339,11 +412,13 @@ impl Engine {
     fn prepare(&self, b: usize) -> Result<Step> {
         let x = cu(self.stream.clone_htod(&seeded(b * D_MODEL, 3)), "x")?;
         let h = cu(self.stream.alloc_zeros::<f32>(b * D_HIDDEN), "h")?;
+        let hn = cu(self.stream.alloc_zeros::<f32>(b * D_HIDDEN), "hn")?;
         let mut y = cu(self.stream.alloc_zeros::<f32>(b * D_MODEL), "y")?;
+        let z = cu(self.stream.alloc_zeros::<f32>(b * D_MODEL), "z")?;
         let down = LtMatmul::plan(self.lt_handle, b, D_HIDDEN, D_MODEL, self.workspace.len())?;
         let probe = CudaCaptureStream::new(self.stream.clone());
         probe.begin_capture()?;
-        let enq = down.enqueue(&self.stream, &h, &self.w2, &mut y, &self.workspace);
+        let enq = down.enqueue(&self.stream, &hn, &self.w2, &mut y, &self.workspace);
         let graph = probe.end_capture()?;
         enq?;
         let kernels: Vec<_> = cuda::introspect(&graph)?
@@ -361,16 +436,19 @@ impl Engine {
             batch: b,
             x,
             h,
+            hn,
             y,
+            z,
             down,
             down_vendor,
             down_launch,
         })
     }
 
-    /// One decode step: h = relu(x W1) with the engine's kernel, y = h W2
-    /// with cuBLASLt. The GEMM dispatcher pushes each route, then launches.
-    fn step(&self, s: &mut Step, rec: &GemmRouteRecorder) -> Result<()> {
+    /// One decode step, unfused: h = x W1 with the engine's kernel,
+    /// hn = rmsnorm(h), y = hn W2 with cuBLASLt, z = act(y). The GEMM
+    /// dispatcher pushes each route, then launches.
+    fn step(&self, s: &mut Step, rec: &GemmRouteRecorder, act: Activation) -> Result<()> {
         let b = s.batch;
         let (m, k, n) = (b, D_MODEL, D_HIDDEN);
         let cfg = cudarc::driver::LaunchConfig {
@@ -386,7 +464,12 @@ impl Engine {
             .u64("k", k as u64)
             .u64("n", n as u64)
             .finish();
-        let up_contract = self.live.modules[0].symbols[0].serves[0].contract.clone();
+        let up_contract = self.live.modules[0]
+            .symbol(SYMBOL)
+            .expect("declared")
+            .serves[0]
+            .contract
+            .clone();
         let up = GemmRouteBuilder::new(
             &self.live,
             &self.live.modules[0],
@@ -418,7 +501,18 @@ impl Engine {
             .arg(&ni);
         // SAFETY: the kernel's parameters are exactly these, and the
         // buffers hold m*k, k*n and m*n floats.
-        cu(unsafe { launch.launch(cfg) }, "launch mlp_up_relu_f32")?;
+        cu(unsafe { launch.launch(cfg) }, "launch mlp_up_f32")?;
+
+        let width = D_HIDDEN as i32;
+        let mut launch = self.stream.launch_builder(&self.norm);
+        launch.arg(&s.h).arg(&mut s.hn).arg(&width);
+        let rows = cudarc::driver::LaunchConfig {
+            grid_dim: (b as u32, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: (x, out, width) as declared; both hold b rows of D_HIDDEN.
+        cu(unsafe { launch.launch(rows) }, "launch eng_rmsnorm_f32")?;
 
         let (grid, block, smem) = s.down_launch;
         let down = GemmRouteBuilder::new(
@@ -447,7 +541,24 @@ impl Engine {
         .map_err(|e| Error::backend("engine", e.to_string()))?;
         rec.push(down)?;
         s.down
-            .enqueue(&self.stream, &s.h, &self.w2, &mut s.y, &self.workspace)
+            .enqueue(&self.stream, &s.hn, &self.w2, &mut s.y, &self.workspace)?;
+
+        let f = match act {
+            Activation::Silu => &self.acts[0],
+            Activation::Gelu => &self.acts[1],
+            Activation::Undeclared => &self.acts[2],
+        };
+        let len = (b * D_MODEL) as i32;
+        let mut launch = self.stream.launch_builder(f);
+        launch.arg(&s.y).arg(&mut s.z).arg(&len);
+        let elems = cudarc::driver::LaunchConfig {
+            grid_dim: ((b * D_MODEL).div_ceil(256) as u32, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: (x, out, n) as declared; both hold b * D_MODEL floats.
+        cu(unsafe { launch.launch(elems) }, "launch the activation")?;
+        Ok(())
     }
 }
 
@@ -490,7 +601,9 @@ fn main() -> Result<()> {
         let mut s = engine.prepare(batch)?;
 
         // 1. Record eagerly.
-        let ((), eager) = recorder::record_eager(&rec, &engine.live, || engine.step(&mut s, &rec))?;
+        let ((), eager) = recorder::record_eager(&rec, &engine.live, || {
+            engine.step(&mut s, &rec, Activation::Silu)
+        })?;
         cu(engine.stream.synchronize(), "sync")?;
         let manifest = eager.manifest.clone().expect("GEMM work");
         for r in &eager.routes {
@@ -516,9 +629,10 @@ fn main() -> Result<()> {
         }
         let h_fp = fp.fingerprint(&engine.stream, &s.h.slice(..), 3)?;
         let y_fp = fp.fingerprint(&engine.stream, &s.y.slice(..), 3)?;
-        println!("  eager output fingerprint {}", y_fp.sha256.short());
+        let z_fp = fp.fingerprint(&engine.stream, &s.z.slice(..), 3)?;
+        println!("  eager output fingerprint {}", z_fp.sha256.short());
 
-        // 2. Store a golden.
+        // 2. The golden's routes and GEMM output fingerprints.
         let mut trace = RecordedGemmTrace::new(
             format!("mlp-decode@b{batch}"),
             Digest::sha256(format!("mlp {D_MODEL}x{D_HIDDEN} batch {batch}").as_bytes()),
@@ -528,27 +642,25 @@ fn main() -> Result<()> {
             Default::default(),
         )?;
 
-        // 3. Capture the same step on the engine's own stream.
+        // 3. Capture the same step on the engine's own stream, and bind
+        //    every node: GEMMs to the routes, the rest as declared.
         let stream = CudaCaptureStream::new(engine.stream.clone());
         let ((), captured) =
             recorder::capture(&stream, &rec, Some(&manifest), &engine.live, || {
-                engine.step(&mut s, &rec)
+                engine.step(&mut s, &rec, Activation::Silu)
             })?;
         let nodes = cuda::introspect(&captured.graph)?;
         match trace.set_physical(nodes) {
             Ok(()) => check(
                 true,
                 &format!(
-                    "graph nodes bound to the routes: {} nodes",
-                    trace.physical.len()
+                    "whole graph bound: {} nodes, {}",
+                    trace.physical.len(),
+                    physical::Coverage::of(&trace.physical)
                 ),
                 &mut failures,
             ),
-            Err(r) => check(
-                false,
-                &format!("graph nodes bound to the routes: {r}"),
-                &mut failures,
-            ),
+            Err(r) => check(false, &format!("whole graph bound: {r}"), &mut failures),
         }
         let golden_path = dir.join(format!("mlp-decode-b{batch}.gat"));
         trace.write(&golden_path, false)?;
@@ -560,7 +672,7 @@ fn main() -> Result<()> {
         );
 
         // 4. Replay only through the validated plan; compare on the device.
-        cu(engine.stream.memset_zeros(&mut s.y), "clear y")?;
+        cu(engine.stream.memset_zeros(&mut s.z), "clear z")?;
         let launched = captured.launch_validated(&engine.live, "decode", |g| g.launch());
         check(
             matches!(launched, Ok(Ok(()))),
@@ -568,9 +680,9 @@ fn main() -> Result<()> {
             &mut failures,
         );
         cu(engine.stream.synchronize(), "sync")?;
-        let replay_fp: OutputFingerprint = fp.fingerprint(&engine.stream, &s.y.slice(..), 3)?;
+        let replay_fp: OutputFingerprint = fp.fingerprint(&engine.stream, &s.z.slice(..), 3)?;
         check(
-            replay_fp == y_fp,
+            replay_fp == z_fp,
             "replay output bit-identical to eager (device fingerprint)",
             &mut failures,
         );
@@ -581,7 +693,38 @@ fn main() -> Result<()> {
             &mut failures,
         );
 
-        // 5. A tampered golden is refused.
+        // 5. A step that launches a kernel nobody declared does not bind.
+        let ((), rogue) = recorder::capture(&stream, &rec, Some(&manifest), &engine.live, || {
+            engine.step(&mut s, &rec, Activation::Undeclared)
+        })?;
+        let mut nodes = cuda::introspect(&rogue.graph)?;
+        match physical::bind(&engine.live, &eager.routes, &mut nodes) {
+            Err(r) => check(
+                r.to_string().contains(UNDECLARED),
+                &format!("undeclared kernel node refused: {r}"),
+                &mut failures,
+            ),
+            Ok(()) => check(false, "undeclared kernel node refused", &mut failures),
+        }
+
+        // 6. A swapped auxiliary kernel (GELU for SiLU, both declared) binds,
+        //    and is refused against the golden's graph.
+        let ((), swapped) =
+            recorder::capture(&stream, &rec, Some(&manifest), &engine.live, || {
+                engine.step(&mut s, &rec, Activation::Gelu)
+            })?;
+        let mut nodes = cuda::introspect(&swapped.graph)?;
+        physical::bind(&engine.live, &eager.routes, &mut nodes)?;
+        match physical::check_against(&golden.physical, &nodes) {
+            Err(r) => check(
+                r.to_string().contains(GELU),
+                &format!("swapped auxiliary kernel refused: {r}"),
+                &mut failures,
+            ),
+            Ok(()) => check(false, "swapped auxiliary kernel refused", &mut failures),
+        }
+
+        // 7. A tampered golden is refused.
         let mut tampered = golden.routes.clone();
         if let Some(v) = tampered[1].vendor.as_mut() {
             v.split_k += 1;
@@ -595,7 +738,7 @@ fn main() -> Result<()> {
             Ok(_) => check(false, "tampered golden refused", &mut failures),
         }
 
-        // 6. A policy flip is refused before launch.
+        // 8. A policy flip is refused before launch.
         let flipped = engine.live.with_policy(GemmPolicy {
             mode: PolicyMode::Deterministic,
             ..policy

@@ -367,7 +367,9 @@ impl TraceDiff {
                     None => n.kind.to_string(),
                 },
             };
-            // Nodes bound to no route (a kernel nobody declared) are drift too.
+            // Nodes of the step itself (its auxiliary kernels and memory
+            // nodes, bound to no route), in order: a swapped or replaced
+            // auxiliary kernel is drift too.
             let unbound = |t: &RecordedGemmTrace| -> Vec<crate::physical::PhysicalNode> {
                 t.physical
                     .iter()

@@ -236,6 +236,20 @@ impl SymbolEntry {
         self
     }
 
+    /// A kernel of the step that serves no GEMM (an RMSNorm, an
+    /// activation, a softmax): captured graphs may hold it between the
+    /// GEMMs ([`crate::physical::bind`]), and its module's digest and
+    /// compiler put it under the context like any kernel. `resources` is
+    /// its resources digest (`cuda::function_resources` for a CUDA kernel).
+    pub fn auxiliary(name: impl Into<String>, resources: Digest) -> Self {
+        SymbolEntry::new(name).with_resources(resources)
+    }
+
+    /// True when the symbol serves no GEMM: an auxiliary kernel.
+    pub fn is_auxiliary(&self) -> bool {
+        self.serves.is_empty()
+    }
+
     /// Declares what the symbol launches.
     pub fn declaring(mut self, declaration: SymbolDeclaration) -> Self {
         self.declaration = Some(declaration);
@@ -489,6 +503,14 @@ impl GemmRouteIdentity {
         let mut w = DigestWriter::new(CONTEXT_DOMAIN);
         w.frame(self);
         w.finish()
+    }
+
+    /// The loaded module declaring `symbol` as an auxiliary kernel (one
+    /// that serves no GEMM), if any.
+    pub fn auxiliary_kernel(&self, symbol: &str) -> Option<&ModuleIdentity> {
+        self.modules
+            .iter()
+            .find(|m| m.symbol(symbol).is_some_and(SymbolEntry::is_auxiliary))
     }
 
     /// The module of `kind` whose digest is `digest`, if loaded.

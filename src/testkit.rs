@@ -146,6 +146,21 @@ pub fn module() -> ModuleIdentity {
     )
 }
 
+/// An engine module of auxiliary (non-GEMM) kernels named `symbols`.
+pub fn auxiliary_module(symbols: &[&str]) -> ModuleIdentity {
+    ModuleIdentity::from_artifact(
+        PhysicalBackend::engine("synthetic-step", false).expect("valid name"),
+        ModuleKind::engine("synthetic-aux").expect("valid name"),
+        symbols.join(",").as_bytes(),
+        compiler(),
+        "sm_90",
+        symbols
+            .iter()
+            .map(|s| SymbolEntry::auxiliary(*s, tagged("aux-resources", 0)))
+            .collect(),
+    )
+}
+
 /// Moves `r` to `symbol` of [`module`], with every field the symbol
 /// declares (instruction, ownership, tile, k block, stages, capabilities,
 /// tensor-map presence, the split rule's grid z) set as declared.

@@ -527,7 +527,7 @@ fn capture_binds_physical_nodes_and_replays_eager_bits() {
             n.kind, n.symbol, n.grid, n.block, n.shared_bytes
         );
     }
-    physical::bind(&routes, &mut nodes).expect("physical nodes bind to the routes");
+    physical::bind(g.context(), &routes, &mut nodes).expect("physical nodes bind to the routes");
     assert_eq!(nodes.len(), routes.len());
     for _ in 0..3 {
         assert_eq!(g.replay(&graph, "test").unwrap(), eager);
@@ -541,7 +541,7 @@ fn capture_binds_physical_nodes_and_replays_eager_bits() {
     let mut tampered = routes.clone();
     tampered[1].launch.grid[0] += 1;
     let mut nodes = graph.physical();
-    assert!(physical::bind(&tampered, &mut nodes).is_err());
+    assert!(physical::bind(g.context(), &tampered, &mut nodes).is_err());
 
     // The whole recorder path on the GPU: eager, trace, capture, bind, validated replay.
     let backend = Backend::Cuda(g.clone());
@@ -697,7 +697,7 @@ fn cublas_routes_capture_bind_and_replay() {
                 n.kind, n.symbol, n.grid, n.block
             );
         }
-        physical::bind(&routes, &mut nodes).expect("vendor kernels bind");
+        physical::bind(v.context(), &routes, &mut nodes).expect("vendor kernels bind");
         assert!(nodes.iter().all(|n| n.route_index.is_some()));
         assert_eq!(v.replay(&graph, "vendor").unwrap(), eager);
         // The deterministic policy refuses vendor routes before launch.

@@ -391,6 +391,13 @@ pub fn trace_table(t: &RecordedGemmTrace) -> String {
     }
     s.push_str(&format!("context digest  {}\n", t.context.digest()));
     s.push_str(&format!("launches        {}\n", t.launch_set.launch_count));
+    if !t.physical.is_empty() {
+        s.push_str(&format!(
+            "graph           {} nodes: {}\n",
+            t.physical.len(),
+            gemm_audit::physical::Coverage::of(&t.physical)
+        ));
+    }
     s.push_str(&format!("fingerprints    {}\n", t.fingerprint_mode));
     s.push_str(&format!(
         "ordered digest  {}\n\n",

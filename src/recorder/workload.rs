@@ -3,7 +3,7 @@
 //! plan, validate it against the live context, and optionally replay it.
 
 use crate::backend::{Backend, TimingClock};
-use crate::error::{Error, Refusal, RefusalStage, Result};
+use crate::error::{Error, Refusal, Result};
 use crate::physical::{self, PhysicalNode};
 use crate::plan::CapturedGemmGraphPlan;
 use crate::route::ResolvedGemmRoute;
@@ -210,11 +210,11 @@ pub fn capture_and_replay(
         Err(e) => return Err(e),
     };
     let mut nodes = graph.physical();
-    if let Err(r) = physical::bind(&trace.routes, &mut nodes) {
+    if let Err(r) = physical::bind(&trace.context, &trace.routes, &mut nodes) {
         return refused(r);
     }
     if !trace.physical.is_empty() {
-        if let Some(r) = compare_nodes(&trace.physical, &nodes) {
+        if let Err(r) = physical::check_against(&trace.physical, &nodes) {
             return refused(r);
         }
     }
@@ -226,34 +226,6 @@ pub fn capture_and_replay(
         Err(Error::Refused(refusal)) => refused(*refusal),
         Err(e) => Err(e),
     }
-}
-
-/// The first difference between a stored and a freshly captured graph.
-fn compare_nodes(stored: &[PhysicalNode], captured: &[PhysicalNode]) -> Option<Refusal> {
-    let stage = RefusalStage::CaptureResult;
-    if stored.len() != captured.len() {
-        return Some(Refusal::new(
-            stage,
-            None,
-            "graph.nodes",
-            stored.len(),
-            captured.len(),
-        ));
-    }
-    stored
-        .iter()
-        .zip(captured)
-        .enumerate()
-        .find(|(_, (a, b))| a != b)
-        .map(|(i, (a, b))| {
-            Refusal::new(
-                stage,
-                a.route_index,
-                format!("graph.node[{i}]"),
-                format!("{a:?}"),
-                format!("{b:?}"),
-            )
-        })
 }
 
 /// What `check` found for a stored trace.

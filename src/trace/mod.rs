@@ -203,7 +203,7 @@ impl RecordedGemmTrace {
 
     /// Binds a captured graph's nodes to the routes and stores them.
     pub fn set_physical(&mut self, mut nodes: Vec<PhysicalNode>) -> Result<(), crate::Refusal> {
-        physical::bind(&self.routes, &mut nodes)?;
+        physical::bind(&self.context, &self.routes, &mut nodes)?;
         self.physical = nodes;
         Ok(())
     }

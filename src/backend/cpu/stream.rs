@@ -6,6 +6,7 @@
 //! [`crate::recorder::capture`] and [`crate::recorder::Captured::launch_validated`].
 
 use crate::backend::CaptureStream;
+use crate::physical::{NodeKind, PhysicalNode};
 use std::cell::{Cell, RefCell};
 use std::fmt;
 
@@ -17,6 +18,7 @@ type Op = Box<dyn Fn()>;
 pub struct CpuStream {
     capturing: Cell<bool>,
     ops: RefCell<Vec<Op>>,
+    nodes: RefCell<Vec<PhysicalNode>>,
 }
 
 impl fmt::Debug for CpuStream {
@@ -36,8 +38,29 @@ impl CpuStream {
 
     /// Runs `op` now, or, while capturing, records it for the graph.
     pub fn launch(&self, op: impl Fn() + 'static) {
+        // An anonymous closure is a host node of the graph: it runs, but no
+        // binding can say what it is. Name kernels with `launch_kernel`.
+        self.record(PhysicalNode::other(NodeKind::Host), op);
+    }
+
+    /// Runs (or, while capturing, records) `op` as a kernel named `symbol`
+    /// with this geometry: the graph's physical trace
+    /// ([`CpuStreamGraph::physical`]) holds it as a kernel node, so a whole
+    /// step binds ([`crate::physical::bind`]) like a CUDA graph does.
+    pub fn launch_kernel(
+        &self,
+        symbol: &str,
+        grid: [u32; 3],
+        block: [u32; 3],
+        op: impl Fn() + 'static,
+    ) {
+        self.record(PhysicalNode::kernel(symbol, grid, block, 0), op);
+    }
+
+    fn record(&self, node: PhysicalNode, op: impl Fn() + 'static) {
         if self.capturing.get() {
             self.ops.borrow_mut().push(Box::new(op));
+            self.nodes.borrow_mut().push(node);
         } else {
             op();
         }
@@ -52,6 +75,7 @@ impl CpuStream {
 /// A captured CPU graph: the recorded work, replayed in order.
 pub struct CpuStreamGraph {
     ops: Vec<Op>,
+    nodes: Vec<PhysicalNode>,
 }
 
 impl fmt::Debug for CpuStreamGraph {
@@ -80,6 +104,12 @@ impl CpuStreamGraph {
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
     }
+
+    /// The graph's nodes in capture order, unbound: kernel nodes for
+    /// [`CpuStream::launch_kernel`], host nodes for [`CpuStream::launch`].
+    pub fn physical(&self) -> Vec<PhysicalNode> {
+        self.nodes.clone()
+    }
 }
 
 /// Misuse of a [`CpuStream`]'s capture.
@@ -103,6 +133,7 @@ impl CaptureStream for CpuStream {
             return Err(CpuStreamError::AlreadyCapturing);
         }
         self.ops.borrow_mut().clear();
+        self.nodes.borrow_mut().clear();
         Ok(())
     }
 
@@ -112,6 +143,7 @@ impl CaptureStream for CpuStream {
         }
         Ok(CpuStreamGraph {
             ops: std::mem::take(&mut *self.ops.borrow_mut()),
+            nodes: std::mem::take(&mut *self.nodes.borrow_mut()),
         })
     }
 
