@@ -243,6 +243,8 @@ pub enum RefusalStage {
     CaptureResult,
     /// Comparing a plan with a golden manifest or trace.
     GoldenComparison,
+    /// A route pushed to a recording that its context cannot serve.
+    Recording,
 }
 
 impl fmt::Display for RefusalStage {
@@ -253,6 +255,7 @@ impl fmt::Display for RefusalStage {
             RefusalStage::ReplayValidation => "replay validation",
             RefusalStage::CaptureResult => "capture result",
             RefusalStage::GoldenComparison => "golden comparison",
+            RefusalStage::Recording => "recording",
         })
     }
 }
@@ -498,6 +501,25 @@ pub enum RecorderError {
     /// the start and the end of a recording.
     #[error("the live context changed while recording: {0}")]
     ContextChanged(Box<Refusal>),
+    /// A pushed route that the recording's context cannot serve (a policy
+    /// changed while recording, a dispatcher bug): refused at the push, and
+    /// the recording cannot finish.
+    #[error("route {gemm:?} refused at the push: {refusal}")]
+    Unservable {
+        /// The pushed route's GEMM name.
+        gemm: String,
+        /// What the recording's context refuses about it.
+        refusal: Box<Refusal>,
+    },
+    /// A route pushed to a capture from another thread than the one that
+    /// began it (CUDA stream capture is per thread).
+    #[error(
+        "route {gemm:?} pushed from another thread than the one capturing (capture is per thread)"
+    )]
+    WrongThread {
+        /// The pushed route's GEMM name.
+        gemm: String,
+    },
     /// A capture over capacity or of routes that do not form a launch set.
     #[error("the captured routes do not form a launch set: {0}")]
     LaunchSet(LaunchSetError),

@@ -135,3 +135,200 @@ pub fn diff_traces(data: &[u8]) {
     let _ = ab.render();
     let _ = crate::diff::portability(&a, &b);
 }
+
+/// The CPU backend's routes of the transformer-block and its live context,
+/// built once (the guard targets mutate copies of them).
+fn cpu_corpus() -> &'static (crate::GemmRouteIdentity, Vec<crate::ResolvedGemmRoute>) {
+    static CORPUS: std::sync::OnceLock<(crate::GemmRouteIdentity, Vec<crate::ResolvedGemmRoute>)> =
+        std::sync::OnceLock::new();
+    CORPUS.get_or_init(|| {
+        let cpu = crate::backend::cpu::CpuBackend::default();
+        let routes = crate::workload::Workload::builtin("transformer-block")
+            .expect("a built-in workload")
+            .gemms
+            .iter()
+            .filter_map(|g| cpu.resolve(g).ok())
+            .collect();
+        (cpu.context().clone(), routes)
+    })
+}
+
+/// Changes one field of one real route (bytes: route, field tag, then a
+/// little-endian `by` for `mutation::mutate_field_by`), re-digests, and
+/// replays it alone under the live context: the closure must never run
+/// for a policy-visible field (by `route::classes`), and nothing panics
+/// for any field.
+pub fn guard_alone(data: &[u8]) {
+    let (live, routes) = cpu_corpus();
+    let (Some(&r), Some(&t)) = (data.first(), data.get(1)) else {
+        return;
+    };
+    let mut by = [0u8; 8];
+    for (d, s) in by.iter_mut().zip(data.iter().skip(2)) {
+        *d = *s;
+    }
+    let tags = crate::route::ResolvedGemmRoute::field_tags();
+    let clean = &routes[r as usize % routes.len()];
+    let tag = tags[t as usize % tags.len()];
+    let mut route = clean.clone();
+    assert!(crate::mutation::mutate_field_by(
+        &mut route,
+        tag,
+        u64::from_le_bytes(by)
+    ));
+    let policy = crate::route::classes::classify(tag)
+        .expect("every framed field is classified")
+        .on(clean.backend.is_vendor())
+        .is_policy();
+    let Ok(manifest) = PreparedGemmCaptureManifest::from_routes(live.clone(), &[route.clone()])
+    else {
+        return; // The launch-set builder refused it: before launch too.
+    };
+    let plan = CapturedGemmGraphPlan::new(manifest, vec![route]).expect("its own manifest");
+    let mut ran = false;
+    let verdict = plan.with_validated_launch(live, "fuzz", |_| ran = true);
+    if policy {
+        assert!(
+            verdict.is_err() && !ran,
+            "a change of policy-visible {tag} reached the launch"
+        );
+    }
+    assert_eq!(
+        verdict.is_ok(),
+        ran,
+        "the closure ran exactly when accepted"
+    );
+}
+
+/// Drives one recorder through arbitrary operations (each byte: begin
+/// eager, begin capture of a small capacity, push a sample route, finish
+/// eager, finish capture, drop the guard) against a model of its state
+/// machine: idle pushes, nesting, the wrong finish and pushes over capacity
+/// are refused, and a finished or dropped recording leaves it idle.
+pub fn recorder_ops(data: &[u8]) {
+    use crate::recorder::{GemmRouteRecorder, RecorderError, RecorderMode};
+    let live = crate::testkit::context();
+    let rec = GemmRouteRecorder::new();
+    let mut guard = None;
+    // The model: the active mode, its capacity, and the pushes so far.
+    let mut model: Option<(RecorderMode, usize, usize, bool)> = None;
+    for (k, &b) in data.iter().enumerate() {
+        match b % 6 {
+            0 | 1 => {
+                let capture = b % 6 == 1;
+                let cap = (b / 6) as usize % 4;
+                let r = if capture {
+                    rec.begin_capture(&live, cap)
+                } else {
+                    rec.begin_eager(&live)
+                };
+                match (&model, r) {
+                    (Some(_), Err(RecorderError::Nested { .. })) => {}
+                    (None, Ok(g)) => {
+                        guard = Some(g);
+                        let mode = if capture {
+                            RecorderMode::Capture
+                        } else {
+                            RecorderMode::Eager
+                        };
+                        model = Some((mode, cap, 0, false));
+                    }
+                    (m, r) => panic!("begin under {m:?} gave {r:?}"),
+                }
+            }
+            2 => {
+                let r = rec.push(crate::testkit::sample_route(k as u64));
+                match (&mut model, r) {
+                    (None, Err(RecorderError::NotRecording { .. })) => {}
+                    (
+                        Some((RecorderMode::Capture, cap, n, failed)),
+                        Err(RecorderError::OverCapacity { .. }),
+                    ) => {
+                        assert_eq!(*n, *cap);
+                        *failed = true;
+                    }
+                    (Some((mode, cap, n, _)), Ok(())) => {
+                        assert!(*mode == RecorderMode::Eager || *n < *cap);
+                        *n += 1;
+                    }
+                    (m, r) => panic!("push under {m:?} gave {r:?}"),
+                }
+            }
+            3 | 4 => {
+                let asked = if b % 6 == 3 {
+                    RecorderMode::Eager
+                } else {
+                    RecorderMode::Capture
+                };
+                let Some(g) = guard.take() else {
+                    continue;
+                };
+                let r = if asked == RecorderMode::Eager {
+                    g.finish_eager(&live)
+                } else {
+                    g.finish_capture(&live)
+                };
+                let (mode, _, n, failed) = model.take().expect("a guard means a recording");
+                match r {
+                    Ok(routes) => {
+                        assert!(mode == asked && !failed);
+                        assert_eq!(routes.len(), n);
+                    }
+                    Err(RecorderError::WrongMode { .. }) => assert_ne!(mode, asked),
+                    Err(RecorderError::OverCapacity { .. }) => assert!(failed && mode == asked),
+                    Err(e) => panic!("finish gave {e}"),
+                }
+            }
+            _ => {
+                drop(guard.take());
+                model = None;
+            }
+        }
+        let expected = model.map_or(RecorderMode::Idle, |(m, ..)| m);
+        assert_eq!(rec.mode(), expected);
+        assert_eq!(rec.len(), model.map_or(0, |(_, _, n, _)| n));
+    }
+}
+
+/// Builds a route of a testkit symbol from arbitrary bytes (symbol, op,
+/// dtype, contract, splits, tensor cores, shape, grid, block): whatever
+/// the builder accepts is served by its symbol and contradicts nothing the
+/// symbol declares.
+pub fn route_builder(data: &[u8]) {
+    use crate::route::builder::{ArgumentsDigest, GemmRouteBuilder};
+    use crate::route::{ContractKind, DType, GemmOp, GemmShape};
+    let b = |i: usize| data.get(i).copied().unwrap_or(0);
+    let wide = |i: usize| u16::from_le_bytes([b(i), b(i + 1)]) as u64;
+    let live = crate::testkit::context();
+    let module = &live.modules[0];
+    let symbol = &module.symbols[b(0) as usize % module.symbols.len()];
+    let op = GemmOp::ALL[b(1) as usize % GemmOp::ALL.len()];
+    let dtype = DType::ALL[b(2) as usize % DType::ALL.len()];
+    let contract = ContractKind::ALL[b(3) as usize % ContractKind::ALL.len()].clone();
+    let splits = b(4) as u32 % 9;
+    let shape = GemmShape {
+        m: wide(5),
+        k: wide(7),
+        n: wide(9),
+    };
+    let grid = [b(11) as u32, b(12) as u32 % 4, b(13) as u32 % 9];
+    let block = [b(14) as u32 * 2, 1, 1];
+    let built = GemmRouteBuilder::new(&live, module, &symbol.name, "fuzz")
+        .problem(op, dtype, shape)
+        .contract(contract, splits)
+        .tensor_cores(b(15) % 2 == 1)
+        .launch(grid, block, 0, ArgumentsDigest::new(&symbol.name).finish())
+        .build();
+    if let Ok(route) = built {
+        assert!(symbol.serves(&crate::identity::Service::of(&route)));
+        let declared = symbol
+            .declaration
+            .as_ref()
+            .expect("a built route's symbol declares");
+        assert_eq!(
+            declared.contradiction(&route),
+            None,
+            "the builder let a contradiction through"
+        );
+    }
+}

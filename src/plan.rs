@@ -111,7 +111,7 @@ impl CapturedGemmGraphPlan {
         }
         let index = ModuleIndex::new(live);
         for (i, route) in self.routes.iter().enumerate() {
-            check_servable(live, &index, i as u64, route)?;
+            check_servable(live, |k, d| index.get(k, d), i as u64, route)?;
         }
         Ok(())
     }
@@ -248,6 +248,21 @@ impl<'a> ModuleIndex<'a> {
             .collect();
         ModuleIndex { modules }
     }
+
+    fn get(&self, kind: &ModuleKind, digest: &Digest) -> Option<&'a ModuleIdentity> {
+        self.modules.get(&(kind, digest)).copied()
+    }
+}
+
+/// Whether one route is servable under `live` (the per-route rules of
+/// replay validation), as route `index`. Looks modules up without
+/// allocating, so a recorder can check every push, also during capture.
+pub(crate) fn check_route(
+    live: &GemmRouteIdentity,
+    index: u64,
+    route: &ResolvedGemmRoute,
+) -> Result<(), Refusal> {
+    check_servable(live, |k, d| live.module(k, d), index, route)
 }
 
 /// The first differing field of two framed values, as a refusal of route `i`.
@@ -264,9 +279,9 @@ fn first_change<T: crate::digest::Framed>(i: u64, expected: &T, found: &T, whole
 /// policy, the route's module and symbol (its services and declaration)
 /// and the live revisions and device say about it, checked without any
 /// golden. `docs/design.md` lists the rules in order.
-fn check_servable(
-    live: &GemmRouteIdentity,
-    index: &ModuleIndex<'_>,
+fn check_servable<'a>(
+    live: &'a GemmRouteIdentity,
+    module_of: impl Fn(&ModuleKind, &Digest) -> Option<&'a ModuleIdentity>,
     i: u64,
     route: &ResolvedGemmRoute,
 ) -> Result<(), Refusal> {
@@ -291,10 +306,7 @@ fn check_servable(
     }
     check_policy(live, route)
         .map_err(|(field, expected, found)| Refusal::new(stage, Some(i), field, expected, found))?;
-    let Some(module) = index
-        .modules
-        .get(&(&route.module_kind, &route.artifact_digest))
-    else {
+    let Some(module) = module_of(&route.module_kind, &route.artifact_digest) else {
         return refuse(
             "artifact_digest",
             &format!("a loaded {} module", route.module_kind),

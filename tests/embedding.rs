@@ -105,6 +105,73 @@ fn a_policy_change_while_recording_is_refused() {
     }
 }
 
+/// A dispatcher that resolved a route the recording's context cannot serve
+/// (its policy flipped mid-step to tensor cores, here) is refused at that
+/// push, not at the end; the recording then cannot finish.
+#[test]
+fn an_unservable_push_is_refused_when_it_happens() {
+    let rec = GemmRouteRecorder::new();
+    let mut live = testkit::context();
+    live.policy.tensor_cores = false;
+    let live = live.with_policy(live.policy);
+    let g = rec.begin_eager(&live).unwrap();
+    // A scalar route is servable; a tensor-core one is not, under this policy.
+    let routes = routes(30);
+    let scalar = routes.iter().find(|r| !r.uses_tensor_cores).unwrap();
+    let tc = routes.iter().find(|r| r.uses_tensor_cores).unwrap();
+    rec.push(scalar.clone()).unwrap();
+    match rec.push(tc.clone()) {
+        Err(RecorderError::Unservable { gemm, refusal }) => {
+            assert_eq!(gemm, tc.gemm);
+            assert_eq!(refusal.stage, gemm_audit::RefusalStage::Recording);
+            assert_eq!(refusal.route_index, Some(1));
+            assert!(
+                ["uses_tensor_cores", "contract.kind"].contains(&refusal.change().field.as_str()),
+                "{refusal}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(rec.len(), 1, "the refused route was not recorded");
+    assert!(matches!(
+        g.finish_eager(&live),
+        Err(RecorderError::Unservable { .. })
+    ));
+    assert_eq!(rec.mode(), RecorderMode::Idle);
+}
+
+/// CUDA stream capture is per thread: a capture recording takes pushes
+/// from the thread that began it only; an eager one from any thread.
+#[test]
+fn a_capture_takes_pushes_from_its_own_thread_only() {
+    let rec = GemmRouteRecorder::new();
+    let live = testkit::context();
+    let g = rec.begin_capture(&live, 2).unwrap();
+    rec.push(testkit::sample_route(0)).unwrap();
+    let other = std::thread::scope(|s| {
+        s.spawn(|| rec.push(testkit::sample_route(1)))
+            .join()
+            .unwrap()
+    });
+    assert!(
+        matches!(other, Err(RecorderError::WrongThread { .. })),
+        "{other:?}"
+    );
+    assert!(matches!(
+        g.finish_capture(&live),
+        Err(RecorderError::WrongThread { .. })
+    ));
+
+    let g = rec.begin_eager(&live).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| rec.push(testkit::sample_route(1)))
+            .join()
+            .unwrap()
+    })
+    .expect("an eager recording takes pushes from any thread");
+    assert_eq!(g.finish_eager(&live).unwrap().len(), 1);
+}
+
 #[test]
 fn the_recorder_is_cleared_on_drop_error_and_panic() {
     let rec = GemmRouteRecorder::new();

@@ -21,6 +21,45 @@ const TARGETS: &[(&str, Entry)] = &[
     ("plan_from_routes", fuzzing::plan_from_routes),
     ("parse_workload", fuzzing::parse_workload),
     ("diff_traces", fuzzing::diff_traces),
+    ("guard_alone", fuzzing::guard_alone),
+    ("recorder_ops", fuzzing::recorder_ops),
+    ("route_builder", fuzzing::route_builder),
+];
+
+/// Seeds of the guard, recorder and route-builder targets, written by
+/// `regenerate_seed_corpus`: (target, name, bytes).
+const SMALL_SEEDS: &[(&str, &str, &[u8])] = &[
+    // guard_alone: route, field tag, then `by` (little-endian).
+    ("guard_alone", "seed-dtype", &[0, 2, 0]),
+    ("guard_alone", "seed-splits-wide", &[5, 5, 7, 0, 0, 0, 1]),
+    ("guard_alone", "seed-ownership", &[3, 10, 1]),
+    ("guard_alone", "seed-vendor-block", &[1, 45, 4]),
+    ("guard_alone", "seed-arguments", &[2, 39, 9]),
+    // recorder_ops: one operation a byte (b % 6), capacity from b / 6.
+    ("recorder_ops", "seed-eager", &[0, 2, 2, 3]),
+    ("recorder_ops", "seed-capture-over", &[7, 2, 2, 4]),
+    (
+        "recorder_ops",
+        "seed-nested-wrong-finish",
+        &[0, 0, 2, 4, 2, 5],
+    ),
+    ("recorder_ops", "seed-drop-then-idle-push", &[1, 5, 2, 0, 3]),
+    // route_builder: symbol, op, dtype, contract, splits, shape, grid, block, tensor cores.
+    (
+        "route_builder",
+        "seed-scalar",
+        &[1, 0, 0, 0, 1, 8, 0, 64, 0, 64, 0, 1, 1, 1, 64, 0],
+    ),
+    (
+        "route_builder",
+        "seed-split-k",
+        &[2, 0, 0, 1, 4, 8, 0, 64, 0, 64, 0, 1, 1, 4, 64, 0],
+    ),
+    (
+        "route_builder",
+        "seed-mma",
+        &[0, 0, 1, 2, 1, 8, 0, 64, 0, 64, 0, 1, 1, 1, 64, 1],
+    ),
 ];
 
 /// Seeds of the two decode targets (whole files, and their payloads).
@@ -53,6 +92,11 @@ const ROUTE_SEEDS: &[(&str, &[u8])] = &[
 fn seeds(target: &str) -> Vec<&'static str> {
     match target {
         "plan_from_routes" => ROUTE_SEEDS.iter().map(|(name, _)| *name).collect(),
+        "guard_alone" | "recorder_ops" | "route_builder" => SMALL_SEEDS
+            .iter()
+            .filter(|(t, _, _)| *t == target)
+            .map(|(_, name, _)| *name)
+            .collect(),
         "parse_workload" => vec!["seed-tiny-toml", "seed-m-sweep-toml", "seed-json"],
         "diff_traces" => vec![
             "seed-sample-1-vs-2",
@@ -298,6 +342,9 @@ fn regenerate_seed_corpus() {
     }
     for (name, bytes) in ROUTE_SEEDS {
         files.push(("plan_from_routes", name.to_string(), bytes.to_vec()));
+    }
+    for (target, name, bytes) in SMALL_SEEDS {
+        files.push((target, name.to_string(), bytes.to_vec()));
     }
     // diff_traces: a 4-byte little-endian length, then two trace files.
     let file_of = |name: &str| {

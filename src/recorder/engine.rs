@@ -21,6 +21,9 @@ enum State {
         context: Box<GemmRouteIdentity>,
         routes: Vec<ResolvedGemmRoute>,
         capacity: usize,
+        /// The thread a capture was begun on (capture is per thread);
+        /// `None` for an eager recording, which any thread may push to.
+        thread: Option<std::thread::ThreadId>,
         /// A push was refused: the recording cannot be finished.
         overflowed: Option<RecorderError>,
     },
@@ -110,6 +113,7 @@ impl GemmRouteRecorder {
             context: Box::new(context.clone()),
             routes: Vec::with_capacity(capacity),
             capacity,
+            thread: (mode == RecorderMode::Capture).then(|| std::thread::current().id()),
             overflowed: None,
         };
         Ok(RecordingGuard {
@@ -139,29 +143,54 @@ impl GemmRouteRecorder {
         self.begin(RecorderMode::Capture, live, capacity)
     }
 
-    /// Records one GEMM launch. Refused when idle, and in capture mode
-    /// beyond the reserved capacity (the recording then cannot finish).
+    /// Records one GEMM launch. Refused when idle; in capture mode beyond
+    /// the reserved capacity or from another thread than the capturing
+    /// one; and whenever the recording's context cannot serve the route
+    /// (the replay guard's per-route rules: a policy changed mid-step shows
+    /// here, at the first route resolved under it). After a refusal the
+    /// recording cannot finish.
     pub fn push(&self, route: ResolvedGemmRoute) -> Result<(), RecorderError> {
         let mut state = self.lock();
         match &mut *state {
             State::Idle => Err(RecorderError::NotRecording { gemm: route.gemm }),
             State::Active {
                 mode,
+                context,
                 routes,
                 capacity,
+                thread,
                 overflowed,
-                ..
             } => {
-                if *mode == RecorderMode::Capture && routes.len() == *capacity {
-                    let e = RecorderError::OverCapacity {
+                let refused = if thread.is_some_and(|t| t != std::thread::current().id()) {
+                    Some(RecorderError::WrongThread {
+                        gemm: route.gemm.clone(),
+                    })
+                } else if *mode == RecorderMode::Capture && routes.len() == *capacity {
+                    Some(RecorderError::OverCapacity {
                         capacity: *capacity,
-                        gemm: route.gemm,
-                    };
-                    overflowed.get_or_insert_with(|| e.clone());
-                    return Err(e);
+                        gemm: route.gemm.clone(),
+                    })
+                } else {
+                    crate::plan::check_route(context, routes.len() as u64, &route)
+                        .err()
+                        .map(|mut r| {
+                            r.stage = RefusalStage::Recording;
+                            RecorderError::Unservable {
+                                gemm: route.gemm.clone(),
+                                refusal: Box::new(r),
+                            }
+                        })
+                };
+                match refused {
+                    Some(e) => {
+                        overflowed.get_or_insert_with(|| e.clone());
+                        Err(e)
+                    }
+                    None => {
+                        routes.push(route);
+                        Ok(())
+                    }
                 }
-                routes.push(route);
-                Ok(())
             }
         }
     }

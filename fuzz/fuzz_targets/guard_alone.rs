@@ -1,0 +1,6 @@
+//! Arbitrary bytes: see `gemm_audit::fuzzing::guard_alone`.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| gemm_audit::fuzzing::guard_alone(data));
