@@ -517,3 +517,68 @@ fn an_engine_backend_runs_the_whole_record_and_check() {
     assert!(!report.passed());
     assert!(report.replay.is_none(), "nothing refused is launched");
 }
+
+/// The live context's health: a failed capture poisons it, and no replay
+/// (nor another capture) runs until the engine re-validates it; an
+/// unverified change poisons it the same way.
+#[test]
+fn a_poisoned_context_refuses_replays_until_revalidated() {
+    use gemm_audit::recorder::LiveGemmContext;
+    let rec = GemmRouteRecorder::new();
+    let live = LiveGemmContext::new(testkit::context());
+    let stream = CpuStream::new();
+    let ran = Rc::new(Cell::new(0));
+    let want = routes(3);
+    let ((), eager) =
+        recorder::record_eager(&rec, &live.identity(), || step(&stream, &rec, &want, &ran))
+            .unwrap();
+    let manifest = eager.manifest.unwrap();
+    let ((), captured) = live
+        .capture(&stream, &rec, Some(&manifest), || {
+            step(&stream, &rec, &want, &ran)
+        })
+        .unwrap();
+    live.launch_validated(&captured, "ok", |g| g.launch())
+        .unwrap();
+
+    // A capture whose step fails poisons the context.
+    let failed = live.capture(&stream, &rec, Some(&manifest), || {
+        Err::<(), Error>(Error::backend("engine", "the step failed mid-capture"))
+    });
+    assert!(failed.is_err());
+    assert!(
+        live.poisoned()
+            .unwrap()
+            .contains("the step failed mid-capture")
+    );
+    let mut launched = false;
+    let refused = live.launch_validated(&captured, "poisoned", |_| launched = true);
+    assert!(!launched, "a poisoned context launched");
+    assert_eq!(refused.unwrap_err().change().field, "context.health");
+    assert!(matches!(
+        live.capture(&stream, &rec, Some(&manifest), || step(
+            &stream, &rec, &want, &ran
+        )),
+        Err(Error::Refused(_))
+    ));
+
+    // Re-validated: replays run again.
+    live.revalidate(testkit::context());
+    live.launch_validated(&captured, "revalidated", |g| g.launch())
+        .unwrap();
+
+    // An unverified change (a math mode someone else set) poisons it too,
+    // and a re-validation under another context refuses the old plan.
+    live.poison("math mode changed, not verified");
+    assert!(
+        live.launch_validated(&captured, "changed", |g| g.launch())
+            .is_err()
+    );
+    let mut other = testkit::context();
+    other.policy.tensor_cores = !other.policy.tensor_cores;
+    live.revalidate(other.with_policy(other.policy));
+    let refused = live
+        .launch_validated(&captured, "other", |g| g.launch())
+        .unwrap_err();
+    assert_eq!(refused.change().field, "policy.tensor_cores");
+}

@@ -16,16 +16,22 @@
 //! 3. [`Captured::launch_validated`] replays the graph only after the plan
 //!    validated against the live context.
 //!
+//! [`LiveGemmContext`] holds the live context with its health: after a
+//! failed capture or an unverified change it refuses replays until the
+//! engine re-validates it.
+//!
 //! [`record`] and [`check`] do the same for the built-in workloads on a
 //! [`Backend`](crate::backend::Backend).
 
 mod engine;
+mod live;
 mod workload;
 
 pub use engine::{
     CaptureStream, Captured, EagerRecording, GemmRouteRecorder, RecorderError, RecorderMode,
     RecordingGuard, capture, record_eager, require_deterministic_gemm_graph_plan,
 };
+pub use live::LiveGemmContext;
 pub use workload::{
     CheckReport, EagerRun, Recording, ReplayOutcome, capture_and_replay, check, eager_run, record,
     record_in,
