@@ -1034,3 +1034,39 @@ fn fast_chunk_hash_on_device_equals_the_cpu_reference() {
     }
     assert!(g.fast_chunk_digests(&[], 0).unwrap().is_empty());
 }
+
+/// A cuBLAS handle's math mode is read back and checked against a route's
+/// contract: set for pedantic f32, a pedantic route passes and a fast one
+/// is refused; set for fast, the reverse.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn blas_math_mode_is_read_back_and_checked_against_the_contract() {
+    use gemm_audit::backend::cuda;
+    use gemm_audit::route::{DType, ModuleKind};
+    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
+    let stream = ctx.new_stream().unwrap();
+    let blas = cudarc::cublas::CudaBlas::new(stream).unwrap();
+    let route = |contract: ContractKind| {
+        let mut r = gemm_audit::testkit::sample_vendor_route(0);
+        r.backend = PhysicalBackend::Cublas;
+        r.module_kind = ModuleKind::Cublas;
+        r.dtype = DType::F32;
+        r.contract.kind = contract;
+        r
+    };
+    let (pedantic, fast) = (
+        route(ContractKind::VendorPedantic),
+        route(ContractKind::VendorFast),
+    );
+    cuda::set_blas_math_mode(&blas, DType::F32, &ContractKind::VendorPedantic).unwrap();
+    cuda::check_blas_math_mode(&blas, &pedantic).unwrap();
+    let e = cuda::check_blas_math_mode(&blas, &fast).unwrap_err();
+    println!("fast route on a pedantic handle: {e}");
+    assert!(e.to_string().contains("contract.kind"), "{e}");
+    cuda::set_blas_math_mode(&blas, DType::F32, &ContractKind::VendorFast).unwrap();
+    cuda::check_blas_math_mode(&blas, &fast).unwrap();
+    let e = cuda::check_blas_math_mode(&blas, &pedantic).unwrap_err();
+    println!("pedantic route on a fast handle: {e}");
+    // A route that is not cuBLAS's has nothing to check.
+    cuda::check_blas_math_mode(&blas, &gemm_audit::testkit::sample_route(0)).unwrap();
+}

@@ -12,7 +12,9 @@ use crate::backend::CaptureStream;
 use crate::digest::Digest;
 use crate::identity::{CompilerIdentity, ModuleIdentity};
 use crate::physical::PhysicalNode;
-use crate::route::{LaunchConfig, VendorRoute};
+use crate::route::{
+    ContractKind, DType, LaunchConfig, PhysicalBackend, ResolvedGemmRoute, VendorRoute,
+};
 use cudarc::cublaslt::sys as lt;
 use cudarc::driver::sys;
 use cudarc::driver::{CudaGraph, CudaStream};
@@ -123,6 +125,52 @@ pub fn function_resources(
     f: &cudarc::driver::CudaFunction,
 ) -> Result<Digest, CudaError> {
     super::module::resources_digest(symbol, f)
+}
+
+/// Sets a cuBLAS handle's math mode to what a route's contract requires
+/// for `dtype` (pedantic: `CUBLAS_PEDANTIC_MATH`; fast: TF32 tensor-op math
+/// for f32, the default math for halves), as the CUDA backend sets its own.
+pub fn set_blas_math_mode(
+    blas: &cudarc::cublas::CudaBlas,
+    dtype: DType,
+    contract: &ContractKind,
+) -> Result<(), CudaError> {
+    let mode = vendor::Numerics::of(dtype, contract.class() == &ContractKind::VendorFast).blas_math;
+    vendor::set_math_mode(blas, mode)
+}
+
+/// Refuses `route` (a cuBLAS call) when the math mode read back from the
+/// handle it runs on is not the one its contract requires for its dtype:
+/// an engine (or a library it calls) that changed the mode would otherwise
+/// run a fast call under a pedantic contract unnoticed. Not a cuBLAS route:
+/// nothing to check.
+pub fn check_blas_math_mode(
+    blas: &cudarc::cublas::CudaBlas,
+    route: &ResolvedGemmRoute,
+) -> Result<(), crate::Error> {
+    if route.backend != PhysicalBackend::Cublas {
+        return Ok(());
+    }
+    let mode = vendor::math_mode(blas)?;
+    let want = vendor::Numerics::of(
+        route.dtype,
+        route.contract.kind.class() == &ContractKind::VendorFast,
+    )
+    .blas_math;
+    if mode == want {
+        return Ok(());
+    }
+    Err(crate::Refusal::new(
+        crate::RefusalStage::Recording,
+        None,
+        "contract.kind",
+        format!(
+            "{} {} (math mode {want:?})",
+            route.contract.kind, route.dtype
+        ),
+        format!("the handle's math mode {mode:?}"),
+    )
+    .into())
 }
 
 /// The compilation target of the device behind `ctx`, e.g. `sm_90`.

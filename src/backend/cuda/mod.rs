@@ -55,9 +55,9 @@ mod vendor;
 pub use device::{CUDA_DEFAULT_POLICY, CudaBackend, CudaGraph};
 #[cfg(feature = "cuda")]
 pub use embed::{
-    CudaCaptureStream, compilation_target, cublaslt_version, function_resources, introspect,
-    launch_config, lt_vendor_route, nvcc_compiler_identity, nvrtc_compiler_identity,
-    vendor_modules,
+    CudaCaptureStream, check_blas_math_mode, compilation_target, cublaslt_version,
+    function_resources, introspect, launch_config, lt_vendor_route, nvcc_compiler_identity,
+    nvrtc_compiler_identity, set_blas_math_mode, vendor_modules,
 };
 #[cfg(feature = "cuda")]
 pub use error::{CudaCause, CudaError};

@@ -107,6 +107,29 @@ pub const FAMILY_MAX_WORKSPACE_BYTES: usize = 64;
 /// Candidates asked of the heuristic for a family's configuration.
 const FAMILY_CANDIDATES: usize = 32;
 
+/// The math mode of a cuBLAS handle, read back from the library.
+pub fn math_mode(blas: &CudaBlas) -> std::result::Result<blas::cublasMath_t, super::CudaError> {
+    let mut mode = blas::cublasMath_t::CUBLAS_DEFAULT_MATH;
+    // SAFETY: the handle is live for `blas`'s lifetime; `mode` is valid for
+    // one write.
+    unsafe { blas::cublasGetMathMode(*blas.handle(), &mut mode) }
+        .result()
+        .map_err(|e| super::CudaError::new("cublasGetMathMode", e))?;
+    Ok(mode)
+}
+
+/// Sets a cuBLAS handle's math mode.
+pub fn set_math_mode(
+    blas: &CudaBlas,
+    mode: blas::cublasMath_t,
+) -> std::result::Result<(), super::CudaError> {
+    // SAFETY: the handle is live for `blas`'s lifetime; setting the mode
+    // touches no buffer.
+    unsafe { blas::cublasSetMathMode(*blas.handle(), mode) }
+        .result()
+        .map_err(|e| super::CudaError::new("cublasSetMathMode", e))
+}
+
 /// The identity of a vendor library as a module: its digest frames the
 /// kind and version; its one symbol (the API entry point) serves every op
 /// and dtype under the vendor contracts, with tensor cores as
