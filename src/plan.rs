@@ -326,41 +326,8 @@ fn check_servable<'a>(
     };
     check_symbol(symbol, route)
         .map_err(|(field, expected, found)| Refusal::new(stage, Some(i), field, expected, found))?;
-    if route.compilation_target != module.target {
-        return refuse(
-            "compilation_target",
-            &format!("{:?}", module.target),
-            &format!("{:?}", route.compilation_target),
-        );
-    }
-    if !route.backend.is_vendor() && route.compiler != module.compiler {
-        // Custom kernels must come from the compiler that built their module.
-        return Err(first_change(
-            i,
-            &module.compiler,
-            &route.compiler,
-            "compiler",
-        ));
-    }
-    if route.backend.is_vendor() {
-        // A vendor call names the library's entry point and version; its
-        // options and source digests describe the call's configuration,
-        // which the library, not the module, decides.
-        if route.compiler.name != module.compiler.name {
-            return refuse(
-                "compiler.name",
-                &format!("{:?}", module.compiler.name),
-                &format!("{:?}", route.compiler.name),
-            );
-        }
-        if route.compiler.version != module.compiler.version {
-            return refuse(
-                "compiler.version",
-                &format!("{:?}", module.compiler.version),
-                &format!("{:?}", route.compiler.version),
-            );
-        }
-    }
+    check_build(module, route)
+        .map_err(|(field, expected, found)| Refusal::new(stage, Some(i), field, expected, found))?;
     if route.tuning_table_revision != live.revisions.tuning_table {
         return refuse(
             "tuning_table_revision",
@@ -386,6 +353,54 @@ fn check_servable<'a>(
     }
     if route.device != live.device {
         return Err(first_change(i, &live.device, &route.device, "device"));
+    }
+    Ok(())
+}
+
+/// The route was built where its module was: the compilation target, and
+/// the compiler (a custom kernel's whole identity; a vendor call's entry
+/// point and version, since its options and source digests describe the
+/// call's configuration, which the library decides).
+fn check_build(module: &ModuleIdentity, route: &ResolvedGemmRoute) -> Result<(), Fault> {
+    if route.compilation_target != module.target {
+        return Err((
+            "compilation_target",
+            format!("{:?}", module.target),
+            format!("{:?}", route.compilation_target),
+        ));
+    }
+    let (want, got) = (&module.compiler, &route.compiler);
+    let vendor = route.backend.is_vendor();
+    let pairs = [
+        (
+            "compiler.name",
+            format!("{:?}", want.name),
+            format!("{:?}", got.name),
+            true,
+        ),
+        (
+            "compiler.version",
+            format!("{:?}", want.version),
+            format!("{:?}", got.version),
+            true,
+        ),
+        (
+            "compiler.options_digest",
+            want.options_digest.to_string(),
+            got.options_digest.to_string(),
+            !vendor,
+        ),
+        (
+            "compiler.source_digest",
+            want.source_digest.to_string(),
+            got.source_digest.to_string(),
+            !vendor,
+        ),
+    ];
+    for (field, w, g, checked) in pairs {
+        if checked && w != g {
+            return Err((field, w, g));
+        }
     }
     Ok(())
 }

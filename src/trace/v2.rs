@@ -24,19 +24,20 @@ pub(super) struct TraceV2 {
     physical: Vec<PhysicalNode>,
 }
 
-/// The current model of a version-2 trace.
+/// The current model of a version-2 trace: a version-3 trace whose
+/// fingerprints are strong.
 pub(super) fn upgrade(t: TraceV2) -> RecordedGemmTrace {
-    RecordedGemmTrace {
+    super::v3::upgrade(super::v3::TraceV3 {
         workload: t.workload,
         workload_digest: t.workload_digest,
-        context: t.context.upgrade(&t.routes),
+        context: t.context,
         launch_set: t.launch_set,
         routes: t.routes,
         fingerprints: t.fingerprints,
         volatile: t.volatile,
         physical: t.physical,
         fingerprint_mode: FingerprintMode::Strong,
-    }
+    })
 }
 
 /// The version-2 form of a trace (for tests of the reader): refused when
