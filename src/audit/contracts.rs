@@ -4,13 +4,26 @@
 
 use super::*;
 
-pub(super) fn replay_check(report: &mut AuditReport, w: &Workload, outcome: &ReplayOutcome) {
+pub(super) fn replay_check(
+    report: &mut AuditReport,
+    w: &Workload,
+    outcome: &ReplayOutcome,
+    graph: &[crate::physical::PhysicalNode],
+) {
     const C: &str = "eager-vs-replay";
+    // What the replayed graph held, every node bound.
+    let coverage = match graph.len() {
+        0 => String::new(),
+        n => format!(
+            "; graph of {n} nodes: {}",
+            crate::physical::Coverage::of(graph)
+        ),
+    };
     let (verdict, detail) = match outcome {
         ReplayOutcome::Identical { launches } => (
             Verdict::Pass,
             format!(
-                "{launches}/{launches} launches replayed bit-identical through the validated plan"
+                "{launches}/{launches} launches replayed bit-identical through the validated plan{coverage}"
             ),
         ),
         ReplayOutcome::Differs { launches } => (

@@ -302,7 +302,7 @@ pub fn run_audit(
         let rec = recorder::record_in(backend, w, opts.fingerprint_mode, &mut |d, _| {
             progress.advance(d)
         })?;
-        replay_check(&mut report, w, &rec.replay);
+        replay_check(&mut report, w, &rec.replay, &rec.trace.physical);
 
         // The fastest of the runs is each launch's time: the first launch
         // of a kernel can include one-time costs (module loading, caches).
