@@ -261,6 +261,20 @@ impl SymbolEntry {
         // A linear search: lists are short, and decoded ones need not be sorted.
         self.serves.contains(s)
     }
+
+    /// True when this symbol serves what `route` asks ([`Service::of`]),
+    /// compared in place: no service is built, so a recorder can check
+    /// every push without allocating (an engine contract's name would be
+    /// cloned).
+    pub fn serves_route(&self, route: &crate::route::ResolvedGemmRoute) -> bool {
+        self.serves.iter().any(|s| {
+            s.op == route.op
+                && s.dtype == route.dtype
+                && s.contract == route.contract.kind
+                && s.tensor_cores == route.uses_tensor_cores
+                && s.conversion == route.operand_conversion
+        })
+    }
 }
 
 /// A loaded module (artifact): which backend it serves, its kind, digest,

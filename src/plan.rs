@@ -468,8 +468,8 @@ fn check_policy(live: &GemmRouteIdentity, route: &ResolvedGemmRoute) -> Result<(
 
 /// The symbol's services and declaration, and its resources.
 fn check_symbol(symbol: &SymbolEntry, route: &ResolvedGemmRoute) -> Result<(), Fault> {
-    let service = Service::of(route);
-    if !symbol.serves(&service) {
+    if !symbol.serves_route(route) {
+        let service = Service::of(route);
         // Name the first field of the route that the symbol serves no
         // variant of: a dtype change names `dtype`, a relabelled symbol
         // names `kernel_symbol`.

@@ -582,3 +582,27 @@ fn a_poisoned_context_refuses_replays_until_revalidated() {
         .unwrap_err();
     assert_eq!(refused.change().field, "policy.tensor_cores");
 }
+
+/// `serves_route` answers exactly what `serves(&Service::of(route))` does.
+#[test]
+fn serves_route_agrees_with_the_service_it_would_build() {
+    let m = testkit::module();
+    let mut served = 0;
+    for r in routes(40) {
+        for s in &m.symbols {
+            let mut other = r.clone();
+            other.operand_conversion = gemm_audit::route::OperandConversion::Tf32Round;
+            for x in [&r, &other] {
+                assert_eq!(
+                    s.serves_route(x),
+                    s.serves(&gemm_audit::Service::of(x)),
+                    "{} {}",
+                    s.name,
+                    x.gemm
+                );
+                served += s.serves_route(x) as u32;
+            }
+        }
+    }
+    assert!(served >= 40, "every sample route is served by its symbol");
+}
