@@ -563,7 +563,7 @@ fn a_poisoned_context_refuses_replays_until_revalidated() {
     ));
 
     // Re-validated: replays run again.
-    live.revalidate(testkit::context());
+    live.revalidate(testkit::context()).unwrap();
     live.launch_validated(&captured, "revalidated", |g| g.launch())
         .unwrap();
 
@@ -576,10 +576,87 @@ fn a_poisoned_context_refuses_replays_until_revalidated() {
     );
     let mut other = testkit::context();
     other.policy.tensor_cores = !other.policy.tensor_cores;
-    live.revalidate(other.with_policy(other.policy));
+    live.revalidate(other.with_policy(other.policy)).unwrap();
     let refused = live
         .launch_validated(&captured, "other", |g| g.launch())
         .unwrap_err();
+    assert_eq!(refused.change().field, "policy.tensor_cores");
+}
+
+/// Recording through the live context reads it at both ends of the step:
+/// a policy change asked for mid-step is refused when it is asked for (and
+/// the step completes under the old context), a poison mid-step refuses
+/// the step even when the context was re-validated before it ended.
+#[test]
+fn a_context_change_during_a_step_is_refused_when_it_happens() {
+    use gemm_audit::recorder::LiveGemmContext;
+    let rec = GemmRouteRecorder::new();
+    let live = LiveGemmContext::new(testkit::context());
+    let stream = CpuStream::new();
+    let ran = Rc::new(Cell::new(0));
+    let want = routes(3);
+    let mut flipped = testkit::context();
+    flipped.policy.tensor_cores = !flipped.policy.tensor_cores;
+    let flipped = flipped.clone().with_policy(flipped.policy);
+
+    // A policy change asked for in the middle of the step: refused at once,
+    // naming the field; the step's recording is intact.
+    let ((), eager) = live
+        .record_eager(&rec, || {
+            step(&stream, &rec, &want[..1], &ran)?;
+            let refused = live.revalidate(flipped.clone()).unwrap_err();
+            assert_eq!(refused.change().field, "policy.tensor_cores");
+            assert_eq!(refused.stage, gemm_audit::RefusalStage::Recording);
+            step(&stream, &rec, &want[1..], &ran)
+        })
+        .unwrap();
+    assert_eq!(eager.routes, want);
+    assert_eq!(live.identity(), testkit::context());
+    let manifest = eager.manifest.unwrap();
+
+    // Poisoned mid-step, re-validated before the end: the step is refused.
+    let refused = live
+        .record_eager(&rec, || {
+            step(&stream, &rec, &want, &ran)?;
+            live.poison("a library set the math mode");
+            live.revalidate(testkit::context())?;
+            Ok::<(), Error>(())
+        })
+        .unwrap_err();
+    let Error::Refused(r) = refused else {
+        panic!("{refused:?}")
+    };
+    assert_eq!(r.change().field, "context.health");
+    assert!(
+        r.change().found.contains("a library set the math mode"),
+        "{r}"
+    );
+    assert!(live.poisoned().is_none(), "the re-validation stands");
+
+    // The same for a capture: its graph is dropped, nothing is replayed.
+    let refused = live
+        .capture(&stream, &rec, Some(&manifest), || {
+            step(&stream, &rec, &want, &ran)?;
+            live.poison("allocator reset");
+            Ok::<(), Error>(())
+        })
+        .unwrap_err();
+    assert!(matches!(refused, Error::Refused(_)), "{refused:?}");
+    assert!(live.poisoned().unwrap().contains("allocator reset"));
+
+    // Between steps the change is accepted, and the old plan is refused.
+    live.revalidate(testkit::context()).unwrap();
+    let ((), captured) = live
+        .capture(&stream, &rec, Some(&manifest), || {
+            step(&stream, &rec, &want, &ran)
+        })
+        .unwrap();
+    live.revalidate(flipped).unwrap();
+    let mut launched = false;
+    let refused = live
+        .launch_validated(&captured, "flipped", |_| launched = true)
+        .unwrap_err();
+    assert!(!launched);
     assert_eq!(refused.change().field, "policy.tensor_cores");
 }
 

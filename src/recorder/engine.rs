@@ -289,10 +289,14 @@ pub struct EagerRecording {
 /// eager mode under `live`, and returns the body's value with the routes
 /// and the step's manifest.
 ///
-/// Refused when a recording is already active, when the live context changed
-/// during the step, or when the routes do not form a launch set (a zero
-/// grid, a placeholder arguments digest, ...). The recorder is cleared on
-/// every path, a panic in `body` included (the panic is resumed).
+/// Refused when a recording is already active, when a push was refused
+/// (every push is checked against `live`), or when the routes do not form
+/// a launch set (a zero grid, a placeholder arguments digest, ...). The
+/// recorder is cleared on every path, a panic in `body` included (the panic
+/// is resumed). `live` is one value for the whole step; an engine whose
+/// context can change (or be poisoned) while a step runs records through
+/// [`LiveGemmContext::record_eager`](super::LiveGemmContext::record_eager),
+/// which reads it again at the end.
 pub fn record_eager<T, E>(
     recorder: &GemmRouteRecorder,
     live: &GemmRouteIdentity,
