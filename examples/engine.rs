@@ -4,43 +4,41 @@
 //! per output and one ascending `fma` chain each, an RMSNorm and a SiLU),
 //! declares them as an engine backend, module kind and contract (the GEMM
 //! with what it serves and launches, the other two as auxiliary kernels),
-//! and calls cuBLASLt itself for the second GEMM of an unfused decode step
-//! (GEMM, RMSNorm, cuBLASLt GEMM, SiLU), at batch 1 and 8. Around each step
-//! it records eagerly, captures the step on its own stream, binds every
-//! node of the graph (GEMMs to routes, the rest as declared), stores the
-//! golden with the whole graph, replays only through the validated plan,
-//! compares device-side output fingerprints, and refuses an undeclared
-//! kernel node, a swapped auxiliary kernel, a tampered golden and a policy
-//! flip before launch.
+//! and runs an unfused decode step at batch 1 and 8: its GEMM, RMSNorm, a
+//! cuBLASLt GEMM planned by `cuda::VendorGemms`, SiLU, and a cuBLAS GEMM it
+//! makes itself through cudarc's safe `Gemm` (recorded by
+//! `cuda::CudarcGemm`). Around each step it records eagerly, captures the
+//! step on its own stream, binds every node of the graph (GEMMs to routes,
+//! the rest as declared), stores the golden with the whole graph, replays
+//! only through the validated plan, compares device-side output
+//! fingerprints, and refuses an undeclared kernel node, a swapped auxiliary
+//! kernel, a tampered golden, a policy flip and a math-mode flip before
+//! anything runs.
 //!
 //! Run on a GPU: `cargo run --release --features cuda --example engine`
 //! (exits non-zero if any check fails).
 
-use cudarc::cublaslt::result as ltr;
-use cudarc::cublaslt::sys as lt;
-use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, PushKernelArg};
+use cudarc::cublas::{CudaBlas, GemmConfig, sys::cublasOperation_t};
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
 use gemm_audit::backend::cuda::{self, CudaCaptureStream, DeviceFingerprinter};
 use gemm_audit::declaration::{BkRule, SplitRule, SymbolDeclaration};
 use gemm_audit::identity::{GemmRouteIdentity, ModuleIdentity, Revisions, SymbolEntry};
 use gemm_audit::physical;
-use gemm_audit::recorder::{self, CaptureStream, GemmRouteRecorder};
+use gemm_audit::recorder::{self, GemmRouteRecorder};
 use gemm_audit::route::builder::{ArgumentsDigest, GemmRouteBuilder};
 use gemm_audit::route::{
-    ContractKind, DType, GemmOp, GemmShape, ModuleKind, OutputOwnership, PhysicalBackend,
-    TileShape, VendorRoute,
+    ContractKind, DType, GemmOp, GemmShape, ModuleKind, OutputOwnership, PhysicalBackend, TileShape,
 };
 use gemm_audit::{
     CapturedGemmGraphPlan, Digest, Error, F32Policy, GemmPolicy, HalfPolicy, OutputFingerprint,
     PolicyMode, RecordedGemmTrace, Result,
 };
-use std::ffi::c_void;
 use std::sync::Arc;
 
 const D_MODEL: usize = 1024;
 const D_HIDDEN: usize = 4096;
 const SYMBOL: &str = "mlp_up_f32";
-const LT_SYMBOL: &str = "cublasLtMatmul";
 /// The step's auxiliary kernels (declared), and one nobody declares.
 const RMSNORM: &str = "eng_rmsnorm_f32";
 const SILU: &str = "eng_silu_f32";
@@ -100,164 +98,6 @@ fn cu<T, E: std::error::Error + Send + Sync + 'static>(r: Result<T, E>, what: &s
     r.map_err(|e| Error::backend_caused("engine", format!("{what}: {e}"), e))
 }
 
-/// One cuBLASLt problem, planned once: descriptors and the algorithm the
-/// heuristic chose (so the route records exactly what is launched).
-struct LtMatmul {
-    handle: lt::cublasLtHandle_t,
-    desc: lt::cublasLtMatmulDesc_t,
-    layouts: [lt::cublasLtMatrixLayout_t; 3],
-    algo: lt::cublasLtMatmulAlgo_t,
-    workspace_bytes: usize,
-    m: usize,
-    k: usize,
-    n: usize,
-}
-
-impl LtMatmul {
-    /// Row-major C[m,n] = A[m,k] B[k,n] as the column-major C^T = B^T A^T.
-    fn plan(
-        handle: lt::cublasLtHandle_t,
-        m: usize,
-        k: usize,
-        n: usize,
-        max_ws: usize,
-    ) -> Result<Self> {
-        let f32t = lt::cudaDataType::CUDA_R_32F;
-        let desc = cu(
-            ltr::create_matmul_desc(lt::cublasComputeType_t::CUBLAS_COMPUTE_32F, f32t),
-            "matmul desc",
-        )?;
-        let layouts = [
-            cu(
-                ltr::create_matrix_layout(f32t, n as u64, k as u64, n as i64),
-                "layout B",
-            )?,
-            cu(
-                ltr::create_matrix_layout(f32t, k as u64, m as u64, k as i64),
-                "layout A",
-            )?,
-            cu(
-                ltr::create_matrix_layout(f32t, n as u64, m as u64, n as i64),
-                "layout C",
-            )?,
-        ];
-        let pref = cu(ltr::create_matmul_pref(), "matmul pref")?;
-        let ws = max_ws as u64;
-        // SAFETY: `pref` is live; the attribute is a u64 read from `ws`.
-        cu(
-            unsafe {
-                ltr::set_matmul_pref_attribute(
-                    pref,
-                    lt::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                    (&ws as *const u64).cast(),
-                    std::mem::size_of::<u64>(),
-                )
-            },
-            "workspace preference",
-        )?;
-        // SAFETY: every descriptor is live and describes this problem.
-        let heur = unsafe {
-            ltr::get_matmul_algo_heuristic(
-                handle, desc, layouts[0], layouts[1], layouts[2], layouts[2], pref,
-            )
-        };
-        // SAFETY: `pref` is live and not used again.
-        let _ = unsafe { ltr::destroy_matmul_pref(pref) };
-        let heur = cu(heur, "cublasLtMatmulAlgoGetHeuristic")?;
-        Ok(LtMatmul {
-            handle,
-            desc,
-            layouts,
-            algo: heur.algo,
-            workspace_bytes: heur.workspaceSize,
-            m,
-            k,
-            n,
-        })
-    }
-
-    /// Enqueues C = A B on `stream` with the planned algorithm.
-    fn enqueue(
-        &self,
-        stream: &Arc<CudaStream>,
-        a: &CudaSlice<f32>,
-        b: &CudaSlice<f32>,
-        c: &mut CudaSlice<f32>,
-        ws: &CudaSlice<u8>,
-    ) -> Result<()> {
-        let (alpha, beta) = (1.0f32, 0.0f32);
-        let (pa, _ra) = a.device_ptr(stream);
-        let (pb, _rb) = b.device_ptr(stream);
-        let (pc, _rc) = c.device_ptr(stream);
-        let (pw, _rw) = ws.device_ptr(stream);
-        // SAFETY: the descriptors are live and match the buffers' sizes;
-        // every pointer is a live allocation on this stream's context.
-        cu(
-            unsafe {
-                ltr::matmul(
-                    self.handle,
-                    self.desc,
-                    (&alpha as *const f32).cast(),
-                    (&beta as *const f32).cast(),
-                    pb as *const c_void,
-                    self.layouts[0],
-                    pa as *const c_void,
-                    self.layouts[1],
-                    pc as *const c_void,
-                    self.layouts[2],
-                    pc as *mut c_void,
-                    self.layouts[2],
-                    &self.algo,
-                    pw as *mut c_void,
-                    self.workspace_bytes,
-                    stream.cu_stream() as lt::cudaStream_t,
-                )
-            },
-            "cublasLtMatmul",
-        )
-    }
-
-    fn arguments(&self) -> Digest {
-        ArgumentsDigest::new(LT_SYMBOL)
-            .buffer("a", "f32", (self.m * self.k) as u64)
-            .buffer("b", "f32", (self.k * self.n) as u64)
-            .buffer("c", "f32", (self.m * self.n) as u64)
-            .u64("m", self.m as u64)
-            .u64("k", self.k as u64)
-            .u64("n", self.n as u64)
-            .str_compute()
-            .finish()
-    }
-}
-
-impl Drop for LtMatmul {
-    fn drop(&mut self) {
-        // SAFETY: created in `plan`, destroyed once here.
-        unsafe {
-            let _ = ltr::destroy_matmul_desc(self.desc);
-            for l in self.layouts {
-                let _ = ltr::destroy_matrix_layout(l);
-            }
-        }
-    }
-}
-
-/// The compute settings as arguments of the cuBLASLt call.
-trait ComputeArgs {
-    fn str_compute(self) -> Self;
-}
-
-impl ComputeArgs for ArgumentsDigest {
-    fn str_compute(self) -> Self {
-        self.u64(
-            "compute",
-            lt::cublasComputeType_t::CUBLAS_COMPUTE_32F as u64,
-        )
-        .f32("alpha", 1.0)
-        .f32("beta", 0.0)
-    }
-}
-
 struct Engine {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
@@ -266,14 +106,17 @@ struct Engine {
     norm: CudaFunction,
     /// The activation kernels: SiLU, GELU, and the undeclared one.
     acts: [CudaFunction; 3],
-    lt_handle: lt::cublasLtHandle_t,
-    lt_version: String,
-    workspace: CudaSlice<u8>,
+    /// cuBLASLt calls planned by gemm-audit on the engine's stream.
+    vendor: cuda::VendorGemms,
+    /// The engine's own cuBLAS handle (cudarc's safe `Gemm`), held with
+    /// the routes of its calls.
+    blas: cuda::CudarcGemm,
     w1: CudaSlice<f32>,
     w2: CudaSlice<f32>,
+    w3: CudaSlice<f32>,
 }
 
-/// One batch size's buffers, cuBLASLt plan and what the plan launches.
+/// One batch size's buffers and its planned cuBLASLt call.
 struct Step {
     batch: usize,
     x: CudaSlice<f32>,
@@ -281,9 +124,8 @@ struct Step {
     hn: CudaSlice<f32>,
     y: CudaSlice<f32>,
     z: CudaSlice<f32>,
-    down: LtMatmul,
-    down_vendor: VendorRoute,
-    down_launch: ([u32; 3], [u32; 3], u32),
+    o: CudaSlice<f32>,
+    down: cuda::VendorGemm,
 }
 
 fn seeded(len: usize, seed: u64) -> Vec<f32> {
@@ -373,13 +215,12 @@ impl Engine {
             .chain(aux)
             .collect(),
         );
-        let lt_module = cuda::vendor_modules(&target)
-            .into_iter()
-            .find(|m| m.kind == ModuleKind::CublasLt)
-            .ok_or_else(|| Error::backend("engine", "cuBLASLt is not present"))?;
+        // cuBLAS and cuBLASLt as modules, with what they declare.
+        let mut modules = vec![engine_module];
+        modules.extend(cuda::vendor_modules(&target));
         let live = GemmRouteIdentity::new(
             policy,
-            vec![engine_module, lt_module],
+            modules,
             device,
             Revisions {
                 tuning_table: 1,
@@ -387,11 +228,14 @@ impl Engine {
                 tensor_map: 0,
             },
         );
-        let lt_handle = cu(ltr::create_handle(), "cublasLtCreate")?;
-        let lt_version = cuda::cublaslt_version().unwrap_or_default();
-        let workspace = cu(stream.alloc_zeros::<u8>(32 << 20), "workspace")?;
+        let vendor = cuda::VendorGemms::new(&ctx, &stream, &live)?;
+        let handle = cu(CudaBlas::new(stream.clone()), "cublasCreate")?;
+        // The handle's math mode is the route's contract: pedantic here.
+        cuda::set_blas_math_mode(&handle, DType::F32, &ContractKind::VendorPedantic)?;
+        let blas = cuda::CudarcGemm::new(handle, &stream, &live)?;
         let w1 = cu(stream.clone_htod(&seeded(D_MODEL * D_HIDDEN, 1)), "W1")?;
         let w2 = cu(stream.clone_htod(&seeded(D_HIDDEN * D_MODEL, 2)), "W2")?;
+        let w3 = cu(stream.clone_htod(&seeded(D_MODEL * D_MODEL, 4)), "W3")?;
         Ok(Engine {
             ctx,
             stream,
@@ -399,55 +243,43 @@ impl Engine {
             func,
             norm,
             acts,
-            lt_handle,
-            lt_version,
-            workspace,
+            vendor,
+            blas,
             w1,
             w2,
+            w3,
         })
     }
 
-    /// Buffers and the cuBLASLt plan of batch `b`; a probe capture of the
-    /// cuBLASLt call alone tells which kernels it launches.
+    /// Buffers and the cuBLASLt plan of batch `b` (planning runs and
+    /// captures the call once, so its route names the kernels it launches).
     fn prepare(&self, b: usize) -> Result<Step> {
-        let x = cu(self.stream.clone_htod(&seeded(b * D_MODEL, 3)), "x")?;
-        let h = cu(self.stream.alloc_zeros::<f32>(b * D_HIDDEN), "h")?;
-        let hn = cu(self.stream.alloc_zeros::<f32>(b * D_HIDDEN), "hn")?;
-        let mut y = cu(self.stream.alloc_zeros::<f32>(b * D_MODEL), "y")?;
-        let z = cu(self.stream.alloc_zeros::<f32>(b * D_MODEL), "z")?;
-        let down = LtMatmul::plan(self.lt_handle, b, D_HIDDEN, D_MODEL, self.workspace.len())?;
-        let probe = CudaCaptureStream::new(self.stream.clone());
-        probe.begin_capture()?;
-        let enq = down.enqueue(&self.stream, &hn, &self.w2, &mut y, &self.workspace);
-        let graph = probe.end_capture()?;
-        enq?;
-        let kernels: Vec<_> = cuda::introspect(&graph)?
-            .into_iter()
-            .filter(|n| n.symbol.is_some())
-            .collect();
-        let main = kernels
-            .first()
-            .ok_or_else(|| Error::backend("engine", "cuBLASLt launched no kernel"))?;
-        let down_launch = (main.grid, main.block, main.shared_bytes);
-        let mut down_vendor =
-            cuda::lt_vendor_route(&down.algo, &self.lt_version, down.workspace_bytes as u64);
-        down_vendor.physical_kernels = kernels.iter().filter_map(|n| n.symbol.clone()).collect();
+        let zeros = |n: usize, what: &str| cu(self.stream.alloc_zeros::<f32>(n), what);
+        let down = self.vendor.plan(
+            cuda::VendorApi::CublasLt(cuda::LtSelection::Heuristic),
+            GemmOp::Nn,
+            DType::F32,
+            GemmShape {
+                m: b as u64,
+                k: D_HIDDEN as u64,
+                n: D_MODEL as u64,
+            },
+        )?;
         Ok(Step {
             batch: b,
-            x,
-            h,
-            hn,
-            y,
-            z,
+            x: cu(self.stream.clone_htod(&seeded(b * D_MODEL, 3)), "x")?,
+            h: zeros(b * D_HIDDEN, "h")?,
+            hn: zeros(b * D_HIDDEN, "hn")?,
+            y: zeros(b * D_MODEL, "y")?,
+            z: zeros(b * D_MODEL, "z")?,
+            o: zeros(b * D_MODEL, "o")?,
             down,
-            down_vendor,
-            down_launch,
         })
     }
 
     /// One decode step, unfused: h = x W1 with the engine's kernel,
-    /// hn = rmsnorm(h), y = hn W2 with cuBLASLt, z = act(y). The GEMM
-    /// dispatcher pushes each route, then launches.
+    /// hn = rmsnorm(h), y = hn W2 with cuBLASLt, z = act(y), o = z W3 with
+    /// cuBLAS. The GEMM dispatcher pushes each route, then launches.
     fn step(&self, s: &mut Step, rec: &GemmRouteRecorder, act: Activation) -> Result<()> {
         let b = s.batch;
         let (m, k, n) = (b, D_MODEL, D_HIDDEN);
@@ -514,34 +346,9 @@ impl Engine {
         // SAFETY: (x, out, width) as declared; both hold b rows of D_HIDDEN.
         cu(unsafe { launch.launch(rows) }, "launch eng_rmsnorm_f32")?;
 
-        let (grid, block, smem) = s.down_launch;
-        let down = GemmRouteBuilder::new(
-            &self.live,
-            &self.live.modules[1],
-            LT_SYMBOL,
-            format!("down@b{b}"),
-        )
-        .problem(
-            GemmOp::Nn,
-            DType::F32,
-            GemmShape {
-                m: b as u64,
-                k: D_HIDDEN as u64,
-                n: D_MODEL as u64,
-            },
-        )
-        // cuBLASLt's split-K is the route's split count.
-        .contract(
-            ContractKind::VendorPedantic,
-            s.down_vendor.split_k.clamp(1, u32::MAX as i64) as u32,
-        )
-        .launch(grid, block, smem, s.down.arguments())
-        .vendor(s.down_vendor.clone())
-        .build()
-        .map_err(|e| Error::backend("engine", e.to_string()))?;
-        rec.push(down)?;
+        // cuBLASLt, planned by gemm-audit: pushes its exact route, then runs.
         s.down
-            .enqueue(&self.stream, &s.hn, &self.w2, &mut s.y, &self.workspace)?;
+            .run(rec, format!("down@b{b}"), &s.hn, &self.w2, &mut s.y)?;
 
         let f = match act {
             Activation::Silu => &self.acts[0],
@@ -558,7 +365,23 @@ impl Engine {
         };
         // SAFETY: (x, out, n) as declared; both hold b * D_MODEL floats.
         cu(unsafe { launch.launch(elems) }, "launch the activation")?;
-        Ok(())
+
+        // The engine's own cuBLAS call through cudarc's safe `Gemm`:
+        // o = z W3, column-major o^T = W3^T z^T.
+        let cfg = GemmConfig {
+            transa: cublasOperation_t::CUBLAS_OP_N,
+            transb: cublasOperation_t::CUBLAS_OP_N,
+            m: D_MODEL as i32,
+            n: b as i32,
+            k: D_MODEL as i32,
+            alpha: 1.0f32,
+            lda: D_MODEL as i32,
+            ldb: D_MODEL as i32,
+            beta: 0.0,
+            ldc: D_MODEL as i32,
+        };
+        self.blas
+            .gemm(rec, format!("out@b{b}"), cfg, &self.w3, &s.z, &mut s.o)
     }
 }
 
@@ -629,8 +452,8 @@ fn main() -> Result<()> {
         }
         let h_fp = fp.fingerprint(&engine.stream, &s.h.slice(..), 3)?;
         let y_fp = fp.fingerprint(&engine.stream, &s.y.slice(..), 3)?;
-        let z_fp = fp.fingerprint(&engine.stream, &s.z.slice(..), 3)?;
-        println!("  eager output fingerprint {}", z_fp.sha256.short());
+        let o_fp = fp.fingerprint(&engine.stream, &s.o.slice(..), 3)?;
+        println!("  eager output fingerprint {}", o_fp.sha256.short());
 
         // 2. The golden's routes and GEMM output fingerprints.
         let mut trace = RecordedGemmTrace::new(
@@ -638,7 +461,7 @@ fn main() -> Result<()> {
             Digest::sha256(format!("mlp {D_MODEL}x{D_HIDDEN} batch {batch}").as_bytes()),
             engine.live.clone(),
             eager.routes.clone(),
-            vec![h_fp, y_fp],
+            vec![h_fp, y_fp, o_fp],
             Default::default(),
         )?;
 
@@ -672,7 +495,7 @@ fn main() -> Result<()> {
         );
 
         // 4. Replay only through the validated plan; compare on the device.
-        cu(engine.stream.memset_zeros(&mut s.z), "clear z")?;
+        cu(engine.stream.memset_zeros(&mut s.o), "clear o")?;
         let launched = captured.launch_validated(&engine.live, "decode", |g| g.launch());
         check(
             matches!(launched, Ok(Ok(()))),
@@ -680,9 +503,9 @@ fn main() -> Result<()> {
             &mut failures,
         );
         cu(engine.stream.synchronize(), "sync")?;
-        let replay_fp: OutputFingerprint = fp.fingerprint(&engine.stream, &s.z.slice(..), 3)?;
+        let replay_fp: OutputFingerprint = fp.fingerprint(&engine.stream, &s.o.slice(..), 3)?;
         check(
-            replay_fp == z_fp,
+            replay_fp == o_fp,
             "replay output bit-identical to eager (device fingerprint)",
             &mut failures,
         );
@@ -754,6 +577,31 @@ fn main() -> Result<()> {
                 &mut failures,
             ),
             Ok(_) => check(false, "policy flip refused before launch", &mut failures),
+        }
+
+        // 9. A math-mode flip (the handle set to TF32, as another library
+        //    might): the cuBLAS call's route becomes vendor-fast, which the
+        //    pedantic policy refuses at the push, before the call is made.
+        cuda::set_blas_math_mode(engine.blas.blas(), DType::F32, &ContractKind::VendorFast)?;
+        let flipped_step = recorder::record_eager(&rec, &engine.live, || {
+            engine.step(&mut s, &rec, Activation::Silu)
+        });
+        cuda::set_blas_math_mode(
+            engine.blas.blas(),
+            DType::F32,
+            &ContractKind::VendorPedantic,
+        )?;
+        match flipped_step {
+            Err(e) => check(
+                e.to_string().contains(&format!("out@b{batch}")),
+                &format!("math-mode flip refused before the call: {e}"),
+                &mut failures,
+            ),
+            Ok(_) => check(
+                false,
+                "math-mode flip refused before the call",
+                &mut failures,
+            ),
         }
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -683,3 +683,47 @@ fn serves_route_agrees_with_the_service_it_would_build() {
     }
     assert!(served >= 40, "every sample route is served by its symbol");
 }
+
+/// Every line of code in `docs/embedding.md`'s Rust snippets is a line of
+/// a compiled example (comments and elisions aside), so the page
+/// cannot show an API that does not build: `examples/engine.rs` compiles
+/// under `--features cuda` (clippy in CI), `cpu_engine.rs` in every build.
+#[test]
+fn embedding_md_snippets_are_compiled_code() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
+    // Code without its comment, whitespace collapsed.
+    let code = |line: &str| -> String {
+        let line = match line.find("//") {
+            Some(i) if !line[..i].contains('"') => &line[..i],
+            _ => line,
+        };
+        line.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    let compiled: std::collections::HashSet<String> =
+        ["examples/engine.rs", "examples/cpu_engine.rs"]
+            .iter()
+            .flat_map(|p| read(p).lines().map(code).collect::<Vec<_>>())
+            .collect();
+    let doc = read("docs/embedding.md");
+    let (mut in_rust, mut checked, mut missing) = (false, 0, Vec::new());
+    for (n, line) in doc.lines().enumerate() {
+        if line.starts_with("```") {
+            in_rust = line == "```rust";
+            continue;
+        }
+        let c = code(line);
+        if in_rust && !c.is_empty() {
+            checked += 1;
+            if !compiled.contains(&c) {
+                missing.push(format!("docs/embedding.md:{}: {c}", n + 1));
+            }
+        }
+    }
+    assert!(checked > 40, "only {checked} snippet lines found");
+    assert!(
+        missing.is_empty(),
+        "snippet lines no example compiles:\n{}",
+        missing.join("\n")
+    );
+}

@@ -1070,3 +1070,293 @@ fn blas_math_mode_is_read_back_and_checked_against_the_contract() {
     // A route that is not cuBLAS's has nothing to check.
     cuda::check_blas_math_mode(&blas, &gemm_audit::testkit::sample_route(0)).unwrap();
 }
+
+/// A live context of the vendor modules alone, on device 0.
+fn vendor_live(
+    ctx: &std::sync::Arc<cudarc::driver::CudaContext>,
+    mode: PolicyMode,
+) -> gemm_audit::identity::GemmRouteIdentity {
+    use gemm_audit::backend::cuda;
+    let (device, _) = cuda::device_identity(ctx).unwrap();
+    let target = cuda::compilation_target(ctx).unwrap();
+    gemm_audit::identity::GemmRouteIdentity::new(
+        GemmPolicy {
+            mode,
+            ..CUDA_DEFAULT_POLICY
+        },
+        cuda::vendor_modules(&target),
+        device,
+        gemm_audit::identity::Revisions {
+            tuning_table: 1,
+            schedule: 1,
+            tensor_map: 0,
+        },
+    )
+}
+
+fn small_floats(len: usize, seed: u64) -> Vec<f32> {
+    let mut x = seed;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            ((x >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.25
+        })
+        .collect()
+}
+
+/// `VendorGemms` plans cuBLASLt and cuBLAS calls on an engine's own
+/// buffers: each run pushes the exact route (the kernels the probe saw),
+/// the captured step binds to those routes node for node, and replays
+/// reproduce the eager bits. A deterministic policy, a short buffer and a
+/// plan during capture are refused.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn vendor_gemms_record_exact_routes_on_engine_buffers() {
+    use gemm_audit::backend::cuda::{self, CudaCaptureStream, LtSelection, VendorApi, VendorGemms};
+    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
+    // SAFETY: every buffer of this test lives on `stream`.
+    unsafe { ctx.disable_event_tracking() };
+    let stream = ctx.new_stream().unwrap();
+    let live = vendor_live(&ctx, PolicyMode::CublasPedantic);
+    let gemms = VendorGemms::new(&ctx, &stream, &live).unwrap();
+    let s = shape(8, 256, 512);
+    let plans = [
+        (
+            VendorApi::CublasLt(LtSelection::Heuristic),
+            GemmOp::Nn,
+            DType::Bf16,
+        ),
+        (
+            VendorApi::CublasLt(LtSelection::FamilyFixed),
+            GemmOp::Tn,
+            DType::F16,
+        ),
+        (VendorApi::Cublas, GemmOp::Nt, DType::F32),
+    ]
+    .map(|(api, op, dtype)| (gemms.plan(api, op, dtype, s).unwrap(), dtype));
+    let a = stream.clone_htod(&small_floats(8 * 256, 1)).unwrap();
+    let b = stream.clone_htod(&small_floats(256 * 512, 2)).unwrap();
+    let mut c: Vec<_> = (0..3)
+        .map(|_| stream.alloc_zeros::<f32>(8 * 512).unwrap())
+        .collect();
+    let rec = recorder::GemmRouteRecorder::new();
+    let step = |c: &mut [cudarc::driver::CudaSlice<f32>]| -> Result<(), Error> {
+        for (i, ((plan, _), c)) in plans.iter().zip(c.iter_mut()).enumerate() {
+            // Halves read half the bytes of the f32 buffers: enough.
+            plan.run(&rec, format!("g{i}"), &a, &b, c)?;
+        }
+        Ok(())
+    };
+    let ((), eager) = recorder::record_eager(&rec, &live, || step(&mut c)).unwrap();
+    stream.synchronize().unwrap();
+    let eager_out: Vec<Vec<f32>> = c.iter().map(|c| stream.clone_dtoh(c).unwrap()).collect();
+    for r in &eager.routes {
+        let v = r.vendor.as_ref().unwrap();
+        println!(
+            "{} {} {} {} kernels {:?} split-k {}",
+            r.gemm, r.kernel_symbol, r.dtype, r.op, v.physical_kernels, v.split_k
+        );
+        assert!(!v.physical_kernels.is_empty());
+    }
+    let manifest = eager.manifest.unwrap();
+    let cs = CudaCaptureStream::new(stream.clone());
+    let ((), captured) =
+        recorder::capture(&cs, &rec, Some(&manifest), &live, || step(&mut c)).unwrap();
+    let mut nodes = cuda::introspect(&captured.graph).unwrap();
+    physical::bind(&live, &eager.routes, &mut nodes).unwrap();
+    println!("bound: {}", physical::Coverage::of(&nodes));
+    for c in c.iter_mut() {
+        stream.memset_zeros(c).unwrap();
+    }
+    captured
+        .launch_validated(&live, "replay", |g| g.launch())
+        .unwrap()
+        .unwrap();
+    stream.synchronize().unwrap();
+    for (c, want) in c.iter().zip(&eager_out) {
+        let got = stream.clone_dtoh(c).unwrap();
+        assert!(
+            got.iter()
+                .zip(want)
+                .all(|(x, y)| x.to_bits() == y.to_bits())
+        );
+    }
+
+    // Refusals: no vendor GEMM under the deterministic policy; a short C.
+    let det =
+        VendorGemms::new(&ctx, &stream, &vendor_live(&ctx, PolicyMode::Deterministic)).unwrap();
+    let e = det
+        .plan(VendorApi::Cublas, GemmOp::Nn, DType::F32, s)
+        .unwrap_err();
+    println!("deterministic policy: {e}");
+    assert!(e.to_string().contains("policy.mode"), "{e}");
+    let mut short = stream.alloc_zeros::<f32>(8).unwrap();
+    let guard = rec.begin_eager(&live).unwrap();
+    let e = plans[2]
+        .0
+        .run(&rec, "short", &a, &b, &mut short)
+        .unwrap_err();
+    println!("short C: {e}");
+    assert_eq!(rec.len(), 0, "nothing pushed for a refused call");
+    drop(guard);
+    // Planning while the stream captures is refused.
+    stream
+        .begin_capture(
+            cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+        )
+        .unwrap();
+    let e = gemms
+        .plan(VendorApi::Cublas, GemmOp::Nn, DType::F32, s)
+        .unwrap_err();
+    let _ = stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0));
+    println!("plan during capture: {e}");
+    assert!(e.to_string().contains("before the stream captures"), "{e}");
+}
+
+/// cudarc's safe `Gemm`, recorded by `CudarcGemm` under the entry point
+/// cudarc calls: `cublasSgemm_v2` for f32, `cublasGemmEx` (its own
+/// configuration) for bf16. The pedantic handle's routes pass the recorder;
+/// the step binds and replays its eager bits; the handle flipped to TF32
+/// gives a vendor-fast route the pedantic policy refuses at the push, and
+/// an undeclared math mode, a T/T call, a short buffer and a first call
+/// during capture are refused before anything runs.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn cudarc_gemm_routes_name_the_real_entry_point() {
+    use cudarc::cublas::{CudaBlas, GemmConfig, sys::cublasOperation_t as Op};
+    use gemm_audit::backend::cuda::{self, CudaCaptureStream, CudarcGemm};
+    use half::bf16;
+    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
+    // SAFETY: every buffer of this test lives on `stream`.
+    unsafe { ctx.disable_event_tracking() };
+    let stream = ctx.new_stream().unwrap();
+    let live = vendor_live(&ctx, PolicyMode::CublasPedantic);
+    let routes = CudarcGemm::new(CudaBlas::new(stream.clone()).unwrap(), &stream, &live).unwrap();
+    let blas = routes.blas();
+    cuda::set_blas_math_mode(blas, DType::F32, &ContractKind::VendorPedantic).unwrap();
+    // Column-major C (m x n) = A (m x k) B (k x n).
+    const M: i32 = 512;
+    const N: i32 = 8;
+    const K: i32 = 256;
+    let (m, n, k) = (M, N, K);
+    fn cfg<T>(alpha: T, beta: T) -> GemmConfig<T> {
+        GemmConfig {
+            transa: Op::CUBLAS_OP_N,
+            transb: Op::CUBLAS_OP_N,
+            m: M,
+            n: N,
+            k: K,
+            alpha,
+            lda: M,
+            ldb: K,
+            beta,
+            ldc: M,
+        }
+    }
+    let af = small_floats((m * k) as usize, 3);
+    let bf = small_floats((k * n) as usize, 4);
+    let a = stream.clone_htod(&af).unwrap();
+    let b = stream.clone_htod(&bf).unwrap();
+    let ah: Vec<bf16> = af.iter().map(|&x| bf16::from_f32(x)).collect();
+    let bh: Vec<bf16> = bf.iter().map(|&x| bf16::from_f32(x)).collect();
+    let (a16, b16) = (
+        stream.clone_htod(&ah).unwrap(),
+        stream.clone_htod(&bh).unwrap(),
+    );
+    let mut c = stream.alloc_zeros::<f32>((m * n) as usize).unwrap();
+    let mut c16 = stream.alloc_zeros::<bf16>((m * n) as usize).unwrap();
+    let rec = recorder::GemmRouteRecorder::new();
+    let step = |c: &mut _, c16: &mut _| -> Result<(), Error> {
+        routes.gemm(&rec, "f32", cfg(1.0f32, 0.0), &a, &b, c)?;
+        routes.gemm(&rec, "bf16", cfg(bf16::ONE, bf16::ZERO), &a16, &b16, c16)
+    };
+    let ((), eager) = recorder::record_eager(&rec, &live, || step(&mut c, &mut c16)).unwrap();
+    stream.synchronize().unwrap();
+    let want = stream.clone_dtoh(&c).unwrap();
+    for r in &eager.routes {
+        println!(
+            "{} {} {} {} {:?} kernels {:?}",
+            r.gemm,
+            r.kernel_symbol,
+            r.contract.kind,
+            r.op,
+            r.shape,
+            r.vendor.as_ref().unwrap().physical_kernels
+        );
+    }
+    assert_eq!(eager.routes[0].kernel_symbol, cuda::CUBLAS_SGEMM_SYMBOL);
+    assert_eq!(eager.routes[1].kernel_symbol, cuda::CUBLAS_SYMBOL);
+    assert_eq!(eager.routes[0].contract.kind, ContractKind::VendorPedantic);
+    // The route is the row-major problem: m and n swap.
+    assert_eq!(eager.routes[0].shape, shape(n as u64, k as u64, m as u64));
+    // Against a host f64 reference.
+    let mut worst = 0f64;
+    for j in 0..n as usize {
+        for i in 0..m as usize {
+            let r: f64 = (0..k as usize)
+                .map(|p| af[p * m as usize + i] as f64 * bf[j * k as usize + p] as f64)
+                .sum();
+            worst = worst.max((want[j * m as usize + i] as f64 - r).abs());
+        }
+    }
+    println!("f32 max abs error vs f64: {worst:e}");
+    assert!(worst < 1e-4, "{worst}");
+
+    let manifest = eager.manifest.unwrap();
+    let cs = CudaCaptureStream::new(stream.clone());
+    let ((), captured) =
+        recorder::capture(&cs, &rec, Some(&manifest), &live, || step(&mut c, &mut c16)).unwrap();
+    let mut nodes = cuda::introspect(&captured.graph).unwrap();
+    physical::bind(&live, &eager.routes, &mut nodes).unwrap();
+    println!("bound: {}", physical::Coverage::of(&nodes));
+    stream.memset_zeros(&mut c).unwrap();
+    captured
+        .launch_validated(&live, "replay", |g| g.launch())
+        .unwrap()
+        .unwrap();
+    stream.synchronize().unwrap();
+    let got = stream.clone_dtoh(&c).unwrap();
+    assert!(
+        got.iter()
+            .zip(&want)
+            .all(|(x, y)| x.to_bits() == y.to_bits())
+    );
+
+    // The handle flipped to TF32: a vendor-fast route, refused at the push.
+    cuda::set_blas_math_mode(blas, DType::F32, &ContractKind::VendorFast).unwrap();
+    let e = recorder::record_eager(&rec, &live, || step(&mut c, &mut c16)).unwrap_err();
+    println!("math mode flipped to TF32: {e}");
+    assert!(e.to_string().contains("f32"), "{e}");
+    // A mode no configuration declares is refused when the route is made.
+    // (The halves' fast mode is CUBLAS_DEFAULT_MATH: no f32 configuration.)
+    cuda::set_blas_math_mode(blas, DType::F16, &ContractKind::VendorFast).unwrap();
+    let e = routes.route("f32", &cfg(1.0f32, 0.0)).unwrap_err();
+    println!("default math for f32: {e}");
+    assert!(e.to_string().contains("math mode"), "{e}");
+    cuda::set_blas_math_mode(blas, DType::F32, &ContractKind::VendorPedantic).unwrap();
+    // T/T has no op; a short buffer is refused before the call.
+    let mut tt = cfg(1.0f32, 0.0);
+    tt.transa = Op::CUBLAS_OP_T;
+    tt.transb = Op::CUBLAS_OP_T;
+    assert!(routes.route("tt", &tt).is_err());
+    let guard = rec.begin_eager(&live).unwrap();
+    let mut short = stream.alloc_zeros::<f32>(16).unwrap();
+    let e = routes
+        .gemm(&rec, "short", cfg(1.0f32, 0.0), &a, &b, &mut short)
+        .unwrap_err();
+    println!("short C: {e}");
+    assert_eq!(rec.len(), 0);
+    drop(guard);
+    // A call first seen during a capture cannot be probed: refused.
+    stream
+        .begin_capture(
+            cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+        )
+        .unwrap();
+    let e = routes.route("new", &cfg(2.0f32, 0.0)).unwrap_err();
+    let _ = stream.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0));
+    println!("first call during capture: {e}");
+    assert!(e.to_string().contains("before the stream captures"), "{e}");
+}

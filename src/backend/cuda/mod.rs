@@ -11,8 +11,9 @@
 //! (prepared launches and their timing), `device` (the backend: eager
 //! runs, capture, replay), `resolve` (GEMM to route), `timing` (benchmark
 //! timing), `graph` (capture discipline and graph introspection) and
-//! `vendor` (cuBLAS / cuBLASLt routes), and `embed` (what an engine needs
-//! to audit its own launches: see `docs/embedding.md`). Every `unsafe` of the crate lives
+//! `vendor` (cuBLAS / cuBLASLt routes), `embed` (what an engine needs
+//! to audit its own launches: see `docs/embedding.md`) and `engine_gemm`
+//! (vendor GEMMs an engine makes on its own buffers, recorded exactly). Every `unsafe` of the crate lives
 //! in these files, each of which allows `unsafe_code` for itself.
 
 #[cfg(not(feature = "cuda"))]
@@ -26,6 +27,8 @@ pub mod catalog;
 mod device;
 #[cfg(feature = "cuda")]
 mod embed;
+#[cfg(feature = "cuda")]
+mod engine_gemm;
 #[cfg(feature = "cuda")]
 mod error;
 #[cfg(feature = "cuda")]
@@ -60,6 +63,8 @@ pub use embed::{
     nvrtc_compiler_identity, set_blas_math_mode, vendor_modules,
 };
 #[cfg(feature = "cuda")]
+pub use engine_gemm::{CudarcElement, CudarcGemm, VendorApi, VendorGemm, VendorGemms};
+#[cfg(feature = "cuda")]
 pub use error::{CudaCause, CudaError};
 #[cfg(feature = "cuda")]
 pub use fingerprint::DeviceFingerprinter;
@@ -69,4 +74,7 @@ pub use identity::device_identity;
 #[doc(hidden)]
 pub use timing::RouteTiming;
 #[cfg(feature = "cuda")]
-pub use vendor::{CUBLAS_SYMBOL, CUBLASLT_SYMBOL};
+pub use vendor::{
+    CUBLAS_SGEMM_SYMBOL, CUBLAS_SYMBOL, CUBLASLT_SYMBOL, FAMILY_MAX_WORKSPACE_BYTES,
+    FAMILY_REFERENCE_M, LT_WORKSPACE_BYTES, LtSelection,
+};

@@ -8,16 +8,19 @@ use super::error::{cuda_err, drv};
 use super::graph;
 use super::vendor::{Api, LtSelection, VendorCall};
 use crate::backend::common;
-use crate::digest::{DigestWriter, FieldValue};
+use crate::digest::{Digest, DigestWriter, FieldValue};
 use crate::error::Result;
-use crate::identity::CompilerIdentity;
+use crate::identity::{CompilerIdentity, DeviceIdentity, ModuleIdentity};
 use crate::physical::{NodeKind, PhysicalNode};
 use crate::policy::PolicyMode;
 use crate::route::{
-    DType, GemmOp, GemmShape, LaunchConfig, ModuleKind, NumericContract, OperandConversion,
-    OutputOwnership, PhysicalBackend, ResolvedGemmRoute, TensorMapIdentity, TileShape,
+    DType, GemmOp, GemmShape, GemmStrides, LaunchConfig, ModuleKind, NumericContract,
+    OperandConversion, OutputOwnership, PhysicalBackend, ResolvedGemmRoute, TensorMapIdentity,
+    TileShape, VendorRoute,
 };
 use crate::workload::{GemmSpec, RouteChoice};
+use cudarc::driver::CudaStream;
+use std::sync::Arc;
 
 impl CudaBackend {
     /// Resolves a GEMM to the route this backend launches.
@@ -158,8 +161,7 @@ impl CudaBackend {
         let handles = sh.vendor.handles(sh)?;
         let h = handles.get();
         let call = VendorCall::new(h, api, spec.dtype, spec.op, shape, fast, selection)?;
-        // Physical kernels: run the call once eagerly (loads its kernels outside
-        // any capture), then capture it once on the scratch stream and read the graph.
+        // Scratch operands: the probe's eager run writes its own C.
         let elem = common::element_size(spec.dtype);
         let alloc = |n: u64| {
             sh.stream
@@ -168,99 +170,154 @@ impl CudaBackend {
         };
         let a = alloc(shape.m * shape.k)?;
         let b = alloc(shape.k * shape.n)?;
-        let mut c = alloc(shape.m * shape.n)?;
-        call.enqueue(h, &sh.stream, &a, &b, &mut c)?;
-        sh.stream.synchronize().map_err(drv("vendor warm-up"))?;
-        let raw = graph::capture(&h.scratch, || {
-            call.enqueue(h, &h.scratch, &a, &b, &mut c)
-                .map_err(|e| e.to_string())
-        })
-        .map_err(|e| {
-            e.context(format_args!(
-                "capturing {} for GEMM {:?}",
-                api.symbol(),
-                spec.name
-            ))
+        let c = std::sync::Mutex::new(alloc(shape.m * shape.n)?);
+        let kernels = probe_kernels(&sh.stream, &h.scratch, api.symbol(), &spec.name, |s| {
+            let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
+            call.enqueue(h, s, &a, &b, &mut c)
         })?;
-        let nodes = graph::introspect(&raw)?;
-        drop(raw);
-        sh.stream.synchronize().map_err(drv("vendor capture"))?;
-        let kernels: Vec<&PhysicalNode> = nodes
-            .iter()
-            .filter(|n| n.kind == NodeKind::Kernel)
-            .collect();
-        let Some(main) = kernels.first() else {
-            return Err(cuda_err(format!(
-                "{} captured no kernel for GEMM {:?}",
-                api.symbol(),
-                spec.name
-            )));
-        };
         let mut vendor = call.vendor_route(&lib.version);
         vendor.physical_kernels = kernels.iter().filter_map(|n| n.symbol.clone()).collect();
-        let mut resources = DigestWriter::new("gemm-audit/vendor-resources/v1");
-        for n in &kernels {
-            resources.field("kernel", FieldValue::Str(n.symbol.as_deref().unwrap_or("")));
-            resources.field("grid", FieldValue::U32x3(n.grid));
-            resources.field("block", FieldValue::U32x3(n.block));
-            resources.field("shared_bytes", FieldValue::U32(n.shared_bytes));
-        }
-        let threads: u32 = main.block.iter().product();
-        let numerics = call.numerics.clone();
-        let library_digest = {
-            let mut w = DigestWriter::new("gemm-audit/vendor-library/v1");
-            w.field("version", FieldValue::Str(&lib.version));
-            w.finish()
-        };
-        Ok(ResolvedGemmRoute {
+        vendor_route(VendorParts {
             gemm: spec.name.clone(),
             op: spec.op,
             dtype: spec.dtype,
-            backend: match api {
-                Api::Blas => PhysicalBackend::Cublas,
-                Api::Lt => PhysicalBackend::CublasLt,
-            },
+            shape,
+            strides: catalog::strides(spec.op, shape),
+            module: &lib.module,
+            symbol: api.symbol(),
             contract: NumericContract {
-                kind: numerics.contract.clone(),
+                kind: call.numerics.contract.clone(),
                 splits: call
                     .lt
                     .as_ref()
                     .map_or(1, |p| p.attrs.split_k.clamp(1, u32::MAX as i64) as u32),
             },
-            instruction_family: "vendor-defined".into(),
-            instruction_shape: "vendor-defined".into(),
-            uses_tensor_cores: numerics.tensor_cores,
-            operand_conversion: numerics.conversion,
-            output_ownership: OutputOwnership::VendorDefined,
-            kernel_symbol: api.symbol().into(),
-            module_kind: lib.module.kind,
-            compilation_target: sh.arch.clone(),
-            artifact_digest: lib.module.digest,
-            compiler: CompilerIdentity {
-                name: api.symbol().into(),
-                version: lib.version.clone(),
-                options_digest: numerics.digest(api, selection),
-                source_digest: library_digest,
-            },
-            device: sh.device.clone(),
-            device_capabilities: vec![format!("vendor:{}", api.symbol())],
-            shape,
-            strides: catalog::strides(spec.op, shape),
-            tile: TileShape { m: 0, n: 0, k: 0 },
-            bk: 0,
-            stages: 0,
-            threads,
-            launch: LaunchConfig {
-                grid: main.grid,
-                block: main.block,
-                dynamic_shared_bytes: main.shared_bytes,
-                arguments_digest: call.arguments_digest(),
-            },
-            tensor_map: None,
-            resources_digest: resources.finish(),
-            tuning_table_revision: catalog::TUNING_TABLE_REVISION,
-            schedule_revision: catalog::SCHEDULE_REVISION,
-            vendor: Some(vendor),
+            uses_tensor_cores: call.numerics.tensor_cores,
+            operand_conversion: call.numerics.conversion,
+            options_digest: call.numerics.digest(api, selection),
+            arguments_digest: call.arguments_digest(),
+            vendor,
+            kernels: &kernels,
+            device: &sh.device,
+            arch: &sh.arch,
         })
     }
+}
+
+/// The kernels one vendor call launches: `enqueue` runs once eagerly on
+/// `warm` (the library loads its kernels outside any capture), then is
+/// captured once on `on` and the graph read back (never launched). Refused
+/// when the capture holds no kernel.
+pub(super) fn probe_kernels(
+    warm: &Arc<CudaStream>,
+    on: &Arc<CudaStream>,
+    symbol: &str,
+    gemm: &str,
+    enqueue: impl Fn(&Arc<CudaStream>) -> Result<()>,
+) -> Result<Vec<PhysicalNode>> {
+    enqueue(warm)?;
+    warm.synchronize().map_err(drv("vendor warm-up"))?;
+    let raw = graph::capture(on, || enqueue(on).map_err(|e| e.to_string()))
+        .map_err(|e| e.context(format_args!("capturing {symbol} for GEMM {gemm:?}")))?;
+    let nodes = graph::introspect(&raw)?;
+    drop(raw);
+    on.synchronize().map_err(drv("vendor capture"))?;
+    let kernels: Vec<PhysicalNode> = nodes
+        .into_iter()
+        .filter(|n| n.kind == NodeKind::Kernel)
+        .collect();
+    if kernels.is_empty() {
+        return Err(cuda_err(format!(
+            "{symbol} captured no kernel for GEMM {gemm:?}"
+        )));
+    }
+    Ok(kernels)
+}
+
+/// Everything a vendor route is made of, decided before it is built.
+pub(super) struct VendorParts<'a> {
+    pub gemm: String,
+    pub op: GemmOp,
+    pub dtype: DType,
+    pub shape: GemmShape,
+    pub strides: GemmStrides,
+    /// The library's pseudo-module (kind, digest, version).
+    pub module: &'a ModuleIdentity,
+    pub symbol: &'a str,
+    pub contract: NumericContract,
+    pub uses_tensor_cores: bool,
+    pub operand_conversion: OperandConversion,
+    pub options_digest: Digest,
+    pub arguments_digest: Digest,
+    /// The algorithm's fields, physical kernels filled in.
+    pub vendor: VendorRoute,
+    /// The probed kernels (at least one): the first gives the launch.
+    pub kernels: &'a [PhysicalNode],
+    pub device: &'a DeviceIdentity,
+    pub arch: &'a str,
+}
+
+/// The route of one vendor call: what the library launched stands in for
+/// the launch geometry and resources (the first kernel's grid and block,
+/// every kernel's name and geometry digested).
+pub(super) fn vendor_route(p: VendorParts<'_>) -> Result<ResolvedGemmRoute> {
+    let Some(main) = p.kernels.first() else {
+        return Err(cuda_err(format!("{} launched no kernel", p.symbol)));
+    };
+    let mut resources = DigestWriter::new("gemm-audit/vendor-resources/v1");
+    for n in p.kernels {
+        resources.field("kernel", FieldValue::Str(n.symbol.as_deref().unwrap_or("")));
+        resources.field("grid", FieldValue::U32x3(n.grid));
+        resources.field("block", FieldValue::U32x3(n.block));
+        resources.field("shared_bytes", FieldValue::U32(n.shared_bytes));
+    }
+    let version = &p.module.compiler.version;
+    let library_digest = {
+        let mut w = DigestWriter::new("gemm-audit/vendor-library/v1");
+        w.field("version", FieldValue::Str(version));
+        w.finish()
+    };
+    Ok(ResolvedGemmRoute {
+        gemm: p.gemm,
+        op: p.op,
+        dtype: p.dtype,
+        backend: p.module.backend.clone(),
+        contract: p.contract,
+        instruction_family: "vendor-defined".into(),
+        instruction_shape: "vendor-defined".into(),
+        uses_tensor_cores: p.uses_tensor_cores,
+        operand_conversion: p.operand_conversion,
+        output_ownership: OutputOwnership::VendorDefined,
+        kernel_symbol: p.symbol.into(),
+        module_kind: p.module.kind.clone(),
+        compilation_target: p.arch.to_string(),
+        artifact_digest: p.module.digest,
+        // The library is the compiler, named as its module names it (after
+        // the module's first entry point, whichever symbol is called).
+        compiler: CompilerIdentity {
+            name: p.module.compiler.name.clone(),
+            version: version.clone(),
+            options_digest: p.options_digest,
+            source_digest: library_digest,
+        },
+        device: p.device.clone(),
+        device_capabilities: vec![format!("vendor:{}", p.symbol)],
+        shape: p.shape,
+        strides: p.strides,
+        tile: TileShape { m: 0, n: 0, k: 0 },
+        bk: 0,
+        stages: 0,
+        threads: main.block.iter().product(),
+        launch: LaunchConfig {
+            grid: main.grid,
+            block: main.block,
+            dynamic_shared_bytes: main.shared_bytes,
+            arguments_digest: p.arguments_digest,
+        },
+        tensor_map: None,
+        resources_digest: resources.finish(),
+        tuning_table_revision: catalog::TUNING_TABLE_REVISION,
+        schedule_revision: catalog::SCHEDULE_REVISION,
+        vendor: Some(p.vendor),
+    })
 }

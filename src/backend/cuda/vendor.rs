@@ -31,7 +31,7 @@ use crate::route::{
 };
 use cudarc::cublas::{CudaBlas, sys as blas};
 use cudarc::cublaslt::sys as lt;
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, sys as cu};
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -39,6 +39,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 pub const CUBLAS_SYMBOL: &str = "cublasGemmEx";
 /// The API-level symbol of cuBLASLt routes.
 pub const CUBLASLT_SYMBOL: &str = "cublasLtMatmul";
+/// The entry point cudarc's safe `Gemm<f32>` calls (its halves call
+/// [`CUBLAS_SYMBOL`] with `CUBLAS_COMPUTE_32F`).
+pub const CUBLAS_SGEMM_SYMBOL: &str = "cublasSgemm_v2";
+/// The symbols of the cuBLAS pseudo-module.
+pub const CUBLAS_SYMBOLS: [&str; 2] = [CUBLAS_SYMBOL, CUBLAS_SGEMM_SYMBOL];
 /// cuBLASLt workspace offered to the heuristic (NVIDIA's Hopper recommendation).
 pub const LT_WORKSPACE_BYTES: usize = 32 << 20;
 
@@ -130,41 +135,74 @@ pub fn set_math_mode(
         .map_err(|e| super::CudaError::new("cublasSetMathMode", e))
 }
 
+/// The dtypes an entry point serves: `cublasSgemm_v2` only f32.
+fn symbol_dtypes(symbol: &str) -> &'static [DType] {
+    if symbol == CUBLAS_SGEMM_SYMBOL {
+        &[DType::F32]
+    } else {
+        DType::ALL
+    }
+}
+
 /// The identity of a vendor library as a module: its digest frames the
-/// kind and version; its one symbol (the API entry point) serves every op
-/// and dtype under the vendor contracts, with tensor cores as
-/// [`Numerics::of`] sets them.
-fn pseudo_module(kind: ModuleKind, version: &str, symbol: &str, arch: &str) -> ModuleIdentity {
+/// kind and version; each symbol (an API entry point) serves its dtypes
+/// and every op under the vendor contracts, with tensor cores as
+/// [`Numerics::of`] sets them. The module's compiler is named after its
+/// first symbol.
+fn pseudo_module(kind: ModuleKind, version: &str, symbols: &[&str], arch: &str) -> ModuleIdentity {
     let mut w = DigestWriter::new("gemm-audit/vendor-module/v1");
     w.field("kind", FieldValue::Str(&kind.as_str()));
     w.field("version", FieldValue::Str(version));
     let digest = w.finish();
-    let mut entry = SymbolEntry::new(symbol);
-    for dtype in DType::ALL {
-        for fast in [false, true] {
-            let n = Numerics::of(*dtype, fast);
-            entry = entry.serving_converted(
-                GemmOp::ALL,
-                &[*dtype],
-                &n.contract,
-                n.tensor_cores,
-                n.conversion,
-            );
-        }
-    }
     let backend = match kind {
         ModuleKind::Cublas => PhysicalBackend::Cublas,
         _ => PhysicalBackend::CublasLt,
     };
-    let entry = entry.declaring(vendor_declaration(&backend, version, symbol));
-
+    let entries = symbols
+        .iter()
+        .map(|&symbol| {
+            let mut entry = SymbolEntry::new(symbol);
+            for dtype in symbol_dtypes(symbol) {
+                for fast in [false, true] {
+                    let n = Numerics::of(*dtype, fast);
+                    entry = entry.serving_converted(
+                        GemmOp::ALL,
+                        &[*dtype],
+                        &n.contract,
+                        n.tensor_cores,
+                        n.conversion,
+                    );
+                }
+            }
+            entry.declaring(vendor_declaration(&backend, version, symbol))
+        })
+        .collect();
     let compiler = CompilerIdentity {
-        name: symbol.to_string(),
+        name: symbols[0].to_string(),
         version: version.to_string(),
         options_digest: digest,
         source_digest: digest,
     };
-    ModuleIdentity::new(backend, kind, digest, compiler, arch, vec![entry])
+    ModuleIdentity::new(backend, kind, digest, compiler, arch, entries)
+}
+
+/// The options digest of a call made through cudarc's safe `Gemm`: the
+/// entry point, the dtype and the handle's math mode (cudarc passes no
+/// compute type to `cublasSgemm_v2`, and `CUBLAS_COMPUTE_32F` to
+/// `cublasGemmEx` for halves, so the math mode decides the numerics).
+/// alpha and beta are call arguments, in the arguments digest.
+pub fn cudarc_options_digest(symbol: &str, dtype: DType, math: blas::cublasMath_t) -> Digest {
+    let mut w = DigestWriter::new("gemm-audit/vendor-options/cudarc/v1");
+    w.field("api", FieldValue::Str(symbol));
+    w.field("dtype", FieldValue::Str(dtype.as_str()));
+    if symbol == CUBLAS_SYMBOL {
+        w.field(
+            "blas_compute",
+            FieldValue::U32(blas::cublasComputeType_t::CUBLAS_COMPUTE_32F as u32),
+        );
+    }
+    w.field("blas_math", FieldValue::U32(math as u32));
+    w.finish()
 }
 
 /// What a vendor entry point's calls may report: the library picks the
@@ -181,16 +219,31 @@ pub fn vendor_declaration(
         PhysicalBackend::CublasLt => (Api::Lt, &[LtSelection::Heuristic, LtSelection::FamilyFixed]),
         _ => (Api::Blas, &[LtSelection::Heuristic]),
     };
-    // Every (dtype, math mode, selection) this crate sets the entry point up with.
+    // Every (dtype, math mode, selection) this crate sets the entry point
+    // up with, then the calls cudarc's safe `Gemm` makes of it.
     let mut configurations = Vec::new();
-    for dtype in DType::ALL {
-        for fast in [false, true] {
-            let n = Numerics::of(*dtype, fast);
-            for &selection in selections {
+    if symbol != CUBLAS_SGEMM_SYMBOL {
+        for dtype in DType::ALL {
+            for fast in [false, true] {
+                let n = Numerics::of(*dtype, fast);
+                for &selection in selections {
+                    configurations.push(VendorConfiguration {
+                        dtype: *dtype,
+                        contract: n.contract.clone(),
+                        options_digest: n.digest(api, selection),
+                    });
+                }
+            }
+        }
+    }
+    if api == Api::Blas {
+        for dtype in cudarc_dtypes(symbol) {
+            for fast in [false, true] {
+                let n = Numerics::of(*dtype, fast);
                 configurations.push(VendorConfiguration {
                     dtype: *dtype,
                     contract: n.contract.clone(),
-                    options_digest: n.digest(api, selection),
+                    options_digest: cudarc_options_digest(symbol, *dtype, n.blas_math),
                 });
             }
         }
@@ -224,6 +277,15 @@ pub fn vendor_declaration(
     .with_vendor(permits)
 }
 
+/// The dtypes cudarc's safe `Gemm` sends to `symbol`.
+pub fn cudarc_dtypes(symbol: &str) -> &'static [DType] {
+    match symbol {
+        CUBLAS_SGEMM_SYMBOL => &[DType::F32],
+        CUBLAS_SYMBOL => &[DType::F16, DType::Bf16],
+        _ => &[],
+    }
+}
+
 impl Vendor {
     /// Looks for the libraries (no handle is created).
     pub fn probe(arch: &str) -> Vendor {
@@ -242,7 +304,7 @@ impl Vendor {
             ok.then(|| {
                 let version = format!("cuBLAS {}.{}.{}", v[0], v[1], v[2]);
                 Library {
-                    module: pseudo_module(ModuleKind::Cublas, &version, CUBLAS_SYMBOL, arch),
+                    module: pseudo_module(ModuleKind::Cublas, &version, &CUBLAS_SYMBOLS, arch),
                     version,
                 }
             })
@@ -255,7 +317,7 @@ impl Vendor {
             let v = unsafe { lt::cublasLtGetVersion() };
             let version = format!("cuBLASLt {}.{}.{}", v / 10000, (v / 100) % 100, v % 100);
             Some(Library {
-                module: pseudo_module(ModuleKind::CublasLt, &version, CUBLASLT_SYMBOL, arch),
+                module: pseudo_module(ModuleKind::CublasLt, &version, &[CUBLASLT_SYMBOL], arch),
                 version,
             })
         } else {
@@ -286,7 +348,7 @@ impl Vendor {
     pub fn handles(&self, shared: &Shared) -> Result<HandlesGuard<'_>> {
         let mut g = self.handles.lock().unwrap_or_else(|p| p.into_inner());
         if g.is_none() {
-            *g = Some(Handles::new(shared)?);
+            *g = Some(Handles::new(&shared.ctx, &shared.stream, self)?);
         }
         Ok(HandlesGuard(g))
     }
@@ -332,10 +394,11 @@ pub struct Handles {
 }
 
 impl Handles {
-    fn new(shared: &Shared) -> Result<Handles> {
-        let v = &shared.vendor;
+    /// Handles for the libraries `v` found, on `stream` of `ctx`; the
+    /// cuBLASLt workspace is allocated there.
+    pub fn new(ctx: &Arc<CudaContext>, stream: &Arc<CudaStream>, v: &Vendor) -> Result<Handles> {
         let blas = match &v.cublas {
-            Some(_) => Some(CudaBlas::new(shared.stream.clone()).map_err(drv("cublasCreate"))?),
+            Some(_) => Some(CudaBlas::new(stream.clone()).map_err(drv("cublasCreate"))?),
             None => None,
         };
         let (lt, lt_workspace) = match &v.cublaslt {
@@ -346,15 +409,14 @@ impl Handles {
                     .result()
                     .map_err(drv("cublasLtCreate"))?;
                 let handle = LtHandle(h);
-                let ws = shared
-                    .stream
+                let ws = stream
                     .alloc_zeros::<u8>(LT_WORKSPACE_BYTES)
                     .map_err(drv("cuBLASLt workspace"))?;
                 (Some(handle), Some(ws))
             }
             None => (None, None),
         };
-        let scratch = shared.ctx.new_stream().map_err(drv("scratch stream"))?;
+        let scratch = ctx.new_stream().map_err(drv("scratch stream"))?;
         Ok(Handles {
             blas,
             lt,
@@ -911,6 +973,25 @@ pub(crate) fn algo_attribute(
     })
 }
 
+/// The vendor fields of a cuBLAS call (no physical kernels yet): cuBLAS
+/// exposes no algorithm attributes, so all but the default algorithm id
+/// are -1.
+pub fn blas_vendor_route(library_version: &str) -> VendorRoute {
+    VendorRoute {
+        library_version: library_version.to_string(),
+        algorithm_id: blas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT as i64,
+        tile_id: -1,
+        split_k: -1,
+        reduction_scheme: -1,
+        stages_id: -1,
+        swizzle: -1,
+        inner_shape_id: None,
+        cluster_shape_id: None,
+        workspace_bytes: 0,
+        physical_kernels: Vec::new(),
+    }
+}
+
 /// A vendor call prepared for one problem: everything decided before any
 /// capture, so the capture body only enqueues.
 #[derive(Debug)]
@@ -976,19 +1057,7 @@ impl VendorCall {
                 workspace_bytes: p.attrs.workspace,
                 physical_kernels: Vec::new(),
             },
-            None => VendorRoute {
-                library_version: library_version.to_string(),
-                algorithm_id: blas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT as i64,
-                tile_id: -1,
-                split_k: -1,
-                reduction_scheme: -1,
-                stages_id: -1,
-                swizzle: -1,
-                inner_shape_id: None,
-                cluster_shape_id: None,
-                workspace_bytes: 0,
-                physical_kernels: Vec::new(),
-            },
+            None => blas_vendor_route(library_version),
         }
     }
 
@@ -1020,6 +1089,42 @@ impl VendorCall {
         b: &CudaSlice<u8>,
         c: &mut CudaSlice<u8>,
     ) -> Result<()> {
+        let need = |n: u64| n * crate::backend::common::element_size(self.dtype) as u64;
+        for (what, len, want) in [
+            ("A", a.len(), need(self.shape.m * self.shape.k)),
+            ("B", b.len(), need(self.shape.k * self.shape.n)),
+            ("C", c.len(), need(self.shape.m * self.shape.n)),
+        ] {
+            if (len as u64) < want {
+                return Err(cuda_err(format!(
+                    "{} operand {what}: {len} bytes, the call reads {want}",
+                    self.api.symbol()
+                )));
+            }
+        }
+        let (pa, _ra) = a.device_ptr(stream);
+        let (pb, _rb) = b.device_ptr(stream);
+        let (pc, _rc) = c.device_ptr_mut(stream);
+        // SAFETY: the three buffers are live allocations of at least the
+        // bytes the call reads or writes (checked above), on `stream`'s
+        // context, held until the call is enqueued.
+        unsafe { self.enqueue_at(h, stream, pa, pb, pc) }
+    }
+
+    /// Enqueues the call on `stream` at raw device addresses.
+    ///
+    /// # Safety
+    /// `pa`, `pb` and `pc` must be live device allocations of the dense
+    /// operands of the call's dtype and shape (row-major A', B' and C), on
+    /// `stream`'s context, valid until the call has run.
+    pub unsafe fn enqueue_at(
+        &self,
+        h: &Handles,
+        stream: &Arc<CudaStream>,
+        pa: cu::CUdeviceptr,
+        pb: cu::CUdeviceptr,
+        pc: cu::CUdeviceptr,
+    ) -> Result<()> {
         let (ta, tb, lda, ldb) = column_major(self.op, self.shape);
         let (m, n, k) = (
             self.shape.n as i32,
@@ -1028,9 +1133,6 @@ impl VendorCall {
         );
         let alpha: f32 = 1.0;
         let beta: f32 = 0.0;
-        let (pa, _ra) = a.device_ptr(stream);
-        let (pb, _rb) = b.device_ptr(stream);
-        let (pc, _rc) = c.device_ptr_mut(stream);
         match self.api {
             Api::Blas => {
                 let blas_h = h
@@ -1167,11 +1269,42 @@ mod tests {
 
     #[test]
     fn pseudo_modules_track_the_version() {
-        let a = pseudo_module(ModuleKind::Cublas, "cuBLAS 13.1.0", CUBLAS_SYMBOL, "sm_90");
-        let b = pseudo_module(ModuleKind::Cublas, "cuBLAS 13.1.1", CUBLAS_SYMBOL, "sm_90");
+        let a = pseudo_module(
+            ModuleKind::Cublas,
+            "cuBLAS 13.1.0",
+            &CUBLAS_SYMBOLS,
+            "sm_90",
+        );
+        let b = pseudo_module(
+            ModuleKind::Cublas,
+            "cuBLAS 13.1.1",
+            &CUBLAS_SYMBOLS,
+            "sm_90",
+        );
         assert_ne!(a.digest, b.digest);
-        assert_eq!(a.symbol_names(), vec![CUBLAS_SYMBOL.to_string()]);
-        // Every op and dtype, under both vendor contracts.
+        assert_eq!(a.symbol_names(), vec![CUBLAS_SYMBOL, CUBLAS_SGEMM_SYMBOL]);
+        // cublasGemmEx: every op and dtype, under both vendor contracts;
+        // cublasSgemm_v2: f32 only.
         assert_eq!(a.symbols[0].serves.len(), 3 * 3 * 2);
+        assert_eq!(a.symbols[1].serves.len(), 3 * 2);
+        // cudarc's calls are configurations of their own: a cudarc bf16
+        // call under the pedantic math mode is not this crate's pedantic
+        // cublasGemmEx (explicit CUBLAS_COMPUTE_32F_PEDANTIC).
+        let permits = |i: usize| {
+            a.symbols[i]
+                .declaration
+                .as_ref()
+                .unwrap()
+                .vendor
+                .clone()
+                .unwrap()
+        };
+        assert_eq!(permits(0).configurations.len(), 3 * 2 + 2 * 2);
+        assert_eq!(permits(1).configurations.len(), 2);
+        let pedantic = Numerics::of(DType::Bf16, false);
+        assert_ne!(
+            cudarc_options_digest(CUBLAS_SYMBOL, DType::Bf16, pedantic.blas_math),
+            pedantic.digest(Api::Blas, LtSelection::Heuristic)
+        );
     }
 }
