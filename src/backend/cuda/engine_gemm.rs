@@ -13,7 +13,7 @@
 //! contract the handle's math mode, read back at every call, gives.
 
 use super::error::cuda_err;
-use super::resolve::{VendorParts, probe_kernels, vendor_route};
+use super::resolve::{VendorParts, planned_route, probe_kernels, vendor_route};
 use super::vendor::{
     self, Api, CUBLAS_SGEMM_SYMBOL, CUBLAS_SYMBOL, Handles, LtSelection, Numerics, Vendor,
     VendorCall,
@@ -158,52 +158,18 @@ impl VendorGemms {
         let module = live_module(&sh.live, want, kind)?.clone();
         let handles = sh.handles.lock().unwrap_or_else(|p| p.into_inner());
         let call = VendorCall::new(&handles, lib_api, dtype, op, shape, fast, selection)?;
-        let elem = common::element_size(dtype);
-        let alloc = |n: u64| {
-            sh.stream
-                .alloc_zeros::<u8>((n as usize).max(1) * elem)
-                .map_err(super::error::drv("allocating probe operands"))
-        };
-        let a = alloc(shape.m * shape.k)?;
-        let b = alloc(shape.k * shape.n)?;
-        let c = Mutex::new(alloc(shape.m * shape.n)?);
-        let kernels = probe_kernels(
+        let route = planned_route(
+            &handles,
             &sh.stream,
-            &handles.scratch,
-            lib_api.symbol(),
-            "(plan)",
-            |s| {
-                let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
-                call.enqueue(&handles, s, &a, &b, &mut c)
-            },
+            &call,
+            selection,
+            // Named by the problem until `route` names it.
+            format!("{dtype} {op} {}x{}x{}", shape.m, shape.k, shape.n),
+            &module,
+            &sh.live.device,
+            &module.target,
         )?;
         drop(handles);
-        let mut vendor = call.vendor_route(&module.compiler.version);
-        vendor.physical_kernels = kernels.iter().filter_map(|n| n.symbol.clone()).collect();
-        let route = vendor_route(VendorParts {
-            gemm: String::new(),
-            op,
-            dtype,
-            shape,
-            strides: super::catalog::strides(op, shape),
-            module: &module,
-            symbol: lib_api.symbol(),
-            contract: NumericContract {
-                kind: call.numerics.contract.clone(),
-                splits: call
-                    .lt
-                    .as_ref()
-                    .map_or(1, |p| p.attrs.split_k.clamp(1, u32::MAX as i64) as u32),
-            },
-            uses_tensor_cores: call.numerics.tensor_cores,
-            operand_conversion: call.numerics.conversion,
-            options_digest: call.numerics.digest(lib_api, selection),
-            arguments_digest: call.arguments_digest(),
-            vendor,
-            kernels: &kernels,
-            device: &sh.live.device,
-            arch: &module.target,
-        })?;
         Ok(VendorGemm {
             shared: self.0.clone(),
             call,
@@ -413,14 +379,7 @@ impl CudarcGemm {
         arguments.field("dtype", FieldValue::Str(T::DTYPE.as_str()));
         arguments.field("transa", FieldValue::Bool(problem.trans[0]));
         arguments.field("transb", FieldValue::Bool(problem.trans[1]));
-        for (name, v) in [
-            ("m", cfg.m),
-            ("n", cfg.n),
-            ("k", cfg.k),
-            ("lda", cfg.lda),
-            ("ldb", cfg.ldb),
-            ("ldc", cfg.ldc),
-        ] {
+        for (name, v) in dims(cfg) {
             arguments.field(name, FieldValue::U64(v as u64));
         }
         arguments.field("alpha", FieldValue::U64(cfg.alpha.bits()));
@@ -530,6 +489,18 @@ fn check_stream(blas: &CudaBlas, stream: &CudaStream) -> Result<()> {
     Ok(())
 }
 
+/// A configuration's extents and leading dimensions, by name.
+fn dims<T>(cfg: &GemmConfig<T>) -> [(&'static str, i32); 6] {
+    [
+        ("m", cfg.m),
+        ("n", cfg.n),
+        ("k", cfg.k),
+        ("lda", cfg.lda),
+        ("ldb", cfg.ldb),
+        ("ldc", cfg.ldc),
+    ]
+}
+
 /// A cudarc configuration as gemm-audit's row-major problem.
 struct Problem {
     symbol: &'static str,
@@ -561,14 +532,7 @@ impl Problem {
                 ));
             }
         };
-        for (name, v) in [
-            ("m", cfg.m),
-            ("n", cfg.n),
-            ("k", cfg.k),
-            ("lda", cfg.lda),
-            ("ldb", cfg.ldb),
-            ("ldc", cfg.ldc),
-        ] {
+        for (name, v) in dims(cfg) {
             if v <= 0 {
                 return Err(cuda_err(format!(
                     "GemmConfig.{name} = {v}: must be positive"

@@ -161,47 +161,73 @@ impl CudaBackend {
         let handles = sh.vendor.handles(sh)?;
         let h = handles.get();
         let call = VendorCall::new(h, api, spec.dtype, spec.op, shape, fast, selection)?;
-        // Scratch operands: the probe's eager run writes its own C.
-        let elem = common::element_size(spec.dtype);
-        let alloc = |n: u64| {
-            sh.stream
-                .alloc_zeros::<u8>((n as usize).max(1) * elem)
-                .map_err(drv("allocating vendor operands"))
-        };
-        let a = alloc(shape.m * shape.k)?;
-        let b = alloc(shape.k * shape.n)?;
-        let c = std::sync::Mutex::new(alloc(shape.m * shape.n)?);
-        let kernels = probe_kernels(&sh.stream, &h.scratch, api.symbol(), &spec.name, |s| {
-            let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
-            call.enqueue(h, s, &a, &b, &mut c)
-        })?;
-        let mut vendor = call.vendor_route(&lib.version);
-        vendor.physical_kernels = kernels.iter().filter_map(|n| n.symbol.clone()).collect();
-        vendor_route(VendorParts {
-            gemm: spec.name.clone(),
-            op: spec.op,
-            dtype: spec.dtype,
-            shape,
-            strides: catalog::strides(spec.op, shape),
-            module: &lib.module,
-            symbol: api.symbol(),
-            contract: NumericContract {
-                kind: call.numerics.contract.clone(),
-                splits: call
-                    .lt
-                    .as_ref()
-                    .map_or(1, |p| p.attrs.split_k.clamp(1, u32::MAX as i64) as u32),
-            },
-            uses_tensor_cores: call.numerics.tensor_cores,
-            operand_conversion: call.numerics.conversion,
-            options_digest: call.numerics.digest(api, selection),
-            arguments_digest: call.arguments_digest(),
-            vendor,
-            kernels: &kernels,
-            device: &sh.device,
-            arch: &sh.arch,
-        })
+        planned_route(
+            h,
+            &sh.stream,
+            &call,
+            selection,
+            spec.name.clone(),
+            &lib.module,
+            &sh.device,
+            &sh.arch,
+        )
     }
+}
+
+/// The route of a planned vendor call: the call is probed (run on `warm`
+/// and captured on the handles' scratch stream, on scratch operands) for
+/// the kernels it launches, then its route assembled.
+#[allow(clippy::too_many_arguments)] // the parts of a route, each named once
+pub(super) fn planned_route(
+    h: &super::vendor::Handles,
+    warm: &Arc<CudaStream>,
+    call: &VendorCall,
+    selection: LtSelection,
+    gemm: String,
+    module: &ModuleIdentity,
+    device: &DeviceIdentity,
+    arch: &str,
+) -> Result<ResolvedGemmRoute> {
+    let shape = call.shape;
+    let elem = common::element_size(call.dtype);
+    let alloc = |n: u64| {
+        warm.alloc_zeros::<u8>((n as usize).max(1) * elem)
+            .map_err(drv("allocating vendor probe operands"))
+    };
+    let a = alloc(shape.m * shape.k)?;
+    let b = alloc(shape.k * shape.n)?;
+    // The probe's runs write their own C.
+    let c = std::sync::Mutex::new(alloc(shape.m * shape.n)?);
+    let kernels = probe_kernels(warm, &h.scratch, call.api.symbol(), &gemm, |s| {
+        let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
+        call.enqueue(h, s, &a, &b, &mut c)
+    })?;
+    let mut vendor = call.vendor_route(&module.compiler.version);
+    vendor.physical_kernels = kernels.iter().filter_map(|n| n.symbol.clone()).collect();
+    vendor_route(VendorParts {
+        gemm,
+        op: call.op,
+        dtype: call.dtype,
+        shape,
+        strides: catalog::strides(call.op, shape),
+        module,
+        symbol: call.api.symbol(),
+        contract: NumericContract {
+            kind: call.numerics.contract.clone(),
+            splits: call
+                .lt
+                .as_ref()
+                .map_or(1, |p| p.attrs.split_k.clamp(1, u32::MAX as i64) as u32),
+        },
+        uses_tensor_cores: call.numerics.tensor_cores,
+        operand_conversion: call.numerics.conversion,
+        options_digest: call.numerics.digest(call.api, selection),
+        arguments_digest: call.arguments_digest(),
+        vendor,
+        kernels: &kernels,
+        device,
+        arch,
+    })
 }
 
 /// The kernels one vendor call launches: `enqueue` runs once eagerly on
