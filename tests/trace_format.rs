@@ -964,11 +964,12 @@ fn json_rendering_has_hex_digests_and_parses() {
 // ------------------------------------------------------------- version 1
 
 /// A version-1 golden (the CPU m-sweep as committed before format 2) still
-/// reads: its routes and launch set are exactly the current golden's (routes
-/// frame the same in both versions, so the stored digest verifies), and the
-/// upgraded context differs from the current one only in what the v1 file
-/// could not say (the services of symbols no route used, resources and
-/// declarations).
+/// reads: its routes are the current golden's but for the CPU module's
+/// identity (artifact and compiler, changed on purpose since: the kernels'
+/// revision replaced the crate version), its launch set verifies (routes
+/// frame the same in both versions), and the upgraded context differs from
+/// the current one only in that identity and in what the v1 file could not
+/// say (the services of symbols no route used, resources and declarations).
 #[test]
 fn version_1_golden_reads_and_upgrades() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -976,13 +977,36 @@ fn version_1_golden_reads_and_upgrades() {
     assert_eq!(u16_at(&bytes, 8), 1, "the fixture is a version-1 file");
     let old = decode(&bytes).expect("a version-1 file decodes");
     let current = gemm_audit::RecordedGemmTrace::read(&dir.join("traces/cpu/m-sweep.gat")).unwrap();
-    assert_eq!(old.routes, current.routes);
-    assert_eq!(old.launch_set, current.launch_set);
-    assert!(gemm_audit::CapturedGemmGraphPlan::from_trace(&old).is_ok());
     let (o, c) = (&old.context.modules[0], &current.context.modules[0]);
+    assert_eq!(o.compiler.version, "0.1.0", "v1 carried the crate version");
+    assert_eq!(c.compiler.version, "1", "now the CPU kernels' revision");
+    let reidentified: Vec<_> = old
+        .routes
+        .iter()
+        .map(|r| gemm_audit::ResolvedGemmRoute {
+            artifact_digest: c.digest,
+            compiler: c.compiler.clone(),
+            ..r.clone()
+        })
+        .collect();
+    assert_eq!(reidentified, current.routes);
+    assert_eq!(old.launch_set.launch_count, current.launch_set.launch_count);
+    assert!(gemm_audit::CapturedGemmGraphPlan::from_trace(&old).is_ok());
     assert_eq!(
-        (&o.backend, &o.kind, &o.digest, &o.compiler, &o.target),
-        (&c.backend, &c.kind, &c.digest, &c.compiler, &c.target)
+        (
+            &o.backend,
+            &o.kind,
+            &o.compiler.name,
+            &o.compiler.options_digest,
+            &o.target
+        ),
+        (
+            &c.backend,
+            &c.kind,
+            &c.compiler.name,
+            &c.compiler.options_digest,
+            &c.target
+        )
     );
     assert_eq!(o.symbol_names(), c.symbol_names());
     // Every symbol a route used serves that route in the upgrade too.
@@ -994,7 +1018,14 @@ fn version_1_golden_reads_and_upgrades() {
     let fields: Vec<&str> = changes.iter().map(|c| c.field.as_str()).collect();
     assert_eq!(
         fields,
-        vec!["module.services", "module.resources", "module.declarations"]
+        vec![
+            "module.digest",
+            "module.compiler.version",
+            "module.compiler.source_digest",
+            "module.services",
+            "module.resources",
+            "module.declarations"
+        ]
     );
     // Re-encoding writes the current version.
     let again = old.to_bytes().unwrap();

@@ -39,6 +39,11 @@ pub const SCHEDULE_REVISION: u32 = 1;
 /// The kernels' source: its digest is part of the compiler identity, so an
 /// edited kernel is a different artifact.
 const KERNEL_SOURCE: &[u8] = include_bytes!("kernels.rs");
+/// Revision of the CPU kernels' numerics, the CPU compiler's version in
+/// every CPU route. `KERNEL_SOURCE` (the kernels without their tests,
+/// which live in `kernels_tests.rs`) changes with every edit; bump this
+/// when the kernels' arithmetic changes without their text doing so.
+pub const CPU_KERNELS_REVISION: &str = "1";
 
 /// The kernel families of the CPU module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -232,7 +237,9 @@ fn compiler_identity() -> CompilerIdentity {
     options.field("tile", FieldValue::U32(TILE));
     CompilerIdentity {
         name: "gemm-audit-cpu".into(),
-        version: env!("CARGO_PKG_VERSION").into(),
+        // The kernels' own revision, not the crate's version: a release
+        // that leaves `kernels.rs` alone must not red every CPU golden.
+        version: CPU_KERNELS_REVISION.into(),
         options_digest: options.finish(),
         source_digest: Digest::sha256(KERNEL_SOURCE),
     }
@@ -772,5 +779,24 @@ mod tests {
         let mut r = cpu.resolve(spec).unwrap();
         r.kernel_symbol = "cpu_split_k_atomic_nn_bf16".into();
         assert!(CpuKernel::from_route(&r).is_err());
+    }
+}
+
+#[cfg(test)]
+mod identity_tests {
+    use super::*;
+
+    /// The CPU module's identity is the kernels' text and revision: no
+    /// test code in the digested file, no crate version in the compiler.
+    #[test]
+    fn the_cpu_identity_digests_the_kernels_alone() {
+        let source = std::str::from_utf8(KERNEL_SOURCE).unwrap();
+        assert!(
+            !source.contains("#[test]"),
+            "tests in the digested kernels.rs"
+        );
+        let c = compiler_identity();
+        assert_eq!(c.version, CPU_KERNELS_REVISION);
+        assert_eq!(c.source_digest, Digest::sha256(KERNEL_SOURCE));
     }
 }
