@@ -17,6 +17,9 @@
 //!
 //! Run on a GPU: `cargo run --release --features cuda --example engine`
 //! (exits non-zero if any check fails).
+// An engine launches its own kernels and owns its streams: cudarc makes
+// both `unsafe`, each use with a SAFETY comment.
+#![allow(unsafe_code)]
 
 use cudarc::cublas::{CudaBlas, GemmConfig, sys::cublasOperation_t};
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PushKernelArg};

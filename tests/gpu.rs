@@ -8,6 +8,9 @@
 //! What they print (kernels per M, drift counts) is recorded in
 //! `docs/gpu-validation.md`.
 #![cfg(feature = "cuda")]
+// Capturing on one stream needs cudarc event tracking off, which cudarc
+// makes `unsafe` (each use with a SAFETY comment).
+#![allow(unsafe_code)]
 
 use gemm_audit::backend::cpu::kernels::{element_size, from_storage_bytes};
 use gemm_audit::backend::cpu::{CpuBackend, CpuKernel};

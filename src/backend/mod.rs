@@ -254,29 +254,7 @@ pub struct TimedOutput {
     pub clock: TimingClock,
 }
 
-/// A stream that can be captured into a replayable graph: the engine's own
-/// CUDA stream (`cuda::CudaCaptureStream`, with the `cuda` feature), or a
-/// CPU stream ([`crate::backend::cpu::CpuStream`]).
-pub trait CaptureStream {
-    /// The captured, instantiated graph.
-    type Graph;
-    /// The stream's error.
-    type Error: std::error::Error + Send + Sync + 'static;
-
-    /// Synchronizes the stream (so that work enqueued before cannot race
-    /// the capture) and begins capturing.
-    fn begin_capture(&self) -> Result<(), Self::Error>;
-
-    /// Ends the capture and instantiates the graph.
-    /// [`crate::recorder::capture`] calls it exactly once after a
-    /// successful `begin_capture`, also when the body failed or panicked: a
-    /// stream left capturing breaks every later operation on it.
-    fn end_capture(&self) -> Result<Self::Graph, Self::Error>;
-
-    /// Uploads the graph to the device, so the first replay does not pay
-    /// for it (and a failure shows before the first replay).
-    fn upload(&self, graph: &Self::Graph) -> Result<(), Self::Error>;
-}
+pub use crate::recorder::CaptureStream;
 
 /// A graph captured by an engine's own backend.
 pub trait EngineGraph: fmt::Debug + Send + Sync {

@@ -44,6 +44,22 @@ pub const EXIT_OK: u8 = 0;
 /// A finding: a violated contract, a refused check, a replay that differs.
 pub const EXIT_FINDING: u8 = 1;
 /// Bad command line (clap's own code).
+/// `--fingerprint strong|fast` as the library's mode (library types derive
+/// no clap traits).
+fn fingerprint_mode() -> impl clap::builder::TypedValueParser<Value = FingerprintMode> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new([
+        clap::builder::PossibleValue::new("strong")
+            .help("SHA-256 of every chunk: collision resistant"),
+        clap::builder::PossibleValue::new("fast")
+            .help("NH chunk hash: memory speed on a GPU, not collision resistant"),
+    ])
+    .map(|s| match s.as_str() {
+        "fast" => FingerprintMode::Fast,
+        _ => FingerprintMode::Strong,
+    })
+}
+
 #[cfg(test)]
 const EXIT_USAGE: u8 = 2;
 /// Bad input: unreadable or corrupt trace, unknown or malformed workload,
@@ -225,7 +241,7 @@ pub enum Command {
         /// (SHA-256, collision resistant; the default, and what the
         /// committed goldens hold) or `fast` (NH, at memory speed on a GPU;
         /// finds accidents, not attacks). Goldens compare only within a mode.
-        #[arg(long, value_enum, default_value_t = FingerprintMode::Strong)]
+        #[arg(long, value_parser = fingerprint_mode(), default_value = "strong")]
         fingerprint: FingerprintMode,
         #[command(flatten)]
         device: DeviceArgs,
@@ -294,7 +310,7 @@ pub enum Command {
         /// (SHA-256, collision resistant; the default, and what the
         /// committed goldens hold) or `fast` (NH, at memory speed on a GPU;
         /// finds accidents, not attacks). Goldens compare only within a mode.
-        #[arg(long, value_enum, default_value_t = FingerprintMode::Strong)]
+        #[arg(long, value_parser = fingerprint_mode(), default_value = "strong")]
         fingerprint: FingerprintMode,
         #[command(flatten)]
         device: DeviceArgs,
@@ -635,7 +651,7 @@ pub struct AuditArgs {
     /// How output fingerprints hash each 4 KiB chunk: `strong` (SHA-256,
     /// the default, and what the committed goldens hold) or `fast` (NH, at
     /// memory speed on a GPU; finds accidents, not attacks).
-    #[arg(long, value_enum, default_value_t = FingerprintMode::Strong)]
+    #[arg(long, value_parser = fingerprint_mode(), default_value = "strong")]
     pub fingerprint: FingerprintMode,
     /// Eager runs compared for run-to-run identity (at least 2).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=1000))]

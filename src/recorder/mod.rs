@@ -23,15 +23,9 @@
 //! [`record`] and [`check`] do the same for the built-in workloads on a
 //! [`Backend`](crate::backend::Backend).
 
-mod engine;
-mod live;
 mod workload;
 
-pub use engine::{
-    CaptureStream, Captured, EagerRecording, GemmRouteRecorder, RecorderError, RecorderMode,
-    RecordingGuard, capture, record_eager, require_deterministic_gemm_graph_plan,
-};
-pub use live::LiveGemmContext;
+pub use gemm_audit_model::recorder::*;
 pub use workload::{
     CheckReport, EagerRun, Recording, ReplayOutcome, capture_and_replay, check, eager_run, record,
     record_in,

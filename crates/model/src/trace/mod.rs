@@ -32,7 +32,6 @@ pub const FAST_FINGERPRINT_DOMAIN: &str = "gemm-audit/output-fingerprint-nh128/v
 /// other, so a trace says which it holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum FingerprintMode {
     /// SHA-256 of every chunk: collision resistant, for adversarial use
     /// (and every trace written before format 3).

@@ -189,7 +189,7 @@ mod tests {
     /// the classification the tests check the guard against.
     #[test]
     fn the_design_doc_carries_the_classification() {
-        let doc = include_str!("../../docs/design.md");
+        let doc = include_str!("../../../../docs/design.md");
         assert!(
             doc.contains(&markdown_table()),
             "docs/design.md does not carry route::classes::markdown_table(); paste it:\n{}",

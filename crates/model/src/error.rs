@@ -82,7 +82,7 @@ pub enum Error {
         path: PathBuf,
         /// The trace's workload name.
         workload: String,
-        /// The device class folder name (see [`crate::golden::device_key`]).
+        /// The device class folder name (see `gemm_audit::golden::device_key`).
         device: String,
         /// The goldens present under the folder, as `device/file.gat`
         /// joined by `, `, or `none`.
@@ -128,7 +128,8 @@ impl From<Refusal> for Error {
 }
 
 impl Error {
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    #[doc(hidden)]
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
             source,
@@ -159,7 +160,8 @@ impl Error {
         }
     }
 
-    pub(crate) fn workload(name: impl Into<String>, reason: impl Into<String>) -> Self {
+    #[doc(hidden)]
+    pub fn workload(name: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::Workload {
             name: name.into(),
             reason: reason.into(),
@@ -276,7 +278,10 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    pub(crate) fn new(
+    /// A refusal at `stage` naming one changed field: what was expected
+    /// and what was found (an engine refusing a launch of its own says it
+    /// the same way).
+    pub fn new(
         stage: RefusalStage,
         route_index: Option<u64>,
         field: impl Into<String>,
@@ -296,7 +301,7 @@ impl Refusal {
     }
 
     /// A refusal naming several changed fields. `None` when `changes` is empty.
-    pub(crate) fn with_changes(
+    pub fn with_changes(
         stage: RefusalStage,
         route_index: Option<u64>,
         changes: Vec<FieldChange>,

@@ -15,8 +15,8 @@
 //! is refused when it is asked for, naming what it would have changed (the
 //! routes already pushed were resolved under the old context).
 
+use super::engine::CaptureStream;
 use super::engine::{Captured, EagerRecording, GemmRouteRecorder, capture, record_eager};
-use crate::backend::CaptureStream;
 use crate::error::{Error, Refusal, RefusalStage};
 use crate::identity::GemmRouteIdentity;
 use crate::plan::PreparedGemmCaptureManifest;
@@ -26,8 +26,8 @@ use std::sync::{Mutex, MutexGuard};
 /// The live context and its health. `Sync`: one per engine.
 ///
 /// ```
-/// use gemm_audit::recorder::LiveGemmContext;
-/// use gemm_audit::testkit;
+/// use gemm_audit_model::recorder::LiveGemmContext;
+/// use gemm_audit_model::testkit;
 ///
 /// let live = LiveGemmContext::new(testkit::context());
 /// assert!(live.ensure_gemm_usable().is_ok());

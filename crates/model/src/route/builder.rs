@@ -19,7 +19,7 @@ pub const ARGUMENTS_DOMAIN: &str = "gemm-audit/kernel-arguments/v1";
 /// run to run; what they point to is the output fingerprint's business).
 ///
 /// ```
-/// use gemm_audit::route::builder::ArgumentsDigest;
+/// use gemm_audit_model::route::builder::ArgumentsDigest;
 /// let d = ArgumentsDigest::new("my_gemm_bf16")
 ///     .buffer("a", "bf16", 8 * 256)
 ///     .buffer("b", "bf16", 256 * 768)
@@ -158,9 +158,9 @@ pub enum RouteBuildError {
 /// for this problem, so a dispatcher bug shows at record time.
 ///
 /// ```
-/// use gemm_audit::route::builder::{ArgumentsDigest, GemmRouteBuilder};
-/// use gemm_audit::route::{ContractKind, DType, GemmOp, GemmShape};
-/// use gemm_audit::testkit;
+/// use gemm_audit_model::route::builder::{ArgumentsDigest, GemmRouteBuilder};
+/// use gemm_audit_model::route::{ContractKind, DType, GemmOp, GemmShape};
+/// use gemm_audit_model::testkit;
 ///
 /// let live = testkit::context();
 /// let module = &live.modules[0];

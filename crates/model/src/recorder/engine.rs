@@ -1,7 +1,6 @@
 //! The recorder an engine's GEMM dispatcher pushes routes to, and the
 //! record / capture calls around one step of the engine.
 
-pub use crate::backend::CaptureStream;
 use crate::error::{Error, Refusal, RefusalStage};
 pub use crate::error::{RecorderError, RecorderMode};
 use crate::identity::GemmRouteIdentity;
@@ -12,6 +11,30 @@ use crate::route::ResolvedGemmRoute;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::{Mutex, MutexGuard};
+
+/// A stream that can be captured into a replayable graph: the engine's own
+/// CUDA stream (`cuda::CudaCaptureStream`, with the `cuda` feature), or a
+/// CPU stream (`gemm_audit::backend::cpu::CpuStream`).
+pub trait CaptureStream {
+    /// The captured, instantiated graph.
+    type Graph;
+    /// The stream's error.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Synchronizes the stream (so that work enqueued before cannot race
+    /// the capture) and begins capturing.
+    fn begin_capture(&self) -> Result<(), Self::Error>;
+
+    /// Ends the capture and instantiates the graph.
+    /// [`crate::recorder::capture`] calls it exactly once after a
+    /// successful `begin_capture`, also when the body failed or panicked: a
+    /// stream left capturing breaks every later operation on it.
+    fn end_capture(&self) -> Result<Self::Graph, Self::Error>;
+
+    /// Uploads the graph to the device, so the first replay does not pay
+    /// for it (and a failure shows before the first replay).
+    fn upload(&self, graph: &Self::Graph) -> Result<(), Self::Error>;
+}
 
 #[derive(Debug)]
 enum State {
@@ -38,8 +61,8 @@ enum State {
 /// outside a recorded step is noticed rather than silently dropped.
 ///
 /// ```
-/// use gemm_audit::recorder::{GemmRouteRecorder, RecorderError, RecorderMode};
-/// use gemm_audit::testkit;
+/// use gemm_audit_model::recorder::{GemmRouteRecorder, RecorderError, RecorderMode};
+/// use gemm_audit_model::testkit;
 ///
 /// let recorder = GemmRouteRecorder::new();
 /// let live = testkit::context();
