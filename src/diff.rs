@@ -9,7 +9,6 @@ use std::fmt;
 
 /// What kind of difference a change is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum DiffClass {
     /// Driver, toolkit, library, compiler, device or artifact identity changed.

@@ -17,7 +17,6 @@ use std::fmt;
 
 /// Which backend to open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum BackendKind {
     /// CUDA when a device is present, else the CPU reference.
     Auto,

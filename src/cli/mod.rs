@@ -44,6 +44,34 @@ pub const EXIT_OK: u8 = 0;
 /// A finding: a violated contract, a refused check, a replay that differs.
 pub const EXIT_FINDING: u8 = 1;
 /// Bad command line (clap's own code).
+/// `--backend auto|cpu|cuda` as the library's kind (library types derive
+/// no clap traits).
+fn backend_kind() -> impl clap::builder::TypedValueParser<Value = BackendKind> {
+    use clap::builder::{PossibleValue, TypedValueParser};
+    clap::builder::PossibleValuesParser::new([
+        PossibleValue::new("auto").help("CUDA when a device is present, else the CPU reference"),
+        PossibleValue::new("cpu").help("The CPU reference backend"),
+        PossibleValue::new("cuda").help("NVIDIA GPUs through CUDA"),
+    ])
+    .map(|s| match s.as_str() {
+        "cpu" => BackendKind::Cpu,
+        "cuda" => BackendKind::Cuda,
+        _ => BackendKind::Auto,
+    })
+}
+
+/// `--allow CLASS,...`: the difference classes by their stable names.
+fn diff_class() -> impl clap::builder::TypedValueParser<Value = DiffClass> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(DiffClass::ALL.iter().map(|c| c.as_str()))
+        .map(|s| {
+            *DiffClass::ALL
+                .iter()
+                .find(|c| c.as_str() == s)
+                .expect("the parser admits only the classes' names")
+        })
+}
+
 /// `--fingerprint strong|fast` as the library's mode (library types derive
 /// no clap traits).
 fn fingerprint_mode() -> impl clap::builder::TypedValueParser<Value = FingerprintMode> {
@@ -235,7 +263,7 @@ pub enum Command {
         /// Replace existing goldens.
         #[arg(long)]
         force: bool,
-        #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
+        #[arg(long, value_parser = backend_kind(), default_value = "auto")]
         backend: BackendKind,
         /// How output fingerprints hash each 4 KiB chunk: `strong`
         /// (SHA-256, collision resistant; the default, and what the
@@ -300,7 +328,7 @@ pub enum Command {
         /// Replace the output file if it exists.
         #[arg(long)]
         force: bool,
-        #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
+        #[arg(long, value_parser = backend_kind(), default_value = "auto")]
         backend: BackendKind,
         /// Also dump each launch's raw output bytes into this folder (for
         /// `diff --outputs`; with `--device all`, into DIR/dev<N>).
@@ -332,9 +360,9 @@ pub enum Command {
         replay: bool,
         /// Difference classes from the golden that pass (comma-separated, as
         /// for `diff`), e.g. `--allow identity` to accept a driver upgrade.
-        #[arg(long, value_enum, value_delimiter = ',', requires = "golden_source")]
+        #[arg(long, value_parser = diff_class(), value_delimiter = ',', requires = "golden_source")]
         allow: Vec<DiffClass>,
-        #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
+        #[arg(long, value_parser = backend_kind(), default_value = "auto")]
         backend: BackendKind,
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
@@ -354,7 +382,7 @@ pub enum Command {
         golden: PathBuf,
         candidate: PathBuf,
         /// Difference classes that pass (comma-separated).
-        #[arg(long, value_enum, value_delimiter = ',')]
+        #[arg(long, value_parser = diff_class(), value_delimiter = ',')]
         allow: Vec<DiffClass>,
         /// Output dumps of the two traces (`record --outputs`), to count differing elements and ULPs.
         #[arg(long, num_args = 2, value_names = ["GOLDEN_DIR", "CANDIDATE_DIR"])]
@@ -646,7 +674,7 @@ impl Drop for Bar {
 #[derive(Debug, clap::Args)]
 pub struct AuditArgs {
     /// Backend to audit; `auto` uses CUDA when present, else the CPU.
-    #[arg(long, value_enum, default_value_t = BackendKind::Auto)]
+    #[arg(long, value_parser = backend_kind(), default_value = "auto")]
     pub backend: BackendKind,
     /// How output fingerprints hash each 4 KiB chunk: `strong` (SHA-256,
     /// the default, and what the committed goldens hold) or `fast` (NH, at
