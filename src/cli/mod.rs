@@ -63,13 +63,12 @@ fn backend_kind() -> impl clap::builder::TypedValueParser<Value = BackendKind> {
 /// `--allow CLASS,...`: the difference classes by their stable names.
 fn diff_class() -> impl clap::builder::TypedValueParser<Value = DiffClass> {
     use clap::builder::TypedValueParser;
-    clap::builder::PossibleValuesParser::new(DiffClass::ALL.iter().map(|c| c.as_str()))
-        .map(|s| {
-            *DiffClass::ALL
-                .iter()
-                .find(|c| c.as_str() == s)
-                .expect("the parser admits only the classes' names")
-        })
+    clap::builder::PossibleValuesParser::new(DiffClass::ALL.iter().map(|c| c.as_str())).map(|s| {
+        *DiffClass::ALL
+            .iter()
+            .find(|c| c.as_str() == s)
+            .expect("the parser admits only the classes' names")
+    })
 }
 
 /// `--fingerprint strong|fast` as the library's mode (library types derive

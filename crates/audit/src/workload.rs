@@ -292,20 +292,20 @@ impl Workload {
         Ok(w)
     }
 
-    /// Parses and validates a TOML workload (needs the `cli` feature, which
-    /// brings the TOML parser).
-    #[cfg(feature = "cli")]
+    /// Parses and validates a TOML workload (needs the `toml` feature,
+    /// which brings the TOML parser; the command line enables it).
+    #[cfg(feature = "toml")]
     pub fn from_toml(text: &str) -> Result<Workload, String> {
         let w: Workload = toml::from_str(text).map_err(|e| e.to_string())?;
         w.validate()?;
         Ok(w)
     }
 
-    /// Without the `cli` feature there is no TOML parser: JSON workloads
+    /// Without the `toml` feature there is no TOML parser: JSON workloads
     /// work, TOML ones are refused with a message saying so.
-    #[cfg(not(feature = "cli"))]
+    #[cfg(not(feature = "toml"))]
     pub fn from_toml(_text: &str) -> Result<Workload, String> {
-        Err("TOML workloads need gemm-audit's `cli` feature (JSON workloads do not)".into())
+        Err("TOML workloads need gemm-audit's `toml` feature (JSON workloads do not)".into())
     }
 
     /// Parses and validates a JSON workload.
@@ -807,7 +807,14 @@ mod tests {
     }
 
     #[test]
-    #[cfg(feature = "cli")]
+    #[cfg(not(feature = "toml"))]
+    fn toml_without_the_feature_is_refused_with_the_reason() {
+        let e = Workload::from_toml("name = \"x\"").unwrap_err();
+        assert!(e.contains("`toml` feature"), "{e}");
+    }
+
+    #[test]
+    #[cfg(feature = "toml")]
     fn toml_and_json_parse() {
         let toml = r#"
             name = "mine"
@@ -829,6 +836,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "toml")]
     fn bad_workloads_name_the_problem() {
         let e = Workload::from_toml("name = \"x\"\ngemm = []").unwrap_err();
         assert!(e.contains("no GEMMs"), "{e}");

@@ -718,7 +718,7 @@ mod tests {
     /// H200 goldens must still be what it computes.
     #[test]
     fn arguments_digests_match_the_h200_goldens() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/nvidia-h200");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../traces/nvidia-h200");
         let mut checked = 0;
         for name in ["transformer-block", "m-sweep", "tensor-core-sweep"] {
             let t = crate::RecordedGemmTrace::read(&dir.join(format!("{name}.gat"))).unwrap();
@@ -740,7 +740,7 @@ mod tests {
     #[test]
     fn wgmma_routes_of_the_h200_golden_match_this_catalog() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("traces/nvidia-h200/wgmma-sweep.gat");
+            .join("../../traces/nvidia-h200/wgmma-sweep.gat");
         let t = crate::RecordedGemmTrace::read(&path).unwrap();
         let mut checked = 0;
         for r in &t.routes {
@@ -769,7 +769,7 @@ mod tests {
     #[test]
     fn every_h200_golden_route_satisfies_its_symbols_declaration() {
         use crate::route::PhysicalBackend;
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/nvidia-h200");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../traces/nvidia-h200");
         let mut checked = 0;
         for entry in std::fs::read_dir(&dir).unwrap() {
             let t = crate::RecordedGemmTrace::read(&entry.unwrap().path()).unwrap();
