@@ -208,232 +208,24 @@ impl TraceDiff {
     /// Compares `golden` with `candidate`. Volatile metadata is ignored.
     /// Routes are paired by GEMM name when names are unique, else by index.
     pub fn between(golden: &RecordedGemmTrace, candidate: &RecordedGemmTrace) -> TraceDiff {
-        let mut out = Vec::new();
-        let mut push = |class,
-                        route_index,
-                        gemm: Option<&str>,
-                        field: &str,
-                        expected: String,
-                        found: String| {
-            out.push(Difference {
-                class,
-                route_index,
-                gemm: gemm.map(str::to_string),
-                change: FieldChange {
-                    field: field.to_string(),
-                    expected,
-                    found,
-                },
-            })
-        };
-        if golden.workload != candidate.workload {
-            push(
-                DiffClass::Structural,
-                None,
-                None,
-                "workload",
-                golden.workload.clone(),
-                candidate.workload.clone(),
-            );
-        }
-        if golden.workload_digest != candidate.workload_digest {
-            push(
-                DiffClass::Structural,
-                None,
-                None,
-                "workload_digest",
-                golden.workload_digest.to_string(),
-                candidate.workload_digest.to_string(),
-            );
-        }
-        for (field, class, expected, found) in context_changes(&golden.context, &candidate.context)
-        {
-            push(class, None, None, &field, expected, found);
-        }
-        // Fingerprints of different modes never compare equal: say so once
-        // instead of reporting every launch as numerically different.
-        let comparable = golden.fingerprint_mode == candidate.fingerprint_mode;
-        if !comparable {
-            push(
-                DiffClass::Structural,
-                None,
-                None,
-                "fingerprint_mode",
-                golden.fingerprint_mode.to_string(),
-                format!(
-                    "{} (outputs not compared: record both in one mode, e.g. --fingerprint {})",
-                    candidate.fingerprint_mode, golden.fingerprint_mode
-                ),
-            );
-        }
-        if golden.launch_set.launch_count != candidate.launch_set.launch_count {
-            push(
-                DiffClass::Structural,
-                None,
-                None,
-                "launch_count",
-                golden.launch_set.launch_count.to_string(),
-                candidate.launch_set.launch_count.to_string(),
-            );
-        }
-
+        let mut out = Differences(Vec::new());
+        let comparable = out.trace_fields(golden, candidate);
         let pairs = pair_routes(golden, candidate);
-        for p in &pairs.missing {
-            push(
-                DiffClass::Structural,
-                Some(*p),
-                Some(&golden.routes[*p].gemm),
-                "gemm",
-                "present".into(),
-                "missing".into(),
-            );
-        }
-        for p in &pairs.added {
-            let r = &candidate.routes[*p];
-            push(
-                DiffClass::Structural,
-                None,
-                Some(&r.gemm),
-                "gemm",
-                "absent".into(),
-                format!("added at index {p}"),
-            );
-        }
-        for &(g, c) in &pairs.matched {
-            let gr = &golden.routes[g];
-            let cr = &candidate.routes[c];
-            if g != c {
-                push(
-                    DiffClass::Structural,
-                    Some(g),
-                    Some(&gr.gemm),
-                    "launch_order",
-                    g.to_string(),
-                    c.to_string(),
-                );
-            }
-            for ch in field_changes(gr, cr) {
-                push(
-                    DiffClass::of_field(&ch.field),
-                    Some(g),
-                    Some(&gr.gemm),
-                    &ch.field,
-                    ch.expected,
-                    ch.found,
-                );
-            }
-            let (gf, cf) = (golden.fingerprints.get(g), candidate.fingerprints.get(c));
-            if let (Some(gf), Some(cf)) = (gf, cf) {
-                if gf.input_seed != cf.input_seed {
-                    push(
-                        DiffClass::Structural,
-                        Some(g),
-                        Some(&gr.gemm),
-                        "input_seed",
-                        gf.input_seed.to_string(),
-                        cf.input_seed.to_string(),
-                    );
-                } else if comparable && (gf.sha256 != cf.sha256 || gf.bytes != cf.bytes) {
-                    push(
-                        DiffClass::Numeric,
-                        Some(g),
-                        Some(&gr.gemm),
-                        "output_fingerprint",
-                        gf.sha256.to_string(),
-                        cf.sha256.to_string(),
-                    );
-                }
-            }
-        }
-        // The captured graphs, per paired GEMM: another kernel, split or node
-        // sequence is route drift. (Order and set changes are structural, above.)
-        if !golden.physical.is_empty() && !candidate.physical.is_empty() {
-            let nodes_of =
-                |t: &RecordedGemmTrace, i: usize| -> Vec<crate::physical::PhysicalNode> {
-                    t.physical
-                        .iter()
-                        .filter(|n| n.route_index == Some(i as u64))
-                        .map(|n| crate::physical::PhysicalNode {
-                            route_index: None,
-                            ..n.clone()
-                        })
-                        .collect()
-                };
-            let render = |n: Option<&crate::physical::PhysicalNode>| match n {
-                None => "(none)".to_string(),
-                Some(n) => match &n.symbol {
-                    Some(s) => format!("{} {s} grid {:?} block {:?}", n.kind, n.grid, n.block),
-                    None => n.kind.to_string(),
-                },
-            };
-            // Nodes of the step itself (its auxiliary kernels and memory
-            // nodes, bound to no route), in order: a swapped or replaced
-            // auxiliary kernel is drift too.
-            let unbound = |t: &RecordedGemmTrace| -> Vec<crate::physical::PhysicalNode> {
-                t.physical
-                    .iter()
-                    .filter(|n| n.route_index.is_none())
-                    .cloned()
-                    .collect()
-            };
-            let (gu, cu) = (unbound(golden), unbound(candidate));
-            for k in 0..gu.len().max(cu.len()) {
-                if gu.get(k) != cu.get(k) {
-                    push(
-                        DiffClass::Route,
-                        None,
-                        None,
-                        &format!("graph.unbound_node[{k}]"),
-                        render(gu.get(k)),
-                        render(cu.get(k)),
-                    );
-                }
-            }
-            for &(g, c) in &pairs.matched {
-                let (gn, cn) = (nodes_of(golden, g), nodes_of(candidate, c));
-                for k in 0..gn.len().max(cn.len()) {
-                    if gn.get(k) != cn.get(k) {
-                        push(
-                            DiffClass::Route,
-                            Some(g),
-                            Some(&golden.routes[g].gemm),
-                            &format!("graph.node[{k}]"),
-                            render(gn.get(k)),
-                            render(cn.get(k)),
-                        );
-                    }
-                }
-            }
-        }
-        if golden.physical.is_empty() != candidate.physical.is_empty() {
-            let count = |t: &RecordedGemmTrace| match t.physical.len() {
-                0 => "no captured graph".to_string(),
-                n => format!("{n} graph nodes"),
-            };
-            push(
-                DiffClass::Route,
-                None,
-                None,
-                "graph.nodes",
-                count(golden),
-                count(candidate),
-            );
-        }
+        out.routes(golden, candidate, &pairs, comparable);
+        out.graphs(golden, candidate, &pairs);
         // Equal routes and fingerprints can still hide a launch-set digest
         // difference only if the trace is inconsistent; name it if so.
-        if out.is_empty() && golden.launch_set != candidate.launch_set {
-            out.push(Difference {
-                class: DiffClass::Structural,
-                route_index: None,
-                gemm: None,
-                change: FieldChange {
-                    field: "launch_set.ordered_digest".into(),
-                    expected: golden.launch_set.ordered_digest.to_string(),
-                    found: candidate.launch_set.ordered_digest.to_string(),
-                },
-            });
+        if out.0.is_empty() && golden.launch_set != candidate.launch_set {
+            out.push(
+                DiffClass::Structural,
+                None,
+                None,
+                "launch_set.ordered_digest",
+                golden.launch_set.ordered_digest.to_string(),
+                candidate.launch_set.ordered_digest.to_string(),
+            );
         }
-        TraceDiff { differences: out }
+        TraceDiff { differences: out.0 }
     }
 
     /// The classes found.
@@ -705,6 +497,238 @@ struct Pairs {
     matched: Vec<(usize, usize)>,
     missing: Vec<usize>,
     added: Vec<usize>,
+}
+
+/// The differences of one comparison, in the order they are found.
+struct Differences(Vec<Difference>);
+
+impl Differences {
+    fn push(
+        &mut self,
+        class: DiffClass,
+        route_index: Option<usize>,
+        gemm: Option<&str>,
+        field: &str,
+        expected: String,
+        found: String,
+    ) {
+        self.0.push(Difference {
+            class,
+            route_index,
+            gemm: gemm.map(str::to_string),
+            change: FieldChange {
+                field: field.to_string(),
+                expected,
+                found,
+            },
+        })
+    }
+
+    /// The trace-level fields: workload, context, fingerprint mode and
+    /// launch count. Returns whether the outputs are comparable (the two
+    /// fingerprint modes agree).
+    fn trace_fields(&mut self, golden: &RecordedGemmTrace, candidate: &RecordedGemmTrace) -> bool {
+        if golden.workload != candidate.workload {
+            self.push(
+                DiffClass::Structural,
+                None,
+                None,
+                "workload",
+                golden.workload.clone(),
+                candidate.workload.clone(),
+            );
+        }
+        if golden.workload_digest != candidate.workload_digest {
+            self.push(
+                DiffClass::Structural,
+                None,
+                None,
+                "workload_digest",
+                golden.workload_digest.to_string(),
+                candidate.workload_digest.to_string(),
+            );
+        }
+        for (field, class, expected, found) in context_changes(&golden.context, &candidate.context)
+        {
+            self.push(class, None, None, &field, expected, found);
+        }
+        // Fingerprints of different modes never compare equal: say so once
+        // instead of reporting every launch as numerically different.
+        let comparable = golden.fingerprint_mode == candidate.fingerprint_mode;
+        if !comparable {
+            self.push(
+                DiffClass::Structural,
+                None,
+                None,
+                "fingerprint_mode",
+                golden.fingerprint_mode.to_string(),
+                format!(
+                    "{} (outputs not compared: record both in one mode, e.g. --fingerprint {})",
+                    candidate.fingerprint_mode, golden.fingerprint_mode
+                ),
+            );
+        }
+        if golden.launch_set.launch_count != candidate.launch_set.launch_count {
+            self.push(
+                DiffClass::Structural,
+                None,
+                None,
+                "launch_count",
+                golden.launch_set.launch_count.to_string(),
+                candidate.launch_set.launch_count.to_string(),
+            );
+        }
+        comparable
+    }
+
+    /// Missing, added and reordered GEMMs, then each paired route's fields
+    /// and output fingerprint.
+    fn routes(
+        &mut self,
+        golden: &RecordedGemmTrace,
+        candidate: &RecordedGemmTrace,
+        pairs: &Pairs,
+        comparable: bool,
+    ) {
+        for p in &pairs.missing {
+            self.push(
+                DiffClass::Structural,
+                Some(*p),
+                Some(&golden.routes[*p].gemm),
+                "gemm",
+                "present".into(),
+                "missing".into(),
+            );
+        }
+        for p in &pairs.added {
+            let r = &candidate.routes[*p];
+            self.push(
+                DiffClass::Structural,
+                None,
+                Some(&r.gemm),
+                "gemm",
+                "absent".into(),
+                format!("added at index {p}"),
+            );
+        }
+        for &(g, c) in &pairs.matched {
+            let gr = &golden.routes[g];
+            let cr = &candidate.routes[c];
+            if g != c {
+                self.push(
+                    DiffClass::Structural,
+                    Some(g),
+                    Some(&gr.gemm),
+                    "launch_order",
+                    g.to_string(),
+                    c.to_string(),
+                );
+            }
+            for ch in field_changes(gr, cr) {
+                self.push(
+                    DiffClass::of_field(&ch.field),
+                    Some(g),
+                    Some(&gr.gemm),
+                    &ch.field,
+                    ch.expected,
+                    ch.found,
+                );
+            }
+            let (gf, cf) = (golden.fingerprints.get(g), candidate.fingerprints.get(c));
+            if let (Some(gf), Some(cf)) = (gf, cf) {
+                if gf.input_seed != cf.input_seed {
+                    self.push(
+                        DiffClass::Structural,
+                        Some(g),
+                        Some(&gr.gemm),
+                        "input_seed",
+                        gf.input_seed.to_string(),
+                        cf.input_seed.to_string(),
+                    );
+                } else if comparable && (gf.sha256 != cf.sha256 || gf.bytes != cf.bytes) {
+                    self.push(
+                        DiffClass::Numeric,
+                        Some(g),
+                        Some(&gr.gemm),
+                        "output_fingerprint",
+                        gf.sha256.to_string(),
+                        cf.sha256.to_string(),
+                    );
+                }
+            }
+        }
+    }
+
+    /// The captured graphs: the step's own nodes in order, then each paired
+    /// GEMM's nodes; another kernel, split or node sequence is route drift
+    /// (order and set changes are structural, in `routes`).
+    fn graphs(&mut self, golden: &RecordedGemmTrace, candidate: &RecordedGemmTrace, pairs: &Pairs) {
+        use crate::physical::PhysicalNode;
+        if !golden.physical.is_empty() && !candidate.physical.is_empty() {
+            let nodes_of = |t: &RecordedGemmTrace, i: Option<usize>| -> Vec<PhysicalNode> {
+                t.physical
+                    .iter()
+                    .filter(|n| n.route_index == i.map(|i| i as u64))
+                    .map(|n| PhysicalNode {
+                        route_index: None,
+                        ..n.clone()
+                    })
+                    .collect()
+            };
+            let render = |n: Option<&PhysicalNode>| match n {
+                None => "(none)".to_string(),
+                Some(n) => match &n.symbol {
+                    Some(s) => format!("{} {s} grid {:?} block {:?}", n.kind, n.grid, n.block),
+                    None => n.kind.to_string(),
+                },
+            };
+            // The step's own nodes (auxiliary kernels and memory nodes,
+            // bound to no route), in order: a swapped or replaced auxiliary
+            // kernel is drift too.
+            let (gu, cu) = (nodes_of(golden, None), nodes_of(candidate, None));
+            for k in 0..gu.len().max(cu.len()) {
+                if gu.get(k) != cu.get(k) {
+                    self.push(
+                        DiffClass::Route,
+                        None,
+                        None,
+                        &format!("graph.unbound_node[{k}]"),
+                        render(gu.get(k)),
+                        render(cu.get(k)),
+                    );
+                }
+            }
+            for &(g, c) in &pairs.matched {
+                let (gn, cn) = (nodes_of(golden, Some(g)), nodes_of(candidate, Some(c)));
+                for k in 0..gn.len().max(cn.len()) {
+                    if gn.get(k) != cn.get(k) {
+                        self.push(
+                            DiffClass::Route,
+                            Some(g),
+                            Some(&golden.routes[g].gemm),
+                            &format!("graph.node[{k}]"),
+                            render(gn.get(k)),
+                            render(cn.get(k)),
+                        );
+                    }
+                }
+            }
+        }
+        if golden.physical.is_empty() != candidate.physical.is_empty() {
+            let count = |t: &RecordedGemmTrace| match t.physical.len() {
+                0 => "no captured graph".to_string(),
+                n => format!("{n} graph nodes"),
+            };
+            self.push(
+                DiffClass::Route,
+                None,
+                None,
+                "graph.nodes",
+                count(golden),
+                count(candidate),
+            );
+        }
+    }
 }
 
 fn pair_routes(golden: &RecordedGemmTrace, candidate: &RecordedGemmTrace) -> Pairs {

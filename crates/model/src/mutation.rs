@@ -136,6 +136,8 @@ pub fn mutate_field(r: &mut ResolvedGemmRoute, tag: &str) -> bool {
 /// step further, cycle enums, or remove an optional group. The same `by`
 /// always picks the same value, and every `by` changes the field. Returns
 /// false for an unknown tag.
+// Over 100 lines: one match arm per route field tag, the whole table in
+// one place so a new field shows as one missing arm.
 pub fn mutate_field_by(r: &mut ResolvedGemmRoute, tag: &str, by: u64) -> bool {
     use crate::route::*;
     fn next<T: Clone + PartialEq>(all: &[T], x: T, by: u64) -> T {

@@ -331,6 +331,9 @@ impl<'a> GemmRouteBuilder<'a> {
     /// The route. Refused when a required part is missing, when the module
     /// is not loaded in the live context, or when the symbol does not serve
     /// this (op, dtype, contract, tensor cores).
+    // Over 100 lines: the route literal names each of the route's fields
+    // once, next to where its value comes from (the call, the live context
+    // or the declaration); splitting it would scatter that table.
     pub fn build(self) -> Result<ResolvedGemmRoute, RouteBuildError> {
         let missing = |what| RouteBuildError::Missing {
             gemm: self.gemm.clone(),

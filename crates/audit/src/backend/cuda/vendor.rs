@@ -768,6 +768,9 @@ impl LtPlan {
         Ok(result.workspaceSize)
     }
 
+    // Over 100 lines: the heuristic query, the family-fixed pinning and
+    // the per-m check are one sequence over the same live descriptors,
+    // which must be destroyed on every early return (`LtPlan`'s drop).
     fn new(
         h: &Handles,
         dtype: DType,
@@ -1117,6 +1120,8 @@ impl VendorCall {
     /// `pa`, `pb` and `pc` must be live device allocations of the dense
     /// operands of the call's dtype and shape (row-major A', B' and C), on
     /// `stream`'s context, valid until the call has run.
+    // Over 100 lines: one FFI call per API, each argument in the order of
+    // its C signature so the SAFETY argument can be read against it.
     pub unsafe fn enqueue_at(
         &self,
         h: &Handles,
