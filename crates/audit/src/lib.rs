@@ -46,27 +46,9 @@
 pub mod backend;
 pub mod budget;
 
-// The model, re-exported at the paths it always had.
-#[doc(hidden)]
-pub use gemm_audit_model::testkit;
-pub use gemm_audit_model::{
-    bounded, declaration, digest, error, fileio, identity, launch_set, mutation, physical, plan,
-    policy, route, trace, vocab,
-};
-
-pub use digest::Digest;
-pub use error::{Error, FormatError, LaunchSetError, Refusal, RefusalStage, Result};
-pub use identity::{
-    CompilerIdentity, DeviceIdentity, GemmRouteIdentity, ModuleIdentity, Revisions, Service,
-    SymbolEntry,
-};
-pub use launch_set::{
-    ResolvedGemmLaunchSet, ResolvedGemmLaunchSetBuilder, build_resolved_gemm_launch_set,
-};
-pub use plan::{CapturedGemmGraphPlan, PreparedGemmCaptureManifest};
-pub use policy::{F32Policy, GemmPolicy, HalfPolicy, PolicyMode};
-pub use route::{DType, GemmOp, ResolvedGemmRoute};
-pub use trace::{FingerprintMode, OutputFingerprint, RecordedGemmTrace};
+// The model (its modules and root items), re-exported at the paths they
+// always had; `recorder` below extends the model's recorder.
+pub use gemm_audit_model::*;
 
 pub mod audit;
 pub mod compare;
