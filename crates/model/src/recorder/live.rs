@@ -34,7 +34,7 @@ use std::sync::{Mutex, MutexGuard};
 /// live.poison("cuBLAS math mode set by another library, not verified");
 /// let refusal = live.ensure_gemm_usable().unwrap_err();
 /// assert_eq!(refusal.change().field, "context.health");
-/// live.revalidate(testkit::context());
+/// live.revalidate(testkit::context()).unwrap();
 /// assert!(live.ensure_gemm_usable().is_ok());
 /// ```
 #[derive(Debug)]
