@@ -39,8 +39,8 @@
 //! assert_eq!(refusal.change().field, "ordered_digest");
 //! ```
 
-// `unsafe` lives only in the CUDA backend (src/backend/cuda/), whose files
-// allow it; the workspace lints deny it everywhere else.
+// `unsafe` lives only in the CUDA backend, the `gemm-audit-cuda` crate.
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod backend;

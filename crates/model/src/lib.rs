@@ -18,6 +18,7 @@ pub mod digest;
 pub mod error;
 pub mod fileio;
 pub mod identity;
+pub mod kernels;
 pub mod launch_set;
 pub mod mutation;
 pub mod physical;

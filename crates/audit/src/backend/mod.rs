@@ -137,16 +137,7 @@ impl fmt::Display for DeviceLabel {
 /// ascending ordinal.
 pub type OpenedDevices = Vec<(DeviceLabel, Backend)>;
 
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-/// The ordinals `0..count` in words: `0`, `0 and 1`, `0 to 7`, or `none`.
-pub(crate) fn ordinals_in_words(count: usize) -> String {
-    match count {
-        0 => "none".into(),
-        1 => "0".into(),
-        2 => "0 and 1".into(),
-        n => format!("0 to {}", n - 1),
-    }
-}
+pub use gemm_audit_model::kernels::{TimedOutput, TimingClock, ordinals_in_words};
 
 /// The CPU reference backend, which is one device: ordinal 0.
 fn cpu_device(ordinal: usize) -> Result<Backend> {
@@ -215,42 +206,6 @@ pub trait GemmBackend: fmt::Debug + Send + Sync {
 
     /// Replays a graph through its plan's validation; returns the outputs.
     fn replay(&self, graph: &Graph, label: &str) -> Result<Vec<Vec<u8>>>;
-}
-
-/// Which clock measured a launch, and so what its time includes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TimingClock {
-    /// CUDA events recorded on the stream right before and after the
-    /// launch: the device's time for the kernels alone.
-    DeviceEvents,
-    /// The host clock around the kernel alone (the CPU backend: inputs are
-    /// seeded before the clock starts).
-    HostKernel,
-    /// The host clock around the whole run, input seeding and transfers
-    /// included (an engine backend that does not time its kernels).
-    HostWall,
-}
-
-impl fmt::Display for TimingClock {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            TimingClock::DeviceEvents => "CUDA events around the kernels",
-            TimingClock::HostKernel => "host clock around the kernel",
-            TimingClock::HostWall => "host wall time around the whole run",
-        })
-    }
-}
-
-/// An output and how long its launch took.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TimedOutput {
-    /// The output C in the storage bytes of its dtype.
-    pub output: Vec<u8>,
-    /// The launch's time in seconds, as measured by `clock`.
-    pub seconds: f64,
-    /// What the time includes.
-    pub clock: TimingClock,
 }
 
 pub use crate::recorder::CaptureStream;

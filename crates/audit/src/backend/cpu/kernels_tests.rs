@@ -2,6 +2,7 @@
 //! identity digests that file, and a test edit must not change it.
 
 use super::*;
+use crate::route::DType;
 
 const OPS: [GemmOp; 3] = [GemmOp::Nn, GemmOp::Tn, GemmOp::Nt];
 const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::Bf16];

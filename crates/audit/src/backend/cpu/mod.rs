@@ -241,8 +241,20 @@ fn compiler_identity() -> CompilerIdentity {
         // that leaves `kernels.rs` alone must not red every CPU golden.
         version: CPU_KERNELS_REVISION.into(),
         options_digest: options.finish(),
-        source_digest: Digest::sha256(KERNEL_SOURCE),
+        source_digest: kernel_source_digest(),
     }
+}
+
+/// The kernels' text and the operand storage and seeding they share with
+/// every backend (`gemm_audit_model::kernels::operands`).
+fn kernel_source_digest() -> Digest {
+    Digest::sha256(
+        &[
+            KERNEL_SOURCE,
+            gemm_audit_model::kernels::operands::OPERANDS_SOURCE,
+        ]
+        .concat(),
+    )
 }
 
 fn module_digest(compiler: &CompilerIdentity, symbols: &[String]) -> Digest {
@@ -797,6 +809,8 @@ mod identity_tests {
         );
         let c = compiler_identity();
         assert_eq!(c.version, CPU_KERNELS_REVISION);
-        assert_eq!(c.source_digest, Digest::sha256(KERNEL_SOURCE));
+        assert_eq!(c.source_digest, kernel_source_digest());
+        let operands = gemm_audit_model::kernels::operands::OPERANDS_SOURCE;
+        assert!(!std::str::from_utf8(operands).unwrap().contains("#[test]"));
     }
 }

@@ -6,12 +6,12 @@
 //! Device identity ([`super::device_identity`]) and device-side output
 //! fingerprints ([`super::DeviceFingerprinter`]) complete the set.
 
-use super::error::CudaError;
+use super::cuda_error::CudaError;
 use super::vendor::{self, Vendor};
-use crate::backend::CaptureStream;
 use crate::digest::Digest;
 use crate::identity::{CompilerIdentity, ModuleIdentity};
 use crate::physical::PhysicalNode;
+use crate::recorder::CaptureStream;
 use crate::route::{
     ContractKind, DType, LaunchConfig, PhysicalBackend, ResolvedGemmRoute, VendorRoute,
 };
@@ -175,7 +175,7 @@ pub fn check_blas_math_mode(
 
 /// The compilation target of the device behind `ctx`, e.g. `sm_90`.
 pub fn compilation_target(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<String, CudaError> {
-    super::identity::arch(ctx)
+    super::cuda_identity::arch(ctx)
 }
 
 /// The loaded cuBLAS and cuBLASLt libraries as modules, for a context's

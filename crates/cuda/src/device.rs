@@ -11,7 +11,7 @@
 //! kernel exists here, so the f32 policy only admits fixed split-K.
 
 use super::catalog;
-use super::error::{cuda_err, drv};
+use super::cuda_error::{cuda_err, drv};
 use super::graph;
 use super::launch::{EventTimer, Prepared};
 use super::shared::{Shared, device_count, shared};
@@ -65,7 +65,7 @@ impl CudaBackend {
             return Err(Error::NoSuchDevice {
                 backend: "cuda".into(),
                 requested: ordinal,
-                available: crate::backend::ordinals_in_words(count),
+                available: crate::kernels::ordinals_in_words(count),
             });
         }
         let shared = shared(ordinal)?;
@@ -133,7 +133,7 @@ impl CudaBackend {
         &self,
         route: &ResolvedGemmRoute,
         seed: u64,
-    ) -> Result<crate::backend::TimedOutput> {
+    ) -> Result<crate::kernels::TimedOutput> {
         let sh = &self.shared;
         let _lock = sh.lock();
         let handles = self.vendor_handles(route)?;
@@ -144,10 +144,10 @@ impl CudaBackend {
         // the start event is not held back behind it.
         sh.stream.synchronize().map_err(drv("upload"))?;
         let seconds = timer.time(sh, || launch.enqueue(sh, h, &sh.stream))?;
-        Ok(crate::backend::TimedOutput {
+        Ok(crate::kernels::TimedOutput {
             output: launch.download(sh)?,
             seconds,
-            clock: crate::backend::TimingClock::DeviceEvents,
+            clock: crate::kernels::TimingClock::DeviceEvents,
         })
     }
 

@@ -17,7 +17,7 @@
 //! first algorithm's attributes (`cublasLtMatmulAlgoConfigGetAttribute`).
 //! Both record the physical kernels a capture of the single call contains.
 
-use super::error::{cuda_err, drv};
+use super::cuda_error::{cuda_err, drv};
 use super::shared::Shared;
 use crate::declaration::{
     BkRule, SplitRule, SymbolDeclaration, VendorConfiguration, VendorPermits,
@@ -813,8 +813,8 @@ impl LtPlan {
                 // Under TN the leading dimension of cuBLASLt's B (our A,
                 // transposed) is m: the family's configuration must work at
                 // any m, so at an alignment of one element.
-                let align = (op == GemmOp::Tn)
-                    .then_some(crate::backend::common::element_size(dtype) as u32);
+                let align =
+                    (op == GemmOp::Tn).then_some(crate::kernels::element_size(dtype) as u32);
                 let candidates = family.heuristic(
                     handle,
                     FAMILY_MAX_WORKSPACE_BYTES as u64,
@@ -1092,7 +1092,7 @@ impl VendorCall {
         b: &CudaSlice<u8>,
         c: &mut CudaSlice<u8>,
     ) -> Result<()> {
-        let need = |n: u64| n * crate::backend::common::element_size(self.dtype) as u64;
+        let need = |n: u64| n * crate::kernels::element_size(self.dtype) as u64;
         for (what, len, want) in [
             ("A", a.len(), need(self.shape.m * self.shape.k)),
             ("B", b.len(), need(self.shape.k * self.shape.n)),

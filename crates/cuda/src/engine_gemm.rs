@@ -12,16 +12,16 @@
 //! f32, `cublasGemmEx` with `CUBLAS_COMPUTE_32F` for halves), under the
 //! contract the handle's math mode, read back at every call, gives.
 
-use super::error::cuda_err;
+use super::cuda_error::cuda_err;
 use super::resolve::{VendorParts, planned_route, probe_kernels, vendor_route};
 use super::vendor::{
     self, Api, CUBLAS_SGEMM_SYMBOL, CUBLAS_SYMBOL, Handles, LtSelection, Numerics, Vendor,
     VendorCall,
 };
-use crate::backend::common;
 use crate::digest::{DigestWriter, FieldValue};
 use crate::error::{Error, Refusal, RefusalStage, Result};
 use crate::identity::{GemmRouteIdentity, ModuleIdentity};
+use crate::kernels;
 use crate::physical::PhysicalNode;
 use crate::policy::PolicyMode;
 use crate::recorder::GemmRouteRecorder;
@@ -89,7 +89,7 @@ fn live_module<'a>(
 fn refuse_capturing(stream: &CudaStream, what: &str) -> Result<()> {
     let status = stream
         .capture_status()
-        .map_err(super::error::drv("stream capture status"))?;
+        .map_err(super::cuda_error::drv("stream capture status"))?;
     if status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE {
         return Err(cuda_err(format!(
             "{what} runs and captures the call once: do it before the stream captures (while recording eagerly)"
@@ -215,7 +215,7 @@ impl VendorGemm {
         c: &mut CudaSlice<T>,
     ) -> Result<()> {
         let shape = self.route.shape;
-        let elem = common::element_size(self.route.dtype) as u64;
+        let elem = kernels::element_size(self.route.dtype) as u64;
         let bytes = |s: &CudaSlice<T>| s.num_bytes() as u64;
         for (what, have, want) in [
             ("A", bytes(a), shape.m * shape.k * elem),
@@ -430,7 +430,7 @@ impl CudarcGemm {
         recorder.push(self.route(gemm, &cfg)?)?;
         // SAFETY: every buffer holds all the elements the column-major
         // configuration addresses (checked above), on the handle's stream.
-        unsafe { self.blas.gemm(cfg, a, b, c) }.map_err(super::error::drv("cudarc Gemm"))
+        unsafe { self.blas.gemm(cfg, a, b, c) }.map_err(super::cuda_error::drv("cudarc Gemm"))
     }
 
     /// The kernels of one distinct call, probed on first sight.
@@ -452,7 +452,7 @@ impl CudarcGemm {
         let zeros = |n: usize| {
             self.stream
                 .alloc_zeros::<T>(n.max(1))
-                .map_err(super::error::drv("allocating probe operands"))
+                .map_err(super::cuda_error::drv("allocating probe operands"))
         };
         let (sa, sb) = (zeros(la)?, zeros(lb)?);
         let sc = Mutex::new(zeros(lc)?);
@@ -465,7 +465,7 @@ impl CudarcGemm {
                 let mut sc = sc.lock().unwrap_or_else(|p| p.into_inner());
                 // SAFETY: the scratch buffers hold every element `cfg` addresses.
                 unsafe { self.blas.gemm(*cfg, &sa, &sb, &mut *sc) }
-                    .map_err(super::error::drv("cudarc Gemm"))
+                    .map_err(super::cuda_error::drv("cudarc Gemm"))
             },
         )?;
         probed.insert(key, kernels.clone());
@@ -480,7 +480,7 @@ fn check_stream(blas: &CudaBlas, stream: &CudaStream) -> Result<()> {
     // one write.
     unsafe { blas::cublasGetStream_v2(*blas.handle(), &mut s) }
         .result()
-        .map_err(super::error::drv("cublasGetStream"))?;
+        .map_err(super::cuda_error::drv("cublasGetStream"))?;
     if !std::ptr::eq(s.cast::<()>(), stream.cu_stream().cast::<()>()) {
         return Err(cuda_err(
             "the cuBLAS handle runs on another stream than the one given",

@@ -4,7 +4,7 @@
 //! tensor-map identity digests) and an operand's device address.
 
 use super::catalog::TensorMapSpec;
-use super::error::CudaError;
+use super::cuda_error::CudaError;
 use crate::route::DType;
 use cudarc::driver::DeviceRepr;
 use cudarc::driver::sys;

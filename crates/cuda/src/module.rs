@@ -2,7 +2,7 @@
 //! function's resources (registers, shared/local/const bytes, ...).
 
 use super::catalog;
-use super::error::{CudaError, cuda_err};
+use super::cuda_error::{CudaError, cuda_err};
 use super::nvrtc;
 use crate::digest::{Digest, DigestWriter, FieldValue};
 use crate::error::Result;

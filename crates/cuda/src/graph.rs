@@ -2,7 +2,7 @@
 //! Stream capture with the discipline of the semantics note, and graph
 //! introspection into physical nodes.
 
-use super::error::CudaError;
+use super::cuda_error::CudaError;
 use crate::physical::{NodeKind, PhysicalNode};
 use cudarc::driver::sys;
 use cudarc::driver::{CudaGraph as RawGraph, CudaStream};

@@ -5,8 +5,8 @@
 //! only the 32-byte chunk digests are copied back.
 
 use super::catalog;
-use super::error::CudaError;
-use super::identity;
+use super::cuda_error::CudaError;
+use super::cuda_identity;
 use super::nvrtc;
 use crate::digest::Digest;
 use crate::trace::fast::FAST_DIGEST_BYTES;
@@ -61,7 +61,7 @@ impl DeviceFingerprinter {
                 "NVRTC (libnvrtc.so) was not found; add the CUDA toolkit's lib64 to LD_LIBRARY_PATH",
             ));
         }
-        let arch = identity::arch(ctx)?;
+        let arch = cuda_identity::arch(ctx)?;
         Self::compile(ctx, &catalog::compile_options(&arch))
     }
 

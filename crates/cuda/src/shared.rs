@@ -4,9 +4,9 @@
 //! the process-wide cache that opens it once.
 
 use super::catalog;
-use super::error::CudaError;
+use super::cuda_error::CudaError;
+use super::cuda_identity::device_identity;
 use super::fingerprint::DeviceFingerprinter;
-use super::identity::device_identity;
 use super::module::LoadedModule;
 use super::nvrtc;
 use super::vendor::Vendor;

@@ -3,14 +3,15 @@
 //! from a capture of the call.
 
 use super::catalog::{self, CudaKernel, Geometry};
+use super::cuda_error::{cuda_err, drv};
 use super::device::CudaBackend;
-use super::error::{cuda_err, drv};
 use super::graph;
 use super::vendor::{Api, LtSelection, VendorCall};
-use crate::backend::common;
 use crate::digest::{Digest, DigestWriter, FieldValue};
 use crate::error::Result;
 use crate::identity::{CompilerIdentity, DeviceIdentity, ModuleIdentity};
+use crate::kernels;
+use crate::kernels::{GemmSpec, RouteChoice};
 use crate::physical::{NodeKind, PhysicalNode};
 use crate::policy::PolicyMode;
 use crate::route::{
@@ -18,7 +19,6 @@ use crate::route::{
     OperandConversion, OutputOwnership, PhysicalBackend, ResolvedGemmRoute, TensorMapIdentity,
     TileShape, VendorRoute,
 };
-use crate::workload::{GemmSpec, RouteChoice};
 use cudarc::driver::CudaStream;
 use std::sync::Arc;
 
@@ -189,7 +189,7 @@ pub(super) fn planned_route(
     arch: &str,
 ) -> Result<ResolvedGemmRoute> {
     let shape = call.shape;
-    let elem = common::element_size(call.dtype);
+    let elem = kernels::element_size(call.dtype);
     let alloc = |n: u64| {
         warm.alloc_zeros::<u8>((n as usize).max(1) * elem)
             .map_err(drv("allocating vendor probe operands"))

@@ -4,13 +4,13 @@
 //! of launches ([`EventTimer`], [`time_launches`]).
 
 use super::catalog::{CudaKernel, Geometry};
-use super::error::{CudaError, cuda_err, drv};
+use super::cuda_error::{CudaError, cuda_err, drv};
 use super::shared::Shared;
 use super::tma::{self, TensorMapArg};
 use super::vendor::{Api, Handles, LtSelection, VendorCall};
-use crate::backend::common;
-use crate::backend::cpu::kernels::Problem;
 use crate::error::Result;
+use crate::kernels;
+use crate::kernels::Problem;
 use crate::route::{GemmShape, PhysicalBackend, ResolvedGemmRoute};
 use crate::trace::OutputFingerprint;
 use cudarc::driver::sys;
@@ -65,7 +65,7 @@ impl Prepared {
         let GemmShape { m, k, n } = shape;
         for (what, x, y) in [("A", m, k), ("B", k, n), ("C", m, n)] {
             if x.checked_mul(y)
-                .is_none_or(|e| e > crate::workload::MAX_ELEMENTS)
+                .is_none_or(|e| e > crate::kernels::MAX_ELEMENTS)
             {
                 return Err(cuda_err(format!(
                     "route {:?}: operand {what} is too large ({x} x {y})",
@@ -187,9 +187,9 @@ impl Prepared {
             k: k as usize,
             n: n as usize,
         };
-        let (a, b) = common::seeded_inputs(&problem, route.dtype, seed);
-        let a = common::to_storage_bytes(route.dtype, &a);
-        let b = common::to_storage_bytes(route.dtype, &b);
+        let (a, b) = kernels::seeded_inputs(&problem, route.dtype, seed);
+        let a = kernels::to_storage_bytes(route.dtype, &a);
+        let b = kernels::to_storage_bytes(route.dtype, &b);
         let upload = |bytes: &[u8]| {
             if bytes.is_empty() {
                 sh.stream.alloc_zeros::<u8>(4)
@@ -215,7 +215,7 @@ impl Prepared {
                 *maps = Some(Box::new([encode(&sa, pa)?, encode(&sb, pb)?]));
             }
         }
-        let out_bytes = (m * n) as usize * common::element_size(route.dtype);
+        let out_bytes = (m * n) as usize * kernels::element_size(route.dtype);
         let c = sh
             .stream
             .alloc_zeros::<u8>(out_bytes.max(4))

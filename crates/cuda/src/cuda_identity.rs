@@ -3,7 +3,7 @@
 //! compute capability, multiprocessors, driver) and the per-card facts they
 //! never see (ordinal, PCI bus id, UUID, memory, clock, driver API version).
 
-use super::error::CudaError;
+use super::cuda_error::CudaError;
 use super::nvrtc;
 use crate::identity::{DeviceIdentity, VolatileMetadata};
 use cudarc::driver::CudaContext;

@@ -2,8 +2,8 @@
 //! device fingerprint against a device-to-device copy. Hidden from the
 //! documentation: for `benches/gpu.rs`.
 
+use super::cuda_error::drv;
 use super::device::CudaBackend;
-use super::error::drv;
 use super::graph;
 use super::launch::{EventTimer, Prepared, time_launches};
 use crate::error::Result;

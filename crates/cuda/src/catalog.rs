@@ -10,14 +10,14 @@ use crate::route::{
 
 /// The GEMM kernels' source (`kernels/gemm.cu`): its digest is the
 /// compiler identity's source digest.
-pub const GEMM_SOURCE: &str = include_str!("../../../kernels/gemm.cu");
+pub const GEMM_SOURCE: &str = include_str!("../kernels/gemm.cu");
 /// The fingerprint kernel's source (`kernels/sha256.cu`).
-pub const SHA256_SOURCE: &str = include_str!("../../../kernels/sha256.cu");
+pub const SHA256_SOURCE: &str = include_str!("../kernels/sha256.cu");
 /// The fast (NH) chunk hash kernel's source (`kernels/nh128.cu`).
-pub const NH128_SOURCE: &str = include_str!("../../../kernels/nh128.cu");
+pub const NH128_SOURCE: &str = include_str!("../kernels/nh128.cu");
 /// The Hopper (TMA + wgmma) GEMM kernels' source (`kernels/wgmma.cu`),
 /// compiled into a module of its own for `sm_90a`.
-pub const WGMMA_SOURCE: &str = include_str!("../../../kernels/wgmma.cu");
+pub const WGMMA_SOURCE: &str = include_str!("../kernels/wgmma.cu");
 
 /// Revision of the dispatcher's thresholds (see [`dispatch`]).
 pub const TUNING_TABLE_REVISION: u32 = 1;
@@ -27,10 +27,10 @@ pub const SCHEDULE_REVISION: u32 = 1;
 /// [`TensorMapSpec`] holds and how it is digested).
 pub const TENSOR_MAP_REVISION: u32 = 1;
 
-/// The split-K thresholds are every backend's (see [`crate::backend::common`]),
+/// The split-K thresholds are every backend's (see [`crate::kernels`]),
 /// so the CPU and CUDA dispatchers pick the same contract for the same shape
 /// (f32, or halves without tensor cores).
-pub use crate::backend::common::{DISPATCH_SPLIT_K_MAX_M, DISPATCH_SPLIT_K_MIN_K, DISPATCH_SPLITS};
+pub use crate::kernels::{DISPATCH_SPLIT_K_MAX_M, DISPATCH_SPLIT_K_MIN_K, DISPATCH_SPLITS};
 /// With tensor cores permitted, halves use the large mma tile family from
 /// this m on, the small one below it. Both families are bit-identical, so
 /// this threshold never changes an output bit.
@@ -422,7 +422,7 @@ impl CudaKernel {
     /// one this catalog computes. Anything else is refused.
     pub fn from_route(route: &ResolvedGemmRoute) -> Result<CudaKernel, String> {
         let splits = route.contract.splits;
-        if splits == 0 || splits > crate::workload::MAX_SPLITS {
+        if splits == 0 || splits > crate::kernels::MAX_SPLITS {
             return Err(format!("split count {splits} is out of range"));
         }
         let kernel = CudaKernel::FAMILIES
@@ -652,7 +652,7 @@ pub fn arguments_digest(
     strides: GemmStrides,
     splits: u32,
 ) -> Digest {
-    crate::backend::common::gemm_arguments_digest(
+    crate::kernels::gemm_arguments_digest(
         "gemm-audit/cuda-arguments/v1",
         symbol,
         shape,
@@ -676,7 +676,7 @@ pub fn dispatch(dtype: DType, m: u64, k: u64, tensor_cores: bool, split_ok: bool
         } else {
             CudaKernel::MmaSmall
         }
-    } else if crate::backend::common::dispatch_split_k(m, k, split_ok) {
+    } else if crate::kernels::dispatch_split_k(m, k, split_ok) {
         CudaKernel::SplitKFixed(DISPATCH_SPLITS)
     } else {
         CudaKernel::Tiled

@@ -1,0 +1,85 @@
+//! gemm-audit's CUDA backend (`gemm-audit-cuda`): NVIDIA GPUs through
+//! cudarc, with CUDA loaded at run time (nothing CUDA is needed to
+//! compile). `gemm-audit` re-exports it as `gemm_audit::backend::cuda`,
+//! with a stub that says "built without CUDA support" when its `cuda`
+//! feature is off.
+//!
+//! Without this crate's `cuda` feature only [`catalog`] (the kernel
+//! families, symbols, geometry and dispatcher: pure logic) is compiled.
+//! With it: `nvrtc` (run-time compilation to a cubin), `cuda_error` (typed CUDA
+//! errors), `cuda_identity` (device and driver identity), `module` (loaded
+//! NVRTC modules), `fingerprint` (the device SHA-256 chunk kernel),
+//! `shared` (the process-wide device state), `launch` (prepared launches
+//! and their timing), `device` (the backend: eager runs, capture, replay),
+//! `resolve` (GEMM to route), `timing` (benchmark timing), `graph`
+//! (capture discipline and graph introspection), `vendor` (cuBLAS /
+//! cuBLASLt routes), `embed` (what an engine needs to audit its own
+//! launches: see `docs/embedding.md`) and `engine_gemm` (vendor GEMMs an
+//! engine makes on its own buffers, recorded exactly).
+//!
+//! This is the workspace's only crate with `unsafe`: each file that needs
+//! it allows `unsafe_code` for itself, and every block says why it is
+//! sound (SAFETY).
+
+// The model at the paths the backend's files name (`crate::route`,
+// `crate::kernels`, `crate::Refusal`, ...).
+#[allow(unused_imports)]
+pub(crate) use gemm_audit_model::*;
+
+// Pure logic (no CUDA calls): compiled and unit-tested in every build.
+pub mod catalog;
+#[cfg(feature = "cuda")]
+mod cuda_error;
+#[cfg(feature = "cuda")]
+mod cuda_identity;
+#[cfg(feature = "cuda")]
+mod device;
+#[cfg(feature = "cuda")]
+mod embed;
+#[cfg(feature = "cuda")]
+mod engine_gemm;
+#[cfg(feature = "cuda")]
+mod fingerprint;
+#[cfg(feature = "cuda")]
+mod graph;
+#[cfg(feature = "cuda")]
+mod launch;
+#[cfg(feature = "cuda")]
+mod module;
+#[cfg(feature = "cuda")]
+mod nvrtc;
+#[cfg(feature = "cuda")]
+mod resolve;
+#[cfg(feature = "cuda")]
+mod shared;
+#[cfg(feature = "cuda")]
+mod timing;
+#[cfg(feature = "cuda")]
+mod tma;
+#[cfg(feature = "cuda")]
+mod vendor;
+
+#[cfg(feature = "cuda")]
+pub use cuda_error::{CudaCause, CudaError};
+#[cfg(feature = "cuda")]
+pub use cuda_identity::device_identity;
+#[cfg(feature = "cuda")]
+pub use device::{CUDA_DEFAULT_POLICY, CudaBackend, CudaGraph};
+#[cfg(feature = "cuda")]
+pub use embed::{
+    CudaCaptureStream, check_blas_math_mode, compilation_target, cublaslt_version,
+    function_resources, introspect, launch_config, lt_vendor_route, nvcc_compiler_identity,
+    nvrtc_compiler_identity, set_blas_math_mode, vendor_modules,
+};
+#[cfg(feature = "cuda")]
+pub use engine_gemm::{CudarcElement, CudarcGemm, VendorApi, VendorGemm, VendorGemms};
+#[cfg(feature = "cuda")]
+pub use fingerprint::DeviceFingerprinter;
+#[cfg(feature = "cuda")]
+#[doc(hidden)]
+pub use timing::RouteTiming;
+#[cfg(feature = "cuda")]
+pub use vendor::{
+    CUBLAS_SGEMM_SYMBOL, CUBLAS_SYMBOL, CUBLASLT_SYMBOL, FAMILY_MAX_WORKSPACE_BYTES,
+    FAMILY_REFERENCE_M, LT_WORKSPACE_BYTES, LtSelection,
+};
