@@ -39,76 +39,10 @@ use gemm_audit::{Error, FingerprintMode, RecordedGemmTrace};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::path::PathBuf;
 
-/// Success: no finding.
-pub const EXIT_OK: u8 = 0;
-/// A finding: a violated contract, a refused check, a replay that differs.
-pub const EXIT_FINDING: u8 = 1;
-/// Bad command line (clap's own code).
-/// `--backend auto|cpu|cuda` as the library's kind (library types derive
-/// no clap traits).
-fn backend_kind() -> impl clap::builder::TypedValueParser<Value = BackendKind> {
-    use clap::builder::{PossibleValue, TypedValueParser};
-    clap::builder::PossibleValuesParser::new([
-        PossibleValue::new("auto").help("CUDA when a device is present, else the CPU reference"),
-        PossibleValue::new("cpu").help("The CPU reference backend"),
-        PossibleValue::new("cuda").help("NVIDIA GPUs through CUDA"),
-    ])
-    .map(|s| match s.as_str() {
-        "cpu" => BackendKind::Cpu,
-        "cuda" => BackendKind::Cuda,
-        _ => BackendKind::Auto,
-    })
-}
-
-/// `--allow CLASS,...`: the difference classes by their stable names.
-fn diff_class() -> impl clap::builder::TypedValueParser<Value = DiffClass> {
-    use clap::builder::TypedValueParser;
-    clap::builder::PossibleValuesParser::new(DiffClass::ALL.iter().map(|c| c.as_str())).map(|s| {
-        *DiffClass::ALL
-            .iter()
-            .find(|c| c.as_str() == s)
-            .expect("the parser admits only the classes' names")
-    })
-}
-
-/// `--fingerprint strong|fast` as the library's mode (library types derive
-/// no clap traits).
-fn fingerprint_mode() -> impl clap::builder::TypedValueParser<Value = FingerprintMode> {
-    use clap::builder::TypedValueParser;
-    clap::builder::PossibleValuesParser::new([
-        clap::builder::PossibleValue::new("strong")
-            .help("SHA-256 of every chunk: collision resistant"),
-        clap::builder::PossibleValue::new("fast")
-            .help("NH chunk hash: memory speed on a GPU, not collision resistant"),
-    ])
-    .map(|s| match s.as_str() {
-        "fast" => FingerprintMode::Fast,
-        _ => FingerprintMode::Strong,
-    })
-}
-
-#[cfg(test)]
-const EXIT_USAGE: u8 = 2;
-/// Bad input: unreadable or corrupt trace, unknown or malformed workload,
-/// a file that would be overwritten.
-pub const EXIT_BAD_INPUT: u8 = 3;
-/// The backend is unavailable or failed.
-pub const EXIT_BACKEND: u8 = 4;
-/// `diff` found disallowed differences: 64 + the sum of their class bits.
-pub const EXIT_DIFF_BASE: u8 = 64;
-
-const EXIT_CODES: &str = "\
-Exit codes:
-  0       success: every contract holds, the check passed, no disallowed difference
-  1       finding: a contract is violated, a replay was refused or differs
-  2       bad command line
-  3       bad input: unreadable, corrupt or non-regular file, unknown or
-          malformed workload, work over the budget (--max-gflop,
-          --max-memory-gib), an output file that exists (pass --force),
-          a device the backend does not have (--device)
-  4       backend unavailable or failed
-  64+N    diff only: disallowed differences were found; N is the sum of
-          identity=1, route=2, numeric=4, structural=8, policy=16";
+mod exit;
+mod values;
+pub use exit::*;
+use values::{backend_kind, diff_class, fingerprint_mode};
 
 /// Audit the determinism of GPU matrix multiplies: record which kernel
 /// served every GEMM, store it, rebuild and check it, refuse drift before
@@ -404,32 +338,6 @@ pub enum Format {
     Table,
     /// JSON.
     Json,
-}
-
-/// The error and its causes on one line, each said once (library errors
-/// already name their cause in their message).
-pub fn error_message(e: &anyhow::Error) -> String {
-    let mut msg = String::new();
-    for cause in e.chain() {
-        let s = cause.to_string();
-        if !msg.contains(&s) {
-            if !msg.is_empty() {
-                msg.push_str(": ");
-            }
-            msg.push_str(&s);
-        }
-    }
-    msg
-}
-
-/// The exit code of an error that escaped a subcommand.
-pub fn exit_code_of(e: &anyhow::Error) -> u8 {
-    match e.downcast_ref::<Error>() {
-        Some(Error::Backend { .. }) => EXIT_BACKEND,
-        Some(Error::Refused(_)) => EXIT_FINDING,
-        Some(_) => EXIT_BAD_INPUT,
-        None => EXIT_BAD_INPUT,
-    }
 }
 
 pub fn run(args: Args) -> Result<u8> {
