@@ -21,7 +21,6 @@ use super::vendor::{
 use crate::digest::{DigestWriter, FieldValue};
 use crate::error::{Error, Refusal, RefusalStage, Result};
 use crate::identity::{GemmRouteIdentity, ModuleIdentity};
-use crate::kernels;
 use crate::physical::PhysicalNode;
 use crate::policy::PolicyMode;
 use crate::recorder::GemmRouteRecorder;
@@ -214,21 +213,8 @@ impl VendorGemm {
         b: &CudaSlice<T>,
         c: &mut CudaSlice<T>,
     ) -> Result<()> {
-        let shape = self.route.shape;
-        let elem = kernels::element_size(self.route.dtype) as u64;
-        let bytes = |s: &CudaSlice<T>| s.num_bytes() as u64;
-        for (what, have, want) in [
-            ("A", bytes(a), shape.m * shape.k * elem),
-            ("B", bytes(b), shape.k * shape.n * elem),
-            ("C", bytes(c), shape.m * shape.n * elem),
-        ] {
-            if have < want {
-                return Err(cuda_err(format!(
-                    "{} operand {what}: {have} bytes, the planned call reads {want}",
-                    self.route.kernel_symbol
-                )));
-            }
-        }
+        self.call
+            .check_operand_bytes([a.num_bytes(), b.num_bytes(), c.num_bytes()])?;
         recorder.push(self.route(gemm))?;
         let sh = &self.shared;
         let handles = sh.handles.lock().unwrap_or_else(|p| p.into_inner());

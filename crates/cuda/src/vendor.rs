@@ -1083,6 +1083,26 @@ impl VendorCall {
         w.finish()
     }
 
+    /// Refuses operands (A, B, C, in bytes) smaller than the dense operands
+    /// of the call's dtype and shape: the bound every enqueue relies on.
+    pub fn check_operand_bytes(&self, bytes: [usize; 3]) -> Result<()> {
+        let need = |n: u64| n * crate::kernels::element_size(self.dtype) as u64;
+        let s = self.shape;
+        for ((what, len), want) in ["A", "B", "C"].into_iter().zip(bytes).zip([
+            need(s.m * s.k),
+            need(s.k * s.n),
+            need(s.m * s.n),
+        ]) {
+            if (len as u64) < want {
+                return Err(cuda_err(format!(
+                    "{} operand {what}: {len} bytes, the call reads {want}",
+                    self.api.symbol()
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Enqueues the call on `stream`: `c = a' * b'` (row-major).
     pub fn enqueue(
         &self,
@@ -1092,19 +1112,7 @@ impl VendorCall {
         b: &CudaSlice<u8>,
         c: &mut CudaSlice<u8>,
     ) -> Result<()> {
-        let need = |n: u64| n * crate::kernels::element_size(self.dtype) as u64;
-        for (what, len, want) in [
-            ("A", a.len(), need(self.shape.m * self.shape.k)),
-            ("B", b.len(), need(self.shape.k * self.shape.n)),
-            ("C", c.len(), need(self.shape.m * self.shape.n)),
-        ] {
-            if (len as u64) < want {
-                return Err(cuda_err(format!(
-                    "{} operand {what}: {len} bytes, the call reads {want}",
-                    self.api.symbol()
-                )));
-            }
-        }
+        self.check_operand_bytes([a.len(), b.len(), c.len()])?;
         let (pa, _ra) = a.device_ptr(stream);
         let (pb, _rb) = b.device_ptr(stream);
         let (pc, _rc) = c.device_ptr_mut(stream);
