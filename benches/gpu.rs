@@ -38,11 +38,11 @@
 //!   of copy bandwidth; see `bench_fingerprint` for why SHA-256 cannot
 //!   reach it.
 
-use gemm_audit::backend::cuda::catalog::CudaKernel;
+use gemm_audit::backend::cuda::catalog::{CudaFamily, CudaKernel};
 use gemm_audit::backend::cuda::{CudaBackend, RouteTiming};
 use gemm_audit::physical::NodeKind;
 use gemm_audit::route::GemmShape;
-use gemm_audit::workload::{GemmSpec, RouteChoice};
+use gemm_audit::workload::{GemmSpec, KernelFamily, RouteChoice};
 use gemm_audit::{
     DType, FingerprintMode, GemmOp, GemmPolicy, PolicyMode, PreparedGemmCaptureManifest,
     ResolvedGemmRoute, build_resolved_gemm_launch_set,
@@ -561,9 +561,9 @@ const NOTE_CUBLAS_BF16_8192_TFLOPS: f64 = 800.0;
 fn kernel_label(k: CudaKernel) -> String {
     match k {
         CudaKernel::SplitKFixed(s) | CudaKernel::SplitKAtomic(s) => {
-            format!("{}:{s}", k.family())
+            format!("{}:{s}", k.symbol_family())
         }
-        _ => k.family().to_string(),
+        _ => k.symbol_family().to_string(),
     }
 }
 
@@ -756,8 +756,8 @@ fn bench_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
         ("cuBLAS", RouteChoice::Cublas),
         ("cuBLASLt", RouteChoice::CublasLt),
         ("cuBLASLt-inv", RouteChoice::CublasLtInvariant),
-        ("wgmma-large", RouteChoice::WgmmaLarge),
-        ("mma-large", RouteChoice::MmaLarge),
+        ("wgmma-large", RouteChoice::Kernel(KernelFamily::WgmmaLarge)),
+        ("mma-large", RouteChoice::Kernel(KernelFamily::MmaLarge)),
     ];
     let mut summary = Vec::new();
     let mut routes = Vec::new();

@@ -14,13 +14,13 @@
 
 use gemm_audit::backend::cpu::kernels::{element_size, from_storage_bytes};
 use gemm_audit::backend::cpu::{CpuBackend, CpuKernel};
-use gemm_audit::backend::cuda::catalog::CudaKernel;
+use gemm_audit::backend::cuda::catalog::{CudaFamily, CudaKernel};
 use gemm_audit::backend::cuda::{CUDA_DEFAULT_POLICY, CudaBackend};
 use gemm_audit::backend::{Backend, Graph};
 use gemm_audit::physical::{self, NodeKind};
 use gemm_audit::recorder;
 use gemm_audit::route::{ContractKind, GemmShape, PhysicalBackend};
-use gemm_audit::workload::{GemmSpec, RouteChoice, Workload};
+use gemm_audit::workload::{GemmSpec, KernelFamily, RouteChoice, Workload};
 use gemm_audit::{
     DType, Error, GemmOp, GemmPolicy, OutputFingerprint, PolicyMode, PreparedGemmCaptureManifest,
     ResolvedGemmRoute, build_resolved_gemm_launch_set,
@@ -141,14 +141,14 @@ fn scalar_fma_and_tiled_equal_the_cpu_reference_bit_for_bit() {
     ] {
         for op in OPS {
             for dtype in DTYPES {
-                let want = cpu_out(op, dtype, s, CpuKernel::ScalarFma, SEED);
+                let want = cpu_out(op, dtype, s, CpuKernel::SCALAR_FMA, SEED);
                 for k in [CudaKernel::ScalarFma, CudaKernel::Tiled] {
                     let got = g.run(&route(&g, op, dtype, s, k), SEED).expect("run");
                     assert_eq!(
                         differing(dtype, &got, &want),
                         0,
                         "{} {op} {dtype} {s:?} differs from the CPU reference",
-                        k.family()
+                        k.symbol_family()
                     );
                 }
             }
@@ -156,7 +156,7 @@ fn scalar_fma_and_tiled_equal_the_cpu_reference_bit_for_bit() {
     }
     // The H200 fact, now for the whole product: 256x1024x256 f32.
     let s = shape(256, 1024, 256);
-    let want = cpu_out(GemmOp::Nn, DType::F32, s, CpuKernel::ScalarFma, SEED);
+    let want = cpu_out(GemmOp::Nn, DType::F32, s, CpuKernel::SCALAR_FMA, SEED);
     let got = g
         .run(
             &route(&g, GemmOp::Nn, DType::F32, s, CudaKernel::Tiled),
@@ -180,7 +180,13 @@ fn split_k_fixed_equals_the_cpu_fold() {
     ] {
         for op in OPS {
             for dtype in DTYPES {
-                let want = cpu_out(op, dtype, s, CpuKernel::SplitKFixed(splits), SEED);
+                let want = cpu_out(
+                    op,
+                    dtype,
+                    s,
+                    CpuKernel::new(KernelFamily::SplitKFixed(splits)).unwrap(),
+                    SEED,
+                );
                 let got = g
                     .run(
                         &route(&g, op, dtype, s, CudaKernel::SplitKFixed(splits)),
@@ -217,7 +223,7 @@ fn mma_tile_families_are_bit_identical_and_batch_invariant() {
                     .unwrap();
                 assert_eq!(large, small, "mma large vs small {op} {dtype} {s:?}");
                 // Same problem, scalar FMA on the CPU: close, not equal (the layout is right).
-                let reference = cpu_out(op, dtype, s, CpuKernel::ScalarFma, SEED);
+                let reference = cpu_out(op, dtype, s, CpuKernel::SCALAR_FMA, SEED);
                 let rel = max_rel(dtype, &large, &reference);
                 assert!(
                     rel < 0.02,
@@ -249,7 +255,7 @@ fn mma_tile_families_are_bit_identical_and_batch_invariant() {
                     out,
                     full[..m as usize * row],
                     "{} {dtype} m={m}: rows differ from m=128",
-                    fam.family()
+                    fam.symbol_family()
                 );
             }
         }
@@ -298,7 +304,7 @@ fn wgmma_families_equal_mma_and_are_batch_invariant() {
                     assert!(
                         r.tensor_map.is_some(),
                         "{} records its tensor maps",
-                        fam.family()
+                        fam.symbol_family()
                     );
                     assert_eq!(r.compilation_target, "sm_90a");
                     let out = g.run(&r, SEED).unwrap();
@@ -306,7 +312,7 @@ fn wgmma_families_equal_mma_and_are_batch_invariant() {
                         differing(dtype, &out, &mma),
                         0,
                         "{} vs mma_large {op} {dtype} {s:?}",
-                        fam.family()
+                        fam.symbol_family()
                     );
                     assert_eq!(
                         out,
@@ -350,7 +356,7 @@ fn wgmma_families_equal_mma_and_are_batch_invariant() {
                     out,
                     full[..m as usize * row],
                     "{} {op} bf16 m={m}: rows differ from m=1024",
-                    fam.family()
+                    fam.symbol_family()
                 );
             }
         }
@@ -401,7 +407,7 @@ fn atomic_control_drifts() {
     let g = gpu();
     let s = shape(256, 1024, 256);
     let r = route(&g, GemmOp::Nn, DType::F32, s, CudaKernel::SplitKAtomic(64));
-    let reference = cpu_out(GemmOp::Nn, DType::F32, s, CpuKernel::ScalarFma, SEED);
+    let reference = cpu_out(GemmOp::Nn, DType::F32, s, CpuKernel::SCALAR_FMA, SEED);
     let mut seen = HashSet::new();
     for _ in 0..20 {
         let out = g.run(&r, SEED).unwrap();
@@ -679,7 +685,7 @@ fn cublas_routes_capture_bind_and_replay() {
         let seeds = vec![SEED; routes.len()];
         let eager: Vec<Vec<u8>> = routes.iter().map(|r| v.run(r, SEED).unwrap()).collect();
         for (r, out) in routes.iter().zip(&eager) {
-            let reference = cpu_out(r.op, r.dtype, r.shape, CpuKernel::ScalarFma, SEED);
+            let reference = cpu_out(r.op, r.dtype, r.shape, CpuKernel::SCALAR_FMA, SEED);
             let rel = max_rel(r.dtype, out, &reference);
             let diff = differing(r.dtype, out, &reference);
             println!(
@@ -763,7 +769,7 @@ fn cublas_bf16_row_zero_across_batch_sizes() {
     for choice in [
         RouteChoice::Cublas,
         RouteChoice::CublasLt,
-        RouteChoice::MmaSmall,
+        RouteChoice::Kernel(KernelFamily::MmaSmall),
         RouteChoice::Policy,
     ] {
         let backend = if choice.is_vendor() { &v } else { &g };

@@ -18,7 +18,7 @@ use gemm_audit::route::{
     OperandConversion, OutputOwnership, PhysicalBackend, ResolvedGemmRoute, TensorMapIdentity,
     TileShape, VendorRoute,
 };
-use gemm_audit::workload::{GemmSpec, RouteChoice, Workload};
+use gemm_audit::workload::{GemmSpec, KernelFamily, RouteChoice, Workload};
 use gemm_audit::{
     CapturedGemmGraphPlan, Digest, F32Policy, GemmPolicy, GemmRouteIdentity, HalfPolicy,
     LaunchSetError, OutputFingerprint, PolicyMode, PreparedGemmCaptureManifest, RecordedGemmTrace,
@@ -1188,9 +1188,9 @@ proptest! {
 
 fn route_choice() -> impl Strategy<Value = RouteChoice> {
     prop_oneof![
-        Just(RouteChoice::ScalarFma),
-        Just(RouteChoice::Tiled),
-        (1u32..=16).prop_map(RouteChoice::SplitKFixed),
+        Just(RouteChoice::Kernel(KernelFamily::ScalarFma)),
+        Just(RouteChoice::Kernel(KernelFamily::Tiled)),
+        (1u32..=16).prop_map(|s| RouteChoice::Kernel(KernelFamily::SplitKFixed(s))),
         Just(RouteChoice::Policy),
     ]
 }
@@ -1258,16 +1258,16 @@ proptest! {
             let seed = spec.input_seed(w.seed);
             prop_assert_eq!(route, &cpu.resolve(spec).unwrap());
             prop_assert_eq!(&cpu.run(route, seed).unwrap(), out, "eager run is not repeatable");
-            let scalar = cpu.run(&cpu.resolve(&with_route(spec, RouteChoice::ScalarFma)).unwrap(), seed).unwrap();
-            let tiled = cpu.run(&cpu.resolve(&with_route(spec, RouteChoice::Tiled)).unwrap(), seed).unwrap();
+            let scalar = cpu.run(&cpu.resolve(&with_route(spec, RouteChoice::Kernel(KernelFamily::ScalarFma))).unwrap(), seed).unwrap();
+            let tiled = cpu.run(&cpu.resolve(&with_route(spec, RouteChoice::Kernel(KernelFamily::Tiled))).unwrap(), seed).unwrap();
             let one_split =
-                cpu.run(&cpu.resolve(&with_route(spec, RouteChoice::SplitKFixed(1))).unwrap(), seed).unwrap();
+                cpu.run(&cpu.resolve(&with_route(spec, RouteChoice::Kernel(KernelFamily::SplitKFixed(1)))).unwrap(), seed).unwrap();
             let elem = if spec.dtype == DType::F32 { 4 } else { 2 };
             prop_assert_eq!(scalar.len() as u64, spec.m * spec.n * elem);
             prop_assert_eq!(&tiled, &scalar, "tiled differs from scalar-fma for {:?}", spec);
             prop_assert_eq!(&one_split, &scalar, "split-k-fixed:1 differs from scalar-fma for {:?}", spec);
             prop_assert_eq!(&cpu.reference(route, seed).unwrap(), &scalar);
-            if matches!(spec.route, RouteChoice::ScalarFma | RouteChoice::Tiled) {
+            if matches!(spec.route, RouteChoice::Kernel(KernelFamily::ScalarFma) | RouteChoice::Kernel(KernelFamily::Tiled)) {
                 prop_assert_eq!(out, &scalar);
             }
         }

@@ -12,7 +12,9 @@ use std::path::Path;
 pub const MAX_GEMMS: usize = 4096;
 
 // What a workload asks of a backend is the model's (every backend reads it).
-pub use gemm_audit_model::kernels::{GemmSpec, MAX_ELEMENTS, MAX_SPLITS, RouteChoice};
+pub use gemm_audit_model::kernels::{
+    GemmSpec, KernelFamily, MAX_ELEMENTS, MAX_SPLITS, RouteChoice,
+};
 
 /// Longest workload or GEMM name, in bytes: names end up in tables,
 /// reports, JUnit files and file names.
@@ -242,7 +244,7 @@ fn transformer_block() -> Workload {
                 b,
                 k,
                 n,
-                RouteChoice::Tiled,
+                RouteChoice::Kernel(KernelFamily::Tiled),
             ));
         }
     }
@@ -263,9 +265,12 @@ fn transformer_block() -> Workload {
 fn m_sweep() -> Workload {
     let mut gemms = Vec::new();
     for (tag, route) in [
-        ("scalar-fma", RouteChoice::ScalarFma),
-        ("tiled", RouteChoice::Tiled),
-        ("split-k-fixed", RouteChoice::SplitKFixed(4)),
+        ("scalar-fma", RouteChoice::Kernel(KernelFamily::ScalarFma)),
+        ("tiled", RouteChoice::Kernel(KernelFamily::Tiled)),
+        (
+            "split-k-fixed",
+            RouteChoice::Kernel(KernelFamily::SplitKFixed(4)),
+        ),
         ("policy", RouteChoice::Policy),
     ] {
         for m in [1u64, 2, 4, 8, 16, 32, 64, 128] {
@@ -296,8 +301,8 @@ fn m_sweep() -> Workload {
 fn tensor_core_sweep() -> Workload {
     let mut gemms = Vec::new();
     for (tag, route) in [
-        ("mma-large", RouteChoice::MmaLarge),
-        ("mma-small", RouteChoice::MmaSmall),
+        ("mma-large", RouteChoice::Kernel(KernelFamily::MmaLarge)),
+        ("mma-small", RouteChoice::Kernel(KernelFamily::MmaSmall)),
     ] {
         for m in [1u64, 2, 4, 8, 16, 32, 64, 128] {
             gemms.push(GemmSpec::new(
@@ -451,7 +456,7 @@ fn wgmma_sweep() -> Workload {
                     DType::Bf16,
                     m,
                     4096,
-                    RouteChoice::WgmmaLarge,
+                    RouteChoice::Kernel(KernelFamily::WgmmaLarge),
                 );
             }
         }
@@ -462,13 +467,13 @@ fn wgmma_sweep() -> Workload {
                 DType::F16,
                 m,
                 4096,
-                RouteChoice::WgmmaLarge,
+                RouteChoice::Kernel(KernelFamily::WgmmaLarge),
             );
         }
         for dtype in [DType::Bf16, DType::F16] {
             for (tag, route) in [
-                ("wgmma-small", RouteChoice::WgmmaSmall),
-                ("mma-large", RouteChoice::MmaLarge),
+                ("wgmma-small", RouteChoice::Kernel(KernelFamily::WgmmaSmall)),
+                ("mma-large", RouteChoice::Kernel(KernelFamily::MmaLarge)),
             ] {
                 for m in [8u64, 200] {
                     push(
@@ -490,7 +495,7 @@ fn wgmma_sweep() -> Workload {
             DType::Bf16,
             m,
             6144,
-            RouteChoice::WgmmaLarge,
+            RouteChoice::Kernel(KernelFamily::WgmmaLarge),
         );
     }
     Workload {
@@ -518,7 +523,7 @@ fn control() -> Workload {
             64,
             1024,
             64,
-            RouteChoice::SplitKAtomic(16),
+            RouteChoice::Kernel(KernelFamily::SplitKAtomic(16)),
         )],
     }
 }
@@ -564,11 +569,13 @@ mod tests {
         for g in w
             .gemms
             .iter()
-            .filter(|g| g.route != RouteChoice::WgmmaLarge)
+            .filter(|g| g.route != RouteChoice::Kernel(KernelFamily::WgmmaLarge))
         {
             assert!(
-                w.gemms.iter().any(|t| t.route == RouteChoice::WgmmaLarge
-                    && (t.op, t.dtype, t.m, t.k, t.n) == (g.op, g.dtype, g.m, g.k, g.n)),
+                w.gemms
+                    .iter()
+                    .any(|t| t.route == RouteChoice::Kernel(KernelFamily::WgmmaLarge)
+                        && (t.op, t.dtype, t.m, t.k, t.n) == (g.op, g.dtype, g.m, g.k, g.n)),
                 "{} has no wgmma-large twin",
                 g.name
             );
@@ -577,7 +584,9 @@ mod tests {
             .gemms
             .iter()
             .filter(|g| {
-                g.op == GemmOp::Tn && g.dtype == DType::Bf16 && g.route == RouteChoice::WgmmaLarge
+                g.op == GemmOp::Tn
+                    && g.dtype == DType::Bf16
+                    && g.route == RouteChoice::Kernel(KernelFamily::WgmmaLarge)
             })
             .count();
         // The multiples of 8 in the sweep up to 4096.
@@ -651,7 +660,10 @@ mod tests {
         "#;
         let w = Workload::from_toml(toml).unwrap();
         assert_eq!(w.gemms[0].op, GemmOp::Tn);
-        assert_eq!(w.gemms[0].route, RouteChoice::SplitKFixed(2));
+        assert_eq!(
+            w.gemms[0].route,
+            RouteChoice::Kernel(KernelFamily::SplitKFixed(2))
+        );
         let json = serde_json::to_string(&w).unwrap();
         assert_eq!(Workload::from_json(&json).unwrap(), w);
     }

@@ -3,10 +3,8 @@
 //! between routes and kernels is tested without a GPU.
 
 use crate::digest::{Digest, DigestWriter, FieldValue};
-use crate::route::{
-    ContractKind, DType, GemmOp, GemmShape, GemmStrides, OutputOwnership, ResolvedGemmRoute,
-    TileShape,
-};
+use crate::kernels::KernelFamily;
+use crate::route::{DType, GemmOp, GemmShape, GemmStrides, ResolvedGemmRoute, TileShape};
 
 /// The GEMM kernels' source (`kernels/gemm.cu`): its digest is the
 /// compiler identity's source digest.
@@ -19,8 +17,6 @@ pub const NH128_SOURCE: &str = include_str!("../kernels/nh128.cu");
 /// compiled into a module of its own for `sm_90a`.
 pub const WGMMA_SOURCE: &str = include_str!("../kernels/wgmma.cu");
 
-/// Revision of the dispatcher's thresholds (see [`dispatch`]).
-pub const TUNING_TABLE_REVISION: u32 = 1;
 /// Revision of the kernels' work schedule (tile shapes, thread mapping).
 pub const SCHEDULE_REVISION: u32 = 1;
 /// Revision of how the wgmma kernels' TMA tensor maps are encoded (what
@@ -30,11 +26,11 @@ pub const TENSOR_MAP_REVISION: u32 = 1;
 /// The split-K thresholds are every backend's (see [`crate::kernels`]),
 /// so the CPU and CUDA dispatchers pick the same contract for the same shape
 /// (f32, or halves without tensor cores).
-pub use crate::kernels::{DISPATCH_SPLIT_K_MAX_M, DISPATCH_SPLIT_K_MIN_K, DISPATCH_SPLITS};
-/// With tensor cores permitted, halves use the large mma tile family from
-/// this m on, the small one below it. Both families are bit-identical, so
-/// this threshold never changes an output bit.
-pub const DISPATCH_MMA_LARGE_MIN_M: u64 = 128;
+/// So are the mma-size threshold and the revision of the whole table.
+pub use crate::kernels::{
+    DISPATCH_MMA_LARGE_MIN_M, DISPATCH_SPLIT_K_MAX_M, DISPATCH_SPLIT_K_MIN_K, DISPATCH_SPLITS,
+    TUNING_TABLE_REVISION,
+};
 
 /// A shape every family serves, to read the geometry facts that do not
 /// depend on the shape (tile, stages, fixed k block) for declarations.
@@ -47,27 +43,10 @@ const DECLARATION_SHAPE: GemmShape = GemmShape {
 /// Largest grid y and z dimension CUDA accepts.
 const MAX_GRID_YZ: u64 = 65_535;
 
-/// The NVRTC kernel families.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CudaKernel {
-    /// One thread per output, ascending `fma.rn` chain from +0.
-    ScalarFma,
-    /// 64x64 shared-memory tiles, the same chain per output.
-    Tiled,
-    /// Fixed-order split-K with this many splits.
-    SplitKFixed(u32),
-    /// The nondeterministic control (global atomics) with this many splits.
-    SplitKAtomic(u32),
-    /// `mma.sync` m16n8k16, 128x128 block tiles.
-    MmaLarge,
-    /// `mma.sync` m16n8k16, 64x64 block tiles.
-    MmaSmall,
-    /// Hopper TMA + `wgmma.mma_async` m64n256k16, 128x256 block tiles,
-    /// warp-specialised (kernels/wgmma.cu, sm_90a only).
-    WgmmaLarge,
-    /// The same kernel with 128x128 block tiles (m64n128k16).
-    WgmmaSmall,
-}
+/// The NVRTC kernel families: every [`KernelFamily`] has a kernel here.
+/// What a family promises is the model's; what the CUDA module adds
+/// (symbols, geometry, declarations) is [`CudaFamily`].
+pub type CudaKernel = KernelFamily;
 
 /// Which NVRTC module holds a kernel family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -82,8 +61,8 @@ impl CudaModule {
     /// The families the module exports.
     pub fn families(&self) -> &'static [CudaKernel] {
         match self {
-            CudaModule::Gemm => &CudaKernel::FAMILIES[..6],
-            CudaModule::Wgmma => &CudaKernel::FAMILIES[6..],
+            CudaModule::Gemm => &KernelFamily::ALL[..6],
+            CudaModule::Wgmma => &KernelFamily::ALL[6..],
         }
     }
 
@@ -135,21 +114,38 @@ pub const WGMMA_BK: u32 = 64;
 /// `RING_BYTES`).
 const WGMMA_RING_BYTES: u32 = 192 * 1024;
 
-impl CudaKernel {
-    /// Every family (split counts are placeholders).
-    pub const FAMILIES: [CudaKernel; 8] = [
-        CudaKernel::ScalarFma,
-        CudaKernel::Tiled,
-        CudaKernel::SplitKFixed(1),
-        CudaKernel::SplitKAtomic(1),
-        CudaKernel::MmaLarge,
-        CudaKernel::MmaSmall,
-        CudaKernel::WgmmaLarge,
-        CudaKernel::WgmmaSmall,
-    ];
-
+/// What the CUDA module adds to a [`KernelFamily`]: the module that
+/// exports it, its symbols, instruction, launch geometry and declaration.
+pub trait CudaFamily: Sized {
     /// The module that exports this family.
-    pub fn module(&self) -> CudaModule {
+    fn module(&self) -> CudaModule;
+    /// The family part of the symbol (`scalar_fma`, `wgmma_256`).
+    fn symbol_family(&self) -> &'static str;
+    /// The kernel symbol for one op and dtype (`gemm_<family>_<op>_<dtype>`).
+    fn symbol(&self, op: GemmOp, dtype: DType) -> String;
+    /// Instruction family and shape.
+    fn instruction(&self) -> (&'static str, &'static str);
+    /// Device capabilities the kernel relies on (sorted).
+    fn capabilities(&self, dtype: DType) -> Vec<String>;
+    /// What the family's symbol for `dtype` launches: its instruction,
+    /// ownership, split rule, k block, tile and stages (the same on every
+    /// shape), tensor maps and device capabilities.
+    fn declaration(&self, dtype: DType) -> crate::declaration::SymbolDeclaration;
+    /// Launch geometry on `shape`; refused when a dimension does not fit.
+    fn geometry(&self, shape: GemmShape) -> Result<Geometry, String>;
+    /// Whether the family can serve `op` on `shape`: the wgmma kernels read
+    /// their operands with TMA, which needs every row stride to be a
+    /// multiple of 16 bytes (8 elements) and no dimension to be empty. The
+    /// error names what fails; other families serve every shape.
+    fn serves_shape(&self, op: GemmOp, shape: GemmShape) -> Result<(), String>;
+    /// The kernel a stored route names: its symbol must be this catalog's
+    /// symbol for the route's contract, op and dtype, and its geometry the
+    /// one this catalog computes. Anything else is refused.
+    fn from_route(route: &ResolvedGemmRoute) -> Result<Self, String>;
+}
+
+impl CudaFamily for KernelFamily {
+    fn module(&self) -> CudaModule {
         if self.is_wgmma() {
             CudaModule::Wgmma
         } else {
@@ -157,21 +153,7 @@ impl CudaKernel {
         }
     }
 
-    /// True for the TMA + wgmma families.
-    pub fn is_wgmma(&self) -> bool {
-        matches!(self, CudaKernel::WgmmaLarge | CudaKernel::WgmmaSmall)
-    }
-
-    /// Output columns of a wgmma block tile (and of its wgmma instruction).
-    fn wgmma_bn(&self) -> u32 {
-        match self {
-            CudaKernel::WgmmaSmall => 128,
-            _ => 256,
-        }
-    }
-
-    /// The family part of the symbol.
-    pub fn family(&self) -> &'static str {
+    fn symbol_family(&self) -> &'static str {
         match self {
             CudaKernel::ScalarFma => "scalar_fma",
             CudaKernel::Tiled => "tiled",
@@ -184,56 +166,11 @@ impl CudaKernel {
         }
     }
 
-    /// Whether the family has a kernel for `dtype` (tensor cores: halves only).
-    pub fn supports(&self, dtype: DType) -> bool {
-        !self.is_mma() || dtype.is_half()
+    fn symbol(&self, op: GemmOp, dtype: DType) -> String {
+        format!("gemm_{}_{}_{}", self.symbol_family(), op, dtype)
     }
 
-    /// True for the tensor-core families (mma.sync and wgmma).
-    pub fn is_mma(&self) -> bool {
-        matches!(self, CudaKernel::MmaLarge | CudaKernel::MmaSmall) || self.is_wgmma()
-    }
-
-    /// The kernel symbol for one op and dtype (`gemm_<family>_<op>_<dtype>`).
-    pub fn symbol(&self, op: GemmOp, dtype: DType) -> String {
-        format!("gemm_{}_{}_{}", self.family(), op, dtype)
-    }
-
-    /// Splits of the reduction (1 when not split).
-    pub fn splits(&self) -> u32 {
-        match *self {
-            CudaKernel::SplitKFixed(s) | CudaKernel::SplitKAtomic(s) => s,
-            _ => 1,
-        }
-    }
-
-    /// Numeric contract and output ownership.
-    pub fn contract(&self) -> (ContractKind, OutputOwnership) {
-        match self {
-            CudaKernel::ScalarFma => (ContractKind::ScalarFma, OutputOwnership::OneOwnerPerElement),
-            CudaKernel::Tiled => (ContractKind::ScalarFma, OutputOwnership::OneOwnerPerTile),
-            CudaKernel::SplitKFixed(_) => {
-                (ContractKind::SplitKFixed, OutputOwnership::FixedSplitKFold)
-            }
-            CudaKernel::SplitKAtomic(_) => (
-                ContractKind::AtomicUnordered,
-                OutputOwnership::AtomicAccumulate,
-            ),
-            // The wgmma families walk k in the same ascending k16 steps
-            // from +0.0 as the mma.sync ones: the same contract, checked
-            // bit for bit by the audit's contract-parity rows.
-            CudaKernel::MmaLarge
-            | CudaKernel::MmaSmall
-            | CudaKernel::WgmmaLarge
-            | CudaKernel::WgmmaSmall => (
-                ContractKind::TensorCoreTileParity,
-                OutputOwnership::OneOwnerPerTile,
-            ),
-        }
-    }
-
-    /// Instruction family and shape.
-    pub fn instruction(&self) -> (&'static str, &'static str) {
+    fn instruction(&self) -> (&'static str, &'static str) {
         match self {
             CudaKernel::WgmmaLarge => return ("wgmma.mma_async", "m64n256k16"),
             CudaKernel::WgmmaSmall => return ("wgmma.mma_async", "m64n128k16"),
@@ -246,8 +183,7 @@ impl CudaKernel {
         }
     }
 
-    /// Device capabilities the kernel relies on (sorted).
-    pub fn capabilities(&self, dtype: DType) -> Vec<String> {
+    fn capabilities(&self, dtype: DType) -> Vec<String> {
         let mut caps = vec!["f32-fused-multiply-add".to_string()];
         match self {
             CudaKernel::SplitKAtomic(_) => caps.push("global-atomic-add-f32".into()),
@@ -270,10 +206,7 @@ impl CudaKernel {
         caps
     }
 
-    /// What the family's symbol for `dtype` launches: its instruction,
-    /// ownership, split rule, k block, tile and stages (the same on every
-    /// shape), tensor maps and device capabilities.
-    pub fn declaration(&self, dtype: DType) -> crate::declaration::SymbolDeclaration {
+    fn declaration(&self, dtype: DType) -> crate::declaration::SymbolDeclaration {
         use crate::declaration::{BkRule, SplitRule, SymbolDeclaration};
         let (family, shape) = self.instruction();
         let (_, ownership) = self.contract();
@@ -301,8 +234,7 @@ impl CudaKernel {
         }
     }
 
-    /// Launch geometry on `shape`; refused when a dimension does not fit.
-    pub fn geometry(&self, shape: GemmShape) -> Result<Geometry, String> {
+    fn geometry(&self, shape: GemmShape) -> Result<Geometry, String> {
         let GemmShape { m, k, n } = shape;
         for (what, v) in [("m", m), ("k", k), ("n", n)] {
             if v > u32::MAX as u64 {
@@ -325,7 +257,7 @@ impl CudaKernel {
             CudaKernel::Tiled => (64, 64, 16, [16, 16, 1], 1),
             CudaKernel::MmaLarge => (128, 128, 32, [256, 1, 1], 1),
             CudaKernel::MmaSmall => (64, 64, 32, [128, 1, 1], 1),
-            CudaKernel::WgmmaLarge | CudaKernel::WgmmaSmall => return self.wgmma_geometry(shape),
+            CudaKernel::WgmmaLarge | CudaKernel::WgmmaSmall => return wgmma_geometry(*self, shape),
         };
         let gx = tiles(n, tn).max(1);
         let gy = tiles(m, tm).max(1);
@@ -354,43 +286,7 @@ impl CudaKernel {
         })
     }
 
-    /// One block per 128 x BN output tile (a 1-D grid: the kernel orders
-    /// tiles itself), three warpgroups, the stage ring in dynamic shared
-    /// memory.
-    fn wgmma_geometry(&self, shape: GemmShape) -> Result<Geometry, String> {
-        let bn = self.wgmma_bn();
-        let tiles = shape.m.div_ceil(WGMMA_BM as u64) * shape.n.div_ceil(bn as u64);
-        if tiles > i32::MAX as u64 {
-            return Err(format!(
-                "{tiles} output tiles exceed CUDA's grid limit (m = {} is too large for this kernel)",
-                shape.m
-            ));
-        }
-        let stage = (WGMMA_BM + bn) * WGMMA_BK * 2;
-        let stages = WGMMA_RING_BYTES / stage;
-        let block = [384, 1, 1];
-        Ok(Geometry {
-            grid: [tiles.max(1) as u32, 1, 1],
-            block,
-            tile: TileShape {
-                m: WGMMA_BM,
-                n: bn,
-                k: WGMMA_BK,
-            },
-            bk: WGMMA_BK,
-            threads: block.iter().product(),
-            // The ring, 1 KiB to align it for the 128-byte swizzle, and a
-            // full and an empty mbarrier per stage.
-            dynamic_shared_bytes: stages * stage + 1024 + 16 * stages,
-            stages,
-        })
-    }
-
-    /// Whether the family can serve `op` on `shape`: the wgmma kernels read
-    /// their operands with TMA, which needs every row stride to be a
-    /// multiple of 16 bytes (8 elements) and no dimension to be empty. The
-    /// error names what fails; other families serve every shape.
-    pub fn serves_shape(&self, op: GemmOp, shape: GemmShape) -> Result<(), String> {
+    fn serves_shape(&self, op: GemmOp, shape: GemmShape) -> Result<(), String> {
         if !self.is_wgmma() {
             return Ok(());
         }
@@ -398,7 +294,7 @@ impl CudaKernel {
         if m == 0 || k == 0 || n == 0 {
             return Err(format!(
                 "{} needs m, k and n of at least 1 (TMA tensor maps cannot be empty), not {m}x{k}x{n}",
-                self.family()
+                self.symbol_family()
             ));
         }
         let mut strided = vec![("k", k), ("n", n)];
@@ -410,48 +306,20 @@ impl CudaKernel {
             if v % 8 != 0 {
                 return Err(format!(
                     "{} {op} needs {what} to be a multiple of 8 (TMA row strides are multiples of 16 bytes), not {v}",
-                    self.family()
+                    self.symbol_family()
                 ));
             }
         }
         Ok(())
     }
 
-    /// The kernel a stored route names: its symbol must be this catalog's
-    /// symbol for the route's contract, op and dtype, and its geometry the
-    /// one this catalog computes. Anything else is refused.
-    pub fn from_route(route: &ResolvedGemmRoute) -> Result<CudaKernel, String> {
-        let splits = route.contract.splits;
-        if splits == 0 || splits > crate::kernels::MAX_SPLITS {
-            return Err(format!("split count {splits} is out of range"));
+    fn from_route(route: &ResolvedGemmRoute) -> Result<CudaKernel, String> {
+        if route.backend != crate::route::PhysicalBackend::CudaNvrtc {
+            return Err(format!("backend {} is not NVRTC", route.backend));
         }
-        let kernel = CudaKernel::FAMILIES
-            .iter()
-            .map(|k| match k {
-                CudaKernel::SplitKFixed(_) => CudaKernel::SplitKFixed(splits),
-                CudaKernel::SplitKAtomic(_) => CudaKernel::SplitKAtomic(splits),
-                other => *other,
-            })
-            .find(|k| k.symbol(route.op, route.dtype) == route.kernel_symbol)
-            .ok_or_else(|| {
-                format!(
-                    "symbol {:?} is not an NVRTC GEMM kernel",
-                    route.kernel_symbol
-                )
-            })?;
-        if !kernel.supports(route.dtype) {
-            return Err(format!("{} has no {} kernel", kernel.family(), route.dtype));
-        }
-        let (kind, ownership) = kernel.contract();
-        if route.contract.kind != kind || route.output_ownership != ownership {
-            return Err(format!(
-                "symbol {:?} does not serve contract {} with ownership {}",
-                route.kernel_symbol, route.contract, route.output_ownership
-            ));
-        }
-        if kernel.splits() != splits {
-            return Err(format!("{} is not split {splits} ways", kernel.family()));
-        }
+        let kernel = KernelFamily::of_route(&KernelFamily::ALL, route, |f, op, dtype| {
+            f.symbol(op, dtype)
+        })?;
         kernel.serves_shape(route.op, route.shape)?;
         let g = kernel.geometry(route.shape)?;
         if route.launch.grid != g.grid
@@ -476,7 +344,7 @@ impl CudaKernel {
                     return Err(format!(
                         "tensor-map digest {} is not the {} maps this build encodes ({})",
                         t.digest.short(),
-                        kernel.family(),
+                        kernel.symbol_family(),
                         want.short()
                     ));
                 }
@@ -484,18 +352,58 @@ impl CudaKernel {
             (None, true) => {
                 return Err(format!(
                     "{} route has no tensor-map identity",
-                    kernel.family()
+                    kernel.symbol_family()
                 ));
             }
             (Some(_), false) => {
                 return Err(format!(
                     "{} uses no tensor map, but the route records one",
-                    kernel.family()
+                    kernel.symbol_family()
                 ));
             }
         }
         Ok(kernel)
     }
+}
+
+/// Output columns of a wgmma block tile (and of its wgmma instruction).
+fn wgmma_bn(kernel: KernelFamily) -> u32 {
+    match kernel {
+        KernelFamily::WgmmaSmall => 128,
+        _ => 256,
+    }
+}
+
+/// One block per 128 x BN output tile (a 1-D grid: the kernel orders
+/// tiles itself), three warpgroups, the stage ring in dynamic shared
+/// memory.
+fn wgmma_geometry(kernel: KernelFamily, shape: GemmShape) -> Result<Geometry, String> {
+    let bn = wgmma_bn(kernel);
+    let tiles = shape.m.div_ceil(WGMMA_BM as u64) * shape.n.div_ceil(bn as u64);
+    if tiles > i32::MAX as u64 {
+        return Err(format!(
+            "{tiles} output tiles exceed CUDA's grid limit (m = {} is too large for this kernel)",
+            shape.m
+        ));
+    }
+    let stage = (WGMMA_BM + bn) * WGMMA_BK * 2;
+    let stages = WGMMA_RING_BYTES / stage;
+    let block = [384, 1, 1];
+    Ok(Geometry {
+        grid: [tiles.max(1) as u32, 1, 1],
+        block,
+        tile: TileShape {
+            m: WGMMA_BM,
+            n: bn,
+            k: WGMMA_BK,
+        },
+        bk: WGMMA_BK,
+        threads: block.iter().product(),
+        // The ring, 1 KiB to align it for the 128-byte swizzle, and a
+        // full and an empty mbarrier per stage.
+        dynamic_shared_bytes: stages * stage + 1024 + 16 * stages,
+        stages,
+    })
 }
 
 /// Every symbol the GEMM module exports, with what it serves and its
@@ -557,11 +465,7 @@ pub fn module_symbols(module: CudaModule) -> Vec<String> {
 
 /// Dense leading dimensions of the op's storage layout.
 pub fn strides(op: GemmOp, shape: GemmShape) -> GemmStrides {
-    GemmStrides {
-        lda: if op == GemmOp::Tn { shape.m } else { shape.k },
-        ldb: if op == GemmOp::Nt { shape.k } else { shape.n },
-        ldc: shape.n,
-    }
+    GemmStrides::dense(op, shape)
 }
 
 /// One TMA tensor map as the wgmma kernels read an operand: everything
@@ -621,7 +525,7 @@ pub fn tensor_maps(
         map("A", [k, m], [64, WGMMA_BM])
     };
     let b = if op == GemmOp::Nt {
-        map("B", [k, n], [64, kernel.wgmma_bn()])
+        map("B", [k, n], [64, wgmma_bn(kernel)])
     } else {
         map("B", [n, k], [64, 64])
     };
@@ -786,7 +690,7 @@ mod tests {
                 };
                 assert_eq!(declared.contradiction(r), None, "{} {}", t.workload, r.gemm);
                 if r.backend.is_vendor() {
-                    let fast = r.contract.kind == ContractKind::VendorFast;
+                    let fast = r.contract.kind == crate::route::ContractKind::VendorFast;
                     let n = super::super::vendor::Numerics::of(r.dtype, fast);
                     assert_eq!(n.conversion, r.operand_conversion, "{}", r.gemm);
                     assert_eq!(n.tensor_cores, r.uses_tensor_cores, "{}", r.gemm);
@@ -809,7 +713,7 @@ mod tests {
                 .any(|x| x.starts_with("gemm_mma") && x.ends_with("f32"))
         );
         for &k in CudaModule::Gemm.families() {
-            let entry = format!("gemm_{}_##opname##_##dtname", k.family());
+            let entry = format!("gemm_{}_##opname##_##dtname", k.symbol_family());
             assert!(GEMM_SOURCE.contains(&entry), "{entry}");
         }
         // The wgmma module: 2 tile variants x 3 ops x 2 dtypes, each
@@ -829,7 +733,7 @@ mod tests {
         assert!(w.iter().all(|x| !s.contains(x)));
         assert_eq!(
             CudaModule::Gemm.families().len() + CudaModule::Wgmma.families().len(),
-            CudaKernel::FAMILIES.len()
+            KernelFamily::ALL.len()
         );
         // Each module's slice of the families holds exactly its own.
         for m in [CudaModule::Gemm, CudaModule::Wgmma] {
@@ -965,12 +869,12 @@ mod tests {
             k: 48,
             n: 257,
         };
-        for k in CudaKernel::FAMILIES {
+        for k in KernelFamily::ALL {
             let g = k.geometry(shape).unwrap();
             // The wgmma kernels number their tiles along one grid axis.
             let tiles = g.grid[0] as u64 * g.grid[1] as u64;
             let needed = shape.n.div_ceil(g.tile.n as u64) * shape.m.div_ceil(g.tile.m as u64);
-            assert!(tiles >= needed, "{}", k.family());
+            assert!(tiles >= needed, "{}", k.symbol_family());
             assert!(g.grid[0] as u64 * g.tile.n as u64 >= shape.n);
             assert_eq!(g.threads, g.block.iter().product::<u32>());
         }

@@ -3,7 +3,7 @@
 //! vendor call), its device buffers ([`Prepared`]), and CUDA-event timing
 //! of launches ([`EventTimer`], [`time_launches`]).
 
-use super::catalog::{CudaKernel, Geometry};
+use super::catalog::{CudaFamily, CudaKernel, Geometry};
 use super::cuda_error::{CudaError, cuda_err, drv};
 use super::shared::Shared;
 use super::tma::{self, TensorMapArg};
@@ -320,9 +320,9 @@ impl Prepared {
                 // kernels bounds-check every store. A function that needs
                 // dynamic shared memory was allowed the geometry's amount when
                 // its module was loaded.
-                unsafe { lb.launch(cfg) }
-                    .map(|_| ())
-                    .map_err(|e| CudaError::new(format!("launching {}", kernel.family()), e).into())
+                unsafe { lb.launch(cfg) }.map(|_| ()).map_err(|e| {
+                    CudaError::new(format!("launching {}", kernel.symbol_family()), e).into()
+                })
             }
         }
     }

@@ -2,7 +2,7 @@
 //! (by policy or as asked) or a vendor call, whose physical kernels are read
 //! from a capture of the call.
 
-use super::catalog::{self, CudaKernel, Geometry};
+use super::catalog::{self, CudaFamily, CudaKernel, Geometry};
 use super::cuda_error::{cuda_err, drv};
 use super::device::CudaBackend;
 use super::graph;
@@ -38,14 +38,7 @@ impl CudaBackend {
                     .is_none();
                 catalog::dispatch(spec.dtype, spec.m, spec.k, policy.tensor_cores, split_ok)
             }
-            RouteChoice::ScalarFma => CudaKernel::ScalarFma,
-            RouteChoice::Tiled => CudaKernel::Tiled,
-            RouteChoice::SplitKFixed(s) => CudaKernel::SplitKFixed(s),
-            RouteChoice::SplitKAtomic(s) => CudaKernel::SplitKAtomic(s),
-            RouteChoice::MmaLarge => CudaKernel::MmaLarge,
-            RouteChoice::MmaSmall => CudaKernel::MmaSmall,
-            RouteChoice::WgmmaLarge => CudaKernel::WgmmaLarge,
-            RouteChoice::WgmmaSmall => CudaKernel::WgmmaSmall,
+            RouteChoice::Kernel(family) => family,
             RouteChoice::Cublas => {
                 return self.resolve_vendor(spec, shape, Api::Blas, LtSelection::Heuristic);
             }

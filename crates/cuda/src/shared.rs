@@ -3,7 +3,7 @@
 //! serializes work on it, loaded modules, identities, vendor handles), and
 //! the process-wide cache that opens it once.
 
-use super::catalog;
+use super::catalog::{self, CudaFamily};
 use super::cuda_error::CudaError;
 use super::cuda_identity::device_identity;
 use super::fingerprint::DeviceFingerprinter;
@@ -128,7 +128,7 @@ impl Shared {
             catalog::CudaModule::Wgmma => self
                 .wgmma
                 .as_ref()
-                .map_err(|why| format!("{} is unavailable: {why}", kernel.family())),
+                .map_err(|why| format!("{} is unavailable: {why}", kernel.symbol_family())),
         }
     }
 }

@@ -14,7 +14,7 @@ use crate::mutation::{Mutation, exercise, route_field_tags};
 use crate::plan::CapturedGemmGraphPlan;
 use crate::recorder::{self, ReplayOutcome};
 use crate::route::{ContractKind, ResolvedGemmRoute};
-use crate::workload::{GemmSpec, RouteChoice, Workload};
+use crate::workload::{GemmSpec, KernelFamily, RouteChoice, Workload};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;

@@ -37,7 +37,11 @@ pub(super) fn control_checks(
     let detected = seen.len() >= 2;
     let drift = Check {
         contract: "nondeterminism-detected".into(),
-        subject: format!("{} ({})", w.name, RouteChoice::SplitKAtomic(16)),
+        subject: format!(
+            "{} ({})",
+            w.name,
+            RouteChoice::Kernel(KernelFamily::SplitKAtomic(16))
+        ),
         verdict: if detected {
             Verdict::Pass
         } else {

@@ -420,7 +420,7 @@ impl Backend {
             route.op,
             route.dtype,
             route.shape,
-            cpu::CpuKernel::ScalarFma,
+            cpu::CpuKernel::SCALAR_FMA,
         );
         cpu.run(&reference, seed)
     }

@@ -7,6 +7,7 @@
 //! is comparable with the other's, and both pick the same contract for the
 //! same shape.
 
+mod family;
 pub mod operands;
 mod spec;
 
@@ -14,6 +15,7 @@ use crate::digest::{Digest, DigestWriter, FieldValue};
 use crate::route::{GemmShape, GemmStrides};
 use crate::vocab::DType;
 
+pub use family::{KernelFamily, check_splits};
 pub use operands::{
     Problem, element_size, from_storage_bytes, quantize, seeded_a, seeded_b, seeded_value,
     to_storage_bytes,
@@ -33,6 +35,16 @@ pub fn seeded_inputs(p: &Problem, dtype: DType, seed: u64) -> (Vec<f32>, Vec<f32
         operands::seeded_b(p, dtype, seed.wrapping_add(B_SEED_OFFSET)),
     )
 }
+
+/// Revision of the dispatchers' thresholds (the tuning table: the
+/// split-K thresholds below and [`DISPATCH_MMA_LARGE_MIN_M`]), in every
+/// built-in route.
+pub const TUNING_TABLE_REVISION: u32 = 1;
+
+/// With tensor cores permitted, the CUDA dispatcher serves halves with the
+/// large mma tile family from this m on, the small one below it. Both
+/// families are bit-identical, so this threshold never changes an output bit.
+pub const DISPATCH_MMA_LARGE_MIN_M: u64 = 128;
 
 /// The policy dispatcher picks fixed split-K for m at most this...
 pub const DISPATCH_SPLIT_K_MAX_M: u64 = 16;

@@ -2,6 +2,7 @@
 //! GEMM ([`GemmSpec`]) with how its kernel is picked ([`RouteChoice`]), the
 //! limits on it, and a launch's time ([`TimedOutput`]).
 
+use super::family::KernelFamily;
 use crate::route::{DType, GemmOp};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -17,24 +18,9 @@ pub enum RouteChoice {
     /// Let the backend's shape-based dispatcher choose (like a vendor library).
     #[default]
     Policy,
-    /// One ascending FMA chain per output, one thread.
-    ScalarFma,
-    /// Tiled and parallel, bit-identical to scalar FMA.
-    Tiled,
-    /// Fixed-order split-K with this many splits.
-    SplitKFixed(u32),
-    /// The nondeterministic control: split-K folded in completion order.
-    SplitKAtomic(u32),
-    /// Tensor-core `mma.sync` (bf16/f16), large tile family (CUDA only).
-    MmaLarge,
-    /// Tensor-core `mma.sync` (bf16/f16), small tile family (CUDA only).
-    MmaSmall,
-    /// Hopper TMA + `wgmma` (bf16/f16), 128x256 tiles, warp-specialised
-    /// (CUDA, compute capability 9.0 only). Bit-identical to the mma
-    /// families; k and n (and m for TN) must be multiples of 8.
-    WgmmaLarge,
-    /// The same kernel with 128x128 tiles.
-    WgmmaSmall,
+    /// One built-in kernel family, by name (the tensor-core families are
+    /// CUDA only; the wgmma ones need compute capability 9.0).
+    Kernel(KernelFamily),
     /// cuBLAS (sgemm / GemmEx) under the context's policy (CUDA only).
     Cublas,
     /// cuBLASLt matmul with the heuristic's first algorithm (CUDA only).
@@ -45,40 +31,52 @@ pub enum RouteChoice {
     CublasLtInvariant,
 }
 
+impl From<KernelFamily> for RouteChoice {
+    fn from(family: KernelFamily) -> Self {
+        RouteChoice::Kernel(family)
+    }
+}
+
 impl RouteChoice {
-    /// Parses `policy`, `scalar-fma`, `tiled`, `split-k-fixed:S`, `split-k-atomic:S`.
+    /// The choices that are not a kernel family.
+    const NAMED: [RouteChoice; 4] = [
+        RouteChoice::Policy,
+        RouteChoice::Cublas,
+        RouteChoice::CublasLt,
+        RouteChoice::CublasLtInvariant,
+    ];
+
+    /// The name of a choice that is not a kernel family.
+    fn name(&self) -> Option<&'static str> {
+        match self {
+            RouteChoice::Policy => Some("policy"),
+            RouteChoice::Cublas => Some("cublas"),
+            RouteChoice::CublasLt => Some("cublaslt"),
+            RouteChoice::CublasLtInvariant => Some("cublaslt-invariant"),
+            RouteChoice::Kernel(_) => None,
+        }
+    }
+
+    /// Parses `policy`, a kernel family (`scalar-fma`, `tiled`,
+    /// `split-k-fixed:S`, `split-k-atomic:S`, `mma-large`, ...), `cublas`,
+    /// `cublaslt` or `cublaslt-invariant`.
     pub fn parse(s: &str) -> Result<Self, String> {
-        let splits = |rest: &str| -> Result<u32, String> {
-            let n: u32 = rest
-                .parse()
-                .map_err(|_| format!("split count {rest:?} is not a number"))?;
-            if n == 0 || n > MAX_SPLITS {
-                return Err(format!("split count {n} is outside 1..={MAX_SPLITS}"));
-            }
-            Ok(n)
-        };
-        match s {
-            "policy" => Ok(RouteChoice::Policy),
-            "scalar-fma" => Ok(RouteChoice::ScalarFma),
-            "tiled" => Ok(RouteChoice::Tiled),
-            "mma-large" => Ok(RouteChoice::MmaLarge),
-            "mma-small" => Ok(RouteChoice::MmaSmall),
-            "wgmma-large" => Ok(RouteChoice::WgmmaLarge),
-            "wgmma-small" => Ok(RouteChoice::WgmmaSmall),
-            "cublas" => Ok(RouteChoice::Cublas),
-            "cublaslt" => Ok(RouteChoice::CublasLt),
-            "cublaslt-invariant" => Ok(RouteChoice::CublasLtInvariant),
-            _ => {
-                if let Some(rest) = s.strip_prefix("split-k-fixed:") {
-                    Ok(RouteChoice::SplitKFixed(splits(rest)?))
-                } else if let Some(rest) = s.strip_prefix("split-k-atomic:") {
-                    Ok(RouteChoice::SplitKAtomic(splits(rest)?))
-                } else {
-                    Err(format!(
-                        "unknown route {s:?} (expected policy, scalar-fma, tiled, split-k-fixed:S, split-k-atomic:S, mma-large, mma-small, wgmma-large, wgmma-small, cublas, cublaslt or cublaslt-invariant)"
-                    ))
-                }
-            }
+        if let Some(choice) = Self::NAMED.into_iter().find(|c| c.name() == Some(s)) {
+            return Ok(choice);
+        }
+        match KernelFamily::parse(s) {
+            Some(family) => family.map(RouteChoice::Kernel),
+            None => Err(format!(
+                "unknown route {s:?} (expected policy, scalar-fma, tiled, split-k-fixed:S, split-k-atomic:S, mma-large, mma-small, wgmma-large, wgmma-small, cublas, cublaslt or cublaslt-invariant)"
+            )),
+        }
+    }
+
+    /// The kernel family this choice names, if it names one.
+    pub fn family(&self) -> Option<KernelFamily> {
+        match self {
+            RouteChoice::Kernel(f) => Some(*f),
+            _ => None,
         }
     }
 
@@ -86,17 +84,11 @@ impl RouteChoice {
     /// per-element reduction order does not depend on m. The policy
     /// dispatcher promises nothing; the atomic control promises nothing.
     pub fn promises_batch_invariance(&self) -> bool {
-        matches!(
-            self,
-            RouteChoice::ScalarFma
-                | RouteChoice::Tiled
-                | RouteChoice::SplitKFixed(_)
-                | RouteChoice::MmaLarge
-                | RouteChoice::MmaSmall
-                | RouteChoice::WgmmaLarge
-                | RouteChoice::WgmmaSmall
-                | RouteChoice::CublasLtInvariant
-        )
+        match self {
+            RouteChoice::Kernel(f) => f.promises_batch_invariance(),
+            RouteChoice::CublasLtInvariant => true,
+            RouteChoice::Policy | RouteChoice::Cublas | RouteChoice::CublasLt => false,
+        }
     }
 
     /// Whether the route needs a vendor policy (`cublas-fast` or `cublas-pedantic`).
@@ -110,19 +102,9 @@ impl RouteChoice {
 
 impl fmt::Display for RouteChoice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RouteChoice::Policy => f.write_str("policy"),
-            RouteChoice::ScalarFma => f.write_str("scalar-fma"),
-            RouteChoice::Tiled => f.write_str("tiled"),
-            RouteChoice::SplitKFixed(s) => write!(f, "split-k-fixed:{s}"),
-            RouteChoice::SplitKAtomic(s) => write!(f, "split-k-atomic:{s}"),
-            RouteChoice::MmaLarge => f.write_str("mma-large"),
-            RouteChoice::MmaSmall => f.write_str("mma-small"),
-            RouteChoice::WgmmaLarge => f.write_str("wgmma-large"),
-            RouteChoice::WgmmaSmall => f.write_str("wgmma-small"),
-            RouteChoice::Cublas => f.write_str("cublas"),
-            RouteChoice::CublasLt => f.write_str("cublaslt"),
-            RouteChoice::CublasLtInvariant => f.write_str("cublaslt-invariant"),
+        match (self, self.name()) {
+            (RouteChoice::Kernel(family), _) => family.fmt(f),
+            (_, name) => f.write_str(name.unwrap_or_default()),
         }
     }
 }

@@ -398,11 +398,9 @@ impl<'a> GemmRouteBuilder<'a> {
                 declared.stages.unwrap_or(0),
             )
         });
-        let strides = self.strides.unwrap_or(GemmStrides {
-            lda: if op == GemmOp::Tn { shape.m } else { shape.k },
-            ldb: if op == GemmOp::Nt { shape.k } else { shape.n },
-            ldc: shape.n,
-        });
+        let strides = self
+            .strides
+            .unwrap_or_else(|| GemmStrides::dense(op, shape));
         let resources = entry
             .resources_digest
             .or(self.resources)

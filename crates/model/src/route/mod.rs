@@ -65,6 +65,17 @@ pub struct GemmStrides {
     pub ldc: u64,
 }
 
+impl GemmStrides {
+    /// The dense leading dimensions of `op`'s row-major storage of `shape`.
+    pub fn dense(op: GemmOp, shape: GemmShape) -> GemmStrides {
+        GemmStrides {
+            lda: if op == GemmOp::Tn { shape.m } else { shape.k },
+            ldb: if op == GemmOp::Nt { shape.k } else { shape.n },
+            ldc: shape.n,
+        }
+    }
+}
+
 /// The output tile one block (or CPU task) owns, and its k step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TileShape {

@@ -19,10 +19,11 @@ use crate::plan::CapturedGemmGraphPlan;
 use crate::policy::GemmPolicy;
 use crate::route::{
     ContractKind, DType, GemmOp, GemmShape, GemmStrides, LaunchConfig, ModuleKind, NumericContract,
-    OperandConversion, OutputOwnership, PhysicalBackend, ResolvedGemmRoute, TileShape,
+    OperandConversion, PhysicalBackend, ResolvedGemmRoute, TileShape,
 };
 use crate::trace::PreparedGemmCaptureManifest;
 use crate::workload::{GemmSpec, RouteChoice};
+use gemm_audit_model::kernels::KernelFamily;
 use kernels::Problem;
 
 /// Worker threads of the tiled and fixed split-K kernels. Fixed, not the
@@ -31,8 +32,8 @@ pub const WORKERS: u32 = 4;
 /// Output tile of the tiled and fixed split-K kernels.
 pub const TILE: u32 = 32;
 pub use super::common::{DISPATCH_SPLIT_K_MAX_M, DISPATCH_SPLIT_K_MIN_K, DISPATCH_SPLITS};
-/// Revision of the dispatcher's thresholds (the tuning table).
-pub const TUNING_TABLE_REVISION: u32 = 1;
+/// The dispatcher's thresholds are every backend's, and so is their revision.
+pub use gemm_audit_model::kernels::TUNING_TABLE_REVISION;
 /// Revision of the kernels' work schedule (tile order, worker assignment).
 pub const SCHEDULE_REVISION: u32 = 1;
 
@@ -45,97 +46,71 @@ const KERNEL_SOURCE: &[u8] = include_bytes!("kernels.rs");
 /// when the kernels' arithmetic changes without their text doing so.
 pub const CPU_KERNELS_REVISION: &str = "1";
 
-/// The kernel families of the CPU module.
+/// A kernel of the CPU module: one of the [`KernelFamily`]s it serves
+/// (scalar FMA, tiled, fixed and atomic split-K; the tensor-core families
+/// are CUDA only). What a family promises is [`KernelFamily`]'s; what is
+/// the CPU's own (symbol spelling, workers, tile) is here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CpuKernel {
-    /// One ascending FMA chain per output element, on one thread.
-    ScalarFma,
-    /// [`TILE`]-square output tiles dealt to [`WORKERS`] threads; each
-    /// element's chain is the scalar one, so its bits are too.
-    Tiled,
-    /// Fixed-order split-K with this many splits: partial sums folded in
-    /// split order.
-    SplitKFixed(u32),
-    /// The nondeterministic control with this many splits: partial sums
-    /// added atomically in whatever order the threads get there.
-    SplitKAtomic(u32),
+pub struct CpuKernel(KernelFamily);
+
+/// The families the CPU module serves, with the family part of their
+/// symbols.
+const CPU_FAMILIES: [(KernelFamily, &str); 4] = [
+    (KernelFamily::ScalarFma, "scalar_fma"),
+    (KernelFamily::Tiled, "tiled32x32"),
+    (KernelFamily::SplitKFixed(1), "split_k_fixed"),
+    (KernelFamily::SplitKAtomic(1), "split_k_atomic"),
+];
+
+/// The CPU module's symbol of `family` for one op and dtype.
+fn cpu_symbol(family: KernelFamily, op: GemmOp, dtype: DType) -> String {
+    format!("cpu_{}_{}_{}", CpuKernel::symbol_part(family), op, dtype)
 }
 
 impl CpuKernel {
-    const FAMILIES: [&'static str; 4] = [
-        "scalar_fma",
-        "tiled32x32",
-        "split_k_fixed",
-        "split_k_atomic",
-    ];
+    /// The scalar-FMA reference kernel.
+    pub const SCALAR_FMA: CpuKernel = CpuKernel(KernelFamily::ScalarFma);
+    /// The tiled kernel.
+    pub const TILED: CpuKernel = CpuKernel(KernelFamily::Tiled);
 
-    fn family(&self) -> &'static str {
-        match self {
-            CpuKernel::ScalarFma => Self::FAMILIES[0],
-            CpuKernel::Tiled => Self::FAMILIES[1],
-            CpuKernel::SplitKFixed(_) => Self::FAMILIES[2],
-            CpuKernel::SplitKAtomic(_) => Self::FAMILIES[3],
+    /// The CPU kernel of `family`; refused (naming the family) when the
+    /// CPU module has none.
+    pub fn new(family: KernelFamily) -> std::result::Result<CpuKernel, String> {
+        if CPU_FAMILIES.iter().any(|(f, _)| f.name() == family.name()) {
+            Ok(CpuKernel(family))
+        } else {
+            Err(format!("route {family} needs the CUDA backend"))
         }
+    }
+
+    /// The kernel's family.
+    pub fn family(&self) -> KernelFamily {
+        self.0
+    }
+
+    fn symbol_part(family: KernelFamily) -> &'static str {
+        CPU_FAMILIES
+            .iter()
+            .find(|(f, _)| f.name() == family.name())
+            .map_or("none", |(_, part)| part)
     }
 
     /// The kernel symbol for one op and dtype.
     pub fn symbol(&self, op: GemmOp, dtype: DType) -> String {
-        format!("cpu_{}_{}_{}", self.family(), op, dtype)
-    }
-
-    fn splits(&self) -> u32 {
-        match *self {
-            CpuKernel::SplitKFixed(s) | CpuKernel::SplitKAtomic(s) => s,
-            _ => 1,
-        }
+        cpu_symbol(self.0, op, dtype)
     }
 
     /// The kernel a stored route names. Refuses routes this backend did not
     /// produce or whose fields disagree with the symbol.
-    pub fn from_route(route: &ResolvedGemmRoute) -> Result<CpuKernel, String> {
+    pub fn from_route(route: &ResolvedGemmRoute) -> std::result::Result<CpuKernel, String> {
         if route.backend != PhysicalBackend::CpuReference {
             return Err(format!(
                 "backend {} is not the CPU reference",
                 route.backend
             ));
         }
-        let splits = route.contract.splits;
-        let kernel = match &route.contract.kind {
-            ContractKind::ScalarFma
-                if route.output_ownership == OutputOwnership::OneOwnerPerTile =>
-            {
-                CpuKernel::Tiled
-            }
-            ContractKind::ScalarFma => CpuKernel::ScalarFma,
-            ContractKind::SplitKFixed => CpuKernel::SplitKFixed(splits),
-            ContractKind::AtomicUnordered => CpuKernel::SplitKAtomic(splits),
-            other => return Err(format!("contract {other} has no CPU kernel")),
-        };
-        if kernel.splits() == 0 || kernel.splits() > crate::workload::MAX_SPLITS {
-            return Err(format!("split count {} is out of range", kernel.splits()));
-        }
-        let expected = kernel.symbol(route.op, route.dtype);
-        if route.kernel_symbol != expected {
-            return Err(format!(
-                "symbol {:?} does not match its contract (expected {expected:?})",
-                route.kernel_symbol
-            ));
-        }
-        Ok(kernel)
-    }
-
-    fn contract(&self) -> (ContractKind, OutputOwnership) {
-        match self {
-            CpuKernel::ScalarFma => (ContractKind::ScalarFma, OutputOwnership::OneOwnerPerElement),
-            CpuKernel::Tiled => (ContractKind::ScalarFma, OutputOwnership::OneOwnerPerTile),
-            CpuKernel::SplitKFixed(_) => {
-                (ContractKind::SplitKFixed, OutputOwnership::FixedSplitKFold)
-            }
-            CpuKernel::SplitKAtomic(_) => (
-                ContractKind::AtomicUnordered,
-                OutputOwnership::AtomicAccumulate,
-            ),
-        }
+        let families = CPU_FAMILIES.map(|(f, _)| f);
+        KernelFamily::of_route(&families, route, cpu_symbol).map(CpuKernel)
     }
 
     /// Output tile and threads per task of the family (the atomic control
@@ -147,10 +122,11 @@ impl CpuKernel {
             k: 1,
         };
         let one = TileShape { m: 1, n: 1, k: 1 };
-        match self {
-            CpuKernel::ScalarFma => (one, Some(1)),
-            CpuKernel::Tiled | CpuKernel::SplitKFixed(_) => (square, Some(WORKERS)),
-            CpuKernel::SplitKAtomic(_) => (one, None),
+        match self.0 {
+            KernelFamily::Tiled | KernelFamily::SplitKFixed(_) => (square, Some(WORKERS)),
+            KernelFamily::SplitKAtomic(_) => (one, None),
+            // Scalar FMA (`new` admits no other family).
+            _ => (one, Some(1)),
         }
     }
 
@@ -169,10 +145,11 @@ impl CpuKernel {
 
     /// What the family's symbols launch.
     fn declaration(&self) -> SymbolDeclaration {
-        let (_, ownership) = self.contract();
-        let splits = match self {
-            CpuKernel::ScalarFma | CpuKernel::Tiled => SplitRule::Unsplit,
-            CpuKernel::SplitKFixed(_) | CpuKernel::SplitKAtomic(_) => SplitRule::GridZ,
+        let (_, ownership) = self.0.contract();
+        let splits = if self.0.is_split() {
+            SplitRule::GridZ
+        } else {
+            SplitRule::Unsplit
         };
         SymbolDeclaration::new("scalar-fma", "1x1x1", ownership, splits, BkRule::PerSplit)
             .with_tile(self.tile_and_threads().0, 1)
@@ -182,9 +159,8 @@ impl CpuKernel {
     /// Runs the kernel; returns f32 accumulators (not yet rounded to dtype).
     fn execute(&self, p: &Problem, a: &[f32], b: &[f32]) -> Vec<f32> {
         let mut c = vec![0.0f32; p.c_len()];
-        match *self {
-            CpuKernel::ScalarFma => kernels::scalar_fma(p, a, b, &mut c),
-            CpuKernel::Tiled => kernels::tiled(
+        match self.0 {
+            KernelFamily::Tiled => kernels::tiled(
                 p,
                 a,
                 b,
@@ -193,8 +169,10 @@ impl CpuKernel {
                 TILE as usize,
                 WORKERS as usize,
             ),
-            CpuKernel::SplitKFixed(s) => kernels::split_k_fixed(p, a, b, &mut c, s as usize),
-            CpuKernel::SplitKAtomic(s) => kernels::split_k_atomic(p, a, b, &mut c, s as usize),
+            KernelFamily::SplitKFixed(s) => kernels::split_k_fixed(p, a, b, &mut c, s as usize),
+            KernelFamily::SplitKAtomic(s) => kernels::split_k_atomic(p, a, b, &mut c, s as usize),
+            // Scalar FMA (`new` admits no other family).
+            _ => kernels::scalar_fma(p, a, b, &mut c),
         }
         c
     }
@@ -203,13 +181,8 @@ impl CpuKernel {
 /// Every symbol the CPU module serves, with what it serves, sorted.
 pub fn module_symbols() -> Vec<SymbolEntry> {
     let mut out = Vec::new();
-    for k in [
-        CpuKernel::ScalarFma,
-        CpuKernel::Tiled,
-        CpuKernel::SplitKFixed(1),
-        CpuKernel::SplitKAtomic(1),
-    ] {
-        let (contract, _) = k.contract();
+    for k in CPU_FAMILIES.map(|(f, _)| CpuKernel(f)) {
+        let (contract, _) = k.0.contract();
         for op in GemmOp::ALL {
             for dtype in DType::ALL {
                 out.push(
@@ -375,9 +348,9 @@ impl CpuBackend {
             .refuse_contract(dtype, &ContractKind::SplitKFixed)
             .is_none();
         if super::common::dispatch_split_k(m, k, split_ok) {
-            CpuKernel::SplitKFixed(DISPATCH_SPLITS)
+            CpuKernel(KernelFamily::SplitKFixed(DISPATCH_SPLITS))
         } else {
-            CpuKernel::Tiled
+            CpuKernel::TILED
         }
     }
 
@@ -386,15 +359,9 @@ impl CpuBackend {
     pub fn resolve(&self, spec: &GemmSpec) -> Result<ResolvedGemmRoute> {
         let kernel = match spec.route {
             RouteChoice::Policy => self.dispatch(spec.dtype, spec.m, spec.k),
-            RouteChoice::ScalarFma => CpuKernel::ScalarFma,
-            RouteChoice::Tiled => CpuKernel::Tiled,
-            RouteChoice::SplitKFixed(s) => CpuKernel::SplitKFixed(s),
-            RouteChoice::SplitKAtomic(s) => CpuKernel::SplitKAtomic(s),
-            other @ (RouteChoice::MmaLarge
-            | RouteChoice::MmaSmall
-            | RouteChoice::WgmmaLarge
-            | RouteChoice::WgmmaSmall
-            | RouteChoice::Cublas
+            RouteChoice::Kernel(family) => CpuKernel::new(family)
+                .map_err(|e| Error::backend("cpu", format!("GEMM {:?}: {e}", spec.name)))?,
+            other @ (RouteChoice::Cublas
             | RouteChoice::CublasLt
             | RouteChoice::CublasLtInvariant) => {
                 return Err(Error::backend(
@@ -426,35 +393,18 @@ impl CpuBackend {
         kernel: CpuKernel,
     ) -> ResolvedGemmRoute {
         let GemmShape { m, k, n } = shape;
-        let (kind, ownership) = kernel.contract();
-        let splits = kernel.splits();
-        let strides = GemmStrides {
-            lda: if op == GemmOp::Tn { m } else { k },
-            ldb: if op == GemmOp::Nt { k } else { n },
-            ldc: n,
-        };
+        let (kind, ownership) = kernel.0.contract();
+        let splits = kernel.0.splits();
+        let strides = GemmStrides::dense(op, shape);
         let tiles = |x: u64| x.div_ceil(TILE as u64).min(u32::MAX as u64) as u32;
-        let (tile, threads, grid) = match kernel {
-            CpuKernel::ScalarFma => (TileShape { m: 1, n: 1, k: 1 }, 1, [n as u32, m as u32, 1]),
-            CpuKernel::Tiled => (
-                TileShape {
-                    m: TILE,
-                    n: TILE,
-                    k: 1,
-                },
-                WORKERS,
-                [tiles(n), tiles(m), 1],
-            ),
-            CpuKernel::SplitKFixed(s) => (
-                TileShape {
-                    m: TILE,
-                    n: TILE,
-                    k: 1,
-                },
-                WORKERS,
-                [tiles(n), tiles(m), s],
-            ),
-            CpuKernel::SplitKAtomic(s) => (TileShape { m: 1, n: 1, k: 1 }, s, [1, 1, s]),
+        let (tile, threads) = kernel.tile_and_threads();
+        let (threads, grid) = match (kernel.0, threads) {
+            // The atomic control: one thread per split.
+            (_, None) => (splits, [1, 1, splits]),
+            // One task per output element.
+            (KernelFamily::ScalarFma, Some(t)) => (t, [n as u32, m as u32, 1]),
+            // One task per output tile (and split).
+            (_, Some(t)) => (t, [tiles(n), tiles(m), splits]),
         };
         let bk = k.div_ceil(splits as u64).min(u32::MAX as u64) as u32;
         let symbol = kernel.symbol(op, dtype);
@@ -531,7 +481,7 @@ impl CpuBackend {
     /// The scalar-FMA reference output of `route`'s problem on the same inputs.
     pub fn reference(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {
         let mut launch = CpuLaunch::prepare(route, seed)?;
-        launch.kernel = CpuKernel::ScalarFma;
+        launch.kernel = CpuKernel::SCALAR_FMA;
         Ok(launch.execute())
     }
 
@@ -694,17 +644,7 @@ mod tests {
         let module = &cpu.context().modules[0];
         for name in crate::workload::BUILTINS {
             for g in Workload::builtin(name).unwrap().gemms {
-                use RouteChoice::*;
-                if matches!(
-                    g.route,
-                    MmaLarge
-                        | MmaSmall
-                        | WgmmaLarge
-                        | WgmmaSmall
-                        | Cublas
-                        | CublasLt
-                        | CublasLtInvariant
-                ) {
+                if g.route.is_vendor() || g.route.family().is_some_and(|f| f.is_mma()) {
                     let e = cpu.resolve(&g).unwrap_err().to_string();
                     assert!(e.contains("needs the CUDA backend"), "{e}");
                     continue;
@@ -739,18 +679,18 @@ mod tests {
         let cpu = CpuBackend::default();
         assert_eq!(
             cpu.dispatch(DType::Bf16, 1, 512),
-            CpuKernel::SplitKFixed(DISPATCH_SPLITS)
+            CpuKernel(KernelFamily::SplitKFixed(DISPATCH_SPLITS))
         );
-        assert_eq!(cpu.dispatch(DType::Bf16, 64, 512), CpuKernel::Tiled);
+        assert_eq!(cpu.dispatch(DType::Bf16, 64, 512), CpuKernel::TILED);
         // f32 under the exact policy never splits.
         let exact = CpuBackend::new(GemmPolicy {
             f32: crate::F32Policy::Exact,
             ..GemmPolicy::CPU_DEFAULT
         });
-        assert_eq!(exact.dispatch(DType::F32, 1, 512), CpuKernel::Tiled);
+        assert_eq!(exact.dispatch(DType::F32, 1, 512), CpuKernel::TILED);
         assert_eq!(
             cpu.dispatch(DType::F32, 1, 512),
-            CpuKernel::SplitKFixed(DISPATCH_SPLITS)
+            CpuKernel(KernelFamily::SplitKFixed(DISPATCH_SPLITS))
         );
     }
 

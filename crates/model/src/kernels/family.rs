@@ -1,0 +1,253 @@
+//! The built-in kernel families, written once: their names, split counts,
+//! numeric contracts and which dtypes they serve. Each backend adds only
+//! what is its own (symbol spelling, launch geometry, resources), so the
+//! CPU reference and the CUDA backend cannot disagree on what a family
+//! promises.
+
+use super::MAX_SPLITS;
+use crate::route::{ContractKind, OutputOwnership, ResolvedGemmRoute};
+use crate::vocab::{DType, GemmOp};
+use std::fmt;
+
+/// A built-in GEMM kernel family: what a route names when it asks for a
+/// kernel by name (`scalar-fma`, `split-k-fixed:4`, `wgmma-large`, ...)
+/// and what a backend's symbol is a member of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KernelFamily {
+    /// One ascending FMA chain per output, from +0.0.
+    ScalarFma,
+    /// Tiled and parallel, each element's chain the scalar one (so its
+    /// bits are too).
+    Tiled,
+    /// Fixed-order split-K with this many splits: partial sums folded in
+    /// split order.
+    SplitKFixed(u32),
+    /// The nondeterministic control: partial sums added atomically in
+    /// completion order, with this many splits.
+    SplitKAtomic(u32),
+    /// Tensor-core `mma.sync` (bf16/f16), large tiles.
+    MmaLarge,
+    /// Tensor-core `mma.sync` (bf16/f16), small tiles.
+    MmaSmall,
+    /// Hopper TMA + `wgmma` (bf16/f16), 128x256 tiles, warp-specialised.
+    /// Bit-identical to the mma families; k and n (and m for TN) must be
+    /// multiples of 8.
+    WgmmaLarge,
+    /// The same kernel with 128x128 tiles.
+    WgmmaSmall,
+}
+
+impl KernelFamily {
+    /// Every family (split counts are placeholders: 1).
+    pub const ALL: [KernelFamily; 8] = [
+        KernelFamily::ScalarFma,
+        KernelFamily::Tiled,
+        KernelFamily::SplitKFixed(1),
+        KernelFamily::SplitKAtomic(1),
+        KernelFamily::MmaLarge,
+        KernelFamily::MmaSmall,
+        KernelFamily::WgmmaLarge,
+        KernelFamily::WgmmaSmall,
+    ];
+
+    /// The family's name without its split count (`split-k-fixed`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            KernelFamily::ScalarFma => "scalar-fma",
+            KernelFamily::Tiled => "tiled",
+            KernelFamily::SplitKFixed(_) => "split-k-fixed",
+            KernelFamily::SplitKAtomic(_) => "split-k-atomic",
+            KernelFamily::MmaLarge => "mma-large",
+            KernelFamily::MmaSmall => "mma-small",
+            KernelFamily::WgmmaLarge => "wgmma-large",
+            KernelFamily::WgmmaSmall => "wgmma-small",
+        }
+    }
+
+    /// Parses a family as [`fmt::Display`] writes it (`tiled`,
+    /// `split-k-fixed:4`); `None` when `s` names no family, an error when
+    /// it names one with a bad split count.
+    pub fn parse(s: &str) -> Option<Result<KernelFamily, String>> {
+        let (name, splits) = match s.split_once(':') {
+            Some((name, rest)) => (name, Some(rest)),
+            None => (s, None),
+        };
+        let family = KernelFamily::ALL.into_iter().find(|f| f.name() == name)?;
+        Some(match (family.is_split(), splits) {
+            (true, Some(rest)) => rest
+                .parse::<u32>()
+                .map_err(|_| format!("split count {rest:?} is not a number"))
+                .and_then(|n| check_splits(n).map(|n| family.with_splits(n))),
+            (true, None) => Err(format!("{name} needs a split count ({name}:S)")),
+            (false, None) => Ok(family),
+            (false, Some(_)) => Err(format!("{name} takes no split count")),
+        })
+    }
+
+    /// True for the split-K families.
+    pub fn is_split(&self) -> bool {
+        matches!(
+            self,
+            KernelFamily::SplitKFixed(_) | KernelFamily::SplitKAtomic(_)
+        )
+    }
+
+    /// The same family with `splits` splits (unchanged if it does not split).
+    pub fn with_splits(self, splits: u32) -> KernelFamily {
+        match self {
+            KernelFamily::SplitKFixed(_) => KernelFamily::SplitKFixed(splits),
+            KernelFamily::SplitKAtomic(_) => KernelFamily::SplitKAtomic(splits),
+            other => other,
+        }
+    }
+
+    /// Splits of the reduction (1 when not split).
+    pub fn splits(&self) -> u32 {
+        match *self {
+            KernelFamily::SplitKFixed(s) | KernelFamily::SplitKAtomic(s) => s,
+            _ => 1,
+        }
+    }
+
+    /// True for the TMA + wgmma families.
+    pub fn is_wgmma(&self) -> bool {
+        matches!(self, KernelFamily::WgmmaLarge | KernelFamily::WgmmaSmall)
+    }
+
+    /// True for the tensor-core families (mma.sync and wgmma).
+    pub fn is_mma(&self) -> bool {
+        matches!(self, KernelFamily::MmaLarge | KernelFamily::MmaSmall) || self.is_wgmma()
+    }
+
+    /// Whether the family has a kernel for `dtype` (tensor cores: halves only).
+    pub fn supports(&self, dtype: DType) -> bool {
+        !self.is_mma() || dtype.is_half()
+    }
+
+    /// Whether the family promises batch invariance: a fixed per-element
+    /// reduction order that does not depend on m. Only the atomic control
+    /// does not.
+    pub fn promises_batch_invariance(&self) -> bool {
+        !matches!(self, KernelFamily::SplitKAtomic(_))
+    }
+
+    /// Numeric contract and output ownership.
+    pub fn contract(&self) -> (ContractKind, OutputOwnership) {
+        match self {
+            KernelFamily::ScalarFma => {
+                (ContractKind::ScalarFma, OutputOwnership::OneOwnerPerElement)
+            }
+            KernelFamily::Tiled => (ContractKind::ScalarFma, OutputOwnership::OneOwnerPerTile),
+            KernelFamily::SplitKFixed(_) => {
+                (ContractKind::SplitKFixed, OutputOwnership::FixedSplitKFold)
+            }
+            KernelFamily::SplitKAtomic(_) => (
+                ContractKind::AtomicUnordered,
+                OutputOwnership::AtomicAccumulate,
+            ),
+            // The wgmma families walk k in the same ascending k16 steps
+            // from +0.0 as the mma.sync ones: the same contract, checked
+            // bit for bit by the audit's contract-parity rows.
+            KernelFamily::MmaLarge
+            | KernelFamily::MmaSmall
+            | KernelFamily::WgmmaLarge
+            | KernelFamily::WgmmaSmall => (
+                ContractKind::TensorCoreTileParity,
+                OutputOwnership::OneOwnerPerTile,
+            ),
+        }
+    }
+
+    /// The family of `families` whose symbol (as the backend spells it,
+    /// `symbol`) a stored route names, checked against what the family
+    /// promises: split count in range, dtype served, contract and output
+    /// ownership. What a backend adds (geometry, strides) it checks itself.
+    pub fn of_route(
+        families: &[KernelFamily],
+        route: &ResolvedGemmRoute,
+        symbol: impl Fn(KernelFamily, GemmOp, DType) -> String,
+    ) -> Result<KernelFamily, String> {
+        let splits = check_splits(route.contract.splits)?;
+        let family = families
+            .iter()
+            .map(|f| f.with_splits(splits))
+            .find(|f| symbol(*f, route.op, route.dtype) == route.kernel_symbol)
+            .ok_or_else(|| {
+                format!(
+                    "symbol {:?} is not a kernel of this module",
+                    route.kernel_symbol
+                )
+            })?;
+        if !family.supports(route.dtype) {
+            return Err(format!("{} has no {} kernel", family.name(), route.dtype));
+        }
+        if family.contract() != (route.contract.kind.clone(), route.output_ownership) {
+            return Err(format!(
+                "symbol {:?} does not serve contract {} with ownership {}",
+                route.kernel_symbol, route.contract, route.output_ownership
+            ));
+        }
+        if family.splits() != splits {
+            return Err(format!("{} is not split {splits} ways", family.name()));
+        }
+        Ok(family)
+    }
+}
+
+/// `splits` when it is a split count a route may use (1..=[`MAX_SPLITS`]).
+pub fn check_splits(splits: u32) -> Result<u32, String> {
+    if splits == 0 || splits > MAX_SPLITS {
+        return Err(format!("split count {splits} is outside 1..={MAX_SPLITS}"));
+    }
+    Ok(splits)
+}
+
+impl fmt::Display for KernelFamily {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())?;
+        if self.is_split() {
+            write!(f, ":{}", self.splits())?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_bad_counts_are_refused() {
+        for f in KernelFamily::ALL {
+            let f = f.with_splits(7);
+            assert_eq!(KernelFamily::parse(&f.to_string()), Some(Ok(f)));
+        }
+        assert_eq!(KernelFamily::parse("cublas"), None);
+        assert_eq!(KernelFamily::parse("nosuch:3"), None);
+        for bad in [
+            "split-k-fixed",
+            "split-k-fixed:0",
+            "split-k-atomic:257",
+            "split-k-fixed:x",
+            "tiled:2",
+        ] {
+            assert!(matches!(KernelFamily::parse(bad), Some(Err(_))), "{bad}");
+        }
+    }
+
+    #[test]
+    fn contracts_tell_the_unsplit_families_apart() {
+        // Every family but the tensor-core ones has a contract of its own,
+        // so a CPU route's contract names its family.
+        let simt: Vec<_> = KernelFamily::ALL.iter().filter(|f| !f.is_mma()).collect();
+        for (i, a) in simt.iter().enumerate() {
+            for b in &simt[i + 1..] {
+                assert_ne!(a.contract(), b.contract(), "{a} {b}");
+            }
+        }
+        assert!(!KernelFamily::SplitKAtomic(2).promises_batch_invariance());
+        assert!(KernelFamily::SplitKFixed(2).promises_batch_invariance());
+        assert!(!KernelFamily::MmaSmall.supports(DType::F32));
+        assert!(KernelFamily::WgmmaSmall.supports(DType::F16));
+    }
+}
