@@ -23,6 +23,7 @@
 //! calls it.
 
 use gemm_audit::CapturedGemmGraphPlan;
+use gemm_audit::backend::GemmBackend;
 use gemm_audit::digest::{FieldValue, FieldVisitor, Framer};
 use gemm_audit::launch_set::{LAUNCH_SET_DOMAIN, build_resolved_gemm_launch_set};
 use gemm_audit::testkit;
@@ -779,7 +780,7 @@ fn bench_replay_cpu_graph(cfg: &Config) -> Report {
             .fold("name = \"bench-graph\"\n".to_string(), |acc, g| acc + &g),
     )
     .expect("bench workload parses");
-    let backend = Backend::Cpu(cpu.clone());
+    let backend = Backend::new(cpu.clone());
     let rec = gemm_audit::recorder::record(&backend, &w, &mut |_, _| {}).expect("records");
     let seeds: Vec<u64> = rec
         .trace
@@ -801,7 +802,7 @@ fn bench_replay_cpu_graph(cfg: &Config) -> Report {
                 .expect("replay accepted")
         },
         |g| {
-            black_box(g.replay_unvalidated());
+            black_box(g.launches().replay_unvalidated());
         },
     )
 }

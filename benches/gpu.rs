@@ -38,6 +38,7 @@
 //!   of copy bandwidth; see `bench_fingerprint` for why SHA-256 cannot
 //!   reach it.
 
+use gemm_audit::backend::GemmBackend;
 use gemm_audit::backend::cuda::catalog::{CudaFamily, CudaKernel};
 use gemm_audit::backend::cuda::{CudaBackend, RouteTiming};
 use gemm_audit::physical::NodeKind;

@@ -55,7 +55,7 @@ fn cpu_vs_cpu_fresh_recording_has_no_difference() {
     let golden = read("cpu/transformer-block.gat");
     let w = gemm_audit::workload::Workload::builtin("transformer-block").unwrap();
     let fresh =
-        gemm_audit::recorder::record(&Backend::Cpu(CpuBackend::default()), &w, &mut |_, _| {})
+        gemm_audit::recorder::record(&Backend::new(CpuBackend::default()), &w, &mut |_, _| {})
             .unwrap()
             .trace;
     let d = TraceDiff::between(&golden, &fresh);

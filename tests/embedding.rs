@@ -433,38 +433,30 @@ fn plans_are_optional_but_required_for_deterministic_gemm_work() {
 
 // ------------------------------------------- an engine's own GemmBackend
 
-use gemm_audit::backend::cpu::{CpuBackend, CpuGraph};
-use gemm_audit::backend::{Backend, EngineGraph, GemmBackend, Graph};
+use gemm_audit::backend::cpu::{CpuBackend, CpuLaunches};
+use gemm_audit::backend::{Backend, CapturedLaunches, GemmBackend};
 
 /// An engine backend: the CPU kernels under the engine's own name, with
-/// its own graph type, run through the whole audit.
+/// its own launch type, run through the whole audit. It writes only its
+/// own part of a capture; the discipline is the trait's.
 #[derive(Debug, Default)]
 struct MyEngine(CpuBackend);
 
+/// What the engine keeps of a capture.
 #[derive(Debug)]
-struct MyGraph(CpuGraph);
-
-impl EngineGraph for MyGraph {
-    fn plan(&self) -> &gemm_audit::CapturedGemmGraphPlan {
-        self.0.plan()
-    }
-    fn physical(&self) -> Vec<gemm_audit::physical::PhysicalNode> {
-        self.0.physical()
-    }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-}
+struct MyLaunches(CpuLaunches);
 
 impl GemmBackend for MyEngine {
+    type Launches = MyLaunches;
+
     fn name(&self) -> &str {
         "my-engine"
     }
     fn context(&self) -> &gemm_audit::GemmRouteIdentity {
         self.0.context()
     }
-    fn with_policy(&self, policy: GemmPolicy) -> Backend {
-        Backend::engine(MyEngine(CpuBackend::new(policy)))
+    fn with_policy(&self, policy: GemmPolicy) -> MyEngine {
+        MyEngine(CpuBackend::new(policy))
     }
     fn resolve(
         &self,
@@ -475,28 +467,26 @@ impl GemmBackend for MyEngine {
     fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> gemm_audit::Result<Vec<u8>> {
         self.0.run(route, seed)
     }
-    fn capture(
+    fn capture_launches(
         &self,
-        manifest: &gemm_audit::PreparedGemmCaptureManifest,
         routes: &[ResolvedGemmRoute],
         seeds: &[u64],
-    ) -> gemm_audit::Result<Graph> {
-        Ok(Graph::Engine(Box::new(MyGraph(
-            self.0.capture(manifest, routes, seeds)?,
-        ))))
+    ) -> gemm_audit::Result<CapturedLaunches<MyLaunches>> {
+        let c = self.0.capture_launches(routes, seeds)?;
+        Ok(CapturedLaunches {
+            launches: MyLaunches(c.launches),
+            routes: c.routes,
+            physical: c.physical,
+        })
     }
-    fn replay(&self, graph: &Graph, label: &str) -> gemm_audit::Result<Vec<Vec<u8>>> {
-        let Graph::Engine(g) = graph else {
-            return Err(Error::backend("my-engine", "not my graph"));
-        };
-        let g = g.as_any().downcast_ref::<MyGraph>().expect("my graph");
-        Ok(self.0.replay(&g.0, label)?)
+    fn launch(&self, launches: &MyLaunches) -> gemm_audit::Result<Vec<Vec<u8>>> {
+        self.0.launch(&launches.0)
     }
 }
 
 #[test]
 fn an_engine_backend_runs_the_whole_record_and_check() {
-    let backend = Backend::engine(MyEngine::default());
+    let backend = Backend::new(MyEngine::default());
     assert_eq!(backend.name(), "my-engine");
     let mut w = gemm_audit::workload::Workload::builtin("m-sweep").unwrap();
     w.gemms.truncate(3);

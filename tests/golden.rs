@@ -13,6 +13,7 @@
 //! ```
 
 use gemm_audit::backend::Backend;
+use gemm_audit::backend::GemmBackend;
 use gemm_audit::backend::cpu::CpuBackend;
 use gemm_audit::diff::TraceDiff;
 use gemm_audit::recorder;
@@ -56,7 +57,7 @@ fn golden(name: &str) -> RecordedGemmTrace {
 }
 
 fn cpu() -> Backend {
-    Backend::Cpu(CpuBackend::default())
+    Backend::new(CpuBackend::default())
 }
 
 /// A scratch directory under the system temp dir, removed on drop.

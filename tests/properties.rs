@@ -7,8 +7,8 @@
 //! Failures are persisted in `proptest-regressions/properties.txt` (see the
 //! README there); proptest re-runs those seeds first on every run.
 
-use gemm_audit::backend::Backend;
 use gemm_audit::backend::cpu::CpuBackend;
+use gemm_audit::backend::{Backend, GemmBackend};
 use gemm_audit::digest::{field_changes, field_list};
 use gemm_audit::identity::{CompilerIdentity, DeviceIdentity, SymbolEntry, VolatileMetadata};
 use gemm_audit::mutation::{self, Mutation, mutate_field, route_field_tags};
@@ -1244,7 +1244,7 @@ proptest! {
     fn cpu_backend_replays_what_it_recorded(w in workload()) {
         prop_assert_eq!(w.validate(), Ok(()));
         let cpu = CpuBackend::default();
-        let backend = Backend::Cpu(cpu.clone());
+        let backend = Backend::new(cpu.clone());
         let mut progress = Vec::new();
         let rec = record(&backend, &w, &mut |done, total| progress.push((done, total))).unwrap();
         let n = w.gemms.len();
@@ -1266,7 +1266,7 @@ proptest! {
             prop_assert_eq!(scalar.len() as u64, spec.m * spec.n * elem);
             prop_assert_eq!(&tiled, &scalar, "tiled differs from scalar-fma for {:?}", spec);
             prop_assert_eq!(&one_split, &scalar, "split-k-fixed:1 differs from scalar-fma for {:?}", spec);
-            prop_assert_eq!(&cpu.reference(route, seed).unwrap(), &scalar);
+            prop_assert_eq!(&gemm_audit::backend::cpu::reference_output(route, seed).unwrap(), &scalar);
             if matches!(spec.route, RouteChoice::Kernel(KernelFamily::ScalarFma) | RouteChoice::Kernel(KernelFamily::Tiled)) {
                 prop_assert_eq!(out, &scalar);
             }

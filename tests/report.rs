@@ -25,7 +25,7 @@ fn audit() -> &'static AuditReport {
             workloads: vec![Workload::builtin("m-sweep").unwrap()],
             fingerprint_mode: gemm_audit::FingerprintMode::Strong,
         };
-        audit::run_audit(&Backend::Cpu(CpuBackend::default()), &opts, &mut NoProgress).unwrap()
+        audit::run_audit(&Backend::new(CpuBackend::default()), &opts, &mut NoProgress).unwrap()
     })
 }
 

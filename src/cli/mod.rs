@@ -29,6 +29,7 @@ macro_rules! outln {
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use gemm_audit::audit::{self, AuditOptions, Progress};
+use gemm_audit::backend::GemmBackend;
 use gemm_audit::backend::{Backend, BackendKind, DeviceLabel, DeviceSelection};
 use gemm_audit::diff::{DiffClass, TraceDiff};
 use gemm_audit::fleet;
@@ -466,7 +467,7 @@ fn open_devices(
                 .map(|i| {
                     (
                         DeviceLabel::new("cpu", i),
-                        Backend::Cpu(gemm_audit::backend::cpu::CpuBackend::default()),
+                        Backend::new(gemm_audit::backend::cpu::CpuBackend::default()),
                     )
                 })
                 .collect(),
@@ -511,7 +512,7 @@ fn plant_fault(
         }
         .into());
     };
-    let placeholder = Backend::Cpu(gemm_audit::backend::cpu::CpuBackend::default());
+    let placeholder = Backend::new(gemm_audit::backend::cpu::CpuBackend::default());
     let real = std::mem::replace(&mut slot.1, placeholder);
     slot.1 = fleet::plant_fault(real, gemm);
     note!("gemm-audit: planted a fault in GEMM {gemm} on {}", slot.0);

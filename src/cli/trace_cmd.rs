@@ -2,6 +2,7 @@
 //! `workloads`.
 
 use super::*;
+use gemm_audit::backend::GemmBackend;
 
 /// Trace files named, or found (recursively, *.gat) under named folders.
 pub(super) fn trace_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {

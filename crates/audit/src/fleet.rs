@@ -19,13 +19,14 @@
 
 use crate::RecordedGemmTrace;
 use crate::audit::{AuditReport, Case, Check, Verdict};
-use crate::backend::{Backend, DeviceLabel, GemmBackend, Graph, TimedOutput};
+use crate::backend::{
+    Backend, CapturedLaunches, DeviceLabel, ErasedLaunches, GemmBackend, TimedOutput,
+};
 use crate::compare::{self, Comparison, LaunchVote, Member};
 use crate::error::{Error, Result};
 use crate::identity::{DeviceIdentity, GemmRouteIdentity, VolatileMetadata};
 use crate::policy::GemmPolicy;
 use crate::route::ResolvedGemmRoute;
-use crate::trace::PreparedGemmCaptureManifest;
 use crate::workload::GemmSpec;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -409,7 +410,7 @@ pub fn device_path(path: &Path, ordinal: usize) -> PathBuf {
 /// `backend`, with its name, context and volatile metadata.
 #[doc(hidden)]
 pub fn plant_fault(backend: Backend, gemm: &str) -> Backend {
-    Backend::engine(PlantedFault {
+    Backend::new(PlantedFault {
         inner: backend,
         gemm: gemm.to_string(),
     })
@@ -422,8 +423,8 @@ struct PlantedFault {
 }
 
 impl PlantedFault {
-    fn perturb(&self, route: &ResolvedGemmRoute, output: &mut [u8]) {
-        if route.gemm == self.gemm {
+    fn perturb(&self, gemm: &str, output: &mut [u8]) {
+        if gemm == self.gemm {
             if let Some(b) = output.first_mut() {
                 *b ^= 1;
             }
@@ -431,7 +432,17 @@ impl PlantedFault {
     }
 }
 
+/// A captured graph of the faulty device: the inner backend's, and the
+/// GEMM each output belongs to.
+#[derive(Debug)]
+struct FaultyLaunches {
+    inner: ErasedLaunches,
+    gemms: Vec<String>,
+}
+
 impl GemmBackend for PlantedFault {
+    type Launches = FaultyLaunches;
+
     fn name(&self) -> &str {
         self.inner.name()
     }
@@ -441,34 +452,44 @@ impl GemmBackend for PlantedFault {
     fn volatile(&self) -> VolatileMetadata {
         self.inner.volatile()
     }
-    fn with_policy(&self, policy: GemmPolicy) -> Backend {
-        plant_fault(self.inner.with_policy(policy), &self.gemm)
+    fn with_policy(&self, policy: GemmPolicy) -> PlantedFault {
+        PlantedFault {
+            inner: self.inner.with_policy(policy),
+            gemm: self.gemm.clone(),
+        }
     }
     fn resolve(&self, spec: &GemmSpec) -> Result<ResolvedGemmRoute> {
         self.inner.resolve(spec)
     }
     fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {
         let mut out = self.inner.run(route, seed)?;
-        self.perturb(route, &mut out);
+        self.perturb(&route.gemm, &mut out);
         Ok(out)
     }
     fn run_timed(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<TimedOutput> {
         let mut t = self.inner.run_timed(route, seed)?;
-        self.perturb(route, &mut t.output);
+        self.perturb(&route.gemm, &mut t.output);
         Ok(t)
     }
-    fn capture(
+    fn capture_launches(
         &self,
-        manifest: &PreparedGemmCaptureManifest,
         routes: &[ResolvedGemmRoute],
         seeds: &[u64],
-    ) -> Result<Graph> {
-        self.inner.capture(manifest, routes, seeds)
+    ) -> Result<CapturedLaunches<FaultyLaunches>> {
+        let c = self.inner.capture_launches(routes, seeds)?;
+        Ok(CapturedLaunches {
+            launches: FaultyLaunches {
+                inner: c.launches,
+                gemms: c.routes.iter().map(|r| r.gemm.clone()).collect(),
+            },
+            routes: c.routes,
+            physical: c.physical,
+        })
     }
-    fn replay(&self, graph: &Graph, label: &str) -> Result<Vec<Vec<u8>>> {
-        let mut outs = self.inner.replay(graph, label)?;
-        for (route, out) in graph.plan().routes().iter().zip(outs.iter_mut()) {
-            self.perturb(route, out);
+    fn launch(&self, launches: &FaultyLaunches) -> Result<Vec<Vec<u8>>> {
+        let mut outs = self.inner.launch(&launches.inner)?;
+        for (gemm, out) in launches.gemms.iter().zip(outs.iter_mut()) {
+            self.perturb(gemm, out);
         }
         Ok(outs)
     }
@@ -502,7 +523,7 @@ mod tests {
     }
 
     fn cpu() -> Backend {
-        Backend::Cpu(CpuBackend::default())
+        Backend::new(CpuBackend::default())
     }
 
     /// CPU backends standing in for devices 0..n, the one at `faulty`

@@ -2,6 +2,7 @@
 //! these). Each asserts the invariants that must hold for any input; a
 //! panic here is a bug.
 
+use crate::backend::GemmBackend;
 use crate::launch_set::build_resolved_gemm_launch_set;
 use crate::plan::CapturedGemmGraphPlan;
 use crate::trace::PreparedGemmCaptureManifest;

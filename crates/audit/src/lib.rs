@@ -13,10 +13,10 @@
 //! plan, and see a tampered route refused before anything is launched:
 //!
 //! ```
-//! use gemm_audit::backend::{Backend, cpu::CpuBackend};
+//! use gemm_audit::backend::{Backend, GemmBackend, cpu::CpuBackend};
 //! use gemm_audit::{CapturedGemmGraphPlan, RecordedGemmTrace, recorder, workload::Workload};
 //!
-//! let backend = Backend::Cpu(CpuBackend::default());
+//! let backend = Backend::new(CpuBackend::default());
 //! let mut w = Workload::builtin("m-sweep").unwrap();
 //! w.gemms.truncate(2);
 //! let rec = recorder::record(&backend, &w, &mut |_, _| {}).unwrap();

@@ -16,14 +16,13 @@ use super::graph;
 use super::launch::{EventTimer, Prepared};
 use super::shared::{Shared, device_count, shared};
 use super::vendor::HandlesGuard;
+use crate::backend::{CapturedLaunches, GemmBackend, GemmGraph};
 use crate::error::{Error, Result};
 use crate::identity::{GemmRouteIdentity, Revisions, VolatileMetadata};
-use crate::launch_set::build_resolved_gemm_launch_set;
-use crate::physical::PhysicalNode;
-use crate::plan::CapturedGemmGraphPlan;
+use crate::kernels::GemmSpec;
 use crate::policy::{F32Policy, GemmPolicy, HalfPolicy, PolicyMode};
 use crate::route::ResolvedGemmRoute;
-use crate::trace::{OutputFingerprint, PreparedGemmCaptureManifest};
+use crate::trace::OutputFingerprint;
 use cudarc::driver::CudaGraph as RawGraph;
 use std::fmt;
 use std::sync::Arc;
@@ -84,24 +83,6 @@ impl CudaBackend {
         self.shared.ordinal
     }
 
-    /// The same device (context, stream, modules) under another policy.
-    pub fn with_policy(&self, policy: GemmPolicy) -> CudaBackend {
-        CudaBackend {
-            shared: self.shared.clone(),
-            context: context_of(&self.shared, policy),
-        }
-    }
-
-    /// The live context replays are validated against.
-    pub fn context(&self) -> &GemmRouteIdentity {
-        &self.context
-    }
-
-    /// Per-card facts (UUID, bus id, memory, clock, library versions): never digested.
-    pub fn volatile(&self) -> VolatileMetadata {
-        self.shared.volatile.clone()
-    }
-
     /// The compilation target, e.g. `sm_90`.
     pub fn arch(&self) -> &str {
         &self.shared.arch
@@ -112,43 +93,6 @@ impl CudaBackend {
     /// capability 9.0 device, or NVRTC could not build them).
     pub fn wgmma_available(&self) -> std::result::Result<(), String> {
         self.shared.wgmma.as_ref().map(|_| ()).map_err(Clone::clone)
-    }
-
-    /// Runs one route eagerly on inputs seeded by `seed` (the CPU backend's
-    /// seeding); returns the output storage bytes.
-    pub fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {
-        let sh = &self.shared;
-        let _lock = sh.lock();
-        let handles = self.vendor_handles(route)?;
-        let mut launch = Prepared::new(sh, handles.as_ref().map(|h| h.get()), route, seed)?;
-        launch.enqueue(sh, handles.as_ref().map(|h| h.get()), &sh.stream)?;
-        sh.stream.synchronize().map_err(drv("kernel"))?;
-        launch.download(sh)
-    }
-
-    /// [`CudaBackend::run`], timing the launch with CUDA events recorded
-    /// on the stream right before and after it: the kernels' device time,
-    /// not the allocation, upload or download around them.
-    pub fn run_timed(
-        &self,
-        route: &ResolvedGemmRoute,
-        seed: u64,
-    ) -> Result<crate::kernels::TimedOutput> {
-        let sh = &self.shared;
-        let _lock = sh.lock();
-        let handles = self.vendor_handles(route)?;
-        let h = handles.as_ref().map(|h| h.get());
-        let mut launch = Prepared::new(sh, h, route, seed)?;
-        let timer = EventTimer::new(sh)?;
-        // The inputs are uploaded on the same stream: finish that first, so
-        // the start event is not held back behind it.
-        sh.stream.synchronize().map_err(drv("upload"))?;
-        let seconds = timer.time(sh, || launch.enqueue(sh, h, &sh.stream))?;
-        Ok(crate::kernels::TimedOutput {
-            output: launch.download(sh)?,
-            seconds,
-            clock: crate::kernels::TimingClock::DeviceEvents,
-        })
     }
 
     /// Runs one route eagerly and fingerprints its output on the device
@@ -227,26 +171,110 @@ impl CudaBackend {
         }
     }
 
-    /// Captures `routes` into a graph prepared from `manifest`: inputs are
-    /// uploaded and outputs allocated first (storage reserved to the
-    /// manifest's route capacity), then the launches are captured on this
-    /// backend's own stream, the graph is instantiated, uploaded and walked
-    /// into physical nodes, and the captured launch set must equal the
-    /// manifest's.
-    pub fn capture(
+    /// Launches a graph through validation without copying outputs back.
+    #[doc(hidden)]
+    pub fn launch_validated(&self, graph: &CudaGraph, label: &str) -> Result<()> {
+        let launches = self.own(graph.launches())?;
+        graph
+            .plan()
+            .with_validated_launch(&self.context, label, |_| {
+                let _lock = self.shared.lock();
+                launches.launch_and_wait()
+            })
+            .map_err(Error::from)?
+    }
+
+    /// Launches a graph WITHOUT validation. Only for measuring what
+    /// validation costs.
+    #[doc(hidden)]
+    pub fn launch_unvalidated(&self, graph: &CudaGraph) -> Result<()> {
+        let launches = self.own(graph.launches())?;
+        let _lock = self.shared.lock();
+        launches.launch_and_wait()
+    }
+
+    /// `launches`, if this device context captured them.
+    fn own<'a>(&self, launches: &'a CudaLaunches) -> Result<&'a CudaLaunches> {
+        if !Arc::ptr_eq(&self.shared, &launches.shared) {
+            return Err(cuda_err("graph was captured on another device context"));
+        }
+        Ok(launches)
+    }
+}
+
+impl GemmBackend for CudaBackend {
+    type Launches = CudaLaunches;
+
+    fn name(&self) -> &str {
+        "cuda"
+    }
+
+    fn context(&self) -> &GemmRouteIdentity {
+        &self.context
+    }
+
+    /// Per-card facts (UUID, bus id, memory, clock, library versions): never digested.
+    fn volatile(&self) -> VolatileMetadata {
+        self.shared.volatile.clone()
+    }
+
+    /// The same device (context, stream, modules) under another policy.
+    fn with_policy(&self, policy: GemmPolicy) -> CudaBackend {
+        CudaBackend {
+            shared: self.shared.clone(),
+            context: context_of(&self.shared, policy),
+        }
+    }
+
+    fn resolve(&self, spec: &GemmSpec) -> Result<ResolvedGemmRoute> {
+        self.resolve_spec(spec)
+    }
+
+    /// Runs one route eagerly on inputs seeded by `seed` (the CPU backend's
+    /// seeding); returns the output storage bytes.
+    fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {
+        let sh = &self.shared;
+        let _lock = sh.lock();
+        let handles = self.vendor_handles(route)?;
+        let mut launch = Prepared::new(sh, handles.as_ref().map(|h| h.get()), route, seed)?;
+        launch.enqueue(sh, handles.as_ref().map(|h| h.get()), &sh.stream)?;
+        sh.stream.synchronize().map_err(drv("kernel"))?;
+        launch.download(sh)
+    }
+
+    /// [`GemmBackend::run`], timing the launch with CUDA events recorded
+    /// on the stream right before and after it: the kernels' device time,
+    /// not the allocation, upload or download around them.
+    fn run_timed(
         &self,
-        manifest: &PreparedGemmCaptureManifest,
+        route: &ResolvedGemmRoute,
+        seed: u64,
+    ) -> Result<crate::kernels::TimedOutput> {
+        let sh = &self.shared;
+        let _lock = sh.lock();
+        let handles = self.vendor_handles(route)?;
+        let h = handles.as_ref().map(|h| h.get());
+        let mut launch = Prepared::new(sh, h, route, seed)?;
+        let timer = EventTimer::new(sh)?;
+        // The inputs are uploaded on the same stream: finish that first, so
+        // the start event is not held back behind it.
+        sh.stream.synchronize().map_err(drv("upload"))?;
+        let seconds = timer.time(sh, || launch.enqueue(sh, h, &sh.stream))?;
+        Ok(crate::kernels::TimedOutput {
+            output: launch.download(sh)?,
+            seconds,
+            clock: crate::kernels::TimingClock::DeviceEvents,
+        })
+    }
+
+    /// Inputs are uploaded and outputs allocated first, then the launches
+    /// are captured on this backend's own stream, and the graph is
+    /// instantiated, uploaded and walked into physical nodes.
+    fn capture_launches(
+        &self,
         routes: &[ResolvedGemmRoute],
         seeds: &[u64],
-    ) -> Result<CudaGraph> {
-        manifest.check_capture_request(routes.len() as u64)?;
-        if seeds.len() != routes.len() {
-            return Err(cuda_err(format!(
-                "{} input seeds for {} routes",
-                seeds.len(),
-                routes.len()
-            )));
-        }
+    ) -> Result<CapturedLaunches<CudaLaunches>> {
         let sh = &self.shared;
         let _lock = sh.lock();
         let any_vendor = routes.iter().any(|r| r.backend.is_vendor());
@@ -256,14 +284,13 @@ impl CudaBackend {
             None
         };
         let h = handles.as_ref().map(|g| g.get());
-        let capacity = manifest.route_capacity as usize;
-        let mut launches = Vec::with_capacity(capacity);
+        let mut prepared = Vec::with_capacity(routes.len());
         for (route, &seed) in routes.iter().zip(seeds) {
-            launches.push(Prepared::new(sh, h, route, seed)?);
+            prepared.push(Prepared::new(sh, h, route, seed)?);
         }
-        let mut captured: Vec<ResolvedGemmRoute> = Vec::with_capacity(capacity);
+        let mut captured: Vec<ResolvedGemmRoute> = Vec::with_capacity(routes.len());
         let raw = graph::capture(&sh.stream, || {
-            for (launch, route) in launches.iter_mut().zip(routes) {
+            for (launch, route) in prepared.iter_mut().zip(routes) {
                 launch
                     .enqueue(sh, h, &sh.stream)
                     .map_err(|e| format!("route {:?}: {e}", route.gemm))?;
@@ -273,64 +300,27 @@ impl CudaBackend {
         })
         .map_err(|e| e.context("graph capture"))?;
         let physical = graph::introspect(&raw)?;
-        let set = build_resolved_gemm_launch_set(&captured)?;
-        let plan = CapturedGemmGraphPlan::new(manifest.clone(), captured)?;
-        plan.check_capture_result(&set)?;
         drop(handles);
-        Ok(CudaGraph {
-            raw,
-            launches,
-            plan,
+        Ok(CapturedLaunches {
+            launches: CudaLaunches {
+                raw,
+                prepared,
+                shared: sh.clone(),
+            },
+            routes: captured,
             physical,
-            shared: sh.clone(),
         })
     }
 
-    /// Replays a graph only through its plan's validation against this
-    /// backend's live context; a refusal launches nothing.
-    pub fn replay(&self, graph: &CudaGraph, label: &str) -> Result<Vec<Vec<u8>>> {
-        self.check_graph(graph)?;
-        graph
-            .plan
-            .with_validated_launch(&self.context, label, |_| {
-                let _lock = self.shared.lock();
-                graph.launch_and_wait()?;
-                graph
-                    .launches
-                    .iter()
-                    .map(|l| l.download(&self.shared))
-                    .collect::<Result<Vec<_>>>()
-            })
-            .map_err(Error::from)?
-    }
-
-    /// Launches a graph through validation without copying outputs back.
-    #[doc(hidden)]
-    pub fn launch_validated(&self, graph: &CudaGraph, label: &str) -> Result<()> {
-        self.check_graph(graph)?;
-        graph
-            .plan
-            .with_validated_launch(&self.context, label, |_| {
-                let _lock = self.shared.lock();
-                graph.launch_and_wait()
-            })
-            .map_err(Error::from)?
-    }
-
-    /// Launches a graph WITHOUT validation. Only for measuring what
-    /// validation costs.
-    #[doc(hidden)]
-    pub fn launch_unvalidated(&self, graph: &CudaGraph) -> Result<()> {
-        self.check_graph(graph)?;
+    fn launch(&self, launches: &CudaLaunches) -> Result<Vec<Vec<u8>>> {
+        let launches = self.own(launches)?;
         let _lock = self.shared.lock();
-        graph.launch_and_wait()
-    }
-
-    fn check_graph(&self, graph: &CudaGraph) -> Result<()> {
-        if !Arc::ptr_eq(&self.shared, &graph.shared) {
-            return Err(cuda_err("graph was captured on another device context"));
-        }
-        Ok(())
+        launches.launch_and_wait()?;
+        launches
+            .prepared
+            .iter()
+            .map(|l| l.download(&self.shared))
+            .collect()
     }
 }
 
@@ -360,38 +350,28 @@ pub(super) fn context_of(shared: &Shared, policy: GemmPolicy) -> GemmRouteIdenti
     )
 }
 
-/// A captured CUDA graph: the instantiated, uploaded graph, the buffers its
-/// launches use, the plan replays are validated against, and the nodes the
-/// graph really holds.
-pub struct CudaGraph {
+/// A captured CUDA graph: its launches, the plan replays are validated
+/// against, and the nodes the graph really holds.
+pub type CudaGraph = GemmGraph<CudaLaunches>;
+
+/// The launches of a CUDA graph: the instantiated, uploaded graph and the
+/// buffers its launches use, on one device context.
+pub struct CudaLaunches {
     // Declared first: the graph is destroyed before the buffers it uses.
     raw: RawGraph,
-    launches: Vec<Prepared>,
-    plan: CapturedGemmGraphPlan,
-    physical: Vec<PhysicalNode>,
+    prepared: Vec<Prepared>,
     shared: Arc<Shared>,
 }
 
-impl fmt::Debug for CudaGraph {
+impl fmt::Debug for CudaLaunches {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CudaGraph")
-            .field("launches", &self.launches.len())
-            .field("physical", &self.physical)
+        f.debug_struct("CudaLaunches")
+            .field("launches", &self.prepared.len())
             .finish_non_exhaustive()
     }
 }
 
-impl CudaGraph {
-    /// The plan replays are checked against.
-    pub fn plan(&self) -> &CapturedGemmGraphPlan {
-        &self.plan
-    }
-
-    /// The graph's nodes in capture order (not yet bound to routes).
-    pub fn physical(&self) -> Vec<PhysicalNode> {
-        self.physical.clone()
-    }
-
+impl CudaLaunches {
     fn launch_and_wait(&self) -> Result<()> {
         self.raw.launch().map_err(drv("graph launch"))?;
         self.shared

@@ -64,7 +64,7 @@ pub use cuda_error::{CudaCause, CudaError};
 #[cfg(feature = "cuda")]
 pub use cuda_identity::device_identity;
 #[cfg(feature = "cuda")]
-pub use device::{CUDA_DEFAULT_POLICY, CudaBackend, CudaGraph};
+pub use device::{CUDA_DEFAULT_POLICY, CudaBackend, CudaGraph, CudaLaunches};
 #[cfg(feature = "cuda")]
 pub use embed::{
     CudaCaptureStream, check_blas_math_mode, compilation_target, cublaslt_version,

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 impl CudaBackend {
     /// Resolves a GEMM to the route this backend launches.
-    pub fn resolve(&self, spec: &GemmSpec) -> Result<ResolvedGemmRoute> {
+    pub(crate) fn resolve_spec(&self, spec: &GemmSpec) -> Result<ResolvedGemmRoute> {
         let shape = GemmShape {
             m: spec.m,
             k: spec.k,

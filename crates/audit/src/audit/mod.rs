@@ -6,7 +6,7 @@
 //! by the policy), and the mutation self-check (every tampering refused
 //! before launch). A control passes when its planted fault is detected.
 
-use crate::backend::{Backend, TimingClock};
+use crate::backend::{Backend, GemmBackend, TimingClock};
 use crate::diff::{UlpStats, ulp_stats};
 use crate::digest::Digest;
 use crate::error::Result;
@@ -245,7 +245,7 @@ impl AuditOptions {
     /// run them (compute capability 9.0) the TMA + wgmma families' sweep.
     pub fn for_backend(backend: &Backend) -> AuditOptions {
         let mut o = AuditOptions::default();
-        if let Backend::Cuda(cuda) = backend {
+        if let Some(cuda) = backend.downcast_ref::<crate::backend::cuda::CudaBackend>() {
             let mut names = vec!["tensor-core-sweep", "vendor-sweep", "batch-invariant"];
             if cuda.wgmma_available().is_ok() {
                 names.push("wgmma-sweep");

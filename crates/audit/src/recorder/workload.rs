@@ -2,7 +2,7 @@
 //! it through the plan, and compare. Checking: rebuild a stored trace's
 //! plan, validate it against the live context, and optionally replay it.
 
-use crate::backend::{Backend, TimingClock};
+use crate::backend::{Backend, GemmBackend, TimingClock};
 use crate::error::{Error, Refusal, Result};
 use crate::physical::{self, PhysicalNode};
 use crate::plan::CapturedGemmGraphPlan;
@@ -209,7 +209,7 @@ pub fn capture_and_replay(
         Err(Error::Refused(refusal)) => return refused(*refusal),
         Err(e) => return Err(e),
     };
-    let mut nodes = graph.physical();
+    let mut nodes = graph.physical().to_vec();
     if let Err(r) = physical::bind(&trace.context, &trace.routes, &mut nodes) {
         return refused(r);
     }

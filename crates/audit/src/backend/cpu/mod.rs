@@ -1,12 +1,13 @@
 //! The CPU reference backend: real GEMM kernels in Rust (see [`kernels`]),
 //! their routes and module set, and a CPU "graph" whose replays go only
-//! through [`CapturedGemmGraphPlan::with_validated_launch`].
+//! through [`crate::plan::CapturedGemmGraphPlan::with_validated_launch`].
 
 pub mod kernels;
 mod stream;
 
 pub use stream::{CpuStream, CpuStreamError, CpuStreamGraph};
 
+use crate::backend::{CapturedLaunches, GemmBackend, GemmGraph, kernel_nodes};
 use crate::declaration::{BkRule, SplitRule, SymbolDeclaration};
 use crate::digest::{Digest, DigestWriter, FieldValue};
 use crate::error::{Error, Refusal, Result};
@@ -14,14 +15,11 @@ use crate::identity::{
     CompilerIdentity, DeviceIdentity, GemmRouteIdentity, ModuleIdentity, Revisions, SymbolEntry,
     VolatileMetadata,
 };
-use crate::launch_set::build_resolved_gemm_launch_set;
-use crate::plan::CapturedGemmGraphPlan;
 use crate::policy::GemmPolicy;
 use crate::route::{
     ContractKind, DType, GemmOp, GemmShape, GemmStrides, LaunchConfig, ModuleKind, NumericContract,
     OperandConversion, PhysicalBackend, ResolvedGemmRoute, TileShape,
 };
-use crate::trace::PreparedGemmCaptureManifest;
 use crate::workload::{GemmSpec, RouteChoice};
 use gemm_audit_model::kernels::KernelFamily;
 use kernels::Problem;
@@ -333,11 +331,6 @@ impl CpuBackend {
         CpuBackend { context }
     }
 
-    /// The live context replays are validated against.
-    pub fn context(&self) -> &GemmRouteIdentity {
-        &self.context
-    }
-
     /// The kernel the shape-based dispatcher picks: fixed split-K for small
     /// m and long k (when the policy permits it for the dtype), tiled
     /// otherwise. Like a vendor heuristic, deterministic but not batch invariant.
@@ -352,35 +345,6 @@ impl CpuBackend {
         } else {
             CpuKernel::TILED
         }
-    }
-
-    /// Resolves a GEMM to its route. Tensor-core and vendor routes exist
-    /// only on the CUDA backend.
-    pub fn resolve(&self, spec: &GemmSpec) -> Result<ResolvedGemmRoute> {
-        let kernel = match spec.route {
-            RouteChoice::Policy => self.dispatch(spec.dtype, spec.m, spec.k),
-            RouteChoice::Kernel(family) => CpuKernel::new(family)
-                .map_err(|e| Error::backend("cpu", format!("GEMM {:?}: {e}", spec.name)))?,
-            other @ (RouteChoice::Cublas
-            | RouteChoice::CublasLt
-            | RouteChoice::CublasLtInvariant) => {
-                return Err(Error::backend(
-                    "cpu",
-                    format!("GEMM {:?}: route {other} needs the CUDA backend", spec.name),
-                ));
-            }
-        };
-        Ok(self.route(
-            &spec.name,
-            spec.op,
-            spec.dtype,
-            GemmShape {
-                m: spec.m,
-                k: spec.k,
-                n: spec.n,
-            },
-            kernel,
-        ))
     }
 
     /// The route of `kernel` on one problem.
@@ -452,17 +416,66 @@ impl CpuBackend {
             vendor: None,
         }
     }
+}
+
+impl GemmBackend for CpuBackend {
+    type Launches = CpuLaunches;
+
+    fn name(&self) -> &str {
+        "cpu"
+    }
+
+    fn context(&self) -> &GemmRouteIdentity {
+        &self.context
+    }
+
+    fn volatile(&self) -> VolatileMetadata {
+        volatile_metadata()
+    }
+
+    fn with_policy(&self, policy: GemmPolicy) -> CpuBackend {
+        CpuBackend::new(policy)
+    }
+
+    /// Resolves a GEMM to its route. Tensor-core and vendor routes exist
+    /// only on the CUDA backend.
+    fn resolve(&self, spec: &GemmSpec) -> Result<ResolvedGemmRoute> {
+        let kernel = match spec.route {
+            RouteChoice::Policy => self.dispatch(spec.dtype, spec.m, spec.k),
+            RouteChoice::Kernel(family) => CpuKernel::new(family)
+                .map_err(|e| Error::backend("cpu", format!("GEMM {:?}: {e}", spec.name)))?,
+            other @ (RouteChoice::Cublas
+            | RouteChoice::CublasLt
+            | RouteChoice::CublasLtInvariant) => {
+                return Err(Error::backend(
+                    "cpu",
+                    format!("GEMM {:?}: route {other} needs the CUDA backend", spec.name),
+                ));
+            }
+        };
+        Ok(self.route(
+            &spec.name,
+            spec.op,
+            spec.dtype,
+            GemmShape {
+                m: spec.m,
+                k: spec.k,
+                n: spec.n,
+            },
+            kernel,
+        ))
+    }
 
     /// Runs one route eagerly on inputs seeded by `seed`; returns the output
     /// in storage bytes.
-    pub fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {
+    fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {
         let launch = CpuLaunch::prepare(route, seed)?;
         Ok(launch.execute())
     }
 
-    /// [`CpuBackend::run`], timing the kernel alone on the host clock (the
+    /// [`GemmBackend::run`], timing the kernel alone on the host clock (the
     /// inputs are seeded before the clock starts).
-    pub fn run_timed(
+    fn run_timed(
         &self,
         route: &ResolvedGemmRoute,
         seed: u64,
@@ -478,48 +491,39 @@ impl CpuBackend {
         })
     }
 
-    /// The scalar-FMA reference output of `route`'s problem on the same inputs.
-    pub fn reference(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {
-        let mut launch = CpuLaunch::prepare(route, seed)?;
-        launch.kernel = CpuKernel::SCALAR_FMA;
-        Ok(launch.execute())
-    }
-
-    /// Captures `routes` into a graph prepared from `manifest`: the request
-    /// must reserve exactly the manifest's launch count, and what was
-    /// captured must reproduce the manifest's launch set.
-    pub fn capture(
+    fn capture_launches(
         &self,
-        manifest: &PreparedGemmCaptureManifest,
         routes: &[ResolvedGemmRoute],
         seeds: &[u64],
-    ) -> Result<CpuGraph> {
-        manifest.check_capture_request(routes.len() as u64)?;
-        if seeds.len() != routes.len() {
-            return Err(Error::backend(
-                "cpu",
-                format!("{} input seeds for {} routes", seeds.len(), routes.len()),
-            ));
-        }
-        let capacity = manifest.route_capacity as usize;
-        let mut captured = Vec::with_capacity(capacity);
-        let mut launches = Vec::with_capacity(capacity);
-        for (route, &seed) in routes.iter().zip(seeds) {
-            launches.push(CpuLaunch::prepare(route, seed)?);
-            captured.push(route.clone());
-        }
-        let set = build_resolved_gemm_launch_set(&captured)?;
-        let plan = CapturedGemmGraphPlan::new(manifest.clone(), captured)?;
-        plan.check_capture_result(&set)?;
-        Ok(CpuGraph { plan, launches })
+    ) -> Result<CapturedLaunches<CpuLaunches>> {
+        let launches = routes
+            .iter()
+            .zip(seeds)
+            .map(|(route, &seed)| CpuLaunch::prepare(route, seed))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(CapturedLaunches {
+            launches: CpuLaunches(launches),
+            routes: routes.to_vec(),
+            physical: kernel_nodes(routes),
+        })
     }
 
-    /// Replays a graph, validated against this backend's live context.
-    pub fn replay(&self, graph: &CpuGraph, label: &str) -> Result<Vec<Vec<u8>>, Refusal> {
-        graph
-            .plan
-            .with_validated_launch(&self.context, label, |_| graph.execute_all())
+    fn launch(&self, launches: &CpuLaunches) -> Result<Vec<Vec<u8>>> {
+        Ok(launches.execute_all())
     }
+}
+
+/// The scalar-FMA reference output of `route`'s problem (any backend's
+/// route) on the inputs seeded by `seed`, computed on the CPU.
+pub fn reference_output(route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {
+    let problem = checked_problem(route)?;
+    let launch = CpuLaunch {
+        kernel: CpuKernel::SCALAR_FMA,
+        problem,
+        dtype: route.dtype,
+        seed,
+    };
+    Ok(launch.execute())
 }
 
 /// One frozen launch of a CPU graph: kernel, problem and inputs.
@@ -532,6 +536,30 @@ struct CpuLaunch {
     problem: Problem,
     dtype: DType,
     seed: u64,
+}
+
+/// The problem of `route`, refused when an operand exceeds the limit.
+fn checked_problem(route: &ResolvedGemmRoute) -> Result<Problem> {
+    let GemmShape { m, k, n } = route.shape;
+    for (what, a, b) in [("A", m, k), ("B", k, n), ("C", m, n)] {
+        if a.checked_mul(b)
+            .is_none_or(|e| e > crate::workload::MAX_ELEMENTS)
+        {
+            return Err(Error::backend(
+                "cpu",
+                format!(
+                    "route {:?}: operand {what} is too large ({a} x {b})",
+                    route.gemm
+                ),
+            ));
+        }
+    }
+    Ok(Problem {
+        op: route.op,
+        m: m as usize,
+        k: k as usize,
+        n: n as usize,
+    })
 }
 
 impl CpuLaunch {
@@ -548,26 +576,7 @@ impl CpuLaunch {
                 format!("route {:?}: {reason}", route.gemm),
             ))
         })?;
-        let GemmShape { m, k, n } = route.shape;
-        for (what, a, b) in [("A", m, k), ("B", k, n), ("C", m, n)] {
-            if a.checked_mul(b)
-                .is_none_or(|e| e > crate::workload::MAX_ELEMENTS)
-            {
-                return Err(Error::backend(
-                    "cpu",
-                    format!(
-                        "route {:?}: operand {what} is too large ({a} x {b})",
-                        route.gemm
-                    ),
-                ));
-            }
-        }
-        let problem = Problem {
-            op: route.op,
-            m: m as usize,
-            k: k as usize,
-            n: n as usize,
-        };
+        let problem = checked_problem(route)?;
         Ok(CpuLaunch {
             kernel,
             problem,
@@ -594,39 +603,19 @@ impl CpuLaunch {
 }
 
 /// A captured CPU graph: the frozen launch list and the plan it may replay.
+pub type CpuGraph = GemmGraph<CpuLaunches>;
+
+/// The launches of a CPU graph, frozen at capture.
 #[derive(Debug)]
-pub struct CpuGraph {
-    plan: CapturedGemmGraphPlan,
-    launches: Vec<CpuLaunch>,
-}
+pub struct CpuLaunches(Vec<CpuLaunch>);
 
-impl CpuGraph {
-    /// The plan replays are checked against.
-    pub fn plan(&self) -> &CapturedGemmGraphPlan {
-        &self.plan
-    }
-
-    /// The graph's nodes: one kernel node per frozen launch, in order.
-    pub fn physical(&self) -> Vec<crate::physical::PhysicalNode> {
-        self.plan
-            .routes()
-            .iter()
-            .map(|r| {
-                crate::physical::PhysicalNode::kernel(
-                    &r.kernel_symbol,
-                    r.launch.grid,
-                    r.launch.block,
-                    r.launch.dynamic_shared_bytes,
-                )
-            })
-            .collect()
-    }
-
+impl CpuLaunches {
     fn execute_all(&self) -> Vec<Vec<u8>> {
-        self.launches.iter().map(CpuLaunch::execute).collect()
+        self.0.iter().map(CpuLaunch::execute).collect()
     }
 
-    /// Replays without validation. Only for measuring what validation costs.
+    /// Runs the launches WITHOUT validation. Only for measuring what
+    /// validation costs.
     #[doc(hidden)]
     pub fn replay_unvalidated(&self) -> Vec<Vec<u8>> {
         self.execute_all()
@@ -636,6 +625,8 @@ impl CpuGraph {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::launch_set::build_resolved_gemm_launch_set;
+    use crate::trace::PreparedGemmCaptureManifest;
     use crate::workload::Workload;
 
     #[test]
@@ -718,8 +709,10 @@ mod tests {
             half: crate::HalfPolicy::Tiled,
             ..GemmPolicy::CPU_DEFAULT
         });
-        let refusal = other.replay(&graph, "t").unwrap_err();
-        assert_eq!(refusal.change().field, "policy.half");
+        match other.replay(&graph, "t") {
+            Err(Error::Refused(refusal)) => assert_eq!(refusal.change().field, "policy.half"),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
         // A capture request short of the manifest's count is refused.
         assert!(cpu.capture(&manifest, &routes[..3], &seeds[..3]).is_err());
     }

@@ -10,4 +10,4 @@ pub use gemm_audit_cuda::*;
 #[cfg(not(feature = "cuda"))]
 mod stub;
 #[cfg(not(feature = "cuda"))]
-pub use stub::{CudaBackend, CudaGraph};
+pub use stub::{CudaBackend, CudaGraph, CudaLaunches};

@@ -3,11 +3,11 @@
 //! the CPU and `--backend cuda` says why it cannot run. The types are
 //! uninhabited, so their methods can never be reached.
 
+use crate::backend::{CapturedLaunches, GemmBackend, GemmGraph};
 use crate::error::{Error, Result};
-use crate::identity::{GemmRouteIdentity, VolatileMetadata};
-use crate::plan::CapturedGemmGraphPlan;
+use crate::identity::GemmRouteIdentity;
+use crate::policy::GemmPolicy;
 use crate::route::ResolvedGemmRoute;
-use crate::trace::PreparedGemmCaptureManifest;
 use crate::workload::GemmSpec;
 
 #[derive(Debug)]
@@ -26,10 +26,6 @@ fn unavailable() -> Error {
 /// A CUDA device (unavailable in this build).
 #[derive(Debug)]
 pub struct CudaBackend(Never);
-
-/// A captured CUDA graph (unavailable in this build).
-#[derive(Debug)]
-pub struct CudaGraph(Never);
 
 impl CudaBackend {
     /// Opens the first CUDA device.
@@ -53,69 +49,52 @@ impl CudaBackend {
         match self.0 {}
     }
 
-    /// The same device under another policy (unreachable: no value exists).
-    pub fn with_policy(&self, _policy: crate::policy::GemmPolicy) -> CudaBackend {
-        match self.0 {}
-    }
-
-    /// The live context replays are validated against (unreachable).
-    pub fn context(&self) -> &GemmRouteIdentity {
-        match self.0 {}
-    }
-
     /// Whether the TMA + wgmma kernel families run here (never: no CUDA).
     pub fn wgmma_available(&self) -> std::result::Result<(), String> {
         match self.0 {}
     }
-
-    /// Per-card facts for the trace, never compared (unreachable).
-    pub fn volatile(&self) -> VolatileMetadata {
-        match self.0 {}
-    }
-
-    /// Resolves a GEMM to the route this backend would launch (unreachable).
-    pub fn resolve(&self, _spec: &GemmSpec) -> Result<ResolvedGemmRoute> {
-        match self.0 {}
-    }
-
-    /// Runs one route eagerly; returns the output bytes (unreachable).
-    pub fn run(&self, _route: &ResolvedGemmRoute, _seed: u64) -> Result<Vec<u8>> {
-        match self.0 {}
-    }
-
-    /// Runs one route eagerly and times it (unreachable).
-    pub fn run_timed(
-        &self,
-        _route: &ResolvedGemmRoute,
-        _seed: u64,
-    ) -> Result<crate::backend::TimedOutput> {
-        match self.0 {}
-    }
-
-    /// Captures routes into a graph prepared from the manifest (unreachable).
-    pub fn capture(
-        &self,
-        _manifest: &PreparedGemmCaptureManifest,
-        _routes: &[ResolvedGemmRoute],
-        _seeds: &[u64],
-    ) -> Result<CudaGraph> {
-        match self.0 {}
-    }
-
-    /// Replays a graph through its plan's validation (unreachable).
-    pub fn replay(&self, _graph: &CudaGraph, _label: &str) -> Result<Vec<Vec<u8>>> {
-        match self.0 {}
-    }
 }
 
-impl CudaGraph {
-    /// The plan replays of this graph are validated against (unreachable).
-    pub fn plan(&self) -> &CapturedGemmGraphPlan {
+/// The launches of a CUDA graph (none exist in this build).
+#[derive(Debug)]
+pub struct CudaLaunches(Never);
+
+/// A captured CUDA graph (unavailable in this build).
+pub type CudaGraph = GemmGraph<CudaLaunches>;
+
+// Every method is unreachable: no `CudaBackend` value exists.
+impl GemmBackend for CudaBackend {
+    type Launches = CudaLaunches;
+
+    fn name(&self) -> &str {
         match self.0 {}
     }
 
-    /// The graph's nodes in capture order (unreachable).
-    pub fn physical(&self) -> Vec<crate::physical::PhysicalNode> {
+    fn context(&self) -> &GemmRouteIdentity {
+        match self.0 {}
+    }
+
+    fn with_policy(&self, _policy: GemmPolicy) -> CudaBackend {
+        match self.0 {}
+    }
+
+    fn resolve(&self, _spec: &GemmSpec) -> Result<ResolvedGemmRoute> {
+        match self.0 {}
+    }
+
+    fn run(&self, _route: &ResolvedGemmRoute, _seed: u64) -> Result<Vec<u8>> {
+        match self.0 {}
+    }
+
+    fn capture_launches(
+        &self,
+        _routes: &[ResolvedGemmRoute],
+        _seeds: &[u64],
+    ) -> Result<CapturedLaunches<CudaLaunches>> {
+        match self.0 {}
+    }
+
+    fn launch(&self, _launches: &CudaLaunches) -> Result<Vec<Vec<u8>>> {
         match self.0 {}
     }
 }

@@ -1,0 +1,174 @@
+//! What the audit needs of a backend ([`GemmBackend`]), and the capture
+//! discipline every backend shares, written once as its provided methods:
+//! a capture must reserve exactly its manifest's launch count, what was
+//! captured must reproduce the manifest's launch set, and a replay goes
+//! only through [`CapturedGemmGraphPlan::with_validated_launch`] under the
+//! backend's live context. A backend supplies only its own part: how to
+//! capture a list of launches and how to launch them again.
+
+use crate::error::{Error, Result};
+use crate::identity::{GemmRouteIdentity, VolatileMetadata};
+use crate::kernels::{GemmSpec, TimedOutput, TimingClock};
+use crate::launch_set::build_resolved_gemm_launch_set;
+use crate::physical::PhysicalNode;
+use crate::plan::{CapturedGemmGraphPlan, PreparedGemmCaptureManifest};
+use crate::policy::GemmPolicy;
+use crate::route::ResolvedGemmRoute;
+use std::fmt;
+
+/// What a backend captured: its own launch state, the routes it captured
+/// in capture order, and the graph nodes the capture really holds.
+#[derive(Debug)]
+pub struct CapturedLaunches<L> {
+    /// The backend's state for launching the graph again (a CUDA graph and
+    /// its buffers, a CPU launch list).
+    pub launches: L,
+    /// The routes captured, in capture order.
+    pub routes: Vec<ResolvedGemmRoute>,
+    /// The graph's nodes in capture order (not yet bound to routes).
+    pub physical: Vec<PhysicalNode>,
+}
+
+/// A captured graph of backend launches `L`, with the plan its replays are
+/// validated against. Only [`GemmBackend::capture`] makes one, so every
+/// graph has passed the capture discipline.
+#[derive(Debug)]
+pub struct GemmGraph<L> {
+    launches: L,
+    plan: CapturedGemmGraphPlan,
+    physical: Vec<PhysicalNode>,
+}
+
+impl<L> GemmGraph<L> {
+    /// The plan replays of this graph are validated against.
+    pub fn plan(&self) -> &CapturedGemmGraphPlan {
+        &self.plan
+    }
+
+    /// The graph's nodes in capture order (not yet bound to routes).
+    pub fn physical(&self) -> &[PhysicalNode] {
+        &self.physical
+    }
+
+    /// The backend's launch state, for the backend that captured it.
+    pub fn launches(&self) -> &L {
+        &self.launches
+    }
+}
+
+/// What the audit needs of a backend: its live context, routes for
+/// workload GEMMs, eager runs, capture and validated replay.
+///
+/// The built-in backends implement it (the CPU reference, CUDA), and so
+/// can an engine's own backend, which then runs the whole record / check /
+/// audit. A backend implements [`GemmBackend::capture_launches`] and
+/// [`GemmBackend::launch`]; [`GemmBackend::capture`] and
+/// [`GemmBackend::replay`] are the discipline and are not meant to be
+/// overridden.
+pub trait GemmBackend: fmt::Debug + Send + Sync + 'static {
+    /// What the backend keeps of a capture to launch it again (device
+    /// graphs are often not `Send`: a graph is replayed where it was made).
+    type Launches: fmt::Debug + 'static;
+
+    /// Short name, e.g. `cpu`, `cuda` or the engine's name.
+    fn name(&self) -> &str;
+
+    /// The live context replays are validated against.
+    fn context(&self) -> &GemmRouteIdentity;
+
+    /// Per-machine facts for the trace (never compared).
+    fn volatile(&self) -> VolatileMetadata {
+        VolatileMetadata::new()
+    }
+
+    /// The same device and modules under another policy.
+    fn with_policy(&self, policy: GemmPolicy) -> Self
+    where
+        Self: Sized;
+
+    /// Resolves a workload GEMM to the route this backend would launch.
+    fn resolve(&self, spec: &GemmSpec) -> Result<ResolvedGemmRoute>;
+
+    /// Runs one route eagerly on inputs seeded by `seed`; returns the
+    /// output in storage bytes.
+    fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>>;
+
+    /// [`GemmBackend::run`], also saying how long the launch took. The
+    /// default times the whole of `run` on the host clock
+    /// ([`TimingClock::HostWall`]: input seeding and transfers included);
+    /// a backend that can time its kernels alone should override it.
+    fn run_timed(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<TimedOutput> {
+        let start = std::time::Instant::now();
+        let output = self.run(route, seed)?;
+        Ok(TimedOutput {
+            output,
+            seconds: start.elapsed().as_secs_f64(),
+            clock: TimingClock::HostWall,
+        })
+    }
+
+    /// The backend's part of a capture: prepares and captures `routes`
+    /// (inputs seeded by `seeds`, one per route) and says what it captured.
+    /// [`GemmBackend::capture`] has checked the request before calling it.
+    fn capture_launches(
+        &self,
+        routes: &[ResolvedGemmRoute],
+        seeds: &[u64],
+    ) -> Result<CapturedLaunches<Self::Launches>>;
+
+    /// The backend's part of a replay: launches a captured graph (already
+    /// validated) and returns its outputs in storage bytes, in route order.
+    /// Refuses launches another device context captured.
+    fn launch(&self, launches: &Self::Launches) -> Result<Vec<Vec<u8>>>;
+
+    /// Captures `routes` into a graph prepared from `manifest`: the request
+    /// must reserve exactly the manifest's launch count with one seed per
+    /// route, and what was captured must reproduce the manifest's launch set.
+    fn capture(
+        &self,
+        manifest: &PreparedGemmCaptureManifest,
+        routes: &[ResolvedGemmRoute],
+        seeds: &[u64],
+    ) -> Result<GemmGraph<Self::Launches>> {
+        manifest.check_capture_request(routes.len() as u64)?;
+        if seeds.len() != routes.len() {
+            return Err(Error::backend(
+                self.name(),
+                format!("{} input seeds for {} routes", seeds.len(), routes.len()),
+            ));
+        }
+        let captured = self.capture_launches(routes, seeds)?;
+        let set = build_resolved_gemm_launch_set(&captured.routes)?;
+        let plan = CapturedGemmGraphPlan::new(manifest.clone(), captured.routes)?;
+        plan.check_capture_result(&set)?;
+        Ok(GemmGraph {
+            launches: captured.launches,
+            plan,
+            physical: captured.physical,
+        })
+    }
+
+    /// Replays a graph only through its plan's validation against this
+    /// backend's live context; a refusal launches nothing.
+    fn replay(&self, graph: &GemmGraph<Self::Launches>, label: &str) -> Result<Vec<Vec<u8>>> {
+        graph
+            .plan
+            .with_validated_launch(self.context(), label, |_| self.launch(&graph.launches))?
+    }
+}
+
+/// The kernel nodes of `routes` in order: the physical graph of a backend
+/// whose "graph" is its launch list (the CPU reference, a test engine).
+pub fn kernel_nodes(routes: &[ResolvedGemmRoute]) -> Vec<PhysicalNode> {
+    routes
+        .iter()
+        .map(|r| {
+            PhysicalNode::kernel(
+                &r.kernel_symbol,
+                r.launch.grid,
+                r.launch.block,
+                r.launch.dynamic_shared_bytes,
+            )
+        })
+        .collect()
+}
