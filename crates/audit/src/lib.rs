@@ -54,7 +54,7 @@ pub mod audit;
 pub mod compare;
 pub mod diff;
 pub mod fleet;
-#[doc(hidden)]
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod golden;
 pub mod recorder;

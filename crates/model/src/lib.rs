@@ -27,7 +27,7 @@ pub mod plan;
 pub mod policy;
 pub mod recorder;
 pub mod route;
-#[doc(hidden)]
+#[cfg(feature = "testkit")]
 pub mod testkit;
 pub mod trace;
 pub mod vocab;
