@@ -52,7 +52,7 @@ fn route(
 
 fn cpu_out(op: GemmOp, dtype: DType, s: GemmShape, k: CpuKernel, seed: u64) -> Vec<u8> {
     let cpu = CpuBackend::default();
-    cpu.run(&cpu.route("t", op, dtype, s, k), seed)
+    cpu.run(&cpu.route("t", op, dtype, s, k).unwrap(), seed)
         .expect("cpu run")
 }
 

@@ -11,6 +11,7 @@ use crate::identity::{GemmRouteIdentity, VolatileMetadata};
 use crate::kernels::{GemmSpec, TimedOutput, TimingClock};
 use crate::launch_set::build_resolved_gemm_launch_set;
 use crate::physical::PhysicalNode;
+pub use crate::physical::kernel_nodes;
 use crate::plan::{CapturedGemmGraphPlan, PreparedGemmCaptureManifest};
 use crate::policy::GemmPolicy;
 use crate::route::ResolvedGemmRoute;
@@ -155,20 +156,4 @@ pub trait GemmBackend: fmt::Debug + Send + Sync + 'static {
             .plan
             .with_validated_launch(self.context(), label, |_| self.launch(&graph.launches))?
     }
-}
-
-/// The kernel nodes of `routes` in order: the physical graph of a backend
-/// whose "graph" is its launch list (the CPU reference, a test engine).
-pub fn kernel_nodes(routes: &[ResolvedGemmRoute]) -> Vec<PhysicalNode> {
-    routes
-        .iter()
-        .map(|r| {
-            PhysicalNode::kernel(
-                &r.kernel_symbol,
-                r.launch.grid,
-                r.launch.block,
-                r.launch.dynamic_shared_bytes,
-            )
-        })
-        .collect()
 }

@@ -397,23 +397,29 @@ fn fmt3([x, y, z]: [u32; 3]) -> String {
     format!("{x}x{y}x{z}")
 }
 
+/// The kernel nodes of `routes` in order: the physical graph of a backend
+/// whose "graph" is its launch list (the CPU reference, a test engine).
+pub fn kernel_nodes(routes: &[ResolvedGemmRoute]) -> Vec<PhysicalNode> {
+    routes
+        .iter()
+        .map(|r| {
+            PhysicalNode::kernel(
+                &r.kernel_symbol,
+                r.launch.grid,
+                r.launch.block,
+                r.launch.dynamic_shared_bytes,
+            )
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::testkit;
 
     fn nodes_for(routes: &[ResolvedGemmRoute]) -> Vec<PhysicalNode> {
-        routes
-            .iter()
-            .map(|r| {
-                PhysicalNode::kernel(
-                    &r.kernel_symbol,
-                    r.launch.grid,
-                    r.launch.block,
-                    r.launch.dynamic_shared_bytes,
-                )
-            })
-            .collect()
+        kernel_nodes(routes)
     }
 
     #[test]

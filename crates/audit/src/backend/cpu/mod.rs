@@ -16,9 +16,10 @@ use crate::identity::{
     VolatileMetadata,
 };
 use crate::policy::GemmPolicy;
+use crate::route::builder::GemmRouteBuilder;
 use crate::route::{
-    ContractKind, DType, GemmOp, GemmShape, GemmStrides, LaunchConfig, ModuleKind, NumericContract,
-    OperandConversion, PhysicalBackend, ResolvedGemmRoute, TileShape,
+    ContractKind, DType, GemmOp, GemmShape, GemmStrides, ModuleKind, OperandConversion,
+    PhysicalBackend, ResolvedGemmRoute, TileShape,
 };
 use crate::workload::{GemmSpec, RouteChoice};
 use gemm_audit_model::kernels::KernelFamily;
@@ -355,7 +356,7 @@ impl CpuBackend {
         dtype: DType,
         shape: GemmShape,
         kernel: CpuKernel,
-    ) -> ResolvedGemmRoute {
+    ) -> Result<ResolvedGemmRoute> {
         let GemmShape { m, k, n } = shape;
         let (kind, ownership) = kernel.0.contract();
         let splits = kernel.0.splits();
@@ -370,7 +371,6 @@ impl CpuBackend {
             // One task per output tile (and split).
             (_, Some(t)) => (t, [tiles(n), tiles(m), splits]),
         };
-        let bk = k.div_ceil(splits as u64).min(u32::MAX as u64) as u32;
         let symbol = kernel.symbol(op, dtype);
         let arguments_digest = super::common::gemm_arguments_digest(
             "gemm-audit/cpu-arguments/v1",
@@ -379,42 +379,21 @@ impl CpuBackend {
             strides,
             splits,
         );
-        ResolvedGemmRoute {
-            gemm: gemm.to_string(),
-            op,
-            dtype,
-            backend: PhysicalBackend::CpuReference,
-            contract: NumericContract { kind, splits },
-            instruction_family: "scalar-fma".into(),
-            instruction_shape: "1x1x1".into(),
-            uses_tensor_cores: false,
-            operand_conversion: OperandConversion::ExactWiden,
-            output_ownership: ownership,
-            kernel_symbol: symbol,
-            module_kind: ModuleKind::CpuReference,
-            compilation_target: std::env::consts::ARCH.into(),
-            artifact_digest: self.context.modules[0].digest,
-            compiler: self.context.modules[0].compiler.clone(),
-            device: self.context.device.clone(),
-            device_capabilities: vec!["f32-fused-multiply-add".into()],
-            shape,
-            strides,
-            tile,
-            bk,
-            stages: 1,
-            threads,
-            launch: LaunchConfig {
-                grid,
-                block: [threads, 1, 1],
-                dynamic_shared_bytes: 0,
-                arguments_digest,
-            },
-            tensor_map: None,
-            resources_digest: kernel.resources(),
-            tuning_table_revision: TUNING_TABLE_REVISION,
-            schedule_revision: SCHEDULE_REVISION,
-            vendor: None,
-        }
+        // The module's declaration of the symbol fills in the rest
+        // (instruction, ownership, tile, k block, stages, capabilities,
+        // resources), and the builder refuses a route that contradicts it.
+        GemmRouteBuilder::new(&self.context, &self.context.modules[0], &symbol, gemm)
+            .problem(op, dtype, shape)
+            .contract(kind, splits)
+            .numerics(OperandConversion::ExactWiden, ownership)
+            .tile(
+                tile,
+                k.div_ceil(splits as u64).min(u32::MAX as u64) as u32,
+                1,
+            )
+            .launch(grid, [threads, 1, 1], 0, arguments_digest)
+            .build()
+            .map_err(|e| Error::backend("cpu", format!("GEMM {gemm:?}: {e}")))
     }
 }
 
@@ -453,7 +432,7 @@ impl GemmBackend for CpuBackend {
                 ));
             }
         };
-        Ok(self.route(
+        self.route(
             &spec.name,
             spec.op,
             spec.dtype,
@@ -463,7 +442,7 @@ impl GemmBackend for CpuBackend {
                 n: spec.n,
             },
             kernel,
-        ))
+        )
     }
 
     /// Runs one route eagerly on inputs seeded by `seed`; returns the output
