@@ -3,8 +3,11 @@
 //! between routes and kernels is tested without a GPU.
 
 use crate::digest::{Digest, DigestWriter, FieldValue};
+use crate::identity::{GemmRouteIdentity, ModuleIdentity};
 use crate::kernels::KernelFamily;
+use crate::route::builder::GemmRouteBuilder;
 use crate::route::{DType, GemmOp, GemmShape, GemmStrides, ResolvedGemmRoute, TileShape};
+use crate::route::{LaunchConfig, OperandConversion};
 
 /// The GEMM kernels' source (`kernels/gemm.cu`): its digest is the
 /// compiler identity's source digest.
@@ -565,6 +568,43 @@ pub fn arguments_digest(
     )
 }
 
+/// The route of `kernel` on one problem, served by `module` (with the
+/// symbol's `resources` digest) under `live`. The module's declaration of
+/// the symbol fills in the instruction, tile, k block, stages and
+/// capabilities; the builder refuses a route that contradicts it. Pure, so
+/// the routes stored in the H200 goldens are rebuilt without a device.
+pub fn nvrtc_route(
+    live: &GemmRouteIdentity,
+    module: &ModuleIdentity,
+    resources: Digest,
+    gemm: &str,
+    (op, dtype, shape): (GemmOp, DType, GemmShape),
+    kernel: CudaKernel,
+) -> Result<ResolvedGemmRoute, String> {
+    kernel.serves_shape(op, shape)?;
+    let g = kernel.geometry(shape)?;
+    let symbol = kernel.symbol(op, dtype);
+    let strides = strides(op, shape);
+    let (kind, ownership) = kernel.contract();
+    let mut route = GemmRouteBuilder::new(live, module, &symbol, gemm)
+        .problem(op, dtype, shape)
+        .strides(strides)
+        .contract(kind, kernel.splits())
+        .tensor_cores(kernel.is_mma())
+        .numerics(OperandConversion::ExactWiden, ownership)
+        .launch_config(LaunchConfig {
+            grid: g.grid,
+            block: g.block,
+            dynamic_shared_bytes: g.dynamic_shared_bytes,
+            arguments_digest: arguments_digest(&symbol, shape, strides, kernel.splits()),
+        })
+        .resources(resources);
+    if kernel.is_wgmma() {
+        route = route.tensor_map(tensor_map_digest(&tensor_maps(kernel, op, dtype, shape)));
+    }
+    route.build().map_err(|e| e.to_string())
+}
+
 /// The shape-based dispatcher of `RouteChoice::Policy`:
 /// - halves with tensor cores permitted: `mma_large` from m =
 ///   [`DISPATCH_MMA_LARGE_MIN_M`], `mma_small` below (bit-identical, so
@@ -699,6 +739,42 @@ mod tests {
             }
         }
         assert!(checked > 250, "{checked}");
+    }
+
+    /// Every NVRTC route of every H200 golden is exactly what this catalog
+    /// builds for its problem from the golden's own module identity: the
+    /// route construction (geometry, declaration, digests) is unchanged.
+    #[test]
+    fn nvrtc_routes_of_the_h200_goldens_are_rebuilt_exactly() {
+        use crate::route::PhysicalBackend;
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../traces/nvidia-h200");
+        let mut checked = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let t = crate::RecordedGemmTrace::read(&entry.unwrap().path()).unwrap();
+            for r in t
+                .routes
+                .iter()
+                .filter(|r| r.backend == PhysicalBackend::CudaNvrtc)
+            {
+                let kernel = CudaKernel::from_route(r).unwrap();
+                let module = t
+                    .context
+                    .module(&r.module_kind, &r.artifact_digest)
+                    .expect("module of the route");
+                let rebuilt = nvrtc_route(
+                    &t.context,
+                    module,
+                    r.resources_digest,
+                    &r.gemm,
+                    (r.op, r.dtype, r.shape),
+                    kernel,
+                )
+                .unwrap_or_else(|e| panic!("{} {}: {e}", t.workload, r.gemm));
+                assert_eq!(&rebuilt, r, "{} {}", t.workload, r.gemm);
+                checked += 1;
+            }
+        }
+        assert!(checked > 100, "{checked}");
     }
 
     #[test]

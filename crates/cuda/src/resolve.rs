@@ -2,7 +2,7 @@
 //! (by policy or as asked) or a vendor call, whose physical kernels are read
 //! from a capture of the call.
 
-use super::catalog::{self, CudaFamily, CudaKernel, Geometry};
+use super::catalog::{self, CudaFamily, CudaKernel};
 use super::cuda_error::{cuda_err, drv};
 use super::device::CudaBackend;
 use super::graph;
@@ -15,9 +15,8 @@ use crate::kernels::{GemmSpec, RouteChoice};
 use crate::physical::{NodeKind, PhysicalNode};
 use crate::policy::PolicyMode;
 use crate::route::{
-    DType, GemmOp, GemmShape, GemmStrides, LaunchConfig, ModuleKind, NumericContract,
-    OperandConversion, OutputOwnership, PhysicalBackend, ResolvedGemmRoute, TensorMapIdentity,
-    TileShape, VendorRoute,
+    DType, GemmOp, GemmShape, GemmStrides, LaunchConfig, NumericContract, OperandConversion,
+    OutputOwnership, ResolvedGemmRoute, TileShape, VendorRoute,
 };
 use cudarc::driver::CudaStream;
 use std::sync::Arc;
@@ -71,64 +70,17 @@ impl CudaBackend {
             .shared
             .module_of(kernel)
             .map_err(|e| cuda_err(format!("GEMM {gemm:?}: {e}")))?;
-        kernel
-            .serves_shape(op, shape)
-            .map_err(|e| cuda_err(format!("GEMM {gemm:?}: {e}")))?;
-        let g: Geometry = kernel
-            .geometry(shape)
-            .map_err(|e| cuda_err(format!("GEMM {gemm:?}: {e}")))?;
         let symbol = kernel.symbol(op, dtype);
         let (_, resources) = module.function(&symbol)?;
-        let strides = catalog::strides(op, shape);
-        let (kind, ownership) = kernel.contract();
-        let (family, ishape) = kernel.instruction();
-        Ok(ResolvedGemmRoute {
-            gemm: gemm.to_string(),
-            op,
-            dtype,
-            backend: PhysicalBackend::CudaNvrtc,
-            contract: NumericContract {
-                kind,
-                splits: kernel.splits(),
-            },
-            instruction_family: family.into(),
-            instruction_shape: ishape.into(),
-            uses_tensor_cores: kernel.is_mma(),
-            operand_conversion: OperandConversion::ExactWiden,
-            output_ownership: ownership,
-            kernel_symbol: symbol.clone(),
-            module_kind: ModuleKind::Nvrtc,
-            compilation_target: module.identity.target.clone(),
-            artifact_digest: module.identity.digest,
-            compiler: module.identity.compiler.clone(),
-            device: self.shared.device.clone(),
-            device_capabilities: kernel.capabilities(dtype),
-            shape,
-            strides,
-            tile: g.tile,
-            bk: g.bk,
-            stages: g.stages,
-            threads: g.threads,
-            launch: LaunchConfig {
-                grid: g.grid,
-                block: g.block,
-                dynamic_shared_bytes: g.dynamic_shared_bytes,
-                arguments_digest: catalog::arguments_digest(
-                    &symbol,
-                    shape,
-                    strides,
-                    kernel.splits(),
-                ),
-            },
-            tensor_map: kernel.is_wgmma().then(|| TensorMapIdentity {
-                revision: catalog::TENSOR_MAP_REVISION,
-                digest: catalog::tensor_map_digest(&catalog::tensor_maps(kernel, op, dtype, shape)),
-            }),
-            resources_digest: *resources,
-            tuning_table_revision: catalog::TUNING_TABLE_REVISION,
-            schedule_revision: catalog::SCHEDULE_REVISION,
-            vendor: None,
-        })
+        catalog::nvrtc_route(
+            &self.context,
+            &module.identity,
+            *resources,
+            gemm,
+            (op, dtype, shape),
+            kernel,
+        )
+        .map_err(|e| cuda_err(format!("GEMM {gemm:?}: {e}")))
     }
 
     fn resolve_vendor(
