@@ -1031,6 +1031,66 @@ fn check_allow_accepts_only_the_allowed_classes() {
 /// the scratch directory. `None` where that is not possible (not root); in
 /// CI, which runs as root, it must be.
 #[cfg(unix)]
+/// `check --golden` judges outputs as `diff` does: a trace whose routes
+/// match the golden but whose outputs drifted fails, with or without
+/// `--replay` (which only reproduces the trace's own bits), and passes only
+/// when numeric differences are allowed.
+#[test]
+fn check_against_a_golden_compares_output_fingerprints() {
+    let s = Scratch::new("check-numeric");
+    record_tiny(&s);
+    let mut drifted = read(&s.path("tiny.gat"));
+    drifted.fingerprints[0].sha256.0[0] ^= 1;
+    drifted.write(&s.path("drifted.gat"), false).unwrap();
+    let gate = |extra: &[&str]| {
+        let mut args = vec![
+            "check",
+            "drifted.gat",
+            "--golden",
+            "tiny.gat",
+            "--backend",
+            "cpu",
+        ];
+        args.extend_from_slice(extra);
+        run_in(&s.0, &args)
+    };
+    gate(&[])
+        .code(FINDING)
+        .says(&["output_fingerprint", "check: FAIL"]);
+    gate(&["--allow", "identity,route"])
+        .code(FINDING)
+        .says(&["check: FAIL"]);
+    gate(&["--allow", "numeric"]).code(OK);
+    // With --golden-dir the same: the golden is found by workload and device.
+    let dir = s.path("goldens");
+    run_in(
+        &s.0,
+        &[
+            "bless",
+            "tiny.toml",
+            "--golden-dir",
+            "goldens",
+            "--backend",
+            "cpu",
+        ],
+    )
+    .code(OK);
+    assert!(dir.exists());
+    run_in(
+        &s.0,
+        &[
+            "check",
+            "drifted.gat",
+            "--golden-dir",
+            "goldens",
+            "--backend",
+            "cpu",
+        ],
+    )
+    .code(FINDING)
+    .says(&["output_fingerprint"]);
+}
+
 fn special_files(s: &Scratch) -> Option<(PathBuf, PathBuf)> {
     let fifo = s.path("pipe");
     let zero = s.path("zero");

@@ -3,7 +3,7 @@
 //! plan, validate it against the live context, and optionally replay it.
 
 use crate::backend::{Backend, GemmBackend, TimingClock};
-use crate::error::{Error, Refusal, Result};
+use crate::error::{Error, Refusal, RefusalStage, Result};
 use crate::physical::{self, PhysicalNode};
 use crate::plan::CapturedGemmGraphPlan;
 use crate::route::ResolvedGemmRoute;
@@ -286,9 +286,39 @@ impl CheckReport {
     }
 }
 
+/// The golden comparison of outputs: the trace's fingerprints must be the
+/// golden's, exactly as `diff` judges them (same mode, same digests), so a
+/// trace whose routes match but whose outputs drifted fails the gate.
+fn outputs_against_golden(
+    golden: &RecordedGemmTrace,
+    trace: &RecordedGemmTrace,
+) -> std::result::Result<(), Refusal> {
+    let diff = crate::diff::TraceDiff::between(golden, trace);
+    let mut numeric = diff
+        .differences
+        .iter()
+        .filter(|d| d.class == crate::diff::DiffClass::Numeric);
+    let Some(first) = numeric.next() else {
+        return Ok(());
+    };
+    let more = numeric.count();
+    let found = match more {
+        0 => first.change.found.clone(),
+        n => format!("{} (and {n} more output differences)", first.change.found),
+    };
+    Err(Refusal::new(
+        RefusalStage::GoldenComparison,
+        first.route_index.map(|i| i as u64),
+        first.change.field.clone(),
+        &first.change.expected,
+        found,
+    ))
+}
+
 /// Rebuilds `trace`'s plan, validates it against `backend`'s live context,
-/// compares it with `golden` if given, and replays it if `replay`. Stops at
-/// the first refusal: nothing refused is launched.
+/// compares it with `golden` if given (routes, then output fingerprints,
+/// as `diff` judges them), and replays it if `replay`. Stops at the first
+/// refusal: nothing refused is launched.
 pub fn check(
     backend: &Backend,
     trace: &RecordedGemmTrace,
@@ -320,7 +350,10 @@ pub fn check(
     let valid = validation.is_ok();
     report.validation = Some(validation);
     if let Some(g) = golden {
-        report.golden = Some(plan.check_against_golden_trace(g));
+        report.golden = Some(
+            plan.check_against_golden_trace(g)
+                .and_then(|()| outputs_against_golden(g, trace)),
+        );
     }
     if replay && valid && report.golden.as_ref().is_none_or(|g| g.is_ok()) {
         report.replay = Some(capture_and_replay(backend, trace, "check")?.0);
