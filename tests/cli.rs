@@ -860,9 +860,10 @@ fn audit_on_the_cpu_passes_every_contract() {
         .lines()
         .map(|l| l.split_whitespace().collect())
         .collect();
+    // The verdict is the first column, the contract the second.
     let has = |contract: &str, verdict: &str| {
         rows.iter()
-            .any(|cells| cells.first() == Some(&contract) && cells.contains(&verdict))
+            .any(|cells| cells.first() == Some(&verdict) && cells.get(1) == Some(&contract))
     };
     for contract in [
         "run-to-run",
@@ -876,12 +877,14 @@ fn audit_on_the_cpu_passes_every_contract() {
         assert!(has(contract, "PASS"), "no PASS row for {contract}{r}");
     }
     assert!(
-        !rows.iter().any(|cells| cells.contains(&"FAIL")),
+        !rows.iter().any(|cells| cells.first() == Some(&"FAIL")),
         "a FAIL row{r}"
     );
+    // One summary line per workload above the table.
+    assert!(r.stdout.contains("  m-sweep: ") && r.stdout.contains(" GEMM cases pass, 0 fail"));
     assert!(
-        r.stdout.lines().any(|l| l.starts_with("batch-invariance")
-            && l.contains("INFO")
+        r.stdout.lines().any(|l| l.starts_with("INFO")
+            && l.contains("batch-invariance")
             && l.contains("NOT batch invariant")),
         "no INFO row saying NOT batch invariant{r}"
     );
@@ -1089,6 +1092,25 @@ fn check_against_a_golden_compares_output_fingerprints() {
     )
     .code(FINDING)
     .says(&["output_fingerprint"]);
+}
+
+/// A trace whose names are huge or hostile renders without a panic, on
+/// lines that hold no raw control or bidi characters.
+#[test]
+fn show_of_huge_and_hostile_names_never_panics() {
+    let s = Scratch::new("show-huge");
+    record_tiny(&s);
+    let mut t = read(&s.path("tiny.gat"));
+    t.routes[0].gemm = "g".repeat(70_000);
+    t.routes[1].gemm = "a\u{202E}b\u{2028}c\u{1b}[2J".into();
+    t.launch_set = gemm_audit::build_resolved_gemm_launch_set(&t.routes).unwrap();
+    t.write(&s.path("huge.gat"), false).unwrap();
+    let r = run_in(&s.0, &["show", "huge.gat"]);
+    assert!(r.code == OK || r.code == 3, "{r}");
+    assert!(
+        !r.all().chars().any(|c| matches!(c, '\u{202E}' | '\u{2028}' | '\u{1b}')),
+        "{r}"
+    );
 }
 
 fn special_files(s: &Scratch) -> Option<(PathBuf, PathBuf)> {

@@ -45,7 +45,7 @@ pub(super) fn cmd_audit(args: AuditArgs) -> Result<u8> {
         None => Vec::new(),
     };
     match args.format {
-        Format::Table => print_table(&report.to_table()),
+        Format::Table => print_audit_table(&report),
         Format::Json => outln!(
             "{}",
             gemm_audit::report::json_document("audit", report.passed(), &report)
@@ -167,7 +167,7 @@ pub(super) fn audit_devices(
     let fleet = fleet::FleetReport::new(per_device);
     let combined = fleet.combined();
     match args.format {
-        Format::Table => print_table(&combined.to_table()),
+        Format::Table => print_audit_table(&combined),
         Format::Json => outln!(
             "{}",
             gemm_audit::report::json_document("audit", fleet.passed(), &fleet)

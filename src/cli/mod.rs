@@ -150,23 +150,11 @@ macro_rules! note {
 }
 
 /// Text for a terminal: control characters (an escape sequence in a kernel
-/// name or workload read from a file, say) are shown escaped, never sent
-/// raw; newlines and tabs stay.
+/// name or workload read from a file, say) and bidirectional overrides are
+/// shown escaped, never sent raw; newlines and tabs stay
+/// ([`gemm_audit::render::terminal_text`]).
 pub fn sanitize(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
-        return std::borrow::Cow::Borrowed(s);
-    }
-    std::borrow::Cow::Owned(
-        s.chars()
-            .map(|c| {
-                if c.is_control() && c != '\n' && c != '\t' {
-                    c.escape_unicode().to_string()
-                } else {
-                    c.to_string()
-                }
-            })
-            .collect(),
-    )
+    gemm_audit::render::terminal_text(s)
 }
 
 #[derive(Debug, Subcommand)]
@@ -634,36 +622,25 @@ use trace_cmd::*;
 /// Prints the verdict table: lines cut to the terminal's width (when stdout
 /// is a terminal), verdict words coloured unless `NO_COLOR` is set or stdout
 /// is not a terminal (anstream strips the colour then).
-fn print_table(table: &str) {
+fn print_audit_table(report: &gemm_audit::audit::AuditReport) {
     use std::io::{IsTerminal, Write as _};
     let width = std::io::stdout()
         .is_terminal()
         .then(terminal_size::terminal_size)
         .flatten()
         .map(|(w, _)| w.0 as usize);
-    let mut text = String::with_capacity(table.len());
-    for line in sanitize(table).lines() {
-        let line = match width {
-            Some(w) if line.chars().count() > w && w > 1 => {
-                let cut: String = line.chars().take(w - 1).collect();
-                format!("{cut}…")
-            }
-            _ => line.to_string(),
+    // Verdicts in colour; anstream drops the colour where the terminal or
+    // the environment does not want it.
+    let paint = |column: usize, cell: &str| {
+        let code = match (column, cell) {
+            (0, "PASS") => "\x1b[32m",
+            (0, "FAIL") => "\x1b[1;31m",
+            (0, "INFO") => "\x1b[33m",
+            _ => return None,
         };
-        let coloured = line
-            .replacen("  PASS  ", "  \x1b[32mPASS\x1b[0m  ", 1)
-            .replacen("  FAIL  ", "  \x1b[1;31mFAIL\x1b[0m  ", 1)
-            .replacen("  INFO  ", "  \x1b[33mINFO\x1b[0m  ", 1);
-        let coloured = if let Some(v) = coloured.strip_prefix("verdict: FAIL") {
-            format!("verdict: \x1b[1;31mFAIL\x1b[0m{v}")
-        } else if let Some(v) = coloured.strip_prefix("verdict: PASS") {
-            format!("verdict: \x1b[1;32mPASS\x1b[0m{v}")
-        } else {
-            coloured
-        };
-        text.push_str(&coloured);
-        text.push('\n');
-    }
+        Some((code.to_string(), "\x1b[0m".to_string()))
+    };
+    let text = report.render_table(width, &paint);
     let mut out = anstream::stdout().lock();
     if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         stdout_failed(e);

@@ -432,28 +432,15 @@ pub fn trace_table(t: &RecordedGemmTrace) -> String {
         "GRID/BLOCK",
         "OUTPUT",
     ];
-    let mut w = headers.map(str::len);
+    // Wide caps: vendor kernel symbols are long and a reader of `show`
+    // wants them whole; a hostile length is still shortened, never a panic.
+    let mut table = (0..headers.len()).fold(gemm_audit::render::Table::new(&headers), |t, i| {
+        t.cap(i, 256)
+    });
     for r in &rows {
-        for (w, c) in w.iter_mut().zip(r) {
-            *w = (*w).max(c.len());
-        }
+        table.row(r);
     }
-    let line = |cells: Vec<&str>| {
-        let mut l = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
-                l.push_str(c);
-            } else {
-                l.push_str(&format!("{c:<width$}  ", width = w[i]));
-            }
-        }
-        l.push('\n');
-        l
-    };
-    s.push_str(&line(headers.to_vec()));
-    for r in &rows {
-        s.push_str(&line(r.iter().map(String::as_str).collect()));
-    }
+    s.push_str(&table.render(None));
     s
 }
 

@@ -58,5 +58,6 @@ pub mod fleet;
 pub mod fuzzing;
 pub mod golden;
 pub mod recorder;
+pub mod render;
 pub mod report;
 pub mod workload;

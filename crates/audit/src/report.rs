@@ -26,8 +26,10 @@ fn esc(s: &str) -> String {
             '"' => o.push_str("&quot;"),
             '\'' => o.push_str("&apos;"),
             // Control characters (C0, DEL, C1) are not text: XML 1.0 forbids
-            // most of them even escaped.
-            c if c.is_control() && c != '\n' && c != '\t' => o.push(' '),
+            // most of them even escaped, and U+FFFE / U+FFFF outright; bidi
+            // overrides would reorder what a reader sees.
+            '\n' | '\t' => o.push(c),
+            c if !crate::render::is_xml_char(c) || crate::render::is_unsafe_char(c) => o.push(' '),
             c => o.push(c),
         }
     }
@@ -693,6 +695,9 @@ mod tests {
         assert_eq!(md("a|b\nc"), "a\\|b c");
         assert_eq!(md("<script>*x*"), "\\<script\\>\\*x\\*");
         assert_eq!(esc("a\u{1b}[31m\u{85}"), "a [31m ");
+        // Not XML at all, or reordering what a reader sees: replaced.
+        assert_eq!(esc("x\u{FFFE}y\u{FFFF}z\u{202E}w"), "x y z w");
+        assert_eq!(esc("line\nnext\tcol"), "line\nnext\tcol");
     }
 }
 

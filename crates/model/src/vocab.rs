@@ -304,8 +304,12 @@ impl fmt::Display for ModuleKind {
 }
 
 /// Kind of numeric contract: how each output's reduction is ordered and rounded.
+///
+/// Decoded through a flat form whose `like` can only be a built-in kind, so
+/// the "never itself `Engine`" rule holds for every decoded value too and a
+/// hostile file cannot nest engine contracts deep enough to exhaust the stack.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[serde(rename_all = "kebab-case", from = "ContractKindRepr")]
 pub enum ContractKind {
     /// One ascending-k `fma` chain from zero per output, RNE output rounding.
     /// The numeric reference: equal bits on every device that honours it.
@@ -332,6 +336,73 @@ pub enum ContractKind {
         /// The built-in kind whose policy rules apply. Never itself `Engine`.
         like: Box<ContractKind>,
     },
+}
+
+/// How [`ContractKind`] is decoded: the same variants in the same order
+/// (so every encoding is unchanged), with an engine contract's `like`
+/// restricted to the built-in kinds.
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum ContractKindRepr {
+    ScalarFma,
+    SplitKFixed,
+    TensorCoreTileParity,
+    Tf32,
+    VendorPedantic,
+    VendorFast,
+    AtomicUnordered,
+    Engine {
+        name: Name,
+        like: BuiltinContractKind,
+    },
+}
+
+/// The built-in contract kinds, in [`ContractKind`]'s order.
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum BuiltinContractKind {
+    ScalarFma,
+    SplitKFixed,
+    TensorCoreTileParity,
+    Tf32,
+    VendorPedantic,
+    VendorFast,
+    AtomicUnordered,
+}
+
+impl From<BuiltinContractKind> for ContractKind {
+    fn from(k: BuiltinContractKind) -> Self {
+        match k {
+            BuiltinContractKind::ScalarFma => ContractKind::ScalarFma,
+            BuiltinContractKind::SplitKFixed => ContractKind::SplitKFixed,
+            BuiltinContractKind::TensorCoreTileParity => ContractKind::TensorCoreTileParity,
+            BuiltinContractKind::Tf32 => ContractKind::Tf32,
+            BuiltinContractKind::VendorPedantic => ContractKind::VendorPedantic,
+            BuiltinContractKind::VendorFast => ContractKind::VendorFast,
+            BuiltinContractKind::AtomicUnordered => ContractKind::AtomicUnordered,
+        }
+    }
+}
+
+impl From<ContractKindRepr> for ContractKind {
+    fn from(r: ContractKindRepr) -> Self {
+        let builtin = match r {
+            ContractKindRepr::Engine { name, like } => {
+                return ContractKind::Engine {
+                    name,
+                    like: Box::new(like.into()),
+                };
+            }
+            ContractKindRepr::ScalarFma => BuiltinContractKind::ScalarFma,
+            ContractKindRepr::SplitKFixed => BuiltinContractKind::SplitKFixed,
+            ContractKindRepr::TensorCoreTileParity => BuiltinContractKind::TensorCoreTileParity,
+            ContractKindRepr::Tf32 => BuiltinContractKind::Tf32,
+            ContractKindRepr::VendorPedantic => BuiltinContractKind::VendorPedantic,
+            ContractKindRepr::VendorFast => BuiltinContractKind::VendorFast,
+            ContractKindRepr::AtomicUnordered => BuiltinContractKind::AtomicUnordered,
+        };
+        builtin.into()
+    }
 }
 
 impl ContractKind {
@@ -400,6 +471,41 @@ impl fmt::Display for ContractKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `like` is never an engine contract, decoded or not, and nesting is
+    /// refused at its first level: a trace of any depth is an error, never
+    /// a stack overflow.
+    #[test]
+    fn decoded_engine_contracts_follow_a_built_in_kind() {
+        let one = ContractKind::engine("fold", ContractKind::SplitKFixed).unwrap();
+        let json = serde_json::to_string(&one).unwrap();
+        assert_eq!(serde_json::from_str::<ContractKind>(&json).unwrap(), one);
+        let nested = |depth: usize| {
+            let mut k = ContractKind::ScalarFma;
+            for _ in 0..depth {
+                k = ContractKind::Engine {
+                    name: Name::new("x").unwrap(),
+                    like: Box::new(k),
+                };
+            }
+            k
+        };
+        let e = serde_json::from_str::<ContractKind>(&serde_json::to_string(&nested(2)).unwrap());
+        assert!(e.is_err(), "{e:?}");
+        // The binary trace format, through the file codec.
+        let mut t = crate::testkit::sample_trace(1);
+        for depth in [2, 500] {
+            t.routes[0].contract.kind = nested(depth);
+            let bytes = t.to_bytes().unwrap();
+            assert!(
+                crate::RecordedGemmTrace::from_bytes(&bytes).is_err(),
+                "depth {depth}"
+            );
+        }
+        t.routes[0].contract.kind = nested(1);
+        let bytes = t.to_bytes().unwrap();
+        assert!(crate::RecordedGemmTrace::from_bytes(&bytes).is_ok());
+    }
 
     #[test]
     fn names_are_validated() {
