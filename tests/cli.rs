@@ -930,10 +930,11 @@ fn cuda_backend_without_cuda_support_exits_4() {
         .says(&["built without CUDA support"]);
 }
 
-/// A closed stdout (`gemm-audit diff a b | head`) ends the process quietly:
-/// no panic message, exit 0, as ripgrep does.
+/// A closed stdout (`gemm-audit diff a b | head`) stops the output quietly
+/// (no panic message) but not the verdict: the exit code is the one the
+/// command returns with its reader attached.
 #[test]
-fn a_closed_stdout_pipe_ends_quietly() {
+fn a_closed_stdout_pipe_keeps_the_exit_code() {
     use std::process::{Command, Stdio};
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     for args in [
@@ -943,7 +944,19 @@ fn a_closed_stdout_pipe_ends_quietly() {
             "traces/cpu/m-sweep.gat",
         ],
         vec!["show", "traces/cpu/m-sweep.gat", "--format", "json"],
+        vec!["check", "traces/cpu/m-sweep.gat", "--backend", "cpu"],
     ] {
+        let attached = Command::new(BIN)
+            .args(&args)
+            .current_dir(root)
+            .output()
+            .unwrap();
+        if args[0] == "diff" {
+            assert!(
+                attached.status.code().unwrap() >= 64,
+                "the diff is a finding"
+            );
+        }
         // A pipe whose read end is closed before the child starts, so every
         // write the child makes meets a closed pipe (no race with its output).
         let (reader, writer) = std::io::pipe().unwrap();
@@ -958,7 +971,12 @@ fn a_closed_stdout_pipe_ends_quietly() {
         let out = child.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
-        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert_eq!(
+            out.status.code(),
+            attached.status.code(),
+            "{args:?}: {stderr}"
+        );
+        assert!(!stderr.contains("writing to stdout"), "{args:?}: {stderr}");
     }
 }
 
@@ -1108,7 +1126,9 @@ fn show_of_huge_and_hostile_names_never_panics() {
     let r = run_in(&s.0, &["show", "huge.gat"]);
     assert!(r.code == OK || r.code == 3, "{r}");
     assert!(
-        !r.all().chars().any(|c| matches!(c, '\u{202E}' | '\u{2028}' | '\u{1b}')),
+        !r.all()
+            .chars()
+            .any(|c| matches!(c, '\u{202E}' | '\u{2028}' | '\u{1b}')),
         "{r}"
     );
 }

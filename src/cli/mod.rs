@@ -6,13 +6,15 @@
 macro_rules! out {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let text = format!($($arg)*);
-        let mut stdout = std::io::stdout().lock();
-        if let Err(e) = stdout
-            .write_all(crate::cli::sanitize(&text).as_bytes())
-            .and_then(|()| stdout.flush())
-        {
-            crate::cli::stdout_failed(e);
+        if !crate::cli::stdout_closed() {
+            let text = format!($($arg)*);
+            let mut stdout = std::io::stdout().lock();
+            if let Err(e) = stdout
+                .write_all(crate::cli::sanitize(&text).as_bytes())
+                .and_then(|()| stdout.flush())
+            {
+                crate::cli::stdout_failed(e);
+            }
         }
     }};
 }
@@ -641,17 +643,31 @@ fn print_audit_table(report: &gemm_audit::audit::AuditReport) {
         Some((code.to_string(), "\x1b[0m".to_string()))
     };
     let text = report.render_table(width, &paint);
+    if stdout_closed() {
+        return;
+    }
     let mut out = anstream::stdout().lock();
     if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         stdout_failed(e);
     }
 }
 
-/// Ends the process when writing to stdout failed: quietly on a closed
-/// pipe (the reader has what it wanted), with exit code 1 otherwise.
-pub fn stdout_failed(e: std::io::Error) -> ! {
+/// Set once stdout's reader has gone (`gemm-audit diff a b | head -1`).
+static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// True when stdout's reader has gone: nothing more is written there.
+pub fn stdout_closed() -> bool {
+    STDOUT_CLOSED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// When writing to stdout failed. On a closed pipe (the reader has what it
+/// wanted) the command stops writing but finishes, so its exit code is
+/// still the verdict (`diff a b | head -1` exits 68 on a numeric finding);
+/// any other failure ends the process with exit code 1.
+pub fn stdout_failed(e: std::io::Error) {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
-        std::process::exit(0);
+        STDOUT_CLOSED.store(true, std::sync::atomic::Ordering::Relaxed);
+        return;
     }
     eprintln!("gemm-audit: error: writing to stdout: {e}");
     std::process::exit(1);
