@@ -1133,6 +1133,70 @@ fn show_of_huge_and_hostile_names_never_panics() {
     );
 }
 
+/// Each pending file is judged on its own: one that is not the candidate
+/// of the golden its name says (another workload's trace, a truncated file,
+/// a link) is an error for that file (exit 3) and is never installed; the
+/// good candidates are still accepted; `reject` removes the bad files (a
+/// link itself, not its target); naming a workload with no candidate is an
+/// error, not a pass.
+#[test]
+fn hostile_pending_files_are_refused_one_by_one() {
+    let s = Scratch::new("pending-hostile");
+    record_tiny(&s);
+    let tiny = read(&s.path("tiny.gat"));
+    std::fs::create_dir_all(s.path("g/cpu")).unwrap();
+    tiny.write(&s.path("g/cpu/tiny.gat.pending"), false)
+        .unwrap();
+    // Another workload's golden name holding tiny's trace.
+    tiny.write(&s.path("g/cpu/m-sweep.gat.pending"), false)
+        .unwrap();
+    // A truncated candidate.
+    let bytes = std::fs::read(s.path("tiny.gat")).unwrap();
+    std::fs::write(s.path("g/cpu/short.gat.pending"), &bytes[..bytes.len() / 2]).unwrap();
+    // A link to a trace elsewhere.
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(s.path("tiny.gat"), s.path("g/cpu/linked.gat.pending")).unwrap();
+
+    run_in(&s.0, &["review", "nosuch", "--golden-dir", "g"])
+        .code(3)
+        .says(&[
+            "no pending candidate for workload \"nosuch\"",
+            "pending: tiny",
+        ]);
+    run_in(&s.0, &["review", "--golden-dir", "g"])
+        .code(3)
+        .says(&[
+            "g/cpu/tiny.gat.pending -> g/cpu/tiny.gat",
+            "m-sweep.gat.pending",
+            "whose golden is",
+            "short.gat.pending",
+        ]);
+    run_in(&s.0, &["accept", "--golden-dir", "g"])
+        .code(3)
+        .says(&["accepted g/cpu/tiny.gat.pending"]);
+    assert!(s.path("g/cpu/tiny.gat").is_file());
+    assert!(
+        !s.path("g/cpu/m-sweep.gat").exists(),
+        "a mislabelled candidate was installed"
+    );
+    #[cfg(unix)]
+    assert!(
+        !s.path("g/cpu/linked.gat").exists(),
+        "a linked candidate was installed"
+    );
+    run_in(&s.0, &["reject", "--golden-dir", "g"])
+        .code(OK)
+        .says(&["removed unusable"]);
+    assert!(
+        std::fs::read_dir(s.path("g/cpu")).unwrap().all(|e| !e
+            .unwrap()
+            .path()
+            .to_string_lossy()
+            .ends_with(".pending"))
+    );
+    assert!(s.path("tiny.gat").is_file(), "reject followed a link");
+}
+
 fn special_files(s: &Scratch) -> Option<(PathBuf, PathBuf)> {
     let fifo = s.path("pipe");
     let zero = s.path("zero");
@@ -1283,10 +1347,15 @@ fn golden_drift_and_missing_goldens_fail_in_every_artifact() {
         x.matches("<failure").count()
     };
 
-    // Missing: a finding, every output written, with the bless hint.
-    audit(&[])
-        .code(FINDING)
-        .says(&["golden-drift", "FAIL", "gemm-audit bless tiny"]);
+    // Missing: a finding, every output written, a candidate kept and the
+    // commands that settle it named (with -q too).
+    audit(&[]).code(FINDING).says(&[
+        "golden-drift",
+        "FAIL",
+        "candidate kept as g/cpu/tiny.gat.pending",
+        "gemm-audit accept --golden-dir g",
+    ]);
+    assert!(s.path("g/cpu/tiny.gat.pending").is_file());
     for f in ["r/report.md", "r/report.html", "j.xml"] {
         assert!(s.path(f).is_file(), "{f} not written");
     }
@@ -1297,21 +1366,17 @@ fn golden_drift_and_missing_goldens_fail_in_every_artifact() {
             .contains("golden-drift")
     );
 
-    // Identical: passes everywhere.
-    std::fs::create_dir_all(s.path("g/cpu")).unwrap();
-    run_in(
-        &s.0,
-        &[
-            "record",
-            "tiny.toml",
-            "-o",
-            "g/cpu/tiny.gat",
-            "--backend",
-            "cpu",
-        ],
-    )
-    .code(OK);
-    audit(&[]).code(OK).says(&["golden-drift", "identical to"]);
+    // Accepting the candidate creates the golden; the next run passes.
+    run_in(&s.0, &["accept", "--golden-dir", "g"])
+        .code(OK)
+        .says(&["accepted"]);
+    assert!(s.path("g/cpu/tiny.gat").is_file() && !s.path("g/cpu/tiny.gat.pending").exists());
+    // Identical: passes everywhere, and a stale candidate is settled.
+    std::fs::copy(s.path("g/cpu/tiny.gat"), s.path("g/cpu/tiny.gat.pending")).unwrap();
+    audit(&[])
+        .code(OK)
+        .says(&["golden-drift", "identical to", "stale candidate"]);
+    assert!(!s.path("g/cpu/tiny.gat.pending").exists());
     assert_eq!(junit_failures(), 0);
 
     // Drifted: a route field changed (and re-digested) in the golden.

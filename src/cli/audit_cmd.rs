@@ -116,9 +116,30 @@ pub(super) fn write_audit_artifacts(
             true,
         )?;
     }
+    // The drift and what to do about it are the finding: shown with -q too.
     for (w, d) in &input.drift {
         if !d.is_empty() {
-            note!("gemm-audit: {w} differs from its golden:\n{}", d.render());
+            eprintln!(
+                "gemm-audit: {} differs from its golden:\n{}",
+                sanitize(w),
+                sanitize(&d.render())
+            );
+        }
+    }
+    if let Some(dir) = &args.golden_dir {
+        let kept = report
+            .checks
+            .iter()
+            .filter(|c| {
+                c.contract == gemm_audit::audit::GOLDEN_DRIFT
+                    && c.detail.contains("candidate kept as")
+            })
+            .count();
+        if kept > 0 {
+            let dir = sanitize(&dir.display().to_string()).into_owned();
+            eprintln!(
+                "gemm-audit: {kept} candidate golden(s) kept under {dir}: `gemm-audit review --golden-dir {dir}` shows them, `gemm-audit accept --golden-dir {dir}` makes them the goldens, `gemm-audit reject --golden-dir {dir}` drops them"
+            );
         }
     }
     Ok(())

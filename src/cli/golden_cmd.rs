@@ -141,12 +141,13 @@ pub(super) fn cmd_pending(
     workloads: &[String],
     dir: &std::path::Path,
 ) -> Result<u8> {
-    let pending = golden::pending(dir, workloads)?;
-    if pending.is_empty() {
+    let set = golden::pending(dir, workloads)?;
+    if set.candidates.is_empty() && set.unusable.is_empty() {
         outln!("no pending candidates under {}", dir.display());
         return Ok(EXIT_OK);
     }
-    for p in &pending {
+    let mut failed = false;
+    for p in &set.candidates {
         match action {
             PendingAction::Review => {
                 outln!("{} -> {}", p.path.display(), p.golden.display());
@@ -156,18 +157,34 @@ pub(super) fn cmd_pending(
                     None => outln!("  no golden yet: accepting creates it"),
                 }
             }
-            PendingAction::Accept => {
-                golden::accept(p)?;
-                outln!("accepted {} -> {}", p.path.display(), p.golden.display());
-            }
+            PendingAction::Accept => match golden::accept(p) {
+                Ok(()) => outln!("accepted {} -> {}", p.path.display(), p.golden.display()),
+                Err(e) => {
+                    eprintln!("gemm-audit: error: {}", sanitize(&e.to_string()));
+                    failed = true;
+                }
+            },
             PendingAction::Reject => {
                 golden::reject(p)?;
                 outln!("rejected {}", p.path.display());
             }
         }
     }
+    // A file that is not a usable candidate is its own error: the others
+    // were still handled. `reject` (of everything) removes it.
+    for u in &set.unusable {
+        if action == PendingAction::Reject && workloads.is_empty() {
+            golden::discard(u)?;
+            outln!("removed unusable {}", u.path.display());
+        } else {
+            eprintln!("gemm-audit: error: {}", sanitize(&u.error.to_string()));
+            failed = true;
+        }
+    }
     // Pending candidates under review are findings until settled.
-    Ok(if action == PendingAction::Review {
+    Ok(if failed {
+        EXIT_BAD_INPUT
+    } else if action == PendingAction::Review {
         EXIT_FINDING
     } else {
         EXIT_OK

@@ -246,6 +246,64 @@ impl TraceDiff {
         self.differences.is_empty()
     }
 
+    /// One line for people: what changed per GEMM, the kernel and contract
+    /// before and after where they changed and whether the output changed
+    /// (`down@b8: split-k-fixed/4 -> scalar-fma, output changed`), the
+    /// first few GEMMs and how many more; trace-level changes as fields.
+    pub fn summary(&self) -> String {
+        const SHOWN: usize = 3;
+        let mut groups: Vec<(String, Vec<&Difference>)> = Vec::new();
+        for d in &self.differences {
+            let key = d.gemm.clone().unwrap_or_else(|| "trace".into());
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, v)) => v.push(d),
+                None => groups.push((key, vec![d])),
+            }
+        }
+        let mut parts: Vec<String> = groups
+            .iter()
+            .take(SHOWN)
+            .map(|(gemm, ds)| {
+                let mut what: Vec<String> = Vec::new();
+                const NAMED: [&str; 3] = ["contract.kind", "contract.splits", "kernel_symbol"];
+                for field in NAMED {
+                    if let Some(d) = ds.iter().find(|d| d.change.field == field) {
+                        let value =
+                            |v: &str| crate::render::shorten(v.trim_matches('"'), 40).into_owned();
+                        what.push(format!(
+                            "{} -> {}",
+                            value(&d.change.expected),
+                            value(&d.change.found)
+                        ));
+                    }
+                }
+                if ds.iter().any(|d| d.class == DiffClass::Numeric) {
+                    what.push("output changed".into());
+                }
+                let others: Vec<&str> = ds
+                    .iter()
+                    .filter(|d| d.class != DiffClass::Numeric)
+                    .map(|d| d.change.field.as_str())
+                    .filter(|f| !NAMED.contains(f))
+                    .collect();
+                match others.len() {
+                    0 => {}
+                    n if n <= 3 => what.push(others.join(", ")),
+                    n => what.push(format!(
+                        "{}, and {} more fields",
+                        others[..3].join(", "),
+                        n - 3
+                    )),
+                }
+                format!("{gemm}: {}", what.join(", "))
+            })
+            .collect();
+        if groups.len() > SHOWN {
+            parts.push(format!("and {} more", groups.len() - SHOWN));
+        }
+        parts.join("; ")
+    }
+
     /// A reviewable text rendering, one difference a line.
     pub fn render(&self) -> String {
         if self.differences.is_empty() {
@@ -490,7 +548,15 @@ pub fn output_file_name(gemm: &str) -> String {
             }
         })
         .collect();
-    format!("{safe}.bin")
+    // A name that had to change gets 8 hex digits of its SHA-256, so
+    // distinct GEMMs (`x/y`, `x y`, `x:y`) never share a file; `.` and `..`
+    // are never file names of their own.
+    if safe == gemm && safe != "." && safe != ".." {
+        format!("{safe}.bin")
+    } else {
+        let digest = crate::Digest::sha256(gemm.as_bytes()).to_string();
+        format!("{safe}-{}.bin", &digest[..8])
+    }
 }
 
 struct Pairs {
@@ -817,6 +883,31 @@ mod tests {
         let mut other = t.clone();
         other.volatile.insert("host".into(), "elsewhere".into());
         assert!(TraceDiff::between(&t, &other).is_empty());
+    }
+
+    /// The one-line summary names each changed GEMM with its kernel change
+    /// and whether its output changed.
+    #[test]
+    fn the_summary_says_what_changed_per_gemm() {
+        let t = testkit::sample_trace(5);
+        let mut c = t.clone();
+        c.routes[1].kernel_symbol = "other_kernel".into();
+        c.fingerprints[1].sha256.0[0] ^= 1;
+        c.fingerprints[3].sha256.0[0] ^= 1;
+        c.launch_set = crate::build_resolved_gemm_launch_set(&c.routes).unwrap();
+        let d = TraceDiff::between(&t, &c);
+        let s = d.summary();
+        let g1 = &t.routes[1].gemm;
+        let g3 = &t.routes[3].gemm;
+        assert!(
+            s.contains(&format!(
+                "{g1}: {} -> other_kernel, output changed",
+                t.routes[1].kernel_symbol
+            )),
+            "{s}"
+        );
+        assert!(s.contains(&format!("{g3}: output changed")), "{s}");
+        assert!(!s.contains('"'), "{s}");
     }
 
     #[test]

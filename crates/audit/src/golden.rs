@@ -25,7 +25,8 @@ pub fn device_key(device: &DeviceIdentity) -> String {
 }
 
 /// Lower-case ASCII letters, digits, `-` and `_`; every other run of
-/// characters becomes one `-`, with none at either end.
+/// characters becomes one `-`, with none at either end (`unnamed` when
+/// nothing is left).
 fn sanitize(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -43,10 +44,23 @@ fn sanitize(s: &str) -> String {
     }
 }
 
+/// The file stem of a name: the name itself when it is already a file
+/// name of lower-case letters, digits, `-` and `_` (every built-in
+/// workload's), else its sanitized form and 8 hex digits of its SHA-256, so
+/// distinct names (`Tiny`, `TINY`, `tiny.`, `模型`, `数据`) never share a file.
+pub fn file_stem(name: &str) -> String {
+    let clean = sanitize(name);
+    if clean == name {
+        return clean;
+    }
+    let digest = crate::Digest::sha256(name.as_bytes());
+    format!("{clean}-{}", &digest.to_string()[..8])
+}
+
 /// Where the golden of `trace` lives under `dir`.
 pub fn golden_path(dir: &Path, trace: &RecordedGemmTrace) -> PathBuf {
     dir.join(device_key(&trace.context.device))
-        .join(format!("{}.gat", sanitize(&trace.workload)))
+        .join(format!("{}.gat", file_stem(&trace.workload)))
 }
 
 /// Finds the golden for `trace` under `dir`, or says which is missing and
@@ -161,12 +175,38 @@ pub struct Pending {
     pub diff: Option<TraceDiff>,
 }
 
-/// Every pending candidate under `dir`, sorted by path; `only` keeps those
-/// whose workload is named (all when empty).
-pub fn pending(dir: &Path, only: &[String]) -> Result<Vec<Pending>> {
-    let mut out = Vec::new();
-    let Ok(devices) = std::fs::read_dir(dir) else {
-        return Ok(out);
+/// A pending file that is not a usable candidate, and why. Each is the
+/// problem of its own file only: the others are still reviewed, accepted
+/// or rejected.
+#[derive(Debug)]
+pub struct Unusable {
+    /// The pending file.
+    pub path: PathBuf,
+    /// Why it cannot be reviewed or accepted.
+    pub error: Error,
+}
+
+/// The pending candidates under a golden folder.
+#[derive(Debug, Default)]
+pub struct PendingSet {
+    /// The usable candidates, sorted by path.
+    pub candidates: Vec<Pending>,
+    /// Pending files that cannot be used (unreadable, not a regular file,
+    /// or not the candidate of the golden their name says), sorted by path.
+    pub unusable: Vec<Unusable>,
+}
+
+/// Every pending candidate under `dir`; `only` keeps those whose workload
+/// is named (all when empty). A name in `only` that no candidate has is an
+/// error naming the candidates there are. A pending file that cannot be
+/// used is listed in [`PendingSet::unusable`], never a reason to stop.
+pub fn pending(dir: &Path, only: &[String]) -> Result<PendingSet> {
+    let mut set = PendingSet::default();
+    let mut workloads: Vec<String> = Vec::new();
+    let devices = match std::fs::read_dir(dir) {
+        Ok(d) => d,
+        Err(_) if only.is_empty() => return Ok(set),
+        Err(e) => return Err(Error::io(dir, e)),
     };
     for device in devices.flatten().filter(|d| d.path().is_dir()) {
         let Ok(files) = std::fs::read_dir(device.path()) else {
@@ -181,33 +221,96 @@ pub fn pending(dir: &Path, only: &[String]) -> Result<Vec<Pending>> {
             else {
                 continue;
             };
-            let trace = RecordedGemmTrace::read(&path)?;
-            if !only.is_empty() && !only.contains(&trace.workload) {
-                continue;
+            match candidate(dir, &path, golden) {
+                Ok(p) => {
+                    workloads.push(p.trace.workload.clone());
+                    if only.is_empty() || only.contains(&p.trace.workload) {
+                        set.candidates.push(p);
+                    }
+                }
+                Err(error) => set.unusable.push(Unusable { path, error }),
             }
-            let diff = if golden.is_file() {
-                Some(TraceDiff::between(
-                    &RecordedGemmTrace::read(&golden)?,
-                    &trace,
-                ))
-            } else {
-                None
-            };
-            out.push(Pending {
-                path,
-                golden,
-                trace,
-                diff,
-            });
         }
     }
-    out.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(out)
+    set.candidates.sort_by(|a, b| a.path.cmp(&b.path));
+    set.unusable.sort_by(|a, b| a.path.cmp(&b.path));
+    let missing: Vec<&String> = only
+        .iter()
+        .filter(|w| !set.candidates.iter().any(|p| &p.trace.workload == *w))
+        .collect();
+    if let Some(w) = missing.first() {
+        workloads.sort();
+        workloads.dedup();
+        let there = workloads;
+        return Err(Error::Candidate {
+            path: dir.to_path_buf(),
+            reason: format!(
+                "no pending candidate for workload {w:?} (pending: {})",
+                if there.is_empty() {
+                    "none".to_string()
+                } else {
+                    there.join(", ")
+                }
+            ),
+        });
+    }
+    Ok(set)
+}
+
+/// The candidate in `path`, checked to be what its name says: a regular
+/// file (not a link, FIFO or device), a readable trace whose plan rebuilds,
+/// and the candidate of exactly the golden its name names (same workload
+/// and device folder), so `accept` can only install what was recorded for
+/// that golden.
+fn candidate(dir: &Path, path: &Path, golden: PathBuf) -> Result<Pending> {
+    let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io(path, e))?;
+    if !meta.file_type().is_file() {
+        return Err(Error::Candidate {
+            path: path.to_path_buf(),
+            reason: "a pending candidate must be a regular file (not a link, FIFO or device)"
+                .into(),
+        });
+    }
+    let trace = RecordedGemmTrace::read(path)?;
+    let expected = golden_path(dir, &trace);
+    if expected != golden {
+        return Err(Error::Candidate {
+            path: path.to_path_buf(),
+            reason: format!(
+                "holds workload {:?} recorded on {:?}, whose golden is {}, not {}",
+                trace.workload,
+                trace.context.device.class,
+                expected.display(),
+                golden.display()
+            ),
+        });
+    }
+    crate::CapturedGemmGraphPlan::from_trace(&trace).map_err(|r| Error::Candidate {
+        path: path.to_path_buf(),
+        reason: format!("its plan does not rebuild: {r}"),
+    })?;
+    let diff = if golden.is_file() {
+        Some(TraceDiff::between(
+            &RecordedGemmTrace::read(&golden)?,
+            &trace,
+        ))
+    } else {
+        None
+    };
+    Ok(Pending {
+        path: path.to_path_buf(),
+        golden,
+        trace,
+        diff,
+    })
 }
 
 /// Makes a pending candidate the golden (atomically) and removes the
 /// pending file.
 pub fn accept(p: &Pending) -> Result<()> {
+    if let Some(parent) = p.golden.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    }
     p.trace.write(&p.golden, true)?;
     std::fs::remove_file(&p.path).map_err(|e| Error::io(&p.path, e))
 }
@@ -217,9 +320,62 @@ pub fn reject(p: &Pending) -> Result<()> {
     std::fs::remove_file(&p.path).map_err(|e| Error::io(&p.path, e))
 }
 
+/// Drops a pending file that is not a usable candidate (the link itself,
+/// never what it points to); the golden stays.
+pub fn discard(u: &Unusable) -> Result<()> {
+    std::fs::remove_file(&u.path).map_err(|e| Error::io(&u.path, e))
+}
+
+/// Removes the candidate of `trace`'s golden under `dir`, if one is left
+/// from an earlier run: a run that matches the golden settles it. Returns
+/// the removed file.
+pub fn remove_stale_pending(dir: &Path, trace: &RecordedGemmTrace) -> Result<Option<PathBuf>> {
+    let path = pending_path(&golden_path(dir, trace));
+    match std::fs::symlink_metadata(&path) {
+        Ok(_) => {
+            std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+            Ok(Some(path))
+        }
+        Err(_) => Ok(None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Distinct workload names never share a golden file; canonical names
+    /// (every built-in's) keep their plain file name.
+    #[test]
+    fn distinct_names_get_distinct_files() {
+        assert_eq!(file_stem("m-sweep"), "m-sweep");
+        assert_eq!(file_stem("transformer-block"), "transformer-block");
+        let names = [
+            "tiny",
+            "Tiny",
+            "TINY",
+            "tiny.",
+            "模型",
+            "数据",
+            "данные",
+            "a b",
+            "a/b",
+        ];
+        let stems: std::collections::BTreeSet<String> =
+            names.iter().map(|n| file_stem(n)).collect();
+        assert_eq!(stems.len(), names.len(), "{stems:?}");
+        assert!(file_stem("Tiny").starts_with("tiny-"));
+        assert!(file_stem("模型").starts_with("unnamed-"));
+        // Same name, same file, every time.
+        assert_eq!(file_stem("Tiny"), file_stem("Tiny"));
+        // GEMM output files likewise.
+        let outs: std::collections::BTreeSet<String> = ["x/y", "x y", "x:y", "x_y", "..", "."]
+            .iter()
+            .map(|g| crate::diff::output_file_name(g))
+            .collect();
+        assert_eq!(outs.len(), 6, "{outs:?}");
+        assert_eq!(crate::diff::output_file_name("qkv@b8"), "qkv@b8.bin");
+    }
     use crate::testkit;
 
     #[test]

@@ -88,6 +88,16 @@ pub enum Error {
         /// joined by `, `, or `none`.
         available: String,
     },
+    /// A pending candidate that cannot be reviewed, accepted or rejected as
+    /// asked: none for a named workload, or a file that is not the candidate
+    /// of the golden its name says.
+    #[error("{path}: {reason}")]
+    Candidate {
+        /// The pending file, or the golden folder when none was found.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// A workload is unknown or malformed.
     #[error("workload {name}: {reason}")]
     Workload {

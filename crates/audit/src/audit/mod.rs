@@ -475,16 +475,30 @@ impl AuditReport {
         let mut drift = Vec::new();
         let traces = std::mem::take(&mut self.traces);
         for t in &traces {
+            // Keep a candidate for review, as snapshot tools do: for a
+            // drifted golden and for a missing one alike.
+            let keep = |what: &str| {
+                if !keep_pending {
+                    return "candidate not kept (with several devices, the lowest ordinal's is)"
+                        .to_string();
+                }
+                match crate::golden::write_pending(dir, t) {
+                    Ok(p) => format!(
+                        "candidate kept as {} (review, then accept {what})",
+                        p.display()
+                    ),
+                    Err(e) => format!("the candidate could not be kept: {e}"),
+                }
+            };
             let (verdict, detail) = match crate::golden::find_golden(dir, t) {
                 Err(crate::Error::GoldenMissing {
                     path, available, ..
                 }) => (
                     Verdict::Fail,
                     format!(
-                        "no golden at {} (present: {available}); `gemm-audit bless {} --golden-dir {}` creates it",
+                        "no golden at {} (present: {available}); {}",
                         path.display(),
-                        t.workload,
-                        dir.display()
+                        keep("it to create the golden")
                     ),
                 ),
                 Err(e) => {
@@ -501,27 +515,32 @@ impl AuditReport {
                     };
                     let d = crate::diff::TraceDiff::between(&golden, t);
                     let outcome = if d.is_empty() {
-                        (Verdict::Pass, format!("identical to {}", path.display()))
+                        // A run that matches the golden settles a candidate
+                        // left by an earlier one, so `accept` cannot revert it.
+                        let stale = if keep_pending {
+                            crate::golden::remove_stale_pending(dir, t).ok().flatten()
+                        } else {
+                            None
+                        };
+                        let note = stale
+                            .map(|p| format!("; stale candidate {} removed", p.display()))
+                            .unwrap_or_default();
+                        (
+                            Verdict::Pass,
+                            format!("identical to {}{note}", path.display()),
+                        )
                     } else {
                         let classes: Vec<String> =
                             d.classes().iter().map(|c| c.to_string()).collect();
-                        // Keep the candidate for review, as snapshot tools do.
-                        let kept = if !keep_pending {
-                            "candidate not kept (with several devices, the lowest ordinal's is)"
-                                .to_string()
-                        } else {
-                            match crate::golden::write_pending(dir, t) {
-                                Ok(p) => format!("candidate kept as {}", p.display()),
-                                Err(e) => format!("the candidate could not be kept: {e}"),
-                            }
-                        };
                         (
                             Verdict::Fail,
                             format!(
-                                "{} differences from {} ({}); {kept}; `gemm-audit review` shows it, `accept` or `reject` settles it",
+                                "{} differences from {} ({}): {}; {}",
                                 d.differences.len(),
                                 path.display(),
-                                classes.join(", ")
+                                classes.join(", "),
+                                d.summary(),
+                                keep("it to replace the golden")
                             ),
                         )
                     };
