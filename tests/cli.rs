@@ -231,6 +231,11 @@ fn bad_command_lines_exit_2_and_name_the_problem() {
             &["--format", "yaml"],
         ),
         (&["audit", "--no-such-flag"], &["--no-such-flag"]),
+        // A budget that would switch itself off, or refuse everything.
+        (&["--max-gflop=nan", "audit"], &["--max-gflop", "finite"]),
+        (&["--max-gflop=inf", "audit"], &["--max-gflop", "finite"]),
+        (&["--max-memory-gib=-1", "audit"], &["--max-memory-gib"]),
+        (&["--max-gflop=0", "audit"], &["greater than 0"]),
     ];
     for (args, needles) in cases {
         run_in(&s.0, args).code(USAGE).says(needles);

@@ -62,11 +62,11 @@ pub struct Args {
     pub verbose: bool,
     /// Most compute one command may run, in GFLOP (estimated before any
     /// launch; default 200 on the CPU, 500000 with CUDA).
-    #[arg(long, global = true, value_name = "GFLOP")]
+    #[arg(long, global = true, value_name = "GFLOP", value_parser = values::budget_limit)]
     pub max_gflop: Option<f64>,
     /// Most host memory one command may hold, in GiB (estimated before any
     /// allocation; default 8 on the CPU, 32 with CUDA).
-    #[arg(long, global = true, value_name = "GIB")]
+    #[arg(long, global = true, value_name = "GIB", value_parser = values::budget_limit)]
     pub max_memory_gib: Option<f64>,
     #[command(subcommand)]
     pub command: Command,

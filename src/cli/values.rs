@@ -47,3 +47,29 @@ pub fn fingerprint_mode() -> impl clap::builder::TypedValueParser<Value = Finger
         _ => FingerprintMode::Strong,
     })
 }
+
+/// A budget limit: a finite number greater than zero (`nan`, `inf`, zero
+/// and negative limits would switch the budget off or refuse everything).
+pub fn budget_limit(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number"))?;
+    if !v.is_finite() || v <= 0.0 {
+        return Err(format!("{s:?} must be a finite number greater than 0"));
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budget_limits_are_finite_and_positive() {
+        assert_eq!(budget_limit("12.5"), Ok(12.5));
+        for bad in ["nan", "NaN", "inf", "-inf", "0", "-1", "x", ""] {
+            assert!(budget_limit(bad).is_err(), "{bad:?}");
+        }
+    }
+}
