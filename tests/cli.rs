@@ -1753,10 +1753,34 @@ fn compare_names_the_disagreeing_trace() {
     let s = Scratch::new("compare");
     let tiny = record_tiny(&s);
     std::fs::create_dir_all(s.path("fleet/host-b")).unwrap();
-    for name in ["fleet/a.gat", "fleet/host-b/b.gat", "fleet/c.gat"] {
+    // Plain copies of one file are one device: one vote, nothing compared.
+    for name in ["copies/a.gat", "copies/b.gat"] {
+        std::fs::create_dir_all(s.path("copies")).unwrap();
         std::fs::copy(&tiny, s.path(name)).unwrap();
     }
-    run_in(&s.0, &["compare", "fleet"])
+    run_in(&s.0, &["compare", "copies"]).code(FINDING).says(&[
+        "left out (a copy of another trace's device): copies/b.gat",
+        "nothing to compare",
+        "compare: FAIL",
+    ]);
+    run_in(&s.0, &["compare", "copies", "--allow-single"])
+        .code(OK)
+        .says(&["(allowed)", "compare: PASS"]);
+    // Three hosts: the same recording, each with its own device.
+    for (name, uuid) in [
+        ("fleet/a.gat", "a"),
+        ("fleet/host-b/b.gat", "b"),
+        ("fleet/c.gat", "c"),
+    ] {
+        let mut t = read(&tiny);
+        t.volatile
+            .insert("cuda.device.uuid".into(), format!("uuid-{uuid}"));
+        t.write(&s.path(name), false).unwrap();
+    }
+    // A link back to the folder is not walked (no loop, no double count).
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(".", s.path("fleet/self")).unwrap();
+    run_in(&s.0, &["compare", "fleet", "fleet/a.gat"])
         .code(OK)
         .says(&["tiny on cpu: 3 traces, agree", "compare: PASS"]);
     let mut b = read(&s.path("fleet/host-b/b.gat"));

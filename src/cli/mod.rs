@@ -215,6 +215,10 @@ pub enum Command {
         /// Also write a JUnit XML file: one case per group and launch.
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
+        /// Pass a (workload, device class) group with a single trace (by
+        /// default one trace compares nothing, and fails).
+        #[arg(long)]
+        allow_single: bool,
     },
     /// Show the candidates `audit --golden-dir` kept beside drifted goldens.
     #[command(after_help = EXIT_CODES)]
@@ -366,7 +370,8 @@ pub fn run(args: Args) -> Result<u8> {
             traces,
             format,
             junit,
-        } => cmd_compare(&traces, format, junit.as_deref()),
+            allow_single,
+        } => cmd_compare(&traces, format, junit.as_deref(), allow_single),
         Command::Review {
             workloads,
             golden_dir,

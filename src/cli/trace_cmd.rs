@@ -6,28 +6,45 @@ use gemm_audit::backend::GemmBackend;
 
 /// Trace files named, or found (recursively, *.gat) under named folders.
 pub(super) fn trace_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    fn walk(dir: &std::path::Path, out: &mut Vec<PathBuf>) -> Result<()> {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+    // Directories are walked without following links to directories (a
+    // `self -> .` link would walk forever), and each file is taken once,
+    // however many paths lead to it.
+    fn walk(
+        dir: &std::path::Path,
+        out: &mut Vec<PathBuf>,
+        seen: &mut std::collections::HashSet<PathBuf>,
+    ) -> Result<()> {
+        let mut entries: Vec<std::fs::DirEntry> = std::fs::read_dir(dir)
             .with_context(|| format!("reading {}", dir.display()))?
             .flatten()
-            .map(|e| e.path())
             .collect();
-        entries.sort();
-        for p in entries {
+        entries.sort_by_key(|e| e.path());
+        for e in entries {
+            let p = e.path();
+            let is_link = e.file_type().is_ok_and(|t| t.is_symlink());
             if p.is_dir() {
-                walk(&p, out)?;
+                if !is_link {
+                    walk(&p, out, seen)?;
+                }
             } else if p.extension().is_some_and(|e| e == "gat") {
-                out.push(p);
+                take(p, out, seen);
             }
         }
         Ok(())
     }
+    fn take(p: PathBuf, out: &mut Vec<PathBuf>, seen: &mut std::collections::HashSet<PathBuf>) {
+        let key = std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone());
+        if seen.insert(key) {
+            out.push(p);
+        }
+    }
     let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for p in paths {
         if p.is_dir() {
-            walk(p, &mut out)?;
+            walk(p, &mut out, &mut seen)?;
         } else {
-            out.push(p.clone());
+            take(p.clone(), &mut out, &mut seen);
         }
     }
     Ok(out)
@@ -37,6 +54,7 @@ pub(super) fn cmd_compare(
     paths: &[PathBuf],
     format: Format,
     junit: Option<&std::path::Path>,
+    allow_single: bool,
 ) -> Result<u8> {
     use gemm_audit::compare::{Member, compare};
     let members = trace_files(paths)?
@@ -45,35 +63,62 @@ pub(super) fn cmd_compare(
             Ok(Member {
                 label: p.display().to_string(),
                 trace: read_trace(&p)?,
+                device: None,
             })
         })
         .collect::<Result<Vec<_>>>()?;
     let c = compare(&members);
+    let passed = if allow_single {
+        c.agrees_allowing_single()
+    } else {
+        c.agrees()
+    };
+    // Every name below comes from a file: one line each, escaped.
+    let one = |s: &str| gemm_audit::render::one_line(s).into_owned();
     match format {
         Format::Json => outln!(
             "{}",
-            gemm_audit::report::json_document("compare", c.agrees(), &c)
+            gemm_audit::report::json_document("compare", passed, &c)
         ),
         Format::Table => {
             for g in &c.groups {
+                let verdict = if g.agrees() {
+                    "agree".to_string()
+                } else if g.voters() < 2 {
+                    format!(
+                        "{} voting: nothing to compare{}",
+                        g.voters(),
+                        if allow_single { " (allowed)" } else { "" }
+                    )
+                } else {
+                    "DISAGREE".to_string()
+                };
                 outln!(
-                    "{} on {}: {} traces, {}",
-                    g.workload,
-                    g.device,
-                    g.members,
-                    if g.agrees() { "agree" } else { "DISAGREE" }
+                    "{} on {}: {} traces, {verdict}",
+                    one(&g.workload),
+                    one(&g.device),
+                    g.members
                 );
                 for l in &g.mismatched {
-                    outln!("  left out (another launch set): {l}");
+                    outln!("  left out (another launch set): {}", one(l));
+                }
+                for l in &g.duplicates {
+                    outln!("  left out (a copy of another trace's device): {}", one(l));
                 }
                 for l in g.launches.iter().filter(|l| !l.outliers.is_empty()) {
                     outln!(
-                        "  launch {} {} ({}): {}/{} agree{}",
+                        "  launch {} {} ({}): {}{}",
                         l.launch,
-                        l.gemm,
-                        l.contract,
-                        l.agree,
-                        l.voters,
+                        one(&l.gemm),
+                        one(&l.contract),
+                        if l.tie {
+                            format!(
+                                "a tie among {} voters: no majority, every device listed",
+                                l.voters
+                            )
+                        } else {
+                            format!("{}/{} agree", l.agree, l.voters)
+                        },
                         if l.deterministic {
                             ""
                         } else {
@@ -81,11 +126,11 @@ pub(super) fn cmd_compare(
                         }
                     );
                     for o in &l.outliers {
-                        outln!("    outlier {} [{}]", o.label, o.device);
+                        outln!("    outlier {} [{}]", one(&o.label), one(&o.device));
                     }
                 }
             }
-            outln!("compare: {}", if c.agrees() { "PASS" } else { "FAIL" });
+            outln!("compare: {}", if passed { "PASS" } else { "FAIL" });
         }
     }
     if let Some(path) = junit {
@@ -95,7 +140,7 @@ pub(super) fn cmd_compare(
             true,
         )?;
     }
-    Ok(if c.agrees() { EXIT_OK } else { EXIT_FINDING })
+    Ok(if passed { EXIT_OK } else { EXIT_FINDING })
 }
 
 pub(super) fn cmd_record(

@@ -21,6 +21,10 @@ pub struct Member {
     pub label: String,
     /// The trace.
     pub trace: RecordedGemmTrace,
+    /// The device it ran on, when the caller knows it (the fleet does):
+    /// one vote per device. `None`: the trace's device UUID, or where it
+    /// records none, its content (so copies of one file vote once).
+    pub device: Option<String>,
 }
 
 /// A trace that disagreed with the majority on one launch.
@@ -50,8 +54,12 @@ pub struct LaunchVote {
     pub agree: usize,
     /// Members that voted.
     pub voters: usize,
-    /// The majority fingerprint.
+    /// The majority fingerprint (empty on a tie: no majority exists).
     pub majority: String,
+    /// True when the most common fingerprints are held by equally many
+    /// members: the vote cannot say which device is wrong, so every member
+    /// of the tie is listed as an outlier.
+    pub tie: bool,
     /// Members that disagreed (for deterministic launches: suspect devices).
     pub outliers: Vec<Outlier>,
 }
@@ -68,15 +76,26 @@ pub struct Group {
     /// Members left out because their launch set differs from the group's
     /// first member (another GEMM list): labels.
     pub mismatched: Vec<String>,
+    /// Members left out as copies of another member's device (the same
+    /// device UUID, or the same trace content where no UUID is known): one
+    /// device, one vote. Labels.
+    pub duplicates: Vec<String>,
     /// One vote per launch.
     pub launches: Vec<LaunchVote>,
 }
 
 impl Group {
-    /// True when no deterministic launch has an outlier and no member was
-    /// left out.
+    /// Members whose vote counted (not left out as mismatched or copies).
+    pub fn voters(&self) -> usize {
+        self.members - self.mismatched.len() - self.duplicates.len()
+    }
+
+    /// True when at least two devices voted, no deterministic launch has an
+    /// outlier and no member was left out for another launch set. One
+    /// voter compares nothing, so it does not agree.
     pub fn agrees(&self) -> bool {
-        self.mismatched.is_empty()
+        self.voters() >= 2
+            && self.mismatched.is_empty()
             && self
                 .launches
                 .iter()
@@ -95,6 +114,30 @@ impl Comparison {
     /// True when every group agrees.
     pub fn agrees(&self) -> bool {
         self.groups.iter().all(Group::agrees)
+    }
+
+    /// Like [`Comparison::agrees`], but a group with a single voter passes
+    /// (when one trace per device class is expected).
+    pub fn agrees_allowing_single(&self) -> bool {
+        self.groups
+            .iter()
+            .all(|g| g.agrees() || (g.voters() == 1 && g.mismatched.is_empty()))
+    }
+}
+
+/// The identity of the device a member ran on, for one-device-one-vote:
+/// its UUID where the trace records one, else the trace's own content.
+fn device_vote_key(m: &Member) -> String {
+    if let Some(d) = &m.device {
+        return format!("device:{d}");
+    }
+    let t = &m.trace;
+    match t.volatile.get("cuda.device.uuid") {
+        Some(uuid) => format!("uuid:{uuid}"),
+        None => {
+            let bytes = t.to_bytes().unwrap_or_default();
+            format!("content:{}", crate::Digest::sha256(&bytes))
+        }
     }
 }
 
@@ -124,6 +167,57 @@ fn device_of(t: &RecordedGemmTrace) -> String {
     }
 }
 
+/// The vote of `members` on launch `i` (whose route in the first member is
+/// `route`). The launch is held to the same bits when any member's route
+/// promises them, so one relabelled trace cannot switch the vote off.
+fn vote(i: usize, route: &crate::ResolvedGemmRoute, members: &[&Member]) -> LaunchVote {
+    let mut votes: BTreeMap<String, Vec<&Member>> = BTreeMap::new();
+    for m in members {
+        let fp = m.trace.fingerprints[i].sha256.to_hex();
+        votes.entry(fp).or_default().push(m);
+    }
+    let most = votes.values().map(Vec::len).max().unwrap_or(0);
+    let leaders: Vec<&String> = votes
+        .iter()
+        .filter(|(_, ms)| ms.len() == most)
+        .map(|(fp, _)| fp)
+        .collect();
+    let tie = leaders.len() > 1;
+    let majority = if tie {
+        String::new()
+    } else {
+        leaders.first().map(|s| s.to_string()).unwrap_or_default()
+    };
+    let outliers = votes
+        .iter()
+        .filter(|(fp, _)| **fp != majority)
+        .flat_map(|(fp, ms)| {
+            ms.iter().map(move |m| Outlier {
+                label: m.label.clone(),
+                device: device_of(&m.trace),
+                fingerprint: fp.clone(),
+            })
+        })
+        .collect();
+    let deterministic = members.iter().any(|m| {
+        m.trace
+            .routes
+            .get(i)
+            .is_some_and(|r| deterministic(&r.contract.kind))
+    });
+    LaunchVote {
+        launch: i,
+        gemm: route.gemm.clone(),
+        contract: route.contract.to_string(),
+        deterministic,
+        agree: if tie { 0 } else { most },
+        voters: members.len(),
+        majority,
+        tie,
+        outliers,
+    }
+}
+
 /// Groups `members` by workload and device class and votes on every launch.
 pub fn compare(members: &[Member]) -> Comparison {
     let mut groups: BTreeMap<(String, String), Vec<&Member>> = BTreeMap::new();
@@ -140,50 +234,24 @@ pub fn compare(members: &[Member]) -> Comparison {
     let mut out = Vec::new();
     for ((workload, device), list) in groups {
         let first = &list[0].trace;
-        let (same, mismatched): (Vec<&Member>, Vec<&Member>) = list
+        let mut keys = std::collections::HashSet::new();
+        let (unique, duplicates): (Vec<&Member>, Vec<&Member>) =
+            list.iter().partition(|m| keys.insert(device_vote_key(m)));
+        let (same, mismatched): (Vec<&Member>, Vec<&Member>) = unique
             .iter()
             .partition(|m| m.trace.launch_set.launch_count == first.launch_set.launch_count);
-        let mut launches = Vec::new();
-        for (i, route) in first.routes.iter().enumerate() {
-            let mut votes: BTreeMap<String, Vec<&Member>> = BTreeMap::new();
-            for m in &same {
-                let fp = m.trace.fingerprints[i].sha256.to_hex();
-                votes.entry(fp).or_default().push(m);
-            }
-            // The majority; a tie goes to the smaller fingerprint, so the
-            // result does not depend on input order.
-            let (majority, agree) = votes
-                .iter()
-                .max_by(|a, b| a.1.len().cmp(&b.1.len()).then(b.0.cmp(a.0)))
-                .map(|(fp, ms)| (fp.clone(), ms.len()))
-                .unwrap_or_default();
-            let outliers = votes
-                .iter()
-                .filter(|(fp, _)| **fp != majority)
-                .flat_map(|(fp, ms)| {
-                    ms.iter().map(move |m| Outlier {
-                        label: m.label.clone(),
-                        device: device_of(&m.trace),
-                        fingerprint: fp.clone(),
-                    })
-                })
-                .collect();
-            launches.push(LaunchVote {
-                launch: i,
-                gemm: route.gemm.clone(),
-                contract: route.contract.to_string(),
-                deterministic: deterministic(&route.contract.kind),
-                agree,
-                voters: same.len(),
-                majority,
-                outliers,
-            });
-        }
+        let launches = first
+            .routes
+            .iter()
+            .enumerate()
+            .map(|(i, route)| vote(i, route, &same))
+            .collect();
         out.push(Group {
             workload,
             device,
             members: list.len(),
             mismatched: mismatched.iter().map(|m| m.label.clone()).collect(),
+            duplicates: duplicates.iter().map(|m| m.label.clone()).collect(),
             launches,
         });
     }
@@ -202,6 +270,7 @@ mod tests {
         Member {
             label: label.into(),
             trace,
+            device: None,
         }
     }
 
@@ -234,7 +303,9 @@ mod tests {
 
     #[test]
     fn vendor_disagreements_are_reported_but_not_outliers() {
-        let mut members: Vec<Member> = (0..3).map(|i| member(&format!("h{i}"), "u")).collect();
+        let mut members: Vec<Member> = (0..3)
+            .map(|i| member(&format!("h{i}"), &format!("u{i}")))
+            .collect();
         for m in &mut members {
             m.trace.routes[0].contract.kind = ContractKind::VendorFast;
         }
@@ -254,6 +325,51 @@ mod tests {
         c.trace.workload = "other".into();
         let cmp = compare(&[a, b, c]);
         assert_eq!(cmp.groups.len(), 3);
-        assert!(cmp.agrees());
+        // One trace per group compares nothing: not agreement, unless asked.
+        assert!(!cmp.agrees());
+        assert!(cmp.agrees_allowing_single());
+    }
+
+    /// Copies of one device's trace vote once, so two copies of a bad trace
+    /// cannot out-vote a good one; a tie says so and blames no one device.
+    #[test]
+    fn one_device_one_vote_and_ties_name_no_majority() {
+        let good = member("good.gat", "uuid-good");
+        let mut bad = member("bad.gat", "uuid-bad");
+        bad.trace.fingerprints[0].sha256.0[0] ^= 1;
+        let copy = Member {
+            label: "bad-copy.gat".into(),
+            ..bad.clone()
+        };
+        let c = compare(&[good.clone(), bad.clone(), copy]);
+        let g = &c.groups[0];
+        assert_eq!(g.duplicates, vec!["bad-copy.gat".to_string()]);
+        assert_eq!(g.voters(), 2);
+        let l = &g.launches[0];
+        assert!(l.tie && l.majority.is_empty(), "{l:?}");
+        assert_eq!(l.outliers.len(), 2, "every device of the tie is listed");
+        assert!(!c.agrees());
+        // A third device breaks the tie and names the bad one alone.
+        let third = member("third.gat", "uuid-third");
+        let c = compare(&[good, bad, third]);
+        let l = &c.groups[0].launches[0];
+        assert!(!l.tie);
+        assert_eq!(l.outliers.len(), 1);
+        assert_eq!(l.outliers[0].label, "bad.gat");
+    }
+
+    /// A launch is held to the same bits when any member's route promises
+    /// them: relabelling the first trace's contract does not switch the
+    /// vote off.
+    #[test]
+    fn a_relabelled_first_trace_does_not_switch_the_vote_off() {
+        let mut members: Vec<Member> = (0..3)
+            .map(|i| member(&format!("h{i}"), &format!("u{i}")))
+            .collect();
+        members[0].trace.routes[0].contract.kind = ContractKind::VendorFast;
+        members[2].trace.fingerprints[0].sha256.0[0] ^= 1;
+        let c = compare(&members);
+        assert!(c.groups[0].launches[0].deterministic);
+        assert!(!c.agrees());
     }
 }

@@ -118,6 +118,7 @@ pub fn gpu_to_gpu_traces(traces: &[(DeviceLabel, RecordedGemmTrace)]) -> GpuToGp
             .map(|(d, t)| Member {
                 label: d.to_string(),
                 trace: t.clone(),
+                device: Some(d.to_string()),
             })
             .collect();
         let comparison = compare::compare(&members);
