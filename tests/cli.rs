@@ -738,9 +738,15 @@ fn show_prints_a_table_and_lossless_json() {
     let r = run_in(&s.0, &["show", "tiny.gat", "--format", "json"]);
     r.code(OK);
     let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("show JSON parses");
-    assert_eq!(v["workload"], "tiny");
-    assert_eq!(v["routes"].as_array().map(Vec::len), Some(3));
-    let back: RecordedGemmTrace = serde_json::from_str(&r.stdout).expect("show JSON is a trace");
+    assert_eq!(
+        (v["kind"].as_str(), v["schema_version"].as_u64()),
+        (Some("show"), Some(1))
+    );
+    assert_eq!(v["trace"]["workload"], "tiny");
+    assert_eq!(v["trace"]["routes"].as_array().map(Vec::len), Some(3));
+    assert_eq!(v["trace"]["context"]["policy"]["half"], "stream-k");
+    let back: RecordedGemmTrace =
+        serde_json::from_value(v["trace"].clone()).expect("show JSON holds the trace");
     assert_eq!(back, t, "the JSON rendering is lossless");
 }
 
@@ -1200,6 +1206,54 @@ fn hostile_pending_files_are_refused_one_by_one() {
             .ends_with(".pending"))
     );
     assert!(s.path("tiny.gat").is_file(), "reject followed a link");
+}
+
+/// JSON differences carry typed values: strings unquoted, numbers as
+/// numbers, dimensions as arrays, a compute capability as `"9.0"`.
+#[test]
+fn json_differences_carry_typed_values() {
+    let s = Scratch::new("typed-json");
+    record_tiny(&s);
+    let mut t = read(&s.path("tiny.gat"));
+    t.routes[0].shape.m += 1;
+    t.routes[0].launch.grid[0] += 1;
+    t.routes[1].compilation_target = "elsewhere".into();
+    t.context.device.compute_capability = Some([9, 0]);
+    t.launch_set = gemm_audit::build_resolved_gemm_launch_set(&t.routes).unwrap();
+    t.write(&s.path("changed.gat"), false).unwrap();
+    let r = run_in(
+        &s.0,
+        &["diff", "tiny.gat", "changed.gat", "--format", "json"],
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let find = |field: &str| {
+        v["differences"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["field"] == field)
+            .unwrap_or_else(|| panic!("no {field} difference: {v}"))
+            .clone()
+    };
+    let m = find("shape.m");
+    assert!(
+        m["expected"].is_u64() && m["found"].as_u64() == Some(m["expected"].as_u64().unwrap() + 1),
+        "{m}"
+    );
+    let grid = find("launch.grid");
+    assert!(grid["found"].is_array(), "{grid}");
+    let target = find("compilation_target");
+    assert_eq!(target["found"], "elsewhere", "{target}");
+    let cc = find("context.device.compute_capability");
+    assert_eq!(
+        (cc["expected"].clone(), cc["found"].clone()),
+        (serde_json::Value::Null, "9.0".into())
+    );
+    assert!(
+        !r.stdout.contains("\\\""),
+        "a Debug-quoted value: {}",
+        r.stdout
+    );
 }
 
 fn special_files(s: &Scratch) -> Option<(PathBuf, PathBuf)> {

@@ -492,7 +492,10 @@ pub fn trace_table(t: &RecordedGemmTrace) -> String {
 pub(super) fn cmd_show(path: &std::path::Path, format: Format) -> Result<u8> {
     let trace = read_trace(path)?;
     match format {
-        Format::Json => outln!("{}", trace.to_json()),
+        Format::Json => {
+            let body = serde_json::json!({ "trace": serde_json::from_str::<serde_json::Value>(&trace.to_json())? });
+            outln!("{}", gemm_audit::report::json_document("show", true, &body))
+        }
         Format::Table => out!("{}", trace_table(&trace)),
     }
     Ok(EXIT_OK)

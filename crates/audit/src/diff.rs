@@ -89,24 +89,31 @@ impl DiffClass {
 fn context_changes(
     golden: &crate::identity::GemmRouteIdentity,
     candidate: &crate::identity::GemmRouteIdentity,
-) -> Vec<(String, DiffClass, String, String)> {
-    use crate::digest::field_list;
-    let outside = |c: &crate::identity::GemmRouteIdentity| -> Vec<(&'static str, String)> {
-        field_list(c)
+) -> Vec<(DiffClass, FieldChange)> {
+    type Typed = (&'static str, String, serde_json::Value);
+    let outside = |c: &crate::identity::GemmRouteIdentity| -> Vec<Typed> {
+        crate::digest::typed_field_list(c)
             .into_iter()
-            .filter(|(t, _)| !t.starts_with("module.") && *t != "modules.count")
+            .filter(|(t, _, _)| !t.starts_with("module.") && *t != "modules.count")
             .collect()
     };
     let mut out = Vec::new();
     let (a, b) = (outside(golden), outside(candidate));
-    for (tag, av) in &a {
-        let bv = b.iter().find(|(t, _)| t == tag).map(|(_, v)| v);
-        if bv != Some(av) {
+    for (tag, av, aj) in &a {
+        let bv = b.iter().find(|(t, _, _)| t == tag);
+        if bv.map(|(_, v, _)| v) != Some(av) {
+            let (found, fj) = match bv {
+                Some((_, v, j)) => (v.clone(), j.clone()),
+                None => ("(absent)".to_string(), serde_json::Value::Null),
+            };
             out.push((
-                format!("context.{tag}"),
                 DiffClass::of_field(tag),
-                av.clone(),
-                bv.cloned().unwrap_or_else(|| "(absent)".into()),
+                FieldChange {
+                    field: format!("context.{tag}"),
+                    expected: av.clone(),
+                    found,
+                    typed: Some(Box::new([aj.clone(), fj])),
+                },
             ));
         }
     }
@@ -134,30 +141,31 @@ fn context_changes(
         match cb.iter().find(|(k, _)| k == key) {
             Some((_, cm)) => {
                 for c in field_changes(*gm, *cm) {
+                    let class = DiffClass::of_field(&c.field);
                     let field = c.field.strip_prefix("module.").unwrap_or(&c.field);
-                    out.push((
-                        format!("context.module[{key}].{field}"),
-                        DiffClass::of_field(&c.field),
-                        c.expected,
-                        c.found,
-                    ));
+                    let field = format!("context.module[{key}].{field}");
+                    out.push((class, FieldChange { field, ..c }));
                 }
             }
             None => out.push((
-                format!("context.module[{key}]"),
                 DiffClass::Identity,
-                format!("{} {}", gm.backend, gm.digest.short()),
-                "(absent)".into(),
+                FieldChange::text(
+                    format!("context.module[{key}]"),
+                    format!("{} {}", gm.backend, gm.digest.short()),
+                    "(absent)",
+                ),
             )),
         }
     }
     for (key, cm) in &cb {
         if !ga.iter().any(|(k, _)| k == key) {
             out.push((
-                format!("context.module[{key}]"),
                 DiffClass::Identity,
-                "(absent)".into(),
-                format!("{} {}", cm.backend, cm.digest.short()),
+                FieldChange::text(
+                    format!("context.module[{key}]"),
+                    "(absent)",
+                    format!("{} {}", cm.backend, cm.digest.short()),
+                ),
             ));
         }
     }
@@ -569,6 +577,21 @@ struct Pairs {
 struct Differences(Vec<Difference>);
 
 impl Differences {
+    fn push_change(
+        &mut self,
+        class: DiffClass,
+        route_index: Option<usize>,
+        gemm: Option<&str>,
+        change: FieldChange,
+    ) {
+        self.0.push(Difference {
+            class,
+            route_index,
+            gemm: gemm.map(str::to_string),
+            change,
+        })
+    }
+
     fn push(
         &mut self,
         class: DiffClass,
@@ -582,11 +605,7 @@ impl Differences {
             class,
             route_index,
             gemm: gemm.map(str::to_string),
-            change: FieldChange {
-                field: field.to_string(),
-                expected,
-                found,
-            },
+            change: FieldChange::text(field, expected, found),
         })
     }
 
@@ -614,9 +633,8 @@ impl Differences {
                 candidate.workload_digest.to_string(),
             );
         }
-        for (field, class, expected, found) in context_changes(&golden.context, &candidate.context)
-        {
-            self.push(class, None, None, &field, expected, found);
+        for (class, change) in context_changes(&golden.context, &candidate.context) {
+            self.push_change(class, None, None, change);
         }
         // Fingerprints of different modes never compare equal: say so once
         // instead of reporting every launch as numerically different.
@@ -691,14 +709,7 @@ impl Differences {
                 );
             }
             for ch in field_changes(gr, cr) {
-                self.push(
-                    DiffClass::of_field(&ch.field),
-                    Some(g),
-                    Some(&gr.gemm),
-                    &ch.field,
-                    ch.expected,
-                    ch.found,
-                );
+                self.push_change(DiffClass::of_field(&ch.field), Some(g), Some(&gr.gemm), ch);
             }
             let (gf, cf) = (golden.fingerprints.get(g), candidate.fingerprints.get(c));
             if let (Some(gf), Some(cf)) = (gf, cf) {

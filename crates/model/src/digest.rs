@@ -120,6 +120,10 @@ pub enum FieldValue<'a> {
     /// Three `u32`s (grid or block dimensions), framed as 12 little-endian
     /// bytes and rendered as `XxYxZ`.
     U32x3([u32; 3]),
+    /// A compute capability `[major, minor]`, framed exactly as
+    /// `U32x3([major, minor, 0])` (so digests are unchanged) and rendered
+    /// as `major.minor`.
+    Capability([u32; 2]),
     /// A string, framed as its UTF-8 bytes.
     Str(&'a str),
     /// A list of strings, framed as a `u64` count and then each string with
@@ -140,10 +144,35 @@ impl fmt::Display for FieldValue<'_> {
             FieldValue::U64(v) => write!(f, "{v}"),
             FieldValue::I64(v) => write!(f, "{v}"),
             FieldValue::U32x3([x, y, z]) => write!(f, "{x}x{y}x{z}"),
+            FieldValue::Capability([major, minor]) => write!(f, "{major}.{minor}"),
             FieldValue::Str(s) => write!(f, "{s:?}"),
             FieldValue::StrList(l) => render_list(f, l),
             FieldValue::Bytes(b) => write!(f, "{} bytes, sha256 {}", b.len(), Digest::sha256(b)),
             FieldValue::Digest(d) => write!(f, "{d}"),
+        }
+    }
+}
+
+impl FieldValue<'_> {
+    /// The value as typed JSON: numbers as numbers, strings unquoted,
+    /// dimensions as arrays, a compute capability as `"9.0"`, a digest as
+    /// its hex, raw bytes as their length and SHA-256, absent as `null`.
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::{Value, json};
+        match self {
+            FieldValue::Absent => Value::Null,
+            FieldValue::Bool(v) => json!(v),
+            FieldValue::U32(v) => json!(v),
+            FieldValue::U64(v) => json!(v),
+            FieldValue::I64(v) => json!(v),
+            FieldValue::U32x3(v) => json!(v),
+            FieldValue::Capability([major, minor]) => json!(format!("{major}.{minor}")),
+            FieldValue::Str(s) => json!(s),
+            FieldValue::StrList(l) => json!(l),
+            FieldValue::Bytes(b) => {
+                json!({ "bytes": b.len(), "sha256": Digest::sha256(b).to_hex() })
+            }
+            FieldValue::Digest(d) => json!(d.to_hex()),
         }
     }
 }
@@ -238,6 +267,9 @@ impl FieldVisitor for Framer {
             FieldValue::U32(v) => self.raw(tag, 1, &v.to_le_bytes()),
             FieldValue::U64(v) => self.raw(tag, 1, &v.to_le_bytes()),
             FieldValue::I64(v) => self.raw(tag, 1, &v.to_le_bytes()),
+            FieldValue::Capability([major, minor]) => {
+                self.field(tag, FieldValue::U32x3([major, minor, 0]))
+            }
             FieldValue::U32x3([x, y, z]) => {
                 let mut b = [0u8; 12];
                 b[..4].copy_from_slice(&x.to_le_bytes());
@@ -405,6 +437,25 @@ impl FieldVisitor for FieldList {
     }
 }
 
+/// Every field as its rendering and its typed JSON value.
+#[derive(Default)]
+struct TypedFieldList(Vec<(&'static str, String, serde_json::Value)>);
+
+/// The fields of `value`: tag, rendering and typed JSON value, in order.
+pub fn typed_field_list<T: Framed + ?Sized>(
+    value: &T,
+) -> Vec<(&'static str, String, serde_json::Value)> {
+    let mut l = TypedFieldList::default();
+    value.visit_fields(&mut l);
+    l.0
+}
+
+impl FieldVisitor for TypedFieldList {
+    fn field(&mut self, tag: &'static str, value: FieldValue<'_>) {
+        self.0.push((tag, value.to_string(), value.to_json()));
+    }
+}
+
 /// The fields of `value`, rendered.
 pub fn field_list<T: Framed + ?Sized>(value: &T) -> Vec<(&'static str, String)> {
     let mut l = FieldList::default();
@@ -413,27 +464,81 @@ pub fn field_list<T: Framed + ?Sized>(value: &T) -> Vec<(&'static str, String)> 
 }
 
 /// One field that differs between two framed values.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// In JSON, `expected` and `found` are typed values (numbers, unquoted
+/// strings, arrays) where the change came from two framed values, and the
+/// rendered text otherwise.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct FieldChange {
     /// The field's tag, e.g. `kernel_symbol` or `shape.m`.
     pub field: String,
     /// The value expected (from the plan, golden or module), rendered.
+    #[serde(deserialize_with = "text_of_json")]
     pub expected: String,
     /// The value found instead, rendered.
+    #[serde(deserialize_with = "text_of_json")]
     pub found: String,
+    /// The two values as typed JSON, when known.
+    #[serde(skip)]
+    pub typed: Option<Box<[serde_json::Value; 2]>>,
+}
+
+impl FieldChange {
+    /// A change known only as text.
+    pub fn text(
+        field: impl Into<String>,
+        expected: impl Into<String>,
+        found: impl Into<String>,
+    ) -> Self {
+        FieldChange {
+            field: field.into(),
+            expected: expected.into(),
+            found: found.into(),
+            typed: None,
+        }
+    }
+}
+
+impl Serialize for FieldChange {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let (expected, found) = match &self.typed {
+            Some(v) => (v[0].clone(), v[1].clone()),
+            None => (
+                serde_json::Value::String(self.expected.clone()),
+                serde_json::Value::String(self.found.clone()),
+            ),
+        };
+        let mut st = s.serialize_struct("FieldChange", 3)?;
+        st.serialize_field("field", &self.field)?;
+        st.serialize_field("expected", &expected)?;
+        st.serialize_field("found", &found)?;
+        st.end()
+    }
+}
+
+/// A JSON value read back as the text it stands for.
+fn text_of_json<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(match serde_json::Value::deserialize(d)? {
+        serde_json::Value::String(s) => s,
+        other => other.to_string(),
+    })
 }
 
 /// Every field that differs between `expected` and `found`, in field order.
 pub fn field_changes<T: Framed + ?Sized>(expected: &T, found: &T) -> Vec<FieldChange> {
-    let a = field_list(expected);
-    let b = field_list(found);
-    a.into_iter()
-        .zip(b)
+    let mut a = TypedFieldList::default();
+    expected.visit_fields(&mut a);
+    let mut b = TypedFieldList::default();
+    found.visit_fields(&mut b);
+    a.0.into_iter()
+        .zip(b.0)
         .filter(|(x, y)| x.1 != y.1)
         .map(|(x, y)| FieldChange {
             field: x.0.to_string(),
             expected: x.1,
             found: y.1,
+            typed: Some(Box::new([x.2, y.2])),
         })
         .collect()
 }

@@ -302,11 +302,11 @@ impl Refusal {
             stage,
             label: None,
             route_index,
-            changes: vec![FieldChange {
-                field: field.into(),
-                expected: expected.to_string(),
-                found: found.to_string(),
-            }],
+            changes: vec![FieldChange::text(
+                field,
+                expected.to_string(),
+                found.to_string(),
+            )],
         }
     }
 

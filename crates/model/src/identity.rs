@@ -93,7 +93,7 @@ impl Framed for DeviceIdentity {
     fn visit_fields<V: FieldVisitor>(&self, v: &mut V) {
         v.field("device.class", FieldValue::Str(&self.class));
         match self.compute_capability {
-            Some([a, b]) => v.field("device.compute_capability", FieldValue::U32x3([a, b, 0])),
+            Some(cc) => v.field("device.compute_capability", FieldValue::Capability(cc)),
             None => v.field("device.compute_capability", FieldValue::Absent),
         }
         v.field(

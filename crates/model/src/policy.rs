@@ -28,21 +28,29 @@ impl PolicyMode {
     }
 }
 
-/// What f32 GEMMs may do.
+/// What f32 GEMMs may do. (JSON spells it kebab-case; the names earlier
+/// versions wrote, `Exact` and `Tf32`, are still read.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum F32Policy {
     /// Only the exact scalar-FMA contract.
+    #[serde(alias = "Exact")]
     Exact,
     /// Deterministic non-exact contracts too: TF32 and fixed-order split-K.
+    #[serde(alias = "Tf32")]
     Tf32,
 }
 
-/// What f16/bf16 GEMMs may do.
+/// What f16/bf16 GEMMs may do. (JSON spells it kebab-case; `Tiled` and
+/// `StreamK` are still read.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum HalfPolicy {
     /// Tile-parity contracts only (scalar FMA, tensor-core tile parity).
+    #[serde(alias = "Tiled")]
     Tiled,
     /// Fixed-order split-K / stream-K folds too.
+    #[serde(alias = "StreamK")]
     StreamK,
 }
 
@@ -302,6 +310,25 @@ impl GemmPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn policies_are_kebab_case_in_json_and_old_names_still_read() {
+        assert_eq!(serde_json::to_string(&F32Policy::Tf32).unwrap(), "\"tf32\"");
+        assert_eq!(
+            serde_json::to_string(&HalfPolicy::StreamK).unwrap(),
+            "\"stream-k\""
+        );
+        for (old, new) in [
+            ("\"Tf32\"", F32Policy::Tf32),
+            ("\"Exact\"", F32Policy::Exact),
+        ] {
+            assert_eq!(serde_json::from_str::<F32Policy>(old).unwrap(), new);
+        }
+        assert_eq!(
+            serde_json::from_str::<HalfPolicy>("\"StreamK\"").unwrap(),
+            HalfPolicy::StreamK
+        );
+    }
 
     #[test]
     fn atomic_is_never_permitted() {
