@@ -273,7 +273,10 @@ fn show_json_prints_the_trace_document() {
         let doc: serde_json::Value = serde_json::from_str(stdout).expect("one JSON document");
         assert_eq!(doc["kind"], "show", "{name}");
         let trace: serde_json::Value = serde_json::from_str(&g.to_json()).unwrap();
-        assert_eq!(doc["trace"], trace, "{name}: show --format json holds the trace");
+        assert_eq!(
+            doc["trace"], trace,
+            "{name}: show --format json holds the trace"
+        );
     }
 }
 

@@ -112,7 +112,7 @@ pub(super) fn write_audit_artifacts(
     if let Some(path) = &args.junit {
         gemm_audit::trace::codec::write_atomic(
             path,
-            gemm_audit::report::junit(report).as_bytes(),
+            gemm_audit::report::junit(report, &input.drift).as_bytes(),
             true,
         )?;
     }

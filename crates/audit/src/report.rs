@@ -551,14 +551,19 @@ fn timing_chart(a: &AuditReport) -> String {
     s
 }
 
-/// JUnit XML: one test suite per contract, one test case per contract per
-/// GEMM. FAIL verdicts are failures; INFO verdicts pass with their detail in
-/// `system-out`.
-pub fn junit(a: &AuditReport) -> String {
-    let mut contracts: Vec<&str> = Vec::new();
+/// JUnit XML: one test suite per GEMM contract and one for the
+/// self-checks, one test case per contract per GEMM. FAIL verdicts are
+/// failures (a golden drift's body lists its differences from `drift`);
+/// INFO verdicts pass with their detail in `system-out`.
+pub fn junit(a: &AuditReport, drift: &[(String, crate::diff::TraceDiff)]) -> String {
+    // One suite per GEMM contract, in the order first seen, and one for
+    // gemm-audit's own self-checks, so a CI view of the GEMMs is not
+    // crowded by the tool checking itself.
+    let mut suites: Vec<&str> = Vec::new();
     for c in &a.cases {
-        if !contracts.contains(&c.contract.as_str()) {
-            contracts.push(&c.contract);
+        let suite = suite_of(&c.contract);
+        if !suites.contains(&suite) {
+            suites.push(suite);
         }
     }
     let total = a.cases.len();
@@ -584,14 +589,18 @@ pub fn junit(a: &AuditReport) -> String {
         "<testsuites name=\"gemm-audit\" tests=\"{total}\" failures=\"{failures}\" errors=\"0\" time=\"{:.6}\">",
         a.elapsed_seconds
     );
-    for (id, contract) in contracts.iter().enumerate() {
-        let cases: Vec<_> = a.cases.iter().filter(|c| c.contract == *contract).collect();
+    for (id, suite) in suites.iter().enumerate() {
+        let cases: Vec<_> = a
+            .cases
+            .iter()
+            .filter(|c| suite_of(&c.contract) == *suite)
+            .collect();
         let f = cases.iter().filter(|c| c.verdict == Verdict::Fail).count();
         let suite_time: f64 = cases.iter().map(|c| time_of(c)).sum();
         let _ = writeln!(
             s,
             "  <testsuite name=\"{}\" id=\"{id}\" package=\"gemm-audit.{}\" tests=\"{}\" failures=\"{f}\" errors=\"0\" skipped=\"0\" time=\"{suite_time:.6}\">",
-            esc(contract),
+            esc(suite),
             esc(&a.backend),
             cases.len()
         );
@@ -610,7 +619,7 @@ pub fn junit(a: &AuditReport) -> String {
                 s,
                 "    <testcase name=\"{}\" classname=\"gemm-audit.{}.{}\" time=\"{:.6}\"",
                 esc(&c.gemm),
-                esc(contract),
+                esc(&c.contract),
                 esc(&c.workload),
                 time_of(c)
             );
@@ -626,11 +635,19 @@ pub fn junit(a: &AuditReport) -> String {
                     );
                 }
                 Verdict::Fail => {
+                    // The body is what a reviewer needs: for golden drift,
+                    // every difference, not the one-line message again.
+                    let differences = (c.contract == crate::audit::GOLDEN_DRIFT)
+                        .then(|| drift.iter().find(|(w, _)| *w == c.workload))
+                        .flatten()
+                        .map(|(_, d)| format!("\n{}", d.render()))
+                        .unwrap_or_default();
                     let _ = writeln!(
                         s,
-                        ">\n      <failure message=\"{}\" type=\"contract-violated\">{}</failure>\n    </testcase>",
+                        ">\n      <failure message=\"{}\" type=\"contract-violated\">{}{}</failure>\n    </testcase>",
                         esc(&c.detail),
-                        esc(&c.detail)
+                        esc(&c.detail),
+                        esc(&differences)
                     );
                 }
             }
@@ -639,6 +656,16 @@ pub fn junit(a: &AuditReport) -> String {
     }
     let _ = writeln!(s, "</testsuites>");
     s
+}
+
+/// The JUnit suite a contract's cases are listed in: its own, or
+/// `self-checks` for gemm-audit's checks of itself.
+fn suite_of(contract: &str) -> &str {
+    if crate::audit::SELF_CHECKS.contains(&contract) {
+        "self-checks"
+    } else {
+        contract
+    }
 }
 
 /// The environment of an audit, for people and CI systems: tool version,

@@ -447,6 +447,24 @@ use selfcheck::*;
 /// The contract name of the golden comparison rows.
 pub const GOLDEN_DRIFT: &str = "golden-drift";
 
+/// The planted nondeterministic control was caught.
+pub const NONDETERMINISM_DETECTED: &str = "nondeterminism-detected";
+/// The live policy refuses the control's replay before launch.
+pub const POLICY_REFUSES_CONTROL: &str = "policy-refuses-control";
+/// Route mutations are refused before launch.
+pub const MUTATION_REFUSAL: &str = "mutation-refusal";
+/// Policy changes are refused by a captured plan before launch.
+pub const POLICY_MUTATION_REFUSAL: &str = "policy-mutation-refusal";
+
+/// The contracts that check gemm-audit itself (that the audit detects
+/// what it claims), not the GEMMs: reports list them apart.
+pub const SELF_CHECKS: [&str; 4] = [
+    NONDETERMINISM_DETECTED,
+    POLICY_REFUSES_CONTROL,
+    MUTATION_REFUSAL,
+    POLICY_MUTATION_REFUSAL,
+];
+
 impl AuditReport {
     /// Compares every audited workload's trace with its golden under `dir`
     /// and adds one `golden-drift` row (and JUnit case) per workload, so the

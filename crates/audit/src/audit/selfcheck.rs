@@ -36,7 +36,7 @@ pub(super) fn control_checks(
     }
     let detected = seen.len() >= 2;
     let drift = Check {
-        contract: "nondeterminism-detected".into(),
+        contract: NONDETERMINISM_DETECTED.into(),
         subject: format!(
             "{} ({})",
             w.name,
@@ -75,7 +75,7 @@ pub(super) fn control_checks(
         Err(r) => (Verdict::Fail, format!("plan could not be built: {r}")),
     };
     let policy = Check {
-        contract: "policy-refuses-control".into(),
+        contract: POLICY_REFUSES_CONTROL.into(),
         subject: w.name.clone(),
         verdict,
         detail,
@@ -102,7 +102,7 @@ pub(super) fn policy_mutation_check(
     trace: &crate::RecordedGemmTrace,
 ) -> Result<()> {
     use crate::policy::{F32Policy, HalfPolicy, PolicyMode};
-    const C: &str = "policy-mutation-refusal";
+    const C: &str = POLICY_MUTATION_REFUSAL;
     let seeds: Vec<u64> = trace.fingerprints.iter().map(|f| f.input_seed).collect();
     let graph = backend.capture(&trace.manifest(), &trace.routes, &seeds)?;
     let p = trace.context.policy;
@@ -242,7 +242,7 @@ pub(super) fn mutation_check(
         } else {
             (Verdict::Fail, "accepted".to_string())
         };
-        report.case("mutation-refusal", &trace.workload, &m.name(), v, d);
+        report.case(MUTATION_REFUSAL, &trace.workload, &m.name(), v, d);
     }
     let (verdict, detail) = if !accepted.is_empty() {
         (Verdict::Fail, format!("accepted: {}", accepted.join(", ")))
@@ -262,5 +262,5 @@ pub(super) fn mutation_check(
             ),
         )
     };
-    report.row("mutation-refusal", trace.workload.clone(), verdict, detail);
+    report.row(MUTATION_REFUSAL, trace.workload.clone(), verdict, detail);
 }
