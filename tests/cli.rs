@@ -224,6 +224,10 @@ fn bad_command_lines_exit_2_and_name_the_problem() {
             &["diff", "a.gat", "b.gat", "--allow", "bogus"],
             &["--allow", "bogus", "numeric"],
         ),
+        (
+            &["diff", "a.gat", "b.gat", "--allow", "identity,"],
+            &["--allow"],
+        ),
         (&["record", "m-sweep"], &["--out"]),
         (&["check"], &["<TRACE>"]),
         (
@@ -1053,16 +1057,99 @@ fn check_allow_accepts_only_the_allowed_classes() {
         "golden       ok",
         "replay       3/3",
         "check: PASS",
-        "allowed classes (identity)",
+        "allowed differences (identity)",
     ]);
     // --allow needs a golden to compare with.
     run_in(&s.0, &["check", "tiny.gat", "--allow", "identity"]).code(USAGE);
+
+    // Field-level: "a driver upgrade only" passes the driver and nothing
+    // else; the same allowance does not pass a rebuilt kernel too.
+    let driver_only = |extra: &[&str]| {
+        let mut args = vec![
+            "check",
+            "tiny.gat",
+            "--golden",
+            "golden.gat",
+            "--backend",
+            "cpu",
+        ];
+        args.extend_from_slice(extra);
+        run_in(&s.0, &args)
+    };
+    driver_only(&["--allow", "device.driver"])
+        .code(OK)
+        .says(&["check: PASS"]);
+    let mut rebuilt = read(&s.path("golden.gat"));
+    rebuilt.routes[0].kernel_symbol.push_str("_v2");
+    rebuilt.launch_set = gemm_audit::build_resolved_gemm_launch_set(&rebuilt.routes).unwrap();
+    rebuilt.write(&s.path("golden.gat"), true).unwrap();
+    driver_only(&["--allow", "device.driver"]).code(FINDING);
+    driver_only(&["--allow", "device.driver,kernel_symbol"]).code(OK);
+    run_in(
+        &s.0,
+        &["diff", "golden.gat", "tiny.gat", "--allow", "device.driver"],
+    )
+    .code(DIFF_BASE + 2)
+    .says(&["kernel_symbol"]);
+    run_in(
+        &s.0,
+        &[
+            "diff",
+            "golden.gat",
+            "tiny.gat",
+            "--allow",
+            "device.*,kernel_symbol",
+        ],
+    )
+    .code(OK);
+    // An allowance that names no field a difference can have is a usage error.
+    run_in(
+        &s.0,
+        &["diff", "golden.gat", "tiny.gat", "--allow", "devcie.driver"],
+    )
+    .code(USAGE)
+    .says(&["devcie.driver", "neither a difference class"]);
 }
 
-/// Makes a FIFO and a character device (the same device as /dev/zero) in
-/// the scratch directory. `None` where that is not possible (not root); in
-/// CI, which runs as root, it must be.
-#[cfg(unix)]
+/// `audit --allow` passes a golden that differs only in what it allows, and
+/// keeps no candidate for it.
+#[test]
+fn audit_allow_passes_only_the_allowed_fields() {
+    let s = Scratch::new("audit-allow");
+    record_tiny(&s);
+    std::fs::create_dir_all(s.path("g/cpu")).unwrap();
+    let mut golden = read(&s.path("tiny.gat"));
+    golden.context.device.driver.push_str(".1");
+    for r in &mut golden.routes {
+        r.device.driver.push_str(".1");
+    }
+    golden.launch_set = gemm_audit::build_resolved_gemm_launch_set(&golden.routes).unwrap();
+    golden.write(&s.path("g/cpu/tiny.gat"), false).unwrap();
+    let audit = |extra: &[&str]| {
+        let mut args = vec![
+            "audit",
+            "--backend",
+            "cpu",
+            "--workload",
+            "tiny.toml",
+            "--runs",
+            "2",
+            "--no-progress",
+            "--golden-dir",
+            "g",
+        ];
+        args.extend_from_slice(extra);
+        run_in(&s.0, &args)
+    };
+    audit(&[]).code(FINDING);
+    std::fs::remove_file(s.path("g/cpu/tiny.gat.pending")).unwrap();
+    audit(&["--allow", "device.driver"])
+        .code(OK)
+        .says(&["only in allowed differences (device.driver)"]);
+    assert!(!s.path("g/cpu/tiny.gat.pending").exists());
+    run_in(&s.0, &["audit", "--allow", "device.driver"]).code(USAGE);
+}
+
 /// `check --golden` judges outputs as `diff` does: a trace whose routes
 /// match the golden but whose outputs drifted fails, with or without
 /// `--replay` (which only reproduces the trace's own bits), and passes only
@@ -1256,6 +1343,10 @@ fn json_differences_carry_typed_values() {
     );
 }
 
+/// Makes a FIFO and a character device (the same device as /dev/zero) in
+/// the scratch directory. `None` where that is not possible (not root); in
+/// CI, which runs as root, it must be.
+#[cfg(unix)]
 fn special_files(s: &Scratch) -> Option<(PathBuf, PathBuf)> {
     let fifo = s.path("pipe");
     let zero = s.path("zero");

@@ -41,7 +41,7 @@ pub(super) fn cmd_audit(args: AuditArgs) -> Result<u8> {
     // Golden drift is a contract row like any other, so every artifact
     // (table, JSON, reports, JUnit) and the exit code agree.
     let drift = match &args.golden_dir {
-        Some(dir) => report.compare_with_goldens(dir)?,
+        Some(dir) => report.compare_with_goldens_allowing(dir, true, &args.allow)?,
         None => Vec::new(),
     };
     match args.format {
@@ -179,7 +179,7 @@ pub(super) fn audit_devices(
         if let Some(dir) = &args.golden_dir {
             // Devices are in ascending ordinal: only the first keeps a
             // pending candidate, so they do not overwrite each other's.
-            for (w, d) in report.compare_with_goldens_keeping(dir, i == 0)? {
+            for (w, d) in report.compare_with_goldens_allowing(dir, i == 0, &args.allow)? {
                 drift.push((format!("dev{}.{w}", label.ordinal), d));
             }
         }

@@ -33,7 +33,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use gemm_audit::audit::{self, AuditOptions, Progress};
 use gemm_audit::backend::GemmBackend;
 use gemm_audit::backend::{Backend, BackendKind, DeviceLabel, DeviceSelection};
-use gemm_audit::diff::{DiffClass, TraceDiff};
+use gemm_audit::diff::{Allowance, DiffClass, TraceDiff};
 use gemm_audit::fleet;
 use gemm_audit::golden;
 use gemm_audit::recorder::{self, ReplayOutcome};
@@ -45,7 +45,7 @@ use std::path::PathBuf;
 mod exit;
 mod values;
 pub use exit::*;
-use values::{backend_kind, diff_class, fingerprint_mode};
+use values::{backend_kind, fingerprint_mode};
 
 /// Audit the determinism of GPU matrix multiplies: record which kernel
 /// served every GEMM, store it, rebuild and check it, refuse drift before
@@ -286,10 +286,12 @@ pub enum Command {
         /// Replay the trace and compare output fingerprints.
         #[arg(long)]
         replay: bool,
-        /// Difference classes from the golden that pass (comma-separated, as
-        /// for `diff`), e.g. `--allow identity` to accept a driver upgrade.
-        #[arg(long, value_parser = diff_class(), value_delimiter = ',', requires = "golden_source")]
-        allow: Vec<DiffClass>,
+        /// Differences from the golden that pass (comma-separated, as for
+        /// `diff`): classes (identity, route, numeric, structural, policy)
+        /// or fields, e.g. `--allow device.driver` to accept a driver upgrade
+        /// and nothing else.
+        #[arg(long, value_parser = values::allowance, value_delimiter = ',', requires = "golden_source")]
+        allow: Vec<Allowance>,
         #[arg(long, value_parser = backend_kind(), default_value = "auto")]
         backend: BackendKind,
         #[arg(long, value_enum, default_value_t = Format::Table)]
@@ -309,9 +311,12 @@ pub enum Command {
     Diff {
         golden: PathBuf,
         candidate: PathBuf,
-        /// Difference classes that pass (comma-separated).
-        #[arg(long, value_parser = diff_class(), value_delimiter = ',')]
-        allow: Vec<DiffClass>,
+        /// Differences that pass (comma-separated): classes (identity,
+        /// route, numeric, structural, policy) or fields wherever they
+        /// appear (`device.driver`; a trailing `*` matches a prefix, e.g.
+        /// `context.module[cublaslt].*`).
+        #[arg(long, value_parser = values::allowance, value_delimiter = ',')]
+        allow: Vec<Allowance>,
         /// Output dumps of the two traces (`record --outputs`), to count differing elements and ULPs.
         #[arg(long, num_args = 2, value_names = ["GOLDEN_DIR", "CANDIDATE_DIR"])]
         outputs: Vec<PathBuf>,
@@ -604,6 +609,10 @@ pub struct AuditArgs {
     /// Compare each recorded trace with its golden under this folder (route drift in the report).
     #[arg(long, value_name = "DIR")]
     pub golden_dir: Option<PathBuf>,
+    /// Differences from the goldens that pass, as for `diff` (classes or
+    /// fields, e.g. `--allow device.driver`); needs --golden-dir.
+    #[arg(long, value_parser = values::allowance, value_delimiter = ',', requires = "golden_dir")]
+    pub allow: Vec<Allowance>,
     /// Write report.md and a self-contained report.html into this folder.
     #[arg(long, value_name = "DIR")]
     pub report: Option<PathBuf>,

@@ -267,7 +267,7 @@ pub(super) fn cmd_check(
     golden: Option<PathBuf>,
     golden_dir: Option<PathBuf>,
     replay: bool,
-    allow: &[DiffClass],
+    allow: &[Allowance],
     kind: BackendKind,
     format: Format,
     dev: &DeviceArgs,
@@ -288,7 +288,7 @@ pub(super) fn cmd_check(
     let accepted = match (&golden, allow.is_empty()) {
         (Some(g), false) => {
             let d = gemm_audit::diff::TraceDiff::between(g, &trace);
-            d.disallowed(allow).is_empty().then_some(d)
+            d.disallowed_classes(allow).is_empty().then_some(d)
         }
         _ => None,
     };
@@ -325,7 +325,7 @@ pub(super) fn cmd_check(
     if let Some(d) = accepted.as_ref().filter(|d| !d.is_empty()) {
         let classes: Vec<String> = d.classes().iter().map(|c| c.to_string()).collect();
         eprintln!(
-            "gemm-audit: golden differs only in allowed classes ({}):\n{}",
+            "gemm-audit: golden differs only in allowed differences ({}):\n{}",
             classes.join(", "),
             d.render()
         );
@@ -504,7 +504,7 @@ pub(super) fn cmd_show(path: &std::path::Path, format: Format) -> Result<u8> {
 pub(super) fn cmd_diff(
     golden: &std::path::Path,
     candidate: &std::path::Path,
-    allow: &[DiffClass],
+    allow: &[Allowance],
     format: Format,
     outputs: &[PathBuf],
 ) -> Result<u8> {
@@ -524,7 +524,7 @@ pub(super) fn cmd_diff(
             "{}",
             gemm_audit::report::json_document(
                 "diff",
-                d.disallowed(allow).is_empty(),
+                d.disallowed_classes(allow).is_empty(),
                 &serde_json::json!({
                     "differences": d.differences,
                     "cross_device": cross_device,
@@ -551,7 +551,7 @@ pub(super) fn cmd_diff(
             }
         }
     }
-    let bad = d.disallowed(allow);
+    let bad = d.disallowed_classes(allow);
     if bad.is_empty() {
         return Ok(EXIT_OK);
     }

@@ -3,7 +3,7 @@
 
 use gemm_audit::FingerprintMode;
 use gemm_audit::backend::BackendKind;
-use gemm_audit::diff::DiffClass;
+use gemm_audit::diff::Allowance;
 
 /// `--backend auto|cpu|cuda` as the library's kind (library types derive
 /// no clap traits).
@@ -21,15 +21,10 @@ pub fn backend_kind() -> impl clap::builder::TypedValueParser<Value = BackendKin
     })
 }
 
-/// `--allow CLASS,...`: the difference classes by their stable names.
-pub fn diff_class() -> impl clap::builder::TypedValueParser<Value = DiffClass> {
-    use clap::builder::TypedValueParser;
-    clap::builder::PossibleValuesParser::new(DiffClass::ALL.iter().map(|c| c.as_str())).map(|s| {
-        *DiffClass::ALL
-            .iter()
-            .find(|c| c.as_str() == s)
-            .expect("the parser admits only the classes' names")
-    })
+/// `--allow CLASS|FIELD,...`: a difference class by its stable name, or a
+/// field tag (`device.driver`, `context.module[cublaslt].*`).
+pub fn allowance(s: &str) -> Result<Allowance, String> {
+    Allowance::parse(s)
 }
 
 /// `--fingerprint strong|fast` as the library's mode (library types derive

@@ -490,6 +490,19 @@ impl AuditReport {
         dir: &std::path::Path,
         keep_pending: bool,
     ) -> Result<Vec<(String, crate::diff::TraceDiff)>> {
+        self.compare_with_goldens_allowing(dir, keep_pending, &[])
+    }
+
+    /// [`AuditReport::compare_with_goldens_keeping`], passing a golden that
+    /// differs only in what `allow` lets through (as `diff --allow` does):
+    /// its row says which differences were allowed, and no candidate is
+    /// kept for it.
+    pub fn compare_with_goldens_allowing(
+        &mut self,
+        dir: &std::path::Path,
+        keep_pending: bool,
+        allow: &[crate::diff::Allowance],
+    ) -> Result<Vec<(String, crate::diff::TraceDiff)>> {
         let mut drift = Vec::new();
         let traces = std::mem::take(&mut self.traces);
         for t in &traces {
@@ -532,7 +545,19 @@ impl AuditReport {
                         }
                     };
                     let d = crate::diff::TraceDiff::between(&golden, t);
-                    let outcome = if d.is_empty() {
+                    let allowed_only = !d.is_empty() && d.not_allowed(allow).next().is_none();
+                    let outcome = if allowed_only {
+                        let names: Vec<String> = allow.iter().map(|a| a.to_string()).collect();
+                        (
+                            Verdict::Pass,
+                            format!(
+                                "differs from {} only in allowed differences ({}): {}",
+                                path.display(),
+                                names.join(", "),
+                                d.summary()
+                            ),
+                        )
+                    } else if d.is_empty() {
                         // A run that matches the golden settles a candidate
                         // left by an earlier one, so `accept` cannot revert it.
                         let stale = if keep_pending {
