@@ -1545,6 +1545,17 @@ fn golden_drift_and_missing_goldens_fail_in_every_artifact() {
         .expect("a golden-drift row");
     assert_eq!(row["verdict"], "fail", "{row}");
     assert!(row["detail"].as_str().unwrap().contains("route"), "{row}");
+    // The differences themselves, typed, for machines.
+    let drift = &v["drift"][0];
+    assert_eq!(drift["workload"], "tiny", "{v}");
+    let d = drift["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["field"] == "tile.m")
+        .expect("the tile.m difference");
+    assert!(d["expected"].is_u64() && d["found"].is_u64(), "{d}");
+    assert!(v["environment"]["backend"] == "cpu" && v["timings"].is_array());
     assert!(junit_failures() >= 1);
     let md = std::fs::read_to_string(s.path("r/report.md")).unwrap();
     assert!(md.contains("golden-drift") && md.contains("FAIL"), "{md}");

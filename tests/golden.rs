@@ -408,6 +408,25 @@ fn audit_json() {
     // it), after checking its form. Every other row is pinned.
     let redacted = redact_control_detail(&mut report);
     assert!(redacted >= 1, "no nondeterminism-detected row in {report}");
+    // Times and the machine's own facts vary: check their form, then pin
+    // everything else.
+    let timings = report["timings"].as_array_mut().expect("timings");
+    assert!(!timings.is_empty());
+    for t in timings {
+        assert!(t["seconds"].as_f64().is_some_and(|s| s >= 0.0), "{t}");
+        assert_eq!(t["clock"], "host-kernel");
+        t["seconds"] = "[seconds]".into();
+    }
+    assert!(report["elapsed_seconds"].as_f64().is_some_and(|s| s > 0.0));
+    report["elapsed_seconds"] = "[seconds]".into();
+    let env = report["environment"].as_object_mut().expect("environment");
+    assert_eq!(env["backend"], "cpu");
+    for volatile in ["cpu.model", "device", "tool.version"] {
+        if env.contains_key(volatile) {
+            env.insert(volatile.into(), format!("[{volatile}]").into());
+        }
+    }
+    assert_eq!(report["drift"], serde_json::json!([]));
     insta::assert_json_snapshot!("audit-cpu-json", report);
 }
 

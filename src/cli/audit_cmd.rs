@@ -48,7 +48,11 @@ pub(super) fn cmd_audit(args: AuditArgs) -> Result<u8> {
         Format::Table => print_audit_table(&report),
         Format::Json => outln!(
             "{}",
-            gemm_audit::report::json_document("audit", report.passed(), &report)
+            gemm_audit::report::json_document(
+                "audit",
+                report.passed(),
+                &audit_json(&report, &drift)?
+            )
         ),
     }
     write_audit_artifacts(&args, &report, drift)?;
@@ -90,6 +94,29 @@ pub(super) fn golden_file_stem(name: &str) -> String {
             }
         })
         .collect()
+}
+
+/// The audit's JSON body: the report's rows, cases and matrices, and what a
+/// machine needs besides: the environment, each GEMM's timing (and what the
+/// clock includes), the wall time, and every golden's differences.
+fn audit_json(
+    report: &gemm_audit::audit::AuditReport,
+    drift: &[(String, TraceDiff)],
+) -> Result<serde_json::Value> {
+    let mut v = serde_json::to_value(report)?;
+    let environment: serde_json::Map<String, serde_json::Value> =
+        gemm_audit::report::environment(report)
+            .into_iter()
+            .map(|(k, val)| (k, serde_json::Value::String(val)))
+            .collect();
+    v["environment"] = serde_json::Value::Object(environment);
+    v["timings"] = serde_json::to_value(&report.timings)?;
+    v["elapsed_seconds"] = serde_json::json!(report.elapsed_seconds);
+    v["drift"] = drift
+        .iter()
+        .map(|(w, d)| serde_json::json!({ "workload": w, "differences": d.differences }))
+        .collect();
+    Ok(v)
 }
 
 /// `--report` and `--junit` of an audit, and the drift notes.
