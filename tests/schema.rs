@@ -243,16 +243,16 @@ fn the_schemas_refuse_broken_documents() {
         "json",
     ]);
     assert!(errors_of("diff", &good).is_empty());
-    let broken: Vec<Box<dyn Fn(&mut Value)>> = vec![
-        Box::new(|d| {
+    let broken: [fn(&mut Value); 7] = [
+        |d| {
             d.as_object_mut().unwrap().remove("differences");
-        }),
-        Box::new(|d| d["verdict"] = "maybe".into()),
-        Box::new(|d| d["schema_version"] = 2.into()),
-        Box::new(|d| d["differences"][0]["class"] = "cosmic".into()),
-        Box::new(|d| d["differences"][0]["route_index"] = "zero".into()),
-        Box::new(|d| d["differences"][0]["extra"] = true.into()),
-        Box::new(|d| d["cross_device"] = "no".into()),
+        },
+        |d| d["verdict"] = "maybe".into(),
+        |d| d["schema_version"] = 2.into(),
+        |d| d["differences"][0]["class"] = "cosmic".into(),
+        |d| d["differences"][0]["route_index"] = "zero".into(),
+        |d| d["differences"][0]["extra"] = true.into(),
+        |d| d["cross_device"] = "no".into(),
     ];
     for (i, b) in broken.iter().enumerate() {
         let mut d = good.clone();

@@ -447,6 +447,11 @@ use selfcheck::*;
 /// The contract name of the golden comparison rows.
 pub const GOLDEN_DRIFT: &str = "golden-drift";
 
+/// The run covers every batch-invariance group its golden had: a change
+/// that drops a group (one GEMM's dtype changed, say) is a finding, not a
+/// quieter PASS.
+pub const GOLDEN_COVERAGE: &str = "golden-coverage";
+
 /// The planted nondeterministic control was caught.
 pub const NONDETERMINISM_DETECTED: &str = "nondeterminism-detected";
 /// The live policy refuses the control's replay before launch.
@@ -587,6 +592,7 @@ impl AuditReport {
                             ),
                         )
                     };
+                    self.coverage_against(&golden, t);
                     drift.push((t.workload.clone(), d));
                     outcome
                 }
@@ -599,10 +605,108 @@ impl AuditReport {
     }
 }
 
+/// A batch-invariance group of a trace: GEMMs of one (op, dtype, k, n,
+/// input seed), and the m they were run at.
+type CoverageKey = (crate::route::GemmOp, crate::route::DType, u64, u64, u64);
+
+/// The batch-invariance groups of `t` (those with at least two m): per m,
+/// how many GEMMs of the group ran at it (routes of one problem family
+/// share a group, so a count, not a set, notices one of them leaving).
+fn batch_coverage(t: &crate::RecordedGemmTrace) -> BTreeMap<CoverageKey, BTreeMap<u64, usize>> {
+    let mut groups: BTreeMap<CoverageKey, BTreeMap<u64, usize>> = BTreeMap::new();
+    for (r, f) in t.routes.iter().zip(&t.fingerprints) {
+        let key = (r.op, r.dtype, r.shape.k, r.shape.n, f.input_seed);
+        *groups.entry(key).or_default().entry(r.shape.m).or_default() += 1;
+    }
+    groups.retain(|_, ms| ms.len() >= 2);
+    groups
+}
+
+impl AuditReport {
+    /// The `golden-coverage` row of `run` against its golden: every
+    /// batch-invariance group the golden had, at every m it had, is still
+    /// in the run.
+    fn coverage_against(
+        &mut self,
+        golden: &crate::RecordedGemmTrace,
+        run: &crate::RecordedGemmTrace,
+    ) {
+        let (had, has) = (batch_coverage(golden), batch_coverage(run));
+        let lost: Vec<String> = had
+            .iter()
+            .filter_map(|(key, ms)| {
+                let now = has.get(key);
+                let missing: Vec<u64> = ms
+                    .iter()
+                    .filter(|(m, count)| now.and_then(|n| n.get(m)).is_none_or(|c| c < count))
+                    .map(|(m, _)| *m)
+                    .collect();
+                let (op, dtype, k, n, _) = key;
+                (!missing.is_empty()).then(|| format!("{op} {dtype} k={k} n={n} at m={missing:?}"))
+            })
+            .collect();
+        let (verdict, detail) = if lost.is_empty() {
+            (
+                Verdict::Pass,
+                format!(
+                    "every batch-invariance group of the golden is covered ({} groups)",
+                    had.len()
+                ),
+            )
+        } else {
+            (
+                Verdict::Fail,
+                format!(
+                    "{} of the golden's {} batch-invariance groups lost coverage: {}",
+                    lost.len(),
+                    had.len(),
+                    lost.join("; ")
+                ),
+            )
+        };
+        self.row(GOLDEN_COVERAGE, &run.workload, verdict, detail.clone());
+        self.case(
+            GOLDEN_COVERAGE,
+            &run.workload,
+            &run.workload,
+            verdict,
+            detail,
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::backend::cpu::CpuBackend;
+
+    /// A run that lost a batch-invariance group its golden had (one GEMM's
+    /// dtype changed) fails `golden-coverage`, naming the group and m.
+    #[test]
+    fn lost_batch_coverage_is_a_finding() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../traces/cpu/m-sweep.gat");
+        let golden = crate::RecordedGemmTrace::read(&path).unwrap();
+        let mut r = AuditReport::new("cpu", 2);
+        r.coverage_against(&golden, &golden);
+        assert_eq!(r.checks[0].verdict, Verdict::Pass, "{:?}", r.checks);
+        let mut run = golden.clone();
+        let i = run.routes.iter().position(|x| x.shape.m == 8).unwrap();
+        run.routes[i].dtype = crate::route::DType::Bf16;
+        let mut r = AuditReport::new("cpu", 2);
+        r.coverage_against(&golden, &run);
+        let c = &r.checks[0];
+        assert_eq!(
+            (c.contract.as_str(), c.verdict),
+            (GOLDEN_COVERAGE, Verdict::Fail)
+        );
+        assert!(
+            c.detail.contains("nn f32 k=1024 n=256 at m=[8]"),
+            "{}",
+            c.detail
+        );
+        assert_eq!(r.cases.len(), 1);
+    }
 
     /// Failures come first, the verdict is the first column, and on an
     /// 80-column terminal no line of the table passes the edge.
