@@ -905,6 +905,50 @@ fn audit_on_the_cpu_passes_every_contract() {
     );
 }
 
+/// Where stderr is not a terminal (a CI log), progress is one line per
+/// finished stage, numbered and timed; `--no-progress` and `-q` drop it.
+#[test]
+fn progress_in_a_log_is_one_line_per_stage() {
+    let s = Scratch::new("progress-lines");
+    s.write("tiny.toml", TINY);
+    let r = run_in(
+        &s.0,
+        &[
+            "audit",
+            "--backend",
+            "cpu",
+            "--workload",
+            "tiny.toml",
+            "--runs",
+            "2",
+        ],
+    );
+    r.code(OK);
+    let lines: Vec<&str> = r.stderr.lines().filter(|l| l.contains(" done: ")).collect();
+    assert!(lines.len() >= 3, "{r}");
+    assert!(
+        lines[0].starts_with("gemm-audit: stage 1 done: tiny: record + replay (3 launches) in "),
+        "{r}"
+    );
+    assert!(lines.iter().all(|l| l.ends_with(" s elapsed")), "{r}");
+    for quiet in ["--no-progress", "-q"] {
+        let r = run_in(
+            &s.0,
+            &[
+                "audit",
+                "--backend",
+                "cpu",
+                "--workload",
+                "tiny.toml",
+                "--runs",
+                "2",
+                quiet,
+            ],
+        );
+        assert!(!r.stderr.contains(" done: "), "{quiet}: {r}");
+    }
+}
+
 #[cfg(not(feature = "cuda"))]
 #[test]
 fn cuda_backend_without_cuda_support_exits_4() {

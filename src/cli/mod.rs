@@ -536,15 +536,25 @@ fn read_trace(path: &std::path::Path) -> Result<RecordedGemmTrace> {
 }
 
 /// Progress bar on stderr, one stage at a time.
+/// Progress of a long command. On a terminal, one bar per stage with the
+/// stage's number; elsewhere (a CI log), one line per finished stage with
+/// its number, launches, duration and the elapsed time, so a log shows
+/// where a 5-minute audit is instead of staying silent.
 struct Bar {
     bar: ProgressBar,
+    lines: bool,
+    started: std::time::Instant,
+    stage: Option<(usize, String, usize, std::time::Instant)>,
+    count: usize,
 }
 
 impl Bar {
     fn new(enabled: bool) -> Self {
+        use std::io::IsTerminal;
+        let terminal = std::io::stderr().is_terminal();
         let bar = ProgressBar::with_draw_target(
             Some(0),
-            if enabled {
+            if enabled && terminal {
                 ProgressDrawTarget::stderr()
             } else {
                 ProgressDrawTarget::hidden()
@@ -556,15 +566,44 @@ impl Bar {
             )
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
-        Bar { bar }
+        Bar {
+            bar,
+            lines: enabled && !terminal,
+            started: std::time::Instant::now(),
+            stage: None,
+            count: 0,
+        }
+    }
+
+    /// Prints the line of the stage that just ended (not on a terminal).
+    fn finish_stage(&mut self) {
+        if let Some((i, name, total, start)) = self.stage.take() {
+            if self.lines {
+                eprintln!(
+                    "gemm-audit: stage {i} done: {} ({total} launches) in {:.1} s, {:.1} s elapsed",
+                    sanitize(&name),
+                    start.elapsed().as_secs_f64(),
+                    self.started.elapsed().as_secs_f64()
+                );
+            }
+        }
     }
 }
 
 impl Progress for Bar {
     fn stage(&mut self, name: &str, total: usize) {
+        self.finish_stage();
+        self.count += 1;
+        self.stage = Some((
+            self.count,
+            name.to_string(),
+            total,
+            std::time::Instant::now(),
+        ));
         self.bar.set_length(total as u64);
         self.bar.set_position(0);
-        self.bar.set_message(name.to_string());
+        self.bar
+            .set_message(format!("stage {}: {name}", self.count));
     }
 
     fn advance(&mut self, done: usize) {
@@ -574,6 +613,7 @@ impl Progress for Bar {
 
 impl Drop for Bar {
     fn drop(&mut self) {
+        self.finish_stage();
         self.bar.finish_and_clear();
     }
 }
