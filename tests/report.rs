@@ -110,6 +110,48 @@ fn junit_drift_failures_carry_the_differences() {
     );
 }
 
+/// The HTML page leads with when and where it was made and a line per
+/// workload, lists failures first, says per GEMM what drifted, and folds
+/// what passed.
+#[test]
+fn html_leads_with_the_summary_and_folds_what_passed() {
+    let mut a = audit().clone();
+    a.checks.push(gemm_audit::audit::Check {
+        contract: "run-to-run".into(),
+        subject: "planted".into(),
+        verdict: Verdict::Fail,
+        detail: "planted failure".into(),
+    });
+    let input = ReportInput {
+        audit: &a,
+        drift: drift_input(&a),
+    };
+    let html = report::html(&input);
+    let at = |needle: &str| html.find(needle).unwrap_or_else(|| panic!("no {needle}"));
+    assert!(at("id=\"provenance\">Generated ") < at("id=\"summary\""));
+    assert!(at("id=\"summary\"") < at("id=\"verdict-table\""));
+    // The first verdict row is the failure.
+    let table = &html[at("id=\"verdict-table\"")..];
+    let first_row = table
+        .split("<tbody>")
+        .nth(1)
+        .unwrap()
+        .split("</tr>")
+        .next()
+        .unwrap();
+    assert!(first_row.contains("planted failure"), "{first_row}");
+    // Drift: what changed per GEMM, then the fields behind a fold.
+    let gemm = &a.traces[0].routes[3].gemm;
+    let summary = &html[at("class=\"drift-summary\"")..];
+    assert!(
+        summary.contains(&format!("{gemm}:")) && summary.contains("output changed"),
+        "{summary}"
+    );
+    assert!(html.contains("differences, field by field</summary>"));
+    // Identical matrices fold, the charts too.
+    assert!(html.contains("<details><summary>") && html.contains("TFLOP/s by m"));
+}
+
 #[test]
 fn timings_say_what_they_measure() {
     let a = audit();

@@ -178,7 +178,50 @@ const CSS: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#111;m
 table{border-collapse:collapse;margin:1em 0;max-width:100%}td,th{border:1px solid #bbb;padding:4px 8px;text-align:left;font-size:13px;overflow-wrap:anywhere}\
 table.matrix{width:100%;table-layout:fixed}table.matrix th.m{width:5em}table.matrix th.cmp{width:20em}table.matrix th.ct{width:12em}caption{text-align:left;font-weight:600;padding:4px 0}\
 th{background:#eee}.PASS{background:#d9f2d9}.FAIL{background:#f8d0d0}.INFO{background:#fff3c4}\
-.same{background:#d9f2d9}.differs{background:#f8d0d0}code{font-size:12px}h1 .v{padding:2px 8px;border-radius:4px}";
+.same{background:#d9f2d9}.differs{background:#f8d0d0}code{font-size:12px}h1 .v{padding:2px 8px;border-radius:4px}\
+td.PASS,td.FAIL,td.INFO{white-space:nowrap;font-weight:600}details{margin:.5em 0}summary{cursor:pointer;font-weight:600}p.meta{color:#555}";
+
+/// When, where and from what a report was made: the UTC time, the host
+/// (`HOSTNAME` or `/etc/hostname`) and the commit when CI says it
+/// (`GITHUB_SHA`, `CI_COMMIT_SHA`, or `GEMM_AUDIT_COMMIT`).
+pub fn provenance() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "an unknown host".into());
+    let commit = ["GEMM_AUDIT_COMMIT", "GITHUB_SHA", "CI_COMMIT_SHA"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok())
+        .map(|c| format!(", commit {}", c.chars().take(40).collect::<String>()))
+        .unwrap_or_default();
+    format!(
+        "Generated {} UTC on {host}{commit}, gemm-audit {}",
+        utc(secs),
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// `YYYY-MM-DD HH:MM` of a UNIX time (proleptic Gregorian, UTC).
+fn utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let (h, m) = ((secs % 86_400) / 3600, (secs % 3600) / 60);
+    // Days to civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02}")
+}
 
 /// The self-contained HTML page.
 pub fn html(input: &ReportInput<'_>) -> String {
@@ -195,10 +238,26 @@ pub fn html(input: &ReportInput<'_>) -> String {
         esc(&a.backend),
         a.runs
     );
+    let _ = writeln!(
+        s,
+        "<p class=\"meta\" id=\"provenance\">{}</p>",
+        esc(&provenance())
+    );
     if let Some(n) = &a.note {
         let _ = writeln!(s, "<p><i>{}</i></p>", esc(n));
     }
-    // The environment first: what the verdicts were measured on.
+    // The summary first: one line per workload.
+    let _ = writeln!(s, "<ul id=\"summary\">");
+    for (w, [pass, fail, info]) in a.case_counts() {
+        let class = if fail > 0 { "FAIL" } else { "PASS" };
+        let _ = writeln!(
+            s,
+            "<li><b>{}</b>: <span class=\"{class}\">{pass} pass, {fail} fail</span>, {info} info</li>",
+            esc(&w)
+        );
+    }
+    let _ = writeln!(s, "</ul>");
+    // The environment: what the verdicts were measured on.
     let _ = writeln!(s, "<h2>Environment</h2>\n<table id=\"environment\"><tbody>");
     for (k, v) in environment(a) {
         let _ = writeln!(s, "<tr><th>{}</th><td>{}</td></tr>", esc(&k), esc(&v));
@@ -208,7 +267,14 @@ pub fn html(input: &ReportInput<'_>) -> String {
         s,
         "<h2>Verdicts</h2>\n<table id=\"verdict-table\"><thead><tr><th>contract</th><th>subject</th><th>verdict</th><th>detail</th></tr></thead><tbody>"
     );
-    for c in &a.checks {
+    // Failures first, as on the terminal.
+    let failed = |c: &&crate::audit::Check| c.verdict == Verdict::Fail;
+    for c in a
+        .checks
+        .iter()
+        .filter(failed)
+        .chain(a.checks.iter().filter(|c| !failed(c)))
+    {
         let _ = writeln!(
             s,
             "<tr><td>{}</td><td>{}</td><td class=\"{v}\">{v}</td><td>{}</td></tr>",
@@ -220,8 +286,23 @@ pub fn html(input: &ReportInput<'_>) -> String {
     }
     let _ = writeln!(s, "</tbody></table>");
     let _ = writeln!(s, "<h2>Batch invariance</h2>\n<div id=\"batch-matrix\">");
+    // A matrix that differs somewhere stays open; identical ones fold.
     for m in &a.matrices {
+        let differs = m.cells.iter().any(|c| !c.identical);
+        let _ = writeln!(
+            s,
+            "<details{}><summary>{} / {}: {}</summary>",
+            if differs { " open" } else { "" },
+            esc(&m.workload),
+            esc(&m.group),
+            if differs {
+                "differs"
+            } else {
+                "identical at every m"
+            }
+        );
         s.push_str(&matrix_html(m));
+        let _ = writeln!(s, "</details>");
     }
     let _ = writeln!(s, "</div>");
     let _ = writeln!(
@@ -240,6 +321,13 @@ pub fn html(input: &ReportInput<'_>) -> String {
             let _ = writeln!(s, "<p>No differences.</p>");
             continue;
         }
+        // What changed per GEMM first; every field behind a fold.
+        let _ = writeln!(
+            s,
+            "<p class=\"drift-summary\">{}</p>\n<details><summary>{} differences, field by field</summary>",
+            esc(&d.summary()),
+            d.differences.len()
+        );
         let _ = writeln!(
             s,
             "<table><tr><th>class</th><th>route</th><th>field</th><th>golden</th><th>candidate</th></tr>"
@@ -256,12 +344,26 @@ pub fn html(input: &ReportInput<'_>) -> String {
                 esc(&x.change.found)
             );
         }
-        let _ = writeln!(s, "</table>");
+        let _ = writeln!(s, "</table></details>");
     }
-    let _ = writeln!(s, "</div>\n<h2>Throughput by batch size</h2>");
+    // Charts are folded: on the CPU reference they measure a reference
+    // implementation, not a GEMM library, and say so.
+    let cpu_note = if a.backend == "cpu" {
+        " (the CPU reference: correctness, not a performance figure)"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        s,
+        "</div>\n<h2>Throughput by batch size</h2>\n<details><summary>TFLOP/s by m{cpu_note}</summary>"
+    );
     s.push_str(&throughput_chart(a));
-    let _ = writeln!(s, "<h2>Timings</h2>");
+    let _ = writeln!(
+        s,
+        "</details>\n<h2>Timings</h2>\n<details><summary>Launch times{cpu_note}</summary>"
+    );
     s.push_str(&timing_chart(a));
+    let _ = writeln!(s, "</details>");
     let _ = writeln!(s, "</body></html>");
     s
 }
@@ -725,6 +827,14 @@ mod tests {
         // Not XML at all, or reordering what a reader sees: replaced.
         assert_eq!(esc("x\u{FFFE}y\u{FFFF}z\u{202E}w"), "x y z w");
         assert_eq!(esc("line\nnext\tcol"), "line\nnext\tcol");
+    }
+
+    #[test]
+    fn utc_dates_are_civil() {
+        assert_eq!(utc(0), "1970-01-01 00:00");
+        assert_eq!(utc(951_782_400), "2000-02-29 00:00");
+        assert_eq!(utc(1_700_000_000), "2023-11-14 22:13");
+        assert!(provenance().starts_with("Generated "));
     }
 }
 

@@ -238,7 +238,7 @@ impl AuditReport {
 
     /// Per workload, in the order first seen: how many of its GEMM cases
     /// passed, failed and were informational.
-    fn case_counts(&self) -> Vec<(String, [usize; 3])> {
+    pub(crate) fn case_counts(&self) -> Vec<(String, [usize; 3])> {
         let mut out: Vec<(String, [usize; 3])> = Vec::new();
         for c in &self.cases {
             let i = match out.iter().position(|(w, _)| *w == c.workload) {
