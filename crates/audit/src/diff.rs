@@ -843,15 +843,22 @@ impl Differences {
     fn graphs(&mut self, golden: &RecordedGemmTrace, candidate: &RecordedGemmTrace, pairs: &Pairs) {
         use crate::physical::PhysicalNode;
         if !golden.physical.is_empty() && !candidate.physical.is_empty() {
-            let nodes_of = |t: &RecordedGemmTrace, i: Option<usize>| -> Vec<PhysicalNode> {
-                t.physical
-                    .iter()
-                    .filter(|n| n.route_index == i.map(|i| i as u64))
-                    .map(|n| PhysicalNode {
+            // Each trace's nodes grouped by the route they are bound to, once:
+            // pairing costs nodes + routes, not their product.
+            type ByRoute = std::collections::HashMap<Option<u64>, Vec<PhysicalNode>>;
+            let group = |t: &RecordedGemmTrace| -> ByRoute {
+                let mut by: ByRoute = std::collections::HashMap::new();
+                for n in &t.physical {
+                    by.entry(n.route_index).or_default().push(PhysicalNode {
                         route_index: None,
                         ..n.clone()
-                    })
-                    .collect()
+                    });
+                }
+                by
+            };
+            let (gby, cby) = (group(golden), group(candidate));
+            let nodes_of = |by: &ByRoute, i: Option<usize>| -> Vec<PhysicalNode> {
+                by.get(&i.map(|i| i as u64)).cloned().unwrap_or_default()
             };
             let render = |n: Option<&PhysicalNode>| match n {
                 None => "(none)".to_string(),
@@ -863,7 +870,7 @@ impl Differences {
             // The step's own nodes (auxiliary kernels and memory nodes,
             // bound to no route), in order: a swapped or replaced auxiliary
             // kernel is drift too.
-            let (gu, cu) = (nodes_of(golden, None), nodes_of(candidate, None));
+            let (gu, cu) = (nodes_of(&gby, None), nodes_of(&cby, None));
             for k in 0..gu.len().max(cu.len()) {
                 if gu.get(k) != cu.get(k) {
                     self.push(
@@ -877,7 +884,7 @@ impl Differences {
                 }
             }
             for &(g, c) in &pairs.matched {
-                let (gn, cn) = (nodes_of(golden, Some(g)), nodes_of(candidate, Some(c)));
+                let (gn, cn) = (nodes_of(&gby, Some(g)), nodes_of(&cby, Some(c)));
                 for k in 0..gn.len().max(cn.len()) {
                     if gn.get(k) != cn.get(k) {
                         self.push(

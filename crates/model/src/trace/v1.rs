@@ -102,20 +102,31 @@ pub(super) fn upgrade(t: TraceV1) -> Result<RecordedGemmTrace, FormatError> {
             .first()
             .map(|r| r.compilation_target.clone())
             .unwrap_or_default();
+        // The services of each symbol, from the routes through it: indexed
+        // once, so a large file costs routes + symbols, not their product.
+        let mut services: std::collections::HashMap<&str, Vec<Service>> =
+            std::collections::HashMap::new();
+        for r in &through {
+            services
+                .entry(r.kernel_symbol.as_str())
+                .or_default()
+                .push(Service {
+                    op: r.op,
+                    dtype: r.dtype,
+                    contract: r.contract.kind.clone(),
+                    tensor_cores: r.uses_tensor_cores,
+                    conversion: r.operand_conversion,
+                });
+        }
         let symbols = m
             .symbols
             .into_iter()
             .map(|name| {
                 let mut entry = SymbolEntry::new(name);
-                for r in through.iter().filter(|r| r.kernel_symbol == entry.name) {
-                    entry.serves.push(Service {
-                        op: r.op,
-                        dtype: r.dtype,
-                        contract: r.contract.kind.clone(),
-                        tensor_cores: r.uses_tensor_cores,
-                        conversion: r.operand_conversion,
-                    });
-                }
+                entry.serves = services
+                    .get(entry.name.as_str())
+                    .cloned()
+                    .unwrap_or_default();
                 entry.serves.sort();
                 entry.serves.dedup();
                 entry
