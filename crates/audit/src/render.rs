@@ -28,27 +28,18 @@ pub fn is_unsafe_char(c: char) -> bool {
 /// One line of text for a terminal or a table cell: every unsafe
 /// character, newlines and tabs included, is shown escaped (`\u{1b}`).
 pub fn one_line(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(is_unsafe_char) {
-        return Cow::Borrowed(s);
-    }
-    Cow::Owned(
-        s.chars()
-            .map(|c| {
-                if is_unsafe_char(c) {
-                    c.escape_unicode().to_string()
-                } else {
-                    c.to_string()
-                }
-            })
-            .collect(),
-    )
+    escape(s, is_unsafe_char)
 }
 
 /// Text for a terminal that may span lines: like [`one_line`], but
 /// newlines and tabs stay.
 pub fn terminal_text(s: &str) -> Cow<'_, str> {
-    let unsafe_here = |c: char| is_unsafe_char(c) && c != '\n' && c != '\t';
-    if !s.chars().any(unsafe_here) {
+    escape(s, |c| is_unsafe_char(c) && c != '\n' && c != '\t')
+}
+
+/// `s` with every character `unsafe_here` picks shown as its escape.
+fn escape(s: &str, unsafe_here: impl Fn(char) -> bool) -> Cow<'_, str> {
+    if !s.chars().any(&unsafe_here) {
         return Cow::Borrowed(s);
     }
     Cow::Owned(
