@@ -1155,6 +1155,54 @@ fn check_allow_accepts_only_the_allowed_classes() {
     .says(&["devcie.driver", "neither a difference class"]);
 }
 
+/// `audit --check` judges against the goldens but writes nothing into the
+/// golden folder: no candidate for a missing golden, no stale one removed.
+#[test]
+fn audit_check_writes_nothing_into_the_golden_folder() {
+    let s = Scratch::new("audit-check");
+    s.write("tiny.toml", TINY);
+    std::fs::create_dir_all(s.path("g")).unwrap();
+    let audit = || {
+        run_in(
+            &s.0,
+            &[
+                "audit",
+                "--backend",
+                "cpu",
+                "--workload",
+                "tiny.toml",
+                "--runs",
+                "2",
+                "--no-progress",
+                "--golden-dir",
+                "g",
+                "--check",
+            ],
+        )
+    };
+    audit()
+        .code(FINDING)
+        .says(&[
+            "no golden at",
+            "candidate not kept (--check writes nothing into the golden folder)",
+        ])
+        .never_says(&["gemm-audit accept"]);
+    assert!(
+        !s.path("g/cpu").exists(),
+        "--check wrote into the golden folder"
+    );
+    record_tiny(&s);
+    std::fs::create_dir_all(s.path("g/cpu")).unwrap();
+    std::fs::copy(s.path("tiny.gat"), s.path("g/cpu/tiny.gat")).unwrap();
+    std::fs::copy(s.path("tiny.gat"), s.path("g/cpu/tiny.gat.pending")).unwrap();
+    audit().code(OK).never_says(&["stale candidate"]);
+    assert!(
+        s.path("g/cpu/tiny.gat.pending").exists(),
+        "--check removed a candidate"
+    );
+    run_in(&s.0, &["audit", "--check"]).code(USAGE);
+}
+
 /// `audit --allow` passes a golden that differs only in what it allows, and
 /// keeps no candidate for it.
 #[test]

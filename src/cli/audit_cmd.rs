@@ -41,7 +41,9 @@ pub(super) fn cmd_audit(args: AuditArgs) -> Result<u8> {
     // Golden drift is a contract row like any other, so every artifact
     // (table, JSON, reports, JUnit) and the exit code agree.
     let drift = match &args.golden_dir {
-        Some(dir) => report.compare_with_goldens_allowing(dir, true, &args.allow)?,
+        Some(dir) => {
+            report.compare_with_goldens_allowing(dir, &candidates(&args, true), &args.allow)?
+        }
         None => Vec::new(),
     };
     match args.format {
@@ -94,6 +96,19 @@ pub(super) fn golden_file_stem(name: &str) -> String {
             }
         })
         .collect()
+}
+
+/// Whether this device's golden comparison writes candidates: not with
+/// `--check`, and with several devices only for the first (`keep`).
+fn candidates(args: &AuditArgs, keep: bool) -> gemm_audit::audit::Candidates {
+    use gemm_audit::audit::Candidates;
+    if args.check {
+        Candidates::NotKept("--check writes nothing into the golden folder".into())
+    } else if keep {
+        Candidates::Keep
+    } else {
+        Candidates::NotKept("with several devices, the lowest ordinal's is".into())
+    }
 }
 
 /// The audit's JSON body: the report's rows, cases and matrices, and what a
@@ -206,7 +221,9 @@ pub(super) fn audit_devices(
         if let Some(dir) = &args.golden_dir {
             // Devices are in ascending ordinal: only the first keeps a
             // pending candidate, so they do not overwrite each other's.
-            for (w, d) in report.compare_with_goldens_allowing(dir, i == 0, &args.allow)? {
+            for (w, d) in
+                report.compare_with_goldens_allowing(dir, &candidates(args, i == 0), &args.allow)?
+            {
                 drift.push((format!("dev{}.{w}", label.ordinal), d));
             }
         }

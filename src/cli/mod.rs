@@ -649,6 +649,10 @@ pub struct AuditArgs {
     /// Compare each recorded trace with its golden under this folder (route drift in the report).
     #[arg(long, value_name = "DIR")]
     pub golden_dir: Option<PathBuf>,
+    /// Compare with the goldens but write nothing into the golden folder
+    /// (no candidate kept, no stale one removed): for read-only checkouts.
+    #[arg(long, requires = "golden_dir")]
+    pub check: bool,
     /// Differences from the goldens that pass, as for `diff` (classes or
     /// fields, e.g. `--allow device.driver`); needs --golden-dir.
     #[arg(long, value_parser = values::allowance, value_delimiter = ',', requires = "golden_dir")]

@@ -447,6 +447,18 @@ use selfcheck::*;
 /// The contract name of the golden comparison rows.
 pub const GOLDEN_DRIFT: &str = "golden-drift";
 
+/// Whether a golden comparison writes into the golden folder: keeps a
+/// candidate for a drifted or missing golden and removes a stale one
+/// (`Keep`), or writes nothing there, saying why in the row (`NotKept`: a
+/// read-only check, or another device's candidate is kept).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Candidates {
+    /// Keep candidates and settle stale ones.
+    Keep,
+    /// Write nothing into the golden folder, for this reason.
+    NotKept(String),
+}
+
 /// The run covers every batch-invariance group its golden had: a change
 /// that drops a group (one GEMM's dtype changed, say) is a finding, not a
 /// quieter PASS.
@@ -495,7 +507,12 @@ impl AuditReport {
         dir: &std::path::Path,
         keep_pending: bool,
     ) -> Result<Vec<(String, crate::diff::TraceDiff)>> {
-        self.compare_with_goldens_allowing(dir, keep_pending, &[])
+        let candidates = if keep_pending {
+            Candidates::Keep
+        } else {
+            Candidates::NotKept("with several devices, the lowest ordinal's is".into())
+        };
+        self.compare_with_goldens_allowing(dir, &candidates, &[])
     }
 
     /// [`AuditReport::compare_with_goldens_keeping`], passing a golden that
@@ -505,18 +522,18 @@ impl AuditReport {
     pub fn compare_with_goldens_allowing(
         &mut self,
         dir: &std::path::Path,
-        keep_pending: bool,
+        candidates: &Candidates,
         allow: &[crate::diff::Allowance],
     ) -> Result<Vec<(String, crate::diff::TraceDiff)>> {
+        let keep_pending = matches!(candidates, Candidates::Keep);
         let mut drift = Vec::new();
         let traces = std::mem::take(&mut self.traces);
         for t in &traces {
             // Keep a candidate for review, as snapshot tools do: for a
             // drifted golden and for a missing one alike.
             let keep = |what: &str| {
-                if !keep_pending {
-                    return "candidate not kept (with several devices, the lowest ordinal's is)"
-                        .to_string();
+                if let Candidates::NotKept(why) = candidates {
+                    return format!("candidate not kept ({why})");
                 }
                 match crate::golden::write_pending(dir, t) {
                     Ok(p) => format!(
