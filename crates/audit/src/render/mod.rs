@@ -1,6 +1,9 @@
-//! What every output shares: one table formatter and the rules that keep
-//! text read from files (kernel names, workload names, volatile values)
-//! from driving a terminal, forging lines or breaking a document.
+//! Every rendering of a report, in one place: the terminal table
+//! ([`Table`]), Markdown ([`markdown`]), the HTML page ([`html`]), JUnit
+//! XML ([`junit`]) and the JSON envelope ([`json`]), all from the one
+//! report model ([`crate::report`]), and the rules that keep text read from
+//! files (kernel names, workload names, volatile values) from driving a
+//! terminal, forging lines or breaking a document.
 //!
 //! A [`Table`] pads by character count (never by a formatter width, which
 //! panics past 65,535), caps every column but the last, and wraps the last
@@ -8,6 +11,11 @@
 //! cut off and a row's first columns (the verdict) are always visible.
 
 use std::borrow::Cow;
+
+pub mod html;
+pub mod json;
+pub mod junit;
+pub mod markdown;
 
 /// Widest a capped column grows; longer cells are shortened in the middle.
 pub const MAX_CELL: usize = 64;
@@ -59,6 +67,26 @@ fn escape(s: &str, unsafe_here: impl Fn(char) -> bool) -> Cow<'_, str> {
 pub fn is_xml_char(c: char) -> bool {
     matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}')
         || c >= '\u{10000}'
+}
+
+pub(crate) fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&apos;"),
+            // Control characters (C0, DEL, C1) are not text: XML 1.0 forbids
+            // most of them even escaped, and U+FFFE / U+FFFF outright; bidi
+            // overrides would reorder what a reader sees.
+            '\n' | '\t' => o.push(c),
+            c if !is_xml_char(c) || is_unsafe_char(c) => o.push(' '),
+            c => o.push(c),
+        }
+    }
+    o
 }
 
 /// `s` shortened to at most `max` characters, cut in the middle with `…`
@@ -265,5 +293,17 @@ mod tests {
         assert!(!is_xml_char('\u{FFFE}') && !is_xml_char('\u{FFFF}') && !is_xml_char('\u{1}'));
         assert!(is_xml_char('é') && is_xml_char('\u{10000}'));
         assert_eq!(shorten("abcdefghij", 5), "ab…ij");
+    }
+
+    #[test]
+    fn xml_escaping() {
+        assert_eq!(
+            esc("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&apos;"
+        );
+        assert_eq!(esc("a\u{1b}[31m\u{85}"), "a [31m ");
+        // Not XML at all, or reordering what a reader sees: replaced.
+        assert_eq!(esc("x\u{FFFE}y\u{FFFF}z\u{202E}w"), "x y z w");
+        assert_eq!(esc("line\nnext\tcol"), "line\nnext\tcol");
     }
 }

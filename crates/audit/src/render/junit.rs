@@ -1,0 +1,180 @@
+//! JUnit XML of an audit and of a comparison.
+
+use super::esc;
+use crate::audit::{AuditReport, Verdict};
+use crate::report::environment;
+use std::fmt::Write as _;
+
+/// JUnit XML: one test suite per GEMM contract and one for the
+/// self-checks, one test case per contract per GEMM. FAIL verdicts are
+/// failures (a golden drift's body lists its differences from `drift`);
+/// INFO verdicts pass with their detail in `system-out`.
+pub fn junit(a: &AuditReport, drift: &[(String, crate::diff::TraceDiff)]) -> String {
+    // One suite per GEMM contract, in the order first seen, and one for
+    // gemm-audit's own self-checks, so a CI view of the GEMMs is not
+    // crowded by the tool checking itself.
+    let mut suites: Vec<&str> = Vec::new();
+    for c in &a.cases {
+        let suite = suite_of(&c.contract);
+        if !suites.contains(&suite) {
+            suites.push(suite);
+        }
+    }
+    let total = a.cases.len();
+    let failures = a
+        .cases
+        .iter()
+        .filter(|c| c.verdict == Verdict::Fail)
+        .count();
+    // A case's time is its GEMM's eager launch time where it has one (the
+    // per-GEMM contracts); suites add up their cases; the whole file is the
+    // audit's wall time.
+    let time_of = |c: &crate::audit::Case| {
+        a.timings
+            .iter()
+            .find(|t| t.workload == c.workload && t.gemm == c.gemm)
+            .map_or(0.0, |t| t.seconds)
+    };
+    let props = environment(a);
+    let mut s = String::new();
+    let _ = writeln!(s, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
+    let _ = writeln!(
+        s,
+        "<testsuites name=\"gemm-audit\" tests=\"{total}\" failures=\"{failures}\" errors=\"0\" time=\"{:.6}\">",
+        a.elapsed_seconds
+    );
+    for (id, suite) in suites.iter().enumerate() {
+        let cases: Vec<_> = a
+            .cases
+            .iter()
+            .filter(|c| suite_of(&c.contract) == *suite)
+            .collect();
+        let f = cases.iter().filter(|c| c.verdict == Verdict::Fail).count();
+        let suite_time: f64 = cases.iter().map(|c| time_of(c)).sum();
+        let _ = writeln!(
+            s,
+            "  <testsuite name=\"{}\" id=\"{id}\" package=\"gemm-audit.{}\" tests=\"{}\" failures=\"{f}\" errors=\"0\" skipped=\"0\" time=\"{suite_time:.6}\">",
+            esc(suite),
+            esc(&a.backend),
+            cases.len()
+        );
+        let _ = writeln!(s, "    <properties>");
+        for (name, value) in &props {
+            let _ = writeln!(
+                s,
+                "      <property name=\"{}\" value=\"{}\"/>",
+                esc(name),
+                esc(value)
+            );
+        }
+        let _ = writeln!(s, "    </properties>");
+        for c in cases {
+            let _ = write!(
+                s,
+                "    <testcase name=\"{}\" classname=\"gemm-audit.{}.{}\" time=\"{:.6}\"",
+                esc(&c.gemm),
+                esc(&c.contract),
+                esc(&c.workload),
+                time_of(c)
+            );
+            match c.verdict {
+                Verdict::Pass => {
+                    let _ = writeln!(s, "/>");
+                }
+                Verdict::Info => {
+                    let _ = writeln!(
+                        s,
+                        ">\n      <system-out>{}</system-out>\n    </testcase>",
+                        esc(&c.detail)
+                    );
+                }
+                Verdict::Fail => {
+                    // The body is what a reviewer needs: for golden drift,
+                    // every difference, not the one-line message again.
+                    let differences = (c.contract == crate::audit::GOLDEN_DRIFT)
+                        .then(|| drift.iter().find(|(w, _)| *w == c.workload))
+                        .flatten()
+                        .map(|(_, d)| format!("\n{}", d.render()))
+                        .unwrap_or_default();
+                    let _ = writeln!(
+                        s,
+                        ">\n      <failure message=\"{}\" type=\"contract-violated\">{}{}</failure>\n    </testcase>",
+                        esc(&c.detail),
+                        esc(&c.detail),
+                        esc(&differences)
+                    );
+                }
+            }
+        }
+        let _ = writeln!(s, "  </testsuite>");
+    }
+    let _ = writeln!(s, "</testsuites>");
+    s
+}
+
+/// The JUnit suite a contract's cases are listed in: its own, or
+/// `self-checks` for gemm-audit's checks of itself.
+fn suite_of(contract: &str) -> &str {
+    if crate::audit::SELF_CHECKS.contains(&contract) {
+        "self-checks"
+    } else {
+        contract
+    }
+}
+
+/// JUnit XML of a cross-device comparison: one suite per (workload, device
+/// class), one case per launch, failed when a deterministic launch has an
+/// outlier (the message names the devices).
+pub fn compare_junit(c: &crate::compare::Comparison) -> String {
+    let total: usize = c.groups.iter().map(|g| g.launches.len()).sum();
+    let failed = |l: &crate::compare::LaunchVote| l.deterministic && !l.outliers.is_empty();
+    let failures: usize = c
+        .groups
+        .iter()
+        .map(|g| g.launches.iter().filter(|l| failed(l)).count())
+        .sum();
+    let mut s = String::new();
+    let _ = writeln!(s, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
+    let _ = writeln!(
+        s,
+        "<testsuites name=\"gemm-audit compare\" tests=\"{total}\" failures=\"{failures}\" errors=\"0\" time=\"0\">"
+    );
+    for (id, g) in c.groups.iter().enumerate() {
+        let f = g.launches.iter().filter(|l| failed(l)).count();
+        let _ = writeln!(
+            s,
+            "  <testsuite name=\"{}/{}\" id=\"{id}\" package=\"gemm-audit.compare\" tests=\"{}\" failures=\"{f}\" errors=\"0\" skipped=\"0\" time=\"0\">",
+            esc(&g.workload),
+            esc(&g.device),
+            g.launches.len()
+        );
+        for l in &g.launches {
+            let _ = write!(
+                s,
+                "    <testcase name=\"{} {}\" classname=\"gemm-audit.compare.{}\" time=\"0\"",
+                l.launch,
+                esc(&l.gemm),
+                esc(&g.workload)
+            );
+            if failed(l) {
+                let who: Vec<String> = l
+                    .outliers
+                    .iter()
+                    .map(|o| format!("{} [{}]", o.label, o.device))
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    ">\n      <failure message=\"{}/{} agree; outliers: {}\"/>\n    </testcase>",
+                    l.agree,
+                    l.voters,
+                    esc(&who.join(", "))
+                );
+            } else {
+                let _ = writeln!(s, "/>");
+            }
+        }
+        let _ = writeln!(s, "  </testsuite>");
+    }
+    let _ = writeln!(s, "</testsuites>");
+    s
+}
