@@ -1155,6 +1155,66 @@ fn check_allow_accepts_only_the_allowed_classes() {
     .says(&["devcie.driver", "neither a difference class"]);
 }
 
+/// A checked-in waiver file passes what it names while it applies; an
+/// expired waiver is said and not applied; a bad file is exit 3 before
+/// any work.
+#[test]
+fn waiver_files_allow_with_a_reason_until_they_expire() {
+    let s = Scratch::new("waivers");
+    record_tiny(&s);
+    let mut golden = read(&s.path("tiny.gat"));
+    golden.context.device.driver.push_str(".1");
+    for r in &mut golden.routes {
+        r.device.driver.push_str(".1");
+    }
+    golden.launch_set = gemm_audit::build_resolved_gemm_launch_set(&golden.routes).unwrap();
+    golden.write(&s.path("golden.gat"), false).unwrap();
+    let check = |file: &str| {
+        run_in(
+            &s.0,
+            &[
+                "check",
+                "tiny.gat",
+                "--golden",
+                "golden.gat",
+                "--backend",
+                "cpu",
+                "--waivers",
+                file,
+            ],
+        )
+    };
+    s.write(
+        "ok.toml",
+        "[[waiver]]\nfield = \"device.driver\"\nreason = \"driver rollout\"\nexpires = \"2999-12-31\"\n",
+    );
+    check("ok.toml").code(OK).says(&["check: PASS"]);
+    s.write(
+        "old.toml",
+        "[[waiver]]\nfield = \"device.driver\"\nreason = \"driver rollout\"\nexpires = \"2000-01-01\"\n",
+    );
+    check("old.toml")
+        .code(FINDING)
+        .says(&["waiver for device.driver expired on 2000-01-01 (driver rollout): not applied"]);
+    s.write("bad.toml", "[[waiver]]\nfield = \"device.driver\"\n");
+    check("bad.toml").code(3).says(&["bad.toml"]);
+    s.write(
+        "bad.json",
+        "{\"waiver\": [{\"field\": \"device.driver\", \"reason\": \"\"}]}",
+    );
+    run_in(
+        &s.0,
+        &["diff", "golden.gat", "tiny.gat", "--waivers", "bad.json"],
+    )
+    .code(3)
+    .says(&["needs a reason"]);
+    run_in(
+        &s.0,
+        &["diff", "golden.gat", "tiny.gat", "--waivers", "ok.toml"],
+    )
+    .code(OK);
+}
+
 /// `audit --check` judges against the goldens but writes nothing into the
 /// golden folder: no candidate for a missing golden, no stale one removed.
 #[test]

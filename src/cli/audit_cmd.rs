@@ -3,6 +3,8 @@
 use super::*;
 
 pub(super) fn cmd_audit(args: AuditArgs) -> Result<u8> {
+    // A bad waiver file is said before the work, not after it.
+    let allow = allowances(&args.allow, args.waivers.as_deref())?;
     let (mut devices, note) = open_devices(args.backend, &args.device)?;
     let first = &devices[0].1;
     let mut opts = AuditOptions {
@@ -28,7 +30,7 @@ pub(super) fn cmd_audit(args: AuditArgs) -> Result<u8> {
         .map(|g| g.name.clone());
     plant_fault(&mut devices, &args.device, fault_gemm.as_deref())?;
     if args.device.all() {
-        return audit_devices(&args, &devices, &opts, note);
+        return audit_devices(&args, &allow, &devices, &opts, note);
     }
     let backend = &devices[0].1;
     let mut bar = Bar::new(!args.no_progress && verbosity() > Verbosity::Quiet);
@@ -41,9 +43,7 @@ pub(super) fn cmd_audit(args: AuditArgs) -> Result<u8> {
     // Golden drift is a contract row like any other, so every artifact
     // (table, JSON, reports, JUnit) and the exit code agree.
     let drift = match &args.golden_dir {
-        Some(dir) => {
-            report.compare_with_goldens_allowing(dir, &candidates(&args, true), &args.allow)?
-        }
+        Some(dir) => report.compare_with_goldens_allowing(dir, &candidates(&args, true), &allow)?,
         None => Vec::new(),
     };
     match args.format {
@@ -191,6 +191,7 @@ pub(super) fn write_audit_artifacts(
 /// then the `gpu-to-gpu` contract across them.
 pub(super) fn audit_devices(
     args: &AuditArgs,
+    allow: &[Allowance],
     devices: &[(DeviceLabel, Backend)],
     opts: &AuditOptions,
     note: Option<String>,
@@ -222,7 +223,7 @@ pub(super) fn audit_devices(
             // Devices are in ascending ordinal: only the first keeps a
             // pending candidate, so they do not overwrite each other's.
             for (w, d) in
-                report.compare_with_goldens_allowing(dir, &candidates(args, i == 0), &args.allow)?
+                report.compare_with_goldens_allowing(dir, &candidates(args, i == 0), allow)?
             {
                 drift.push((format!("dev{}.{w}", label.ordinal), d));
             }

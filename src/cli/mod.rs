@@ -292,6 +292,11 @@ pub enum Command {
         /// and nothing else.
         #[arg(long, value_parser = values::allowance, value_delimiter = ',', requires = "golden_source")]
         allow: Vec<Allowance>,
+        /// A checked-in waiver file (TOML `[[waiver]]` or JSON): allowances
+        /// with a reason and an expiry date; expired ones are said and not
+        /// applied.
+        #[arg(long, value_name = "FILE", requires = "golden_source")]
+        waivers: Option<PathBuf>,
         #[arg(long, value_parser = backend_kind(), default_value = "auto")]
         backend: BackendKind,
         #[arg(long, value_enum, default_value_t = Format::Table)]
@@ -317,6 +322,9 @@ pub enum Command {
         /// `context.module[cublaslt].*`).
         #[arg(long, value_parser = values::allowance, value_delimiter = ',')]
         allow: Vec<Allowance>,
+        /// A checked-in waiver file, as for `check`.
+        #[arg(long, value_name = "FILE")]
+        waivers: Option<PathBuf>,
         /// Output dumps of the two traces (`record --outputs`), to count differing elements and ULPs.
         #[arg(long, num_args = 2, value_names = ["GOLDEN_DIR", "CANDIDATE_DIR"])]
         outputs: Vec<PathBuf>,
@@ -412,20 +420,35 @@ pub fn run(args: Args) -> Result<u8> {
             golden_dir,
             replay,
             allow,
+            waivers,
             backend,
             format,
             device,
         } => cmd_check(
-            &trace, golden, golden_dir, replay, &allow, backend, format, &device,
+            &trace,
+            golden,
+            golden_dir,
+            replay,
+            &allowances(&allow, waivers.as_deref())?,
+            backend,
+            format,
+            &device,
         ),
         Command::Show { trace, format } => cmd_show(&trace, format),
         Command::Diff {
             golden,
             candidate,
             allow,
+            waivers,
             format,
             outputs,
-        } => cmd_diff(&golden, &candidate, &allow, format, &outputs),
+        } => cmd_diff(
+            &golden,
+            &candidate,
+            &allowances(&allow, waivers.as_deref())?,
+            format,
+            &outputs,
+        ),
         Command::Workloads { show } => cmd_workloads(show),
     }
 }
@@ -531,11 +554,42 @@ fn all_ok<T>(
     Ok(out)
 }
 
+/// The allowances of `--allow` and of the waivers in `--waivers FILE` that
+/// still apply today; an expired waiver is said on stderr and not applied.
+fn allowances(allow: &[Allowance], waivers: Option<&std::path::Path>) -> Result<Vec<Allowance>> {
+    let mut out = allow.to_vec();
+    let Some(path) = waivers else {
+        return Ok(out);
+    };
+    let bytes = gemm_audit::fileio::read_regular(path, 1 << 20)?;
+    let text = std::str::from_utf8(&bytes)
+        .map_err(|_| anyhow::anyhow!("{}: waiver file is not UTF-8", path.display()))?;
+    let parsed = if path.extension().is_some_and(|e| e == "json") {
+        gemm_audit::diff::Waiver::parse_json(text)
+    } else {
+        gemm_audit::diff::Waiver::parse_toml(text)
+    }
+    .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), sanitize(&e)))?;
+    let today = gemm_audit::report::today_utc();
+    for w in parsed {
+        if w.applies_on(&today) {
+            out.push(w.allow);
+        } else {
+            eprintln!(
+                "gemm-audit: waiver for {} expired on {} ({}): not applied",
+                w.allow,
+                w.expires.as_deref().unwrap_or_default(),
+                sanitize(&w.reason)
+            );
+        }
+    }
+    Ok(out)
+}
+
 fn read_trace(path: &std::path::Path) -> Result<RecordedGemmTrace> {
     Ok(RecordedGemmTrace::read(path)?)
 }
 
-/// Progress bar on stderr, one stage at a time.
 /// Progress of a long command. On a terminal, one bar per stage with the
 /// stage's number; elsewhere (a CI log), one line per finished stage with
 /// its number, launches, duration and the elapsed time, so a log shows
@@ -657,6 +711,9 @@ pub struct AuditArgs {
     /// fields, e.g. `--allow device.driver`); needs --golden-dir.
     #[arg(long, value_parser = values::allowance, value_delimiter = ',', requires = "golden_dir")]
     pub allow: Vec<Allowance>,
+    /// A checked-in waiver file, as for `check`; needs --golden-dir.
+    #[arg(long, value_name = "FILE", requires = "golden_dir")]
+    pub waivers: Option<PathBuf>,
     /// Write report.md and a self-contained report.html into this folder.
     #[arg(long, value_name = "DIR")]
     pub report: Option<PathBuf>,

@@ -48,6 +48,14 @@ pub fn provenance() -> String {
     )
 }
 
+/// Today's date, `YYYY-MM-DD` (UTC).
+pub fn today_utc() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    utc(secs)[..10].to_string()
+}
+
 /// `YYYY-MM-DD HH:MM` of a UNIX time (proleptic Gregorian, UTC).
 fn utc(secs: u64) -> String {
     let days = (secs / 86_400) as i64;
