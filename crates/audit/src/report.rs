@@ -112,6 +112,10 @@ pub fn environment(a: &AuditReport) -> Vec<(String, String)> {
             out.push(("device.compute_capability".into(), format!("{x}.{y}")));
         }
         out.push(("device.driver".into(), d.driver.clone()));
+        // The policy is said in every output: f32 "tf32" admits
+        // deterministic non-exact contracts (TF32, fixed split-K), which a
+        // PyTorch user (allow_tf32 = False) would not expect by default.
+        out.push(("policy".into(), t.context.policy.to_string()));
         for key in [
             "cuda.driver_api_version",
             "cuda.nvrtc_version",

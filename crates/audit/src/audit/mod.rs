@@ -184,6 +184,10 @@ impl AuditReport {
         if let Some(n) = &self.note {
             s.push_str(&format!("note: {}\n", crate::render::one_line(n)));
         }
+        if let Some(t) = self.traces.first() {
+            // Said on every run: what f32 and halves were permitted to do.
+            s.push_str(&format!("policy: {}\n", t.context.policy));
+        }
         for (workload, [pass, fail, info]) in self.case_counts() {
             s.push_str(&format!(
                 "  {}: {pass} GEMM cases pass, {fail} fail, {info} info\n",
