@@ -3,14 +3,56 @@
 
 use super::*;
 
-pub(super) fn cmd_bless(
-    workloads: Vec<String>,
-    dir: &std::path::Path,
-    force: bool,
-    kind: BackendKind,
-    mode: FingerprintMode,
-    dev: &DeviceArgs,
-) -> Result<u8> {
+/// Arguments of `bless`.
+#[derive(Debug, clap::Args)]
+pub struct BlessArgs {
+    /// Built-in names or .toml/.json files; default: the audit's suite for the backend.
+    #[arg(conflicts_with = "from")]
+    pub workloads: Vec<String>,
+    /// Accept these recorded traces (e.g. from a CI machine with the GPU)
+    /// as goldens instead of recording here.
+    #[arg(long, value_name = "TRACE", num_args = 1..)]
+    pub from: Vec<PathBuf>,
+    #[arg(long, value_name = "DIR", default_value = "traces")]
+    pub golden_dir: PathBuf,
+    /// Replace existing goldens.
+    #[arg(long)]
+    pub force: bool,
+    #[arg(long, value_parser = backend_kind(), default_value = "auto")]
+    pub backend: BackendKind,
+    /// How output fingerprints hash each 4 KiB chunk: `strong`
+    /// (SHA-256, collision resistant; the default, and what the
+    /// committed goldens hold) or `fast` (NH, at memory speed on a GPU;
+    /// finds accidents, not attacks). Goldens compare only within a mode.
+    #[arg(long, value_parser = fingerprint_mode(), default_value = "strong")]
+    pub fingerprint: FingerprintMode,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
+
+/// Arguments of `review`, `accept` and `reject`.
+#[derive(Debug, clap::Args)]
+pub struct PendingArgs {
+    /// Only these workloads (default: every pending candidate).
+    pub workloads: Vec<String>,
+    #[arg(long, value_name = "DIR", default_value = "traces")]
+    pub golden_dir: PathBuf,
+}
+
+pub(super) fn cmd_bless(a: BlessArgs) -> Result<u8> {
+    if !a.from.is_empty() {
+        return cmd_bless_from(&a.from, &a.golden_dir, a.force);
+    }
+    let BlessArgs {
+        workloads,
+        golden_dir,
+        force,
+        backend: kind,
+        fingerprint: mode,
+        device,
+        ..
+    } = a;
+    let (dir, dev) = (golden_dir.as_path(), &device);
     let (mut devices, note) = open_devices(kind, dev)?;
     print_backend_note(&note);
     let ws: Vec<Workload> = if workloads.is_empty() {
@@ -87,7 +129,7 @@ pub(super) fn cmd_bless(
 /// Accepts traces recorded elsewhere as goldens: the same rules as
 /// `bless` (the difference is printed; replacing needs `--force`), and the
 /// plan of each must build first.
-pub(super) fn cmd_bless_from(traces: &[PathBuf], dir: &std::path::Path, force: bool) -> Result<u8> {
+fn cmd_bless_from(traces: &[PathBuf], dir: &std::path::Path, force: bool) -> Result<u8> {
     let mut refused = false;
     for path in traces {
         let t = read_trace(path)?;
@@ -136,11 +178,8 @@ pub(super) enum PendingAction {
 }
 
 /// `review`, `accept` and `reject` of the candidates kept beside drifted goldens.
-pub(super) fn cmd_pending(
-    action: PendingAction,
-    workloads: &[String],
-    dir: &std::path::Path,
-) -> Result<u8> {
+pub(super) fn cmd_pending(action: PendingAction, a: PendingArgs) -> Result<u8> {
+    let (workloads, dir) = (&a.workloads[..], a.golden_dir.as_path());
     let set = golden::pending(dir, workloads)?;
     if set.candidates.is_empty() && set.unusable.is_empty() {
         outln!("no pending candidates under {}", dir.display());

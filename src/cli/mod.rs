@@ -174,30 +174,7 @@ pub enum Command {
     /// An existing golden is never replaced without --force; the difference
     /// from it is printed either way.
     #[command(after_help = EXIT_CODES)]
-    Bless {
-        /// Built-in names or .toml/.json files; default: the audit's suite for the backend.
-        #[arg(conflicts_with = "from")]
-        workloads: Vec<String>,
-        /// Accept these recorded traces (e.g. from a CI machine with the GPU)
-        /// as goldens instead of recording here.
-        #[arg(long, value_name = "TRACE", num_args = 1..)]
-        from: Vec<PathBuf>,
-        #[arg(long, value_name = "DIR", default_value = "traces")]
-        golden_dir: PathBuf,
-        /// Replace existing goldens.
-        #[arg(long)]
-        force: bool,
-        #[arg(long, value_parser = backend_kind(), default_value = "auto")]
-        backend: BackendKind,
-        /// How output fingerprints hash each 4 KiB chunk: `strong`
-        /// (SHA-256, collision resistant; the default, and what the
-        /// committed goldens hold) or `fast` (NH, at memory speed on a GPU;
-        /// finds accidents, not attacks). Goldens compare only within a mode.
-        #[arg(long, value_parser = fingerprint_mode(), default_value = "strong")]
-        fingerprint: FingerprintMode,
-        #[command(flatten)]
-        device: DeviceArgs,
-    },
+    Bless(BlessArgs),
     /// Compare traces from many devices; name the one that disagrees.
     ///
     /// A deterministic launch whose bits differ from the majority of its
@@ -206,104 +183,22 @@ pub enum Command {
     /// to a vote. Vendor and atomic routes are reported, never counted as
     /// outliers.
     #[command(after_help = EXIT_CODES)]
-    Compare {
-        /// Trace files, or folders to search for *.gat files.
-        #[arg(required = true)]
-        traces: Vec<PathBuf>,
-        #[arg(long, value_enum, default_value_t = Format::Table)]
-        format: Format,
-        /// Also write a JUnit XML file: one case per group and launch.
-        #[arg(long, value_name = "FILE")]
-        junit: Option<PathBuf>,
-        /// Pass a (workload, device class) group with a single trace (by
-        /// default one trace compares nothing, and fails).
-        #[arg(long)]
-        allow_single: bool,
-    },
+    Compare(CompareArgs),
     /// Show the candidates `audit --golden-dir` kept beside drifted goldens.
     #[command(after_help = EXIT_CODES)]
-    Review {
-        /// Only these workloads (default: every pending candidate).
-        workloads: Vec<String>,
-        #[arg(long, value_name = "DIR", default_value = "traces")]
-        golden_dir: PathBuf,
-    },
+    Review(PendingArgs),
     /// Make pending candidates the goldens (after `review`).
     #[command(after_help = EXIT_CODES)]
-    Accept {
-        /// Only these workloads (default: every pending candidate).
-        workloads: Vec<String>,
-        #[arg(long, value_name = "DIR", default_value = "traces")]
-        golden_dir: PathBuf,
-    },
+    Accept(PendingArgs),
     /// Drop pending candidates; the goldens stay.
     #[command(after_help = EXIT_CODES)]
-    Reject {
-        /// Only these workloads (default: every pending candidate).
-        workloads: Vec<String>,
-        #[arg(long, value_name = "DIR", default_value = "traces")]
-        golden_dir: PathBuf,
-    },
+    Reject(PendingArgs),
     /// Run a workload eagerly, capture and replay it, and write its trace.
     #[command(after_help = EXIT_CODES)]
-    Record {
-        /// A built-in workload name or a .toml/.json workload file.
-        workload: String,
-        /// Trace file to write (with `--device all`: one per device, named
-        /// FILE with `.dev<N>` before its extension, e.g. run.dev1.gat).
-        #[arg(short, long, value_name = "FILE")]
-        out: PathBuf,
-        /// Replace the output file if it exists.
-        #[arg(long)]
-        force: bool,
-        #[arg(long, value_parser = backend_kind(), default_value = "auto")]
-        backend: BackendKind,
-        /// Also dump each launch's raw output bytes into this folder (for
-        /// `diff --outputs`; with `--device all`, into DIR/dev<N>).
-        #[arg(long, value_name = "DIR")]
-        outputs: Option<PathBuf>,
-        /// How output fingerprints hash each 4 KiB chunk: `strong`
-        /// (SHA-256, collision resistant; the default, and what the
-        /// committed goldens hold) or `fast` (NH, at memory speed on a GPU;
-        /// finds accidents, not attacks). Goldens compare only within a mode.
-        #[arg(long, value_parser = fingerprint_mode(), default_value = "strong")]
-        fingerprint: FingerprintMode,
-        #[command(flatten)]
-        device: DeviceArgs,
-    },
+    Record(RecordArgs),
     /// Rebuild a stored trace's plan and validate it against the live context.
     #[command(after_help = EXIT_CODES)]
-    #[command(group(clap::ArgGroup::new("golden_source").args(["golden", "golden_dir"])))]
-    Check {
-        /// Trace file to check.
-        trace: PathBuf,
-        /// Also compare with this golden trace (names the first changed route and field).
-        #[arg(long, value_name = "FILE", conflicts_with = "golden_dir")]
-        golden: Option<PathBuf>,
-        /// Find the golden for this trace's workload and device under DIR (DIR/<device>/<workload>.gat).
-        #[arg(long, value_name = "DIR")]
-        golden_dir: Option<PathBuf>,
-        /// Replay the trace and compare output fingerprints.
-        #[arg(long)]
-        replay: bool,
-        /// Differences from the golden that pass (comma-separated, as for
-        /// `diff`): classes (identity, route, numeric, structural, policy)
-        /// or fields, e.g. `--allow device.driver` to accept a driver upgrade
-        /// and nothing else.
-        #[arg(long, value_parser = values::allowance, value_delimiter = ',', requires = "golden_source")]
-        allow: Vec<Allowance>,
-        /// A checked-in waiver file (TOML `[[waiver]]` or JSON): allowances
-        /// with a reason and an expiry date; expired ones are said and not
-        /// applied.
-        #[arg(long, value_name = "FILE", requires = "golden_source")]
-        waivers: Option<PathBuf>,
-        #[arg(long, value_parser = backend_kind(), default_value = "auto")]
-        backend: BackendKind,
-        #[arg(long, value_enum, default_value_t = Format::Table)]
-        format: Format,
-        #[command(flatten)]
-        device: DeviceArgs,
-    },
+    Check(CheckArgs),
     /// Print a trace as a table or as JSON.
     #[command(after_help = EXIT_CODES)]
     Show {
@@ -313,24 +208,7 @@ pub enum Command {
     },
     /// Compare two traces; exit non-zero on any difference not allowed.
     #[command(after_help = EXIT_CODES)]
-    Diff {
-        golden: PathBuf,
-        candidate: PathBuf,
-        /// Differences that pass (comma-separated): classes (identity,
-        /// route, numeric, structural, policy) or fields wherever they
-        /// appear (`device.driver`; a trailing `*` matches a prefix, e.g.
-        /// `context.module[cublaslt].*`).
-        #[arg(long, value_parser = values::allowance, value_delimiter = ',')]
-        allow: Vec<Allowance>,
-        /// A checked-in waiver file, as for `check`.
-        #[arg(long, value_name = "FILE")]
-        waivers: Option<PathBuf>,
-        /// Output dumps of the two traces (`record --outputs`), to count differing elements and ULPs.
-        #[arg(long, num_args = 2, value_names = ["GOLDEN_DIR", "CANDIDATE_DIR"])]
-        outputs: Vec<PathBuf>,
-        #[arg(long, value_enum, default_value_t = Format::Table)]
-        format: Format,
-    },
+    Diff(DiffArgs),
     /// List the built-in workloads, or print one as TOML.
     #[command(after_help = EXIT_CODES)]
     Workloads {
@@ -357,98 +235,16 @@ pub fn run(args: Args) -> Result<u8> {
     VERBOSITY.store(level as u8, std::sync::atomic::Ordering::Relaxed);
     let _ = LIMITS.set((args.max_gflop, args.max_memory_gib));
     match args.command {
-        Command::Audit(args) => cmd_audit(args),
-        Command::Bless {
-            workloads,
-            from,
-            golden_dir,
-            force,
-            backend,
-            fingerprint,
-            device,
-        } if !from.is_empty() => {
-            let _ = (workloads, backend, device, fingerprint);
-            cmd_bless_from(&from, &golden_dir, force)
-        }
-        Command::Bless {
-            workloads,
-            golden_dir,
-            force,
-            backend,
-            fingerprint,
-            device,
-            ..
-        } => cmd_bless(workloads, &golden_dir, force, backend, fingerprint, &device),
-        Command::Compare {
-            traces,
-            format,
-            junit,
-            allow_single,
-        } => cmd_compare(&traces, format, junit.as_deref(), allow_single),
-        Command::Review {
-            workloads,
-            golden_dir,
-        } => cmd_pending(PendingAction::Review, &workloads, &golden_dir),
-        Command::Accept {
-            workloads,
-            golden_dir,
-        } => cmd_pending(PendingAction::Accept, &workloads, &golden_dir),
-        Command::Reject {
-            workloads,
-            golden_dir,
-        } => cmd_pending(PendingAction::Reject, &workloads, &golden_dir),
-        Command::Record {
-            workload,
-            out,
-            force,
-            backend,
-            outputs,
-            fingerprint,
-            device,
-        } => cmd_record(
-            &workload,
-            &out,
-            force,
-            backend,
-            outputs.as_deref(),
-            fingerprint,
-            &device,
-        ),
-        Command::Check {
-            trace,
-            golden,
-            golden_dir,
-            replay,
-            allow,
-            waivers,
-            backend,
-            format,
-            device,
-        } => cmd_check(
-            &trace,
-            golden,
-            golden_dir,
-            replay,
-            &allowances(&allow, waivers.as_deref())?,
-            backend,
-            format,
-            &device,
-        ),
+        Command::Audit(a) => cmd_audit(a),
+        Command::Bless(a) => cmd_bless(a),
+        Command::Compare(a) => cmd_compare(a),
+        Command::Review(a) => cmd_pending(PendingAction::Review, a),
+        Command::Accept(a) => cmd_pending(PendingAction::Accept, a),
+        Command::Reject(a) => cmd_pending(PendingAction::Reject, a),
+        Command::Record(a) => cmd_record(a),
+        Command::Check(a) => cmd_check(a),
         Command::Show { trace, format } => cmd_show(&trace, format),
-        Command::Diff {
-            golden,
-            candidate,
-            allow,
-            waivers,
-            format,
-            outputs,
-        } => cmd_diff(
-            &golden,
-            &candidate,
-            &allowances(&allow, waivers.as_deref())?,
-            format,
-            &outputs,
-        ),
+        Command::Diff(a) => cmd_diff(a),
         Command::Workloads { show } => cmd_workloads(show),
     }
 }

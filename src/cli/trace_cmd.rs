@@ -4,6 +4,106 @@
 use super::*;
 use gemm_audit::backend::GemmBackend;
 
+/// Arguments of `compare`.
+#[derive(Debug, clap::Args)]
+pub struct CompareArgs {
+    /// Trace files, or folders to search for *.gat files.
+    #[arg(required = true)]
+    pub traces: Vec<PathBuf>,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Also write a JUnit XML file: one case per group and launch.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Pass a (workload, device class) group with a single trace (by
+    /// default one trace compares nothing, and fails).
+    #[arg(long)]
+    pub allow_single: bool,
+}
+
+/// Arguments of `record`.
+#[derive(Debug, clap::Args)]
+pub struct RecordArgs {
+    /// A built-in workload name or a .toml/.json workload file.
+    pub workload: String,
+    /// Trace file to write (with `--device all`: one per device, named
+    /// FILE with `.dev<N>` before its extension, e.g. run.dev1.gat).
+    #[arg(short, long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Replace the output file if it exists.
+    #[arg(long)]
+    pub force: bool,
+    #[arg(long, value_parser = backend_kind(), default_value = "auto")]
+    pub backend: BackendKind,
+    /// Also dump each launch's raw output bytes into this folder (for
+    /// `diff --outputs`; with `--device all`, into DIR/dev<N>).
+    #[arg(long, value_name = "DIR")]
+    pub outputs: Option<PathBuf>,
+    /// How output fingerprints hash each 4 KiB chunk: `strong`
+    /// (SHA-256, collision resistant; the default, and what the
+    /// committed goldens hold) or `fast` (NH, at memory speed on a GPU;
+    /// finds accidents, not attacks). Goldens compare only within a mode.
+    #[arg(long, value_parser = fingerprint_mode(), default_value = "strong")]
+    pub fingerprint: FingerprintMode,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
+
+/// Arguments of `check`.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("golden_source").args(["golden", "golden_dir"])))]
+pub struct CheckArgs {
+    /// Trace file to check.
+    pub trace: PathBuf,
+    /// Also compare with this golden trace (names the first changed route and field).
+    #[arg(long, value_name = "FILE", conflicts_with = "golden_dir")]
+    pub golden: Option<PathBuf>,
+    /// Find the golden for this trace's workload and device under DIR (DIR/<device>/<workload>.gat).
+    #[arg(long, value_name = "DIR")]
+    pub golden_dir: Option<PathBuf>,
+    /// Replay the trace and compare output fingerprints.
+    #[arg(long)]
+    pub replay: bool,
+    /// Differences from the golden that pass (comma-separated, as for
+    /// `diff`): classes (identity, route, numeric, structural, policy)
+    /// or fields, e.g. `--allow device.driver` to accept a driver upgrade
+    /// and nothing else.
+    #[arg(long, value_parser = values::allowance, value_delimiter = ',', requires = "golden_source")]
+    pub allow: Vec<Allowance>,
+    /// A checked-in waiver file (TOML `[[waiver]]` or JSON): allowances
+    /// with a reason and an expiry date; expired ones are said and not
+    /// applied.
+    #[arg(long, value_name = "FILE", requires = "golden_source")]
+    pub waivers: Option<PathBuf>,
+    #[arg(long, value_parser = backend_kind(), default_value = "auto")]
+    pub backend: BackendKind,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
+
+/// Arguments of `diff`.
+#[derive(Debug, clap::Args)]
+pub struct DiffArgs {
+    pub golden: PathBuf,
+    pub candidate: PathBuf,
+    /// Differences that pass (comma-separated): classes (identity,
+    /// route, numeric, structural, policy) or fields wherever they
+    /// appear (`device.driver`; a trailing `*` matches a prefix, e.g.
+    /// `context.module[cublaslt].*`).
+    #[arg(long, value_parser = values::allowance, value_delimiter = ',')]
+    pub allow: Vec<Allowance>,
+    /// A checked-in waiver file, as for `check`.
+    #[arg(long, value_name = "FILE")]
+    pub waivers: Option<PathBuf>,
+    /// Output dumps of the two traces (`record --outputs`), to count differing elements and ULPs.
+    #[arg(long, num_args = 2, value_names = ["GOLDEN_DIR", "CANDIDATE_DIR"])]
+    pub outputs: Vec<PathBuf>,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
 /// Trace files named, or found (recursively, *.gat) under named folders.
 pub(super) fn trace_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     // Directories are walked without following links to directories (a
@@ -50,12 +150,9 @@ pub(super) fn trace_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-pub(super) fn cmd_compare(
-    paths: &[PathBuf],
-    format: Format,
-    junit: Option<&std::path::Path>,
-    allow_single: bool,
-) -> Result<u8> {
+pub(super) fn cmd_compare(a: CompareArgs) -> Result<u8> {
+    let (paths, format, junit, allow_single) =
+        (&a.traces[..], a.format, a.junit.as_deref(), a.allow_single);
     use gemm_audit::compare::{Member, compare};
     let members = trace_files(paths)?
         .into_iter()
@@ -143,15 +240,16 @@ pub(super) fn cmd_compare(
     Ok(if passed { EXIT_OK } else { EXIT_FINDING })
 }
 
-pub(super) fn cmd_record(
-    workload: &str,
-    out: &std::path::Path,
-    force: bool,
-    kind: BackendKind,
-    outputs: Option<&std::path::Path>,
-    mode: FingerprintMode,
-    dev: &DeviceArgs,
-) -> Result<u8> {
+pub(super) fn cmd_record(a: RecordArgs) -> Result<u8> {
+    let (workload, out, force, kind, outputs, mode, dev) = (
+        a.workload.as_str(),
+        a.out.as_path(),
+        a.force,
+        a.backend,
+        a.outputs.as_deref(),
+        a.fingerprint,
+        &a.device,
+    );
     let w = Workload::load(workload)?;
     // Refuse before doing the work, not after.
     if !dev.all() && out.exists() && !force {
@@ -260,18 +358,19 @@ pub(super) fn write_recording(
     })
 }
 
-// One parameter per flag of `check`.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn cmd_check(
-    path: &std::path::Path,
-    golden: Option<PathBuf>,
-    golden_dir: Option<PathBuf>,
-    replay: bool,
-    allow: &[Allowance],
-    kind: BackendKind,
-    format: Format,
-    dev: &DeviceArgs,
-) -> Result<u8> {
+pub(super) fn cmd_check(a: CheckArgs) -> Result<u8> {
+    let allow = &allowances(&a.allow, a.waivers.as_deref())?[..];
+    let CheckArgs {
+        trace: path,
+        golden,
+        golden_dir,
+        replay,
+        backend: kind,
+        format,
+        device,
+        ..
+    } = a;
+    let (path, dev) = (path.as_path(), &device);
     let trace = read_trace(path)?;
     let golden = match (golden, golden_dir) {
         (Some(g), _) => Some(g),
@@ -501,13 +600,14 @@ pub(super) fn cmd_show(path: &std::path::Path, format: Format) -> Result<u8> {
     Ok(EXIT_OK)
 }
 
-pub(super) fn cmd_diff(
-    golden: &std::path::Path,
-    candidate: &std::path::Path,
-    allow: &[Allowance],
-    format: Format,
-    outputs: &[PathBuf],
-) -> Result<u8> {
+pub(super) fn cmd_diff(a: DiffArgs) -> Result<u8> {
+    let allow = &allowances(&a.allow, a.waivers.as_deref())?[..];
+    let (golden, candidate, format, outputs) = (
+        a.golden.as_path(),
+        a.candidate.as_path(),
+        a.format,
+        &a.outputs[..],
+    );
     let g = read_trace(golden)?;
     let c = read_trace(candidate)?;
     let mut d = TraceDiff::between(&g, &c);
