@@ -3,12 +3,12 @@
 //! traces. Each case asserts the exit code (see `gemm-audit --help`), a
 //! message that names what is wrong, and that nothing panicked.
 
+mod common;
+use common::*;
 use gemm_audit::workload::Workload;
 use gemm_audit::{RecordedGemmTrace, build_resolved_gemm_launch_set};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-const BIN: &str = env!("CARGO_BIN_EXE_gemm-audit");
 
 /// The documented exit codes.
 const OK: i32 = 0;
@@ -23,35 +23,6 @@ const DIFF_BASE: i32 = 64;
 const TINY: &str = include_str!("data/tiny.toml");
 
 // ---------------------------------------------------------------- helpers
-
-/// A scratch directory under the system temp dir, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(test: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("gemm-audit-cli-{}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create scratch dir");
-        Scratch(dir)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-
-    fn write(&self, name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
-        let p = self.path(name);
-        std::fs::write(&p, bytes).expect("write scratch file");
-        p
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// What one run of the binary did.
 struct Run {

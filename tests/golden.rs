@@ -12,6 +12,8 @@
 //! INSTA_UPDATE=always cargo test --test golden   # then review tests/snapshots/*.snap
 //! ```
 
+mod common;
+use common::*;
 use gemm_audit::backend::Backend;
 use gemm_audit::backend::GemmBackend;
 use gemm_audit::backend::cpu::CpuBackend;
@@ -19,17 +21,11 @@ use gemm_audit::diff::TraceDiff;
 use gemm_audit::recorder;
 use gemm_audit::workload::Workload;
 use gemm_audit::{CapturedGemmGraphPlan, RecordedGemmTrace, build_resolved_gemm_launch_set};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-const BIN: &str = env!("CARGO_BIN_EXE_gemm-audit");
 
 /// The built-in workloads with a golden CPU trace (not the nondeterministic control).
 const GOLDENS: [&str; 2] = ["transformer-block", "m-sweep"];
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// The golden's path relative to the crate root (as the commands below see it).
 fn rel(name: &str) -> String {
@@ -58,29 +54,6 @@ fn golden(name: &str) -> RecordedGemmTrace {
 
 fn cpu() -> Backend {
     Backend::new(CpuBackend::default())
-}
-
-/// A scratch directory under the system temp dir, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(test: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("gemm-audit-golden-{}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create scratch dir");
-        Scratch(dir)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Runs the binary in `dir`; returns the exit code and a reviewable

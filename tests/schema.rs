@@ -7,15 +7,11 @@
 //! `additionalProperties`, `items`, `anyOf`, local `$ref`); a schema that
 //! uses another keyword fails the test instead of being half-checked.
 
+mod common;
+use common::{BIN, root};
 use serde_json::Value;
-use std::path::Path;
+
 use std::process::Command;
-
-const BIN: &str = env!("CARGO_BIN_EXE_gemm-audit");
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn schema(kind: &str) -> Value {
     let path = root().join(format!("docs/schema/{kind}.schema.json"));

@@ -3,11 +3,13 @@
 //! payload attacks behind a valid checksum, limits), plus atomic writes and
 //! the JSON rendering. See `docs/trace-format.md`.
 
+mod common;
+use common::*;
 use gemm_audit::trace::codec::{
     self, FORMAT_VERSION, HEADER_LEN, Limits, MAGIC, MAX_FILE_BYTES, TRAILER_LEN,
 };
 use gemm_audit::{Digest, Error, FormatError, OutputFingerprint, RecordedGemmTrace, testkit};
-use std::path::PathBuf;
+
 use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------- helpers
@@ -70,45 +72,6 @@ fn decode_resealed(payload: &[u8]) -> Result<RecordedGemmTrace, FormatError> {
 
 fn assert_message(e: &FormatError) {
     assert!(!e.to_string().trim().is_empty(), "empty message for {e:?}");
-}
-
-/// A scratch directory under the system temp dir, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(test: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "gemm-audit-trace-format-{}-{test}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create scratch dir");
-        Scratch(dir)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-
-    /// Names in the directory that look like leftover temporary files.
-    fn leftovers(&self) -> Vec<String> {
-        std::fs::read_dir(&self.0)
-            .expect("read scratch dir")
-            .map(|e| {
-                e.expect("dir entry")
-                    .file_name()
-                    .to_string_lossy()
-                    .into_owned()
-            })
-            .filter(|n| n.contains(".tmp"))
-            .collect()
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 fn vendor_trace() -> RecordedGemmTrace {

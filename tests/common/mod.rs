@@ -1,0 +1,65 @@
+//! Helpers shared by the test binaries (each includes this module with
+//! `mod common;`): the binary under test and scratch directories.
+
+// Each test binary uses only part of these helpers.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// The `gemm-audit` binary built for these tests.
+pub const BIN: &str = env!("CARGO_BIN_EXE_gemm-audit");
+
+/// The repository root (the committed goldens are under `traces/`).
+pub fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A scratch directory under the system temp dir, named after the test
+/// binary, the process and the test, and removed on drop.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    /// A fresh, empty directory for `test`.
+    pub fn new(test: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "gemm-audit-{}-{}-{test}",
+            env!("CARGO_CRATE_NAME"),
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create scratch dir");
+        Scratch(dir)
+    }
+
+    /// `name` inside the directory.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    /// Writes `bytes` to `name`; returns its path.
+    pub fn write(&self, name: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
+        let p = self.path(name);
+        std::fs::write(&p, bytes).expect("write scratch file");
+        p
+    }
+
+    /// Names in the directory that look like leftover temporary files.
+    pub fn leftovers(&self) -> Vec<String> {
+        std::fs::read_dir(&self.0)
+            .expect("read scratch dir")
+            .map(|e| {
+                e.expect("dir entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .filter(|n| n.contains(".tmp"))
+            .collect()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
