@@ -250,6 +250,37 @@ fn the_schemas_refuse_broken_documents() {
         |d| d["differences"][0]["extra"] = true.into(),
         |d| d["cross_device"] = "no".into(),
     ];
+    // The check schema's two shapes (one report, or one per device) each
+    // keep their required parts.
+    let check = json_of(&[
+        "check",
+        "traces/cpu/m-sweep.gat",
+        "--backend",
+        "cpu",
+        "--format",
+        "json",
+    ]);
+    assert!(errors_of("check", &check).is_empty());
+    let mut no_plan = check.clone();
+    no_plan.as_object_mut().unwrap().remove("plan");
+    assert!(
+        !errors_of("check", &no_plan).is_empty(),
+        "a check without its plan step validated"
+    );
+    let mut bad_device = serde_json::json!({
+        "schema_version": 1, "tool_version": "x", "kind": "check", "verdict": "pass",
+        "devices": [{"device": {"backend": "cpu", "ordinal": "zero"}, "report": check.clone()}]
+    });
+    assert!(
+        !errors_of("check", &bad_device).is_empty(),
+        "a string ordinal validated"
+    );
+    bad_device["devices"][0]["device"]["ordinal"] = 0.into();
+    assert!(
+        errors_of("check", &bad_device).is_empty(),
+        "{:?}",
+        errors_of("check", &bad_device)
+    );
     for (i, b) in broken.iter().enumerate() {
         let mut d = good.clone();
         b(&mut d);
