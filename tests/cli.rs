@@ -2393,6 +2393,14 @@ fn fast_fingerprints_record_check_and_diff() {
     d.says(&["fingerprint_mode", "outputs not compared"])
         .never_says(&["output_fingerprint"]);
     assert_ne!(d.code, OK, "a mode change is a difference");
+    // Checked against a golden of the other mode, the outputs cannot be
+    // compared: that fails the gate, it does not pass it.
+    run_in(
+        &s.0,
+        &[&["check", "fast.gat", "--golden", "strong.gat"][..], &cpu].concat(),
+    )
+    .code(FINDING)
+    .says(&["fingerprint_mode", "outputs not compared", "check: FAIL"]);
     // A tampered fast fingerprint is still caught on replay.
     let mut bad = fast.clone();
     bad.fingerprints[0].sha256.0[0] ^= 1;

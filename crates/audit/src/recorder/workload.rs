@@ -293,6 +293,20 @@ fn outputs_against_golden(
     golden: &RecordedGemmTrace,
     trace: &RecordedGemmTrace,
 ) -> std::result::Result<(), Refusal> {
+    // Outputs of another fingerprint mode cannot be compared: that is not
+    // a pass.
+    if golden.fingerprint_mode != trace.fingerprint_mode {
+        return Err(Refusal::new(
+            RefusalStage::GoldenComparison,
+            None,
+            "fingerprint_mode",
+            golden.fingerprint_mode,
+            format!(
+                "{} (outputs not compared: record in the golden's mode)",
+                trace.fingerprint_mode
+            ),
+        ));
+    }
     let diff = crate::diff::TraceDiff::between(golden, trace);
     let mut numeric = diff
         .differences
