@@ -1454,6 +1454,31 @@ fn json_differences_carry_typed_values() {
     assert!(grid["found"].is_array(), "{grid}");
     let target = find("compilation_target");
     assert_eq!(target["found"], "elsewhere", "{target}");
+    // Counts and indices are numbers too.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let r2 = run_in(
+        root,
+        &[
+            "diff",
+            "traces/cpu/transformer-block.gat",
+            "traces/cpu/m-sweep.gat",
+            "--format",
+            "json",
+        ],
+    );
+    let v2: serde_json::Value = serde_json::from_str(&r2.stdout).unwrap();
+    let count = v2["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["field"] == "launch_count")
+        .expect("a launch_count difference")
+        .clone();
+    assert_eq!(
+        (count["expected"].as_u64(), count["found"].as_u64()),
+        (Some(12), Some(32)),
+        "{count}"
+    );
     let cc = find("context.device.compute_capability");
     assert_eq!(
         (cc["expected"].clone(), cc["found"].clone()),

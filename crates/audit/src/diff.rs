@@ -772,6 +772,14 @@ struct Pairs {
 /// The differences of one comparison, in the order they are found.
 struct Differences(Vec<Difference>);
 
+/// A change of a count or index, typed as numbers in JSON.
+fn typed_number(field: &str, expected: u64, found: u64) -> FieldChange {
+    FieldChange {
+        typed: Some(Box::new([expected.into(), found.into()])),
+        ..FieldChange::text(field, expected.to_string(), found.to_string())
+    }
+}
+
 impl Differences {
     fn push_change(
         &mut self,
@@ -849,13 +857,15 @@ impl Differences {
             );
         }
         if golden.launch_set.launch_count != candidate.launch_set.launch_count {
-            self.push(
+            let (g, c) = (
+                golden.launch_set.launch_count,
+                candidate.launch_set.launch_count,
+            );
+            self.push_change(
                 DiffClass::Structural,
                 None,
                 None,
-                "launch_count",
-                golden.launch_set.launch_count.to_string(),
-                candidate.launch_set.launch_count.to_string(),
+                typed_number("launch_count", g, c),
             );
         }
         comparable
@@ -895,14 +905,8 @@ impl Differences {
             let gr = &golden.routes[g];
             let cr = &candidate.routes[c];
             if g != c {
-                self.push(
-                    DiffClass::Structural,
-                    Some(g),
-                    Some(&gr.gemm),
-                    "launch_order",
-                    g.to_string(),
-                    c.to_string(),
-                );
+                let change = typed_number("launch_order", g as u64, c as u64);
+                self.push_change(DiffClass::Structural, Some(g), Some(&gr.gemm), change);
             }
             for ch in field_changes(gr, cr) {
                 self.push_change(DiffClass::of_field(&ch.field), Some(g), Some(&gr.gemm), ch);
@@ -910,14 +914,8 @@ impl Differences {
             let (gf, cf) = (golden.fingerprints.get(g), candidate.fingerprints.get(c));
             if let (Some(gf), Some(cf)) = (gf, cf) {
                 if gf.input_seed != cf.input_seed {
-                    self.push(
-                        DiffClass::Structural,
-                        Some(g),
-                        Some(&gr.gemm),
-                        "input_seed",
-                        gf.input_seed.to_string(),
-                        cf.input_seed.to_string(),
-                    );
+                    let change = typed_number("input_seed", gf.input_seed, cf.input_seed);
+                    self.push_change(DiffClass::Structural, Some(g), Some(&gr.gemm), change);
                 } else if comparable && (gf.sha256 != cf.sha256 || gf.bytes != cf.bytes) {
                     self.push(
                         DiffClass::Numeric,
