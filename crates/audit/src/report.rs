@@ -27,9 +27,7 @@ pub struct ReportInput<'a> {
 /// (`HOSTNAME` or `/etc/hostname`) and the commit when CI says it
 /// (`GITHUB_SHA`, `CI_COMMIT_SHA`, or `GEMM_AUDIT_COMMIT`).
 pub fn provenance() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let secs = now_secs();
     let host = std::env::var("HOSTNAME")
         .ok()
         .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
@@ -50,10 +48,14 @@ pub fn provenance() -> String {
 
 /// Today's date, `YYYY-MM-DD` (UTC).
 pub fn today_utc() -> String {
-    let secs = std::time::SystemTime::now()
+    utc(now_secs())[..10].to_string()
+}
+
+/// Seconds since the UNIX epoch (0 on a clock set before it).
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    utc(secs)[..10].to_string()
+        .map_or(0, |d| d.as_secs())
 }
 
 /// `YYYY-MM-DD HH:MM` of a UNIX time (proleptic Gregorian, UTC).

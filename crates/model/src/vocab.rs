@@ -305,11 +305,11 @@ impl fmt::Display for ModuleKind {
 
 /// Kind of numeric contract: how each output's reduction is ordered and rounded.
 ///
-/// Decoded through a flat form whose `like` can only be a built-in kind, so
-/// the "never itself `Engine`" rule holds for every decoded value too and a
+/// An engine contract's `like` decodes only as a built-in kind, so the
+/// "never itself `Engine`" rule holds for every decoded value too and a
 /// hostile file cannot nest engine contracts deep enough to exhaust the stack.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", from = "ContractKindRepr")]
+#[serde(rename_all = "kebab-case")]
 pub enum ContractKind {
     /// One ascending-k `fma` chain from zero per output, RNE output rounding.
     /// The numeric reference: equal bits on every device that honours it.
@@ -334,30 +334,13 @@ pub enum ContractKind {
         /// The declared name.
         name: Name,
         /// The built-in kind whose policy rules apply. Never itself `Engine`.
+        #[serde(deserialize_with = "builtin_like")]
         like: Box<ContractKind>,
     },
 }
 
-/// How [`ContractKind`] is decoded: the same variants in the same order
-/// (so every encoding is unchanged), with an engine contract's `like`
-/// restricted to the built-in kinds.
-#[derive(Deserialize)]
-#[serde(rename_all = "kebab-case")]
-enum ContractKindRepr {
-    ScalarFma,
-    SplitKFixed,
-    TensorCoreTileParity,
-    Tf32,
-    VendorPedantic,
-    VendorFast,
-    AtomicUnordered,
-    Engine {
-        name: Name,
-        like: BuiltinContractKind,
-    },
-}
-
-/// The built-in contract kinds, in [`ContractKind`]'s order.
+/// The built-in contract kinds, in [`ContractKind`]'s order (so they
+/// decode from the same bytes and index [`ContractKind::ALL`]).
 #[derive(Deserialize)]
 #[serde(rename_all = "kebab-case")]
 enum BuiltinContractKind {
@@ -370,39 +353,10 @@ enum BuiltinContractKind {
     AtomicUnordered,
 }
 
-impl From<BuiltinContractKind> for ContractKind {
-    fn from(k: BuiltinContractKind) -> Self {
-        match k {
-            BuiltinContractKind::ScalarFma => ContractKind::ScalarFma,
-            BuiltinContractKind::SplitKFixed => ContractKind::SplitKFixed,
-            BuiltinContractKind::TensorCoreTileParity => ContractKind::TensorCoreTileParity,
-            BuiltinContractKind::Tf32 => ContractKind::Tf32,
-            BuiltinContractKind::VendorPedantic => ContractKind::VendorPedantic,
-            BuiltinContractKind::VendorFast => ContractKind::VendorFast,
-            BuiltinContractKind::AtomicUnordered => ContractKind::AtomicUnordered,
-        }
-    }
-}
-
-impl From<ContractKindRepr> for ContractKind {
-    fn from(r: ContractKindRepr) -> Self {
-        let builtin = match r {
-            ContractKindRepr::Engine { name, like } => {
-                return ContractKind::Engine {
-                    name,
-                    like: Box::new(like.into()),
-                };
-            }
-            ContractKindRepr::ScalarFma => BuiltinContractKind::ScalarFma,
-            ContractKindRepr::SplitKFixed => BuiltinContractKind::SplitKFixed,
-            ContractKindRepr::TensorCoreTileParity => BuiltinContractKind::TensorCoreTileParity,
-            ContractKindRepr::Tf32 => BuiltinContractKind::Tf32,
-            ContractKindRepr::VendorPedantic => BuiltinContractKind::VendorPedantic,
-            ContractKindRepr::VendorFast => BuiltinContractKind::VendorFast,
-            ContractKindRepr::AtomicUnordered => BuiltinContractKind::AtomicUnordered,
-        };
-        builtin.into()
-    }
+/// Decodes an engine contract's `like`: a built-in kind, never `Engine`.
+fn builtin_like<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Box<ContractKind>, D::Error> {
+    let k = BuiltinContractKind::deserialize(d)?;
+    Ok(Box::new(ContractKind::ALL[k as usize].clone()))
 }
 
 impl ContractKind {
@@ -477,6 +431,12 @@ mod tests {
     /// a stack overflow.
     #[test]
     fn decoded_engine_contracts_follow_a_built_in_kind() {
+        // The decode-only list indexes `ALL`: same names, same order.
+        for (i, k) in ContractKind::ALL.iter().enumerate() {
+            let json = serde_json::to_string(k).unwrap();
+            let b: BuiltinContractKind = serde_json::from_str(&json).unwrap();
+            assert_eq!(b as usize, i, "{k}");
+        }
         let one = ContractKind::engine("fold", ContractKind::SplitKFixed).unwrap();
         let json = serde_json::to_string(&one).unwrap();
         assert_eq!(serde_json::from_str::<ContractKind>(&json).unwrap(), one);

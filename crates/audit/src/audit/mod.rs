@@ -498,31 +498,16 @@ impl AuditReport {
         &mut self,
         dir: &std::path::Path,
     ) -> Result<Vec<(String, crate::diff::TraceDiff)>> {
-        self.compare_with_goldens_keeping(dir, true)
+        self.compare_with_goldens_allowing(dir, &Candidates::Keep, &[])
     }
 
-    /// [`AuditReport::compare_with_goldens`], keeping a drifted candidate
-    /// as the pending file only when `keep_pending`: with several devices,
-    /// one device's candidate is kept (the lowest ordinal's), so devices do
-    /// not overwrite each other's and a lone bad device never proposes a
-    /// golden.
-    pub fn compare_with_goldens_keeping(
-        &mut self,
-        dir: &std::path::Path,
-        keep_pending: bool,
-    ) -> Result<Vec<(String, crate::diff::TraceDiff)>> {
-        let candidates = if keep_pending {
-            Candidates::Keep
-        } else {
-            Candidates::NotKept("with several devices, the lowest ordinal's is".into())
-        };
-        self.compare_with_goldens_allowing(dir, &candidates, &[])
-    }
-
-    /// [`AuditReport::compare_with_goldens_keeping`], passing a golden that
-    /// differs only in what `allow` lets through (as `diff --allow` does):
-    /// its row says which differences were allowed, and no candidate is
-    /// kept for it.
+    /// [`AuditReport::compare_with_goldens`], writing candidates into the
+    /// golden folder only as `candidates` says (with several devices, one
+    /// device's candidate is kept, so devices do not overwrite each other's
+    /// and a lone bad device never proposes a golden), and passing a golden
+    /// that differs only in what `allow` lets through (as `diff --allow`
+    /// does): its row says which differences were allowed, and no candidate
+    /// is kept for it.
     pub fn compare_with_goldens_allowing(
         &mut self,
         dir: &std::path::Path,
