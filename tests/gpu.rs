@@ -431,6 +431,42 @@ fn atomic_control_drifts() {
     assert!(distinct.len() >= 2);
 }
 
+/// Operands made on the device equal the CPU's seeded inputs bit for bit,
+/// for every dtype and op, odd shapes, an empty one, seeds at the ends of
+/// the range, and one large enough that the kernel loops (its grid is
+/// capped).
+#[test]
+#[ignore = "needs a CUDA device"]
+fn device_made_operands_equal_the_cpu_seeded_inputs() {
+    use gemm_audit::backend::common::{Problem, seeded_inputs, to_storage_bytes};
+    let g = gpu();
+    let shapes = [
+        (1, 1, 1),
+        (0, 8, 8),
+        (7, 13, 5),
+        (96, 512, 200),
+        (33, 4096, 17),
+        (2049, 4096, 1024),
+    ];
+    let mut checked = 0usize;
+    for (m, k, n) in shapes {
+        for op in OPS {
+            for dtype in DTYPES {
+                for seed in [0u64, SEED, u64::MAX] {
+                    let p = Problem { op, m, k, n };
+                    let (a, b) = seeded_inputs(&p, dtype, seed);
+                    let (da, db) = g.seeded_operands(&p, dtype, seed).unwrap();
+                    let what = format!("{op} {dtype} {m}x{k}x{n} seed {seed:#x}");
+                    assert!(da == to_storage_bytes(dtype, &a), "A of {what}");
+                    assert!(db == to_storage_bytes(dtype, &b), "B of {what}");
+                    checked += da.len() + db.len();
+                }
+            }
+        }
+    }
+    println!("device-made operands: {checked} bytes equal the CPU's");
+}
+
 #[test]
 #[ignore = "needs a CUDA device"]
 fn device_fingerprint_equals_host_fingerprint() {

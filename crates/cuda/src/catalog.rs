@@ -16,6 +16,8 @@ pub const GEMM_SOURCE: &str = include_str!("../kernels/gemm.cu");
 pub const SHA256_SOURCE: &str = include_str!("../kernels/sha256.cu");
 /// The fast (NH) chunk hash kernel's source (`kernels/nh128.cu`).
 pub const NH128_SOURCE: &str = include_str!("../kernels/nh128.cu");
+/// The seeded-operand kernel's source (`kernels/seed.cu`).
+pub const SEED_SOURCE: &str = include_str!("../kernels/seed.cu");
 /// The Hopper (TMA + wgmma) GEMM kernels' source (`kernels/wgmma.cu`),
 /// compiled into a module of its own for `sm_90a`.
 pub const WGMMA_SOURCE: &str = include_str!("../kernels/wgmma.cu");

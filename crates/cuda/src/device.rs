@@ -157,6 +157,37 @@ impl CudaBackend {
             .fast_chunk_digests(&sh.stream, &buf.slice(offset..))?)
     }
 
+    /// The storage bytes of A and B of `problem` in `dtype` for input seed
+    /// `seed`, made on the device exactly as this backend's launches make
+    /// them, then copied back. They equal the model's
+    /// `to_storage_bytes(seeded_inputs(..))` bit for bit (a GPU test holds
+    /// them to it).
+    pub fn seeded_operands(
+        &self,
+        problem: &crate::kernels::Problem,
+        dtype: crate::route::DType,
+        seed: u64,
+    ) -> Result<(Vec<u8>, Vec<u8>)> {
+        let sh = &self.shared;
+        let _lock = sh.lock();
+        let specs = super::seed::OperandSpec::of(problem, dtype, seed);
+        let lens =
+            [problem.a_len(), problem.b_len()].map(|l| l * crate::kernels::element_size(dtype));
+        let mut out = Vec::with_capacity(2);
+        for (spec, len) in specs.iter().zip(lens) {
+            let buf = sh.seeder.operand(&sh.stream, spec)?;
+            let mut host = sh
+                .stream
+                .clone_dtoh(&buf)
+                .map_err(drv("downloading an operand"))?;
+            host.truncate(len);
+            out.push(host);
+        }
+        let b = out.pop().unwrap_or_default();
+        let a = out.pop().unwrap_or_default();
+        Ok((a, b))
+    }
+
     /// The output fingerprint of `bytes`, computed on the device (uploads
     /// them first). Equals `OutputFingerprint::of(input_seed, bytes)`.
     pub fn fingerprint(&self, input_seed: u64, bytes: &[u8]) -> Result<OutputFingerprint> {

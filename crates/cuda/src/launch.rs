@@ -5,6 +5,7 @@
 
 use super::catalog::{CudaFamily, CudaKernel, Geometry};
 use super::cuda_error::{CudaError, cuda_err, drv};
+use super::seed::OperandSpec;
 use super::shared::Shared;
 use super::tma::{self, TensorMapArg};
 use super::vendor::{Api, Handles, LtSelection, VendorCall};
@@ -187,19 +188,10 @@ impl Prepared {
             k: k as usize,
             n: n as usize,
         };
-        let (a, b) = kernels::seeded_inputs(&problem, route.dtype, seed);
-        let a = kernels::to_storage_bytes(route.dtype, &a);
-        let b = kernels::to_storage_bytes(route.dtype, &b);
-        let upload = |bytes: &[u8]| {
-            if bytes.is_empty() {
-                sh.stream.alloc_zeros::<u8>(4)
-            } else {
-                sh.stream.clone_htod(bytes)
-            }
-            .map_err(drv("uploading operands"))
-        };
-        let a = upload(&a)?;
-        let b = upload(&b)?;
+        // Made on the device, bit-identical to the CPU's seeded inputs.
+        let [sa, sb] = OperandSpec::of(&problem, route.dtype, seed);
+        let a = sh.seeder.operand(&sh.stream, &sa)?;
+        let b = sh.seeder.operand(&sh.stream, &sb)?;
         // The wgmma kernels read A and B through tensor maps over exactly
         // these buffers (the specs are what the route's digest covers).
         let mut target = target;

@@ -8,7 +8,8 @@
 //! families, symbols, geometry and dispatcher: pure logic) is compiled.
 //! With it: `nvrtc` (run-time compilation to a cubin), `cuda_error` (typed CUDA
 //! errors), `cuda_identity` (device and driver identity), `module` (loaded
-//! NVRTC modules), `fingerprint` (the device SHA-256 chunk kernel),
+//! NVRTC modules), `fingerprint` (the device SHA-256 chunk kernel), `seed`
+//! (seeded operands made on the device),
 //! `shared` (the process-wide device state), `launch` (prepared launches
 //! and their timing), `device` (the backend: eager runs, capture, replay),
 //! `resolve` (GEMM to route), `timing` (benchmark timing), `graph`
@@ -50,6 +51,8 @@ mod module;
 mod nvrtc;
 #[cfg(feature = "cuda")]
 mod resolve;
+#[cfg(feature = "cuda")]
+mod seed;
 #[cfg(feature = "cuda")]
 mod shared;
 #[cfg(feature = "cuda")]

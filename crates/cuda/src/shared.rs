@@ -9,6 +9,7 @@ use super::cuda_identity::device_identity;
 use super::fingerprint::DeviceFingerprinter;
 use super::module::LoadedModule;
 use super::nvrtc;
+use super::seed::DeviceSeeder;
 use super::vendor::Vendor;
 use crate::identity::{DeviceIdentity, VolatileMetadata};
 use cudarc::driver::sys;
@@ -33,6 +34,8 @@ pub(crate) struct Shared {
     pub wgmma: Result<LoadedModule, String>,
     /// The SHA-256 chunk kernel, loaded into `ctx`.
     pub fingerprinter: DeviceFingerprinter,
+    /// The seeded-operand kernel, loaded into `ctx`.
+    pub seeder: DeviceSeeder,
     pub device: DeviceIdentity,
     pub arch: String,
     pub volatile: VolatileMetadata,
@@ -96,6 +99,7 @@ impl Shared {
         let gemm = LoadedModule::compile(&ctx, catalog::CudaModule::Gemm, &arch, &nvrtc_version)?;
         let wgmma = load_wgmma(&ctx, &arch, &nvrtc_version);
         let fingerprinter = DeviceFingerprinter::compile(&ctx, &catalog::compile_options(&arch))?;
+        let seeder = DeviceSeeder::compile(&ctx, &catalog::compile_options(&arch))?;
         let vendor = Vendor::probe(&arch);
         volatile.insert("cuda.nvrtc_version".into(), nvrtc_version);
         if let Some(l) = &vendor.cublas {
@@ -113,6 +117,7 @@ impl Shared {
             gemm,
             wgmma,
             fingerprinter,
+            seeder,
             device,
             arch,
             volatile,
