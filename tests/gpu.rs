@@ -431,6 +431,62 @@ fn atomic_control_drifts() {
     assert!(distinct.len() >= 2);
 }
 
+/// Outputs held to fingerprints on the device agree with the host: a
+/// checked run copies back nothing for the right fingerprint and the very
+/// output for a wrong one, in both modes; a fingerprinted replay equals the
+/// host fingerprints of a plain replay, launch for launch.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn device_checked_runs_and_fingerprinted_replays_match_the_host() {
+    use gemm_audit::FingerprintMode;
+    let g = gpu();
+    let routes: Vec<_> = [
+        (
+            GemmOp::Nn,
+            DType::Bf16,
+            shape(96, 512, 200),
+            CudaKernel::Tiled,
+        ),
+        (
+            GemmOp::Tn,
+            DType::F16,
+            shape(33, 256, 17),
+            CudaKernel::Tiled,
+        ),
+        (GemmOp::Nt, DType::F32, shape(7, 64, 5), CudaKernel::Tiled),
+    ]
+    .into_iter()
+    .map(|(op, dt, s, k)| route(&g, op, dt, s, k))
+    .collect();
+    let seeds = [SEED, SEED + 1, SEED + 2];
+    for mode in [FingerprintMode::Strong, FingerprintMode::Fast] {
+        for (r, &seed) in routes.iter().zip(&seeds) {
+            let out = g.run(r, seed).unwrap();
+            let right = OutputFingerprint::with_mode(mode, seed, &out);
+            assert_eq!(
+                g.run_checked(r, seed, mode, &right)
+                    .unwrap()
+                    .differing_output,
+                None
+            );
+            let wrong = OutputFingerprint::with_mode(mode, seed ^ 1, &out);
+            let run = g.run_checked(r, seed, mode, &wrong).unwrap();
+            assert_eq!(run.differing_output.as_deref(), Some(&out[..]));
+        }
+        let graph = g
+            .capture(&manifest_of(&g, &routes), &routes, &seeds)
+            .unwrap();
+        let host: Vec<_> = g
+            .replay(&graph, "t")
+            .unwrap()
+            .iter()
+            .zip(seeds)
+            .map(|(o, s)| OutputFingerprint::with_mode(mode, s, o))
+            .collect();
+        assert_eq!(g.replay_fingerprinted(&graph, "t", mode).unwrap(), host);
+    }
+}
+
 /// Operands made on the device equal the CPU's seeded inputs bit for bit,
 /// for every dtype and op, odd shapes, an empty one, seeds at the ends of
 /// the range, and one large enough that the kernel loops (its grid is

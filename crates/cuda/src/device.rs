@@ -16,13 +16,13 @@ use super::graph;
 use super::launch::{EventTimer, Prepared};
 use super::shared::{Shared, device_count, shared};
 use super::vendor::HandlesGuard;
-use crate::backend::{CapturedLaunches, GemmBackend, GemmGraph};
+use crate::backend::{CapturedLaunches, CheckedRun, GemmBackend, GemmGraph};
 use crate::error::{Error, Result};
 use crate::identity::{GemmRouteIdentity, Revisions, VolatileMetadata};
 use crate::kernels::GemmSpec;
 use crate::policy::{F32Policy, GemmPolicy, HalfPolicy, PolicyMode};
 use crate::route::ResolvedGemmRoute;
-use crate::trace::OutputFingerprint;
+use crate::trace::{FingerprintMode, OutputFingerprint};
 use cudarc::driver::CudaGraph as RawGraph;
 use std::fmt;
 use std::sync::Arc;
@@ -107,7 +107,7 @@ impl CudaBackend {
         let handles = self.vendor_handles(route)?;
         let mut launch = Prepared::new(sh, handles.as_ref().map(|h| h.get()), route, seed)?;
         launch.enqueue(sh, handles.as_ref().map(|h| h.get()), &sh.stream)?;
-        launch.fingerprint(sh, seed)
+        launch.fingerprint(sh, crate::FingerprintMode::Strong, seed)
     }
 
     /// The output fingerprint of `bytes` in `mode`, computed on the device
@@ -298,6 +298,35 @@ impl GemmBackend for CudaBackend {
         })
     }
 
+    /// [`GemmBackend::run_checked`] with the output fingerprinted on the
+    /// device: only an output that differs is copied back.
+    fn run_checked(
+        &self,
+        route: &ResolvedGemmRoute,
+        seed: u64,
+        mode: FingerprintMode,
+        expected: &OutputFingerprint,
+    ) -> Result<CheckedRun> {
+        let sh = &self.shared;
+        let _lock = sh.lock();
+        let handles = self.vendor_handles(route)?;
+        let h = handles.as_ref().map(|h| h.get());
+        let mut launch = Prepared::new(sh, h, route, seed)?;
+        let timer = EventTimer::new(sh)?;
+        sh.stream.synchronize().map_err(drv("seeding inputs"))?;
+        let seconds = timer.time(sh, || launch.enqueue(sh, h, &sh.stream))?;
+        let same = launch.fingerprint(sh, mode, seed)? == *expected;
+        Ok(CheckedRun {
+            seconds,
+            clock: crate::kernels::TimingClock::DeviceEvents,
+            differing_output: if same {
+                None
+            } else {
+                Some(launch.download(sh)?)
+            },
+        })
+    }
+
     /// Inputs are uploaded and outputs allocated first, then the launches
     /// are captured on this backend's own stream, and the graph is
     /// instantiated, uploaded and walked into physical nodes.
@@ -351,6 +380,25 @@ impl GemmBackend for CudaBackend {
             .prepared
             .iter()
             .map(|l| l.download(&self.shared))
+            .collect()
+    }
+
+    /// [`GemmBackend::launch`] with every output fingerprinted on the
+    /// device: nothing but the chunk digests is copied back.
+    fn launch_fingerprinted(
+        &self,
+        launches: &CudaLaunches,
+        seeds: &[u64],
+        mode: FingerprintMode,
+    ) -> Result<Vec<OutputFingerprint>> {
+        let launches = self.own(launches)?;
+        let _lock = self.shared.lock();
+        launches.launch_and_wait()?;
+        launches
+            .prepared
+            .iter()
+            .zip(seeds)
+            .map(|(l, &seed)| l.fingerprint(&self.shared, mode, seed))
             .collect()
     }
 }

@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::kernels;
 use crate::kernels::Problem;
 use crate::route::{GemmShape, PhysicalBackend, ResolvedGemmRoute};
-use crate::trace::OutputFingerprint;
+use crate::trace::{FingerprintMode, OutputFingerprint};
 use cudarc::driver::sys;
 use cudarc::driver::{
     CudaEvent, CudaFunction, CudaGraph as RawGraph, CudaSlice, CudaStream, DevicePtr,
@@ -326,11 +326,18 @@ impl Prepared {
         Ok(v)
     }
 
-    /// The output fingerprint, computed on the device (the output is not
-    /// copied back).
-    pub(super) fn fingerprint(&self, sh: &Shared, input_seed: u64) -> Result<OutputFingerprint> {
+    /// The output fingerprint in `mode`, computed on the device (the
+    /// output is not copied back).
+    pub(super) fn fingerprint(
+        &self,
+        sh: &Shared,
+        mode: FingerprintMode,
+        input_seed: u64,
+    ) -> Result<OutputFingerprint> {
         let out = self.c.slice(..self.out_bytes);
-        Ok(sh.fingerprinter.fingerprint(&sh.stream, &out, input_seed)?)
+        Ok(sh
+            .fingerprinter
+            .fingerprint_in(mode, &sh.stream, &out, input_seed)?)
     }
 }
 

@@ -15,6 +15,7 @@ pub use crate::physical::kernel_nodes;
 use crate::plan::{CapturedGemmGraphPlan, PreparedGemmCaptureManifest};
 use crate::policy::GemmPolicy;
 use crate::route::ResolvedGemmRoute;
+use crate::trace::{FingerprintMode, OutputFingerprint};
 use std::fmt;
 
 /// What a backend captured: its own launch state, the routes it captured
@@ -38,6 +39,8 @@ pub struct GemmGraph<L> {
     launches: L,
     plan: CapturedGemmGraphPlan,
     physical: Vec<PhysicalNode>,
+    /// The input seed of each captured launch, in capture order.
+    seeds: Vec<u64>,
 }
 
 impl<L> GemmGraph<L> {
@@ -55,6 +58,26 @@ impl<L> GemmGraph<L> {
     pub fn launches(&self) -> &L {
         &self.launches
     }
+
+    /// The input seed of each captured launch, in capture order.
+    pub fn seeds(&self) -> &[u64] {
+        &self.seeds
+    }
+}
+
+/// An eager run held to the fingerprint it should reproduce
+/// ([`GemmBackend::run_checked`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckedRun {
+    /// The launch's time in seconds, as measured by `clock`.
+    pub seconds: f64,
+    /// What the time includes.
+    pub clock: TimingClock,
+    /// The output in storage bytes, only when its fingerprint differs from
+    /// the expected one (what a difference statistic needs); `None` when
+    /// it matches, so a backend that fingerprints where the output lives
+    /// copies nothing back.
+    pub differing_output: Option<Vec<u8>>,
 }
 
 /// What the audit needs of a backend: its live context, routes for
@@ -108,6 +131,26 @@ pub trait GemmBackend: fmt::Debug + Send + Sync + 'static {
         })
     }
 
+    /// Runs one route eagerly and compares the fingerprint of its output
+    /// in `mode` with `expected`. The default runs [`GemmBackend::run_timed`]
+    /// and fingerprints on the host; a device backend should fingerprint
+    /// on the device and copy the output back only when it differs.
+    fn run_checked(
+        &self,
+        route: &ResolvedGemmRoute,
+        seed: u64,
+        mode: FingerprintMode,
+        expected: &OutputFingerprint,
+    ) -> Result<CheckedRun> {
+        let t = self.run_timed(route, seed)?;
+        let same = OutputFingerprint::with_mode(mode, seed, &t.output) == *expected;
+        Ok(CheckedRun {
+            seconds: t.seconds,
+            clock: t.clock,
+            differing_output: (!same).then_some(t.output),
+        })
+    }
+
     /// The backend's part of a capture: prepares and captures `routes`
     /// (inputs seeded by `seeds`, one per route) and says what it captured.
     /// [`GemmBackend::capture`] has checked the request before calling it.
@@ -121,6 +164,20 @@ pub trait GemmBackend: fmt::Debug + Send + Sync + 'static {
     /// validated) and returns its outputs in storage bytes, in route order.
     /// Refuses launches another device context captured.
     fn launch(&self, launches: &Self::Launches) -> Result<Vec<Vec<u8>>>;
+
+    /// [`GemmBackend::launch`], returning each output's fingerprint in
+    /// `mode` (launch `i`'s with `seeds[i]`) instead of its bytes. The
+    /// default fingerprints on the host; a device backend should
+    /// fingerprint where the outputs live.
+    fn launch_fingerprinted(
+        &self,
+        launches: &Self::Launches,
+        seeds: &[u64],
+        mode: FingerprintMode,
+    ) -> Result<Vec<OutputFingerprint>> {
+        let outputs = self.launch(launches)?;
+        Ok(OutputFingerprint::all_with_mode(mode, seeds, &outputs))
+    }
 
     /// Captures `routes` into a graph prepared from `manifest`: the request
     /// must reserve exactly the manifest's launch count with one seed per
@@ -146,6 +203,7 @@ pub trait GemmBackend: fmt::Debug + Send + Sync + 'static {
             launches: captured.launches,
             plan,
             physical: captured.physical,
+            seeds: seeds.to_vec(),
         })
     }
 
@@ -155,5 +213,20 @@ pub trait GemmBackend: fmt::Debug + Send + Sync + 'static {
         graph
             .plan
             .with_validated_launch(self.context(), label, |_| self.launch(&graph.launches))?
+    }
+
+    /// [`GemmBackend::replay`], returning each output's fingerprint in
+    /// `mode` (with its launch's input seed) instead of its bytes.
+    fn replay_fingerprinted(
+        &self,
+        graph: &GemmGraph<Self::Launches>,
+        label: &str,
+        mode: FingerprintMode,
+    ) -> Result<Vec<OutputFingerprint>> {
+        graph
+            .plan
+            .with_validated_launch(self.context(), label, |_| {
+                self.launch_fingerprinted(&graph.launches, &graph.seeds, mode)
+            })?
     }
 }

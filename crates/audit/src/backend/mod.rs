@@ -13,13 +13,16 @@ mod open;
 pub use open::{BackendKind, DeviceLabel, DeviceSelection, OpenedDevices};
 
 pub use crate::recorder::CaptureStream;
-pub use gemm_audit_model::backend::{CapturedLaunches, GemmBackend, GemmGraph, kernel_nodes};
+pub use gemm_audit_model::backend::{
+    CapturedLaunches, CheckedRun, GemmBackend, GemmGraph, kernel_nodes,
+};
 pub use gemm_audit_model::kernels::{TimedOutput, TimingClock, ordinals_in_words};
 
 use crate::error::{Error, Result};
 use crate::identity::{GemmRouteIdentity, VolatileMetadata};
 use crate::policy::GemmPolicy;
 use crate::route::ResolvedGemmRoute;
+use crate::trace::{FingerprintMode, OutputFingerprint};
 use crate::workload::GemmSpec;
 use std::any::Any;
 use std::fmt;
@@ -67,12 +70,25 @@ trait DynBackend: fmt::Debug + Send + Sync {
     fn resolve(&self, spec: &GemmSpec) -> Result<ResolvedGemmRoute>;
     fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>>;
     fn run_timed(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<TimedOutput>;
+    fn run_checked(
+        &self,
+        route: &ResolvedGemmRoute,
+        seed: u64,
+        mode: FingerprintMode,
+        expected: &OutputFingerprint,
+    ) -> Result<CheckedRun>;
     fn capture_launches(
         &self,
         routes: &[ResolvedGemmRoute],
         seeds: &[u64],
     ) -> Result<CapturedLaunches<ErasedLaunches>>;
     fn launch(&self, launches: &ErasedLaunches) -> Result<Vec<Vec<u8>>>;
+    fn launch_fingerprinted(
+        &self,
+        launches: &ErasedLaunches,
+        seeds: &[u64],
+        mode: FingerprintMode,
+    ) -> Result<Vec<OutputFingerprint>>;
     fn as_any(&self) -> &dyn Any;
 }
 
@@ -98,6 +114,15 @@ impl<B: GemmBackend> DynBackend for B {
     fn run_timed(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<TimedOutput> {
         GemmBackend::run_timed(self, route, seed)
     }
+    fn run_checked(
+        &self,
+        route: &ResolvedGemmRoute,
+        seed: u64,
+        mode: FingerprintMode,
+        expected: &OutputFingerprint,
+    ) -> Result<CheckedRun> {
+        GemmBackend::run_checked(self, route, seed, mode, expected)
+    }
     fn capture_launches(
         &self,
         routes: &[ResolvedGemmRoute],
@@ -111,14 +136,27 @@ impl<B: GemmBackend> DynBackend for B {
         })
     }
     fn launch(&self, launches: &ErasedLaunches) -> Result<Vec<Vec<u8>>> {
-        let launches = launches
-            .downcast_ref::<B::Launches>()
-            .ok_or_else(|| Error::backend(self.name(), "graph was captured by another backend"))?;
-        GemmBackend::launch(self, launches)
+        GemmBackend::launch(self, own::<B>(self.name(), launches)?)
+    }
+    fn launch_fingerprinted(
+        &self,
+        launches: &ErasedLaunches,
+        seeds: &[u64],
+        mode: FingerprintMode,
+    ) -> Result<Vec<OutputFingerprint>> {
+        GemmBackend::launch_fingerprinted(self, own::<B>(self.name(), launches)?, seeds, mode)
     }
     fn as_any(&self) -> &dyn Any {
         self
     }
+}
+
+/// `launches` as backend `B` made them; an error if another kind of
+/// backend captured them.
+fn own<'a, B: GemmBackend>(name: &str, launches: &'a ErasedLaunches) -> Result<&'a B::Launches> {
+    launches
+        .downcast_ref::<B::Launches>()
+        .ok_or_else(|| Error::backend(name, "graph was captured by another backend"))
 }
 
 /// An open backend, whichever it is: itself a [`GemmBackend`], so what
@@ -178,6 +216,15 @@ impl GemmBackend for Backend {
     fn run_timed(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<TimedOutput> {
         self.0.run_timed(route, seed)
     }
+    fn run_checked(
+        &self,
+        route: &ResolvedGemmRoute,
+        seed: u64,
+        mode: FingerprintMode,
+        expected: &OutputFingerprint,
+    ) -> Result<CheckedRun> {
+        self.0.run_checked(route, seed, mode, expected)
+    }
     fn capture_launches(
         &self,
         routes: &[ResolvedGemmRoute],
@@ -187,6 +234,14 @@ impl GemmBackend for Backend {
     }
     fn launch(&self, launches: &ErasedLaunches) -> Result<Vec<Vec<u8>>> {
         self.0.launch(launches)
+    }
+    fn launch_fingerprinted(
+        &self,
+        launches: &ErasedLaunches,
+        seeds: &[u64],
+        mode: FingerprintMode,
+    ) -> Result<Vec<OutputFingerprint>> {
+        self.0.launch_fingerprinted(launches, seeds, mode)
     }
 }
 
@@ -245,5 +300,46 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("2 input seeds for 3 routes"), "{e}");
+    }
+
+    /// A checked run returns nothing for the fingerprint it reproduces and
+    /// the output for any other; a fingerprinted replay gives each output's
+    /// fingerprint with its own launch's seed, and a graph of another
+    /// backend is refused there too.
+    #[test]
+    fn checked_runs_and_fingerprinted_replays_hold_outputs_to_fingerprints() {
+        use crate::trace::{FingerprintMode, OutputFingerprint};
+        let cpu = Backend::new(cpu::CpuBackend::default());
+        let w = Workload::builtin("m-sweep").unwrap();
+        let routes: Vec<_> = w.gemms[..3]
+            .iter()
+            .map(|g| cpu.resolve(g).unwrap())
+            .collect();
+        let seeds = [3u64, 4, 5];
+        for mode in [FingerprintMode::Strong, FingerprintMode::Fast] {
+            let out = cpu.run(&routes[1], 4).unwrap();
+            let right = OutputFingerprint::with_mode(mode, 4, &out);
+            let run = cpu.run_checked(&routes[1], 4, mode, &right).unwrap();
+            assert_eq!(run.differing_output, None);
+            let wrong = OutputFingerprint::with_mode(mode, 4, &out[1..]);
+            let run = cpu.run_checked(&routes[1], 4, mode, &wrong).unwrap();
+            assert_eq!(run.differing_output.as_deref(), Some(&out[..]));
+            let graph = cpu
+                .capture(&manifest_of(&cpu, &routes), &routes, &seeds)
+                .unwrap();
+            assert_eq!(graph.seeds(), seeds);
+            let want: Vec<_> = routes
+                .iter()
+                .zip(seeds)
+                .map(|(r, s)| OutputFingerprint::with_mode(mode, s, &cpu.run(r, s).unwrap()))
+                .collect();
+            assert_eq!(cpu.replay_fingerprinted(&graph, "t", mode).unwrap(), want);
+            let faulty = crate::fleet::plant_fault(Backend::new(cpu::CpuBackend::default()), "x");
+            let e = faulty
+                .replay_fingerprinted(&graph, "t", mode)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("captured by another backend"), "{e}");
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! it through the plan, and compare. Checking: rebuild a stored trace's
 //! plan, validate it against the live context, and optionally replay it.
 
-use crate::backend::{Backend, GemmBackend, TimingClock};
+use crate::backend::{Backend, CheckedRun, GemmBackend, TimingClock};
 use crate::error::{Error, Refusal, RefusalStage, Result};
 use crate::physical::{self, PhysicalNode};
 use crate::plan::CapturedGemmGraphPlan;
@@ -35,11 +35,7 @@ impl EagerRun {
 
     /// Output fingerprints in `mode`, one per launch.
     pub fn fingerprints_in(&self, mode: FingerprintMode) -> Vec<OutputFingerprint> {
-        self.seeds
-            .iter()
-            .zip(&self.outputs)
-            .map(|(&s, o)| OutputFingerprint::with_mode(mode, s, o))
-            .collect()
+        OutputFingerprint::all_with_mode(mode, &self.seeds, &self.outputs)
     }
 }
 
@@ -83,6 +79,40 @@ fn eager_run_on(
     Ok(run)
 }
 
+/// Runs every GEMM of `workload` once more, in order, holding launch `i`'s
+/// output to `expected[i]` (fingerprints in `mode`): only differing outputs
+/// come back ([`CheckedRun`]). A launch past the end of `expected` counts
+/// as differing. `progress(done, total)` is called after each launch.
+pub fn eager_rerun(
+    backend: &Backend,
+    workload: &Workload,
+    expected: &[OutputFingerprint],
+    mode: FingerprintMode,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Vec<CheckedRun>> {
+    let scoped = backend.for_workload(workload);
+    let backend = scoped.as_ref().unwrap_or(backend);
+    let total = workload.gemms.len();
+    let mut runs = Vec::with_capacity(total);
+    for (i, spec) in workload.gemms.iter().enumerate() {
+        let route = backend.resolve(spec)?;
+        let seed = spec.input_seed(workload.seed);
+        runs.push(match expected.get(i) {
+            Some(want) => backend.run_checked(&route, seed, mode, want)?,
+            None => {
+                let t = backend.run_timed(&route, seed)?;
+                CheckedRun {
+                    seconds: t.seconds,
+                    clock: t.clock,
+                    differing_output: Some(t.output),
+                }
+            }
+        });
+        progress(i + 1, total);
+    }
+    Ok(runs)
+}
+
 /// How a replay compared with the eager fingerprints.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case", tag = "outcome")]
@@ -105,21 +135,17 @@ pub enum ReplayOutcome {
 }
 
 impl ReplayOutcome {
-    fn compare(
-        mode: FingerprintMode,
-        expected: &[OutputFingerprint],
-        outputs: &[Vec<u8>],
-    ) -> ReplayOutcome {
+    fn compare(expected: &[OutputFingerprint], replayed: &[OutputFingerprint]) -> ReplayOutcome {
         let differing: Vec<usize> = expected
             .iter()
-            .zip(outputs)
+            .zip(replayed)
             .enumerate()
-            .filter(|(_, (f, o))| OutputFingerprint::with_mode(mode, f.input_seed, o) != **f)
+            .filter(|(_, (f, r))| f != r)
             .map(|(i, _)| i)
             .collect();
-        if differing.is_empty() && expected.len() == outputs.len() {
+        if differing.is_empty() && expected.len() == replayed.len() {
             ReplayOutcome::Identical {
-                launches: outputs.len(),
+                launches: replayed.len(),
             }
         } else {
             ReplayOutcome::Differs {
@@ -218,9 +244,9 @@ pub fn capture_and_replay(
             return refused(r);
         }
     }
-    match backend.replay(&graph, label) {
-        Ok(outputs) => Ok((
-            ReplayOutcome::compare(trace.fingerprint_mode, &trace.fingerprints, &outputs),
+    match backend.replay_fingerprinted(&graph, label, trace.fingerprint_mode) {
+        Ok(replayed) => Ok((
+            ReplayOutcome::compare(&trace.fingerprints, &replayed),
             nodes,
         )),
         Err(Error::Refused(refusal)) => refused(*refusal),
@@ -373,4 +399,40 @@ pub fn check(
         report.replay = Some(capture_and_replay(backend, trace, "check")?.0);
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cpu::CpuBackend;
+
+    /// A rerun brings back exactly the outputs whose fingerprints differ
+    /// from the expected ones (and those past the end of the list), each
+    /// equal to what the eager run made.
+    #[test]
+    fn a_rerun_returns_only_the_outputs_that_differ() {
+        let backend = Backend::new(CpuBackend::default());
+        let w = Workload::builtin("m-sweep").unwrap();
+        let run = eager_run(&backend, &w, &mut |_, _| {}).unwrap();
+        for mode in [FingerprintMode::Strong, FingerprintMode::Fast] {
+            let mut expected = run.fingerprints_in(mode);
+            let same = eager_rerun(&backend, &w, &expected, mode, &mut |_, _| {}).unwrap();
+            assert_eq!(same.len(), w.gemms.len());
+            assert!(same.iter().all(|r| r.differing_output.is_none()));
+            expected[2].sha256 = crate::digest::Digest::sha256(b"not this output");
+            expected.truncate(w.gemms.len() - 1);
+            let mut seen = 0;
+            let rerun = eager_rerun(&backend, &w, &expected, mode, &mut |d, _| seen = d).unwrap();
+            assert_eq!(seen, w.gemms.len());
+            let differing: Vec<usize> = rerun
+                .iter()
+                .enumerate()
+                .filter_map(|(i, r)| r.differing_output.as_ref().map(|_| i))
+                .collect();
+            assert_eq!(differing, [2, w.gemms.len() - 1]);
+            for i in differing {
+                assert_eq!(rerun[i].differing_output.as_ref(), Some(&run.outputs[i]));
+            }
+        }
+    }
 }

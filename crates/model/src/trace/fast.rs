@@ -71,10 +71,7 @@ pub fn fast_chunk_digest(keys: &[u64], chunk: &[u8]) -> [u8; FAST_DIGEST_BYTES] 
 /// The digests of every chunk of `bytes`, in order.
 pub fn fast_chunk_digests(bytes: &[u8]) -> Vec<[u8; FAST_DIGEST_BYTES]> {
     let keys = fast_keys();
-    bytes
-        .chunks(FINGERPRINT_CHUNK_BYTES)
-        .map(|c| fast_chunk_digest(&keys, c))
-        .collect()
+    super::map_chunks(bytes, |c| fast_chunk_digest(&keys, c))
 }
 
 #[cfg(test)]

@@ -74,13 +74,42 @@ pub struct OutputFingerprint {
     pub sha256: Digest,
 }
 
+/// Outputs at least this large are hashed on several threads.
+const PARALLEL_HASH_BYTES: usize = 4 << 20;
+
+/// `f` of every [`FINGERPRINT_CHUNK_BYTES`] chunk of `bytes`, in order. The
+/// chunks are independent, so a large output is split across the host's
+/// threads; the result is the same list however it is split.
+pub(crate) fn map_chunks<T: Send>(bytes: &[u8], f: impl Fn(&[u8]) -> T + Sync) -> Vec<T> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if bytes.len() < PARALLEL_HASH_BYTES || threads < 2 {
+        return bytes.chunks(FINGERPRINT_CHUNK_BYTES).map(f).collect();
+    }
+    let chunks = bytes.len().div_ceil(FINGERPRINT_CHUNK_BYTES);
+    let per_part = chunks.div_ceil(threads) * FINGERPRINT_CHUNK_BYTES;
+    let f = &f;
+    std::thread::scope(|s| {
+        let parts: Vec<_> = bytes
+            .chunks(per_part)
+            .map(|part| {
+                s.spawn(move || {
+                    part.chunks(FINGERPRINT_CHUNK_BYTES)
+                        .map(f)
+                        .collect::<Vec<T>>()
+                })
+            })
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|p| p.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
+}
+
 impl OutputFingerprint {
     /// Fingerprint of an output buffer computed from inputs seeded by `input_seed`.
     pub fn of(input_seed: u64, bytes: &[u8]) -> Self {
-        let chunks: Vec<Digest> = bytes
-            .chunks(FINGERPRINT_CHUNK_BYTES)
-            .map(Digest::sha256)
-            .collect();
+        let chunks = map_chunks(bytes, Digest::sha256);
         Self::from_chunk_digests(input_seed, bytes.len() as u64, &chunks)
     }
 
@@ -95,6 +124,16 @@ impl OutputFingerprint {
                 &fast::fast_chunk_digests(bytes),
             ),
         }
+    }
+
+    /// The fingerprints in `mode` of `outputs`, the launch `i`'s with
+    /// `seeds[i]` (as many as the shorter of the two has).
+    pub fn all_with_mode(mode: FingerprintMode, seeds: &[u64], outputs: &[Vec<u8>]) -> Vec<Self> {
+        seeds
+            .iter()
+            .zip(outputs)
+            .map(|(&s, o)| Self::with_mode(mode, s, o))
+            .collect()
     }
 
     /// The fast fingerprint from per-chunk NH digests computed elsewhere
@@ -321,5 +360,45 @@ impl CapturedGemmGraphPlan {
             }
         }
         self.check_against_golden(&golden.manifest())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A large output is hashed in parts on several threads; the chunk
+    /// digests, and so both fingerprints, are those of one pass in order.
+    #[test]
+    fn parallel_chunk_hashing_equals_one_pass() {
+        let len = 2 * PARALLEL_HASH_BYTES + 3 * FINGERPRINT_CHUNK_BYTES + 123;
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let bytes: Vec<u8> = (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let one_pass: Vec<Digest> = bytes
+            .chunks(FINGERPRINT_CHUNK_BYTES)
+            .map(Digest::sha256)
+            .collect();
+        assert_eq!(map_chunks(&bytes, Digest::sha256), one_pass);
+        assert_eq!(
+            OutputFingerprint::of(5, &bytes),
+            OutputFingerprint::from_chunk_digests(5, len as u64, &one_pass)
+        );
+        let keys = fast::fast_keys();
+        let fast_one_pass: Vec<_> = bytes
+            .chunks(FINGERPRINT_CHUNK_BYTES)
+            .map(|c| fast::fast_chunk_digest(&keys, c))
+            .collect();
+        assert_eq!(fast::fast_chunk_digests(&bytes), fast_one_pass);
+        // Below the threshold, and empty: one pass, same answers.
+        let small = &bytes[..FINGERPRINT_CHUNK_BYTES + 1];
+        assert_eq!(map_chunks(small, Digest::sha256).len(), 2);
+        assert!(map_chunks(&[], Digest::sha256).is_empty());
     }
 }
