@@ -877,7 +877,8 @@ fn audit_on_the_cpu_passes_every_contract() {
 }
 
 /// Where stderr is not a terminal (a CI log), progress is one line per
-/// finished stage, numbered and timed; `--no-progress` and `-q` drop it.
+/// finished stage, numbered of the stage count, timed, with an estimate of
+/// the time left; `--no-progress` and `-q` drop it.
 #[test]
 fn progress_in_a_log_is_one_line_per_stage() {
     let s = Scratch::new("progress-lines");
@@ -896,12 +897,27 @@ fn progress_in_a_log_is_one_line_per_stage() {
     );
     r.code(OK);
     let lines: Vec<&str> = r.stderr.lines().filter(|l| l.contains(" done: ")).collect();
-    assert!(lines.len() >= 3, "{r}");
+    // Record + replay, one rerun, the CPU reference, the control and the
+    // mutation self-check: the announced count is the count run.
+    assert_eq!(lines.len(), 5, "{r}");
+    for (i, l) in lines.iter().enumerate() {
+        assert!(
+            l.starts_with(&format!("gemm-audit: stage {}/5 done: ", i + 1)),
+            "{r}"
+        );
+    }
     assert!(
-        lines[0].starts_with("gemm-audit: stage 1 done: tiny: record + replay (3 launches) in "),
+        lines[0].starts_with("gemm-audit: stage 1/5 done: tiny: record + replay (3 launches) in "),
         "{r}"
     );
-    assert!(lines.iter().all(|l| l.ends_with(" s elapsed")), "{r}");
+    // Every line but the last says about how long is left.
+    assert!(
+        lines[..4]
+            .iter()
+            .all(|l| l.contains(" s elapsed, about ") && l.ends_with(" s left")),
+        "{r}"
+    );
+    assert!(lines[4].ends_with(" s elapsed"), "{r}");
     for quiet in ["--no-progress", "-q"] {
         let r = run_in(
             &s.0,

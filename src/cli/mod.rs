@@ -396,6 +396,10 @@ struct Bar {
     started: std::time::Instant,
     stage: Option<(usize, String, usize, std::time::Instant)>,
     count: usize,
+    /// Stages and launches of the whole run, when the command said.
+    planned: Option<(usize, usize)>,
+    /// Launches of the stages finished so far.
+    launches_done: usize,
 }
 
 impl Bar {
@@ -422,18 +426,41 @@ impl Bar {
             started: std::time::Instant::now(),
             stage: None,
             count: 0,
+            planned: None,
+            launches_done: 0,
         }
     }
 
-    /// Prints the line of the stage that just ended (not on a terminal).
+    /// `i` or `i/N` when the number of stages is known.
+    fn numbered(&self, i: usize) -> String {
+        match self.planned {
+            Some((stages, _)) => format!("{i}/{stages}"),
+            None => i.to_string(),
+        }
+    }
+
+    /// Prints the line of the stage that just ended (not on a terminal),
+    /// with an estimate of the time left from the launches still to run.
     fn finish_stage(&mut self) {
         if let Some((i, name, total, start)) = self.stage.take() {
+            self.launches_done += total;
             if self.lines {
+                let elapsed = self.started.elapsed().as_secs_f64();
+                let left = match self.planned {
+                    Some((_, all)) if self.launches_done > 0 && all > self.launches_done => {
+                        let rest = (all - self.launches_done) as f64;
+                        format!(
+                            ", about {:.0} s left",
+                            elapsed * rest / self.launches_done as f64
+                        )
+                    }
+                    _ => String::new(),
+                };
                 eprintln!(
-                    "gemm-audit: stage {i} done: {} ({total} launches) in {:.1} s, {:.1} s elapsed",
+                    "gemm-audit: stage {} done: {} ({total} launches) in {:.1} s, {elapsed:.1} s elapsed{left}",
+                    self.numbered(i),
                     sanitize(&name),
                     start.elapsed().as_secs_f64(),
-                    self.started.elapsed().as_secs_f64()
                 );
             }
         }
@@ -441,6 +468,10 @@ impl Bar {
 }
 
 impl Progress for Bar {
+    fn plan(&mut self, stages: usize, launches: usize) {
+        self.planned = Some((stages, launches));
+    }
+
     fn stage(&mut self, name: &str, total: usize) {
         self.finish_stage();
         self.count += 1;
@@ -452,8 +483,8 @@ impl Progress for Bar {
         ));
         self.bar.set_length(total as u64);
         self.bar.set_position(0);
-        self.bar
-            .set_message(format!("stage {}: {name}", self.count));
+        let numbered = self.numbered(self.count);
+        self.bar.set_message(format!("stage {numbered}: {name}"));
     }
 
     fn advance(&mut self, done: usize) {

@@ -311,6 +311,9 @@ impl Default for AuditOptions {
 
 /// Progress of a long audit: a stage name and launches done of total.
 pub trait Progress {
+    /// The whole run, said once before its first stage: `stages` stages of
+    /// `launches` launches in all (for a stage count and an estimate).
+    fn plan(&mut self, _stages: usize, _launches: usize) {}
     /// Starts a stage named `name` of `total` steps (launches).
     fn stage(&mut self, name: &str, total: usize);
     /// `done` steps of the current stage are finished (a running count,
@@ -335,6 +338,13 @@ pub fn run_audit(
     let runs = opts.runs.max(2);
     let mut report = AuditReport::new(backend.name(), runs);
     let started = std::time::Instant::now();
+    // Per workload: record + replay, the reruns, the CPU reference; then
+    // the control and the mutation self-check.
+    let launches: usize = opts.workloads.iter().map(|w| w.gemms.len()).sum();
+    progress.plan(
+        opts.workloads.len() * (runs + 1) + 2,
+        launches * (runs + 1) + opts.control_attempts + 1,
+    );
     for w in &opts.workloads {
         progress.stage(&format!("{}: record + replay", w.name), w.gemms.len());
         let rec = recorder::record_in(backend, w, opts.fingerprint_mode, &mut |d, _| {
