@@ -29,6 +29,8 @@ pub(crate) use gemm_audit_model::*;
 
 // Pure logic (no CUDA calls): compiled and unit-tested in every build.
 pub mod catalog;
+// The seeding kernel's formula in Rust, held to the CPU's operands by a
+// property test (no GPU needed).
 #[cfg(feature = "cuda")]
 mod cuda_error;
 #[cfg(feature = "cuda")]
@@ -53,6 +55,8 @@ mod nvrtc;
 mod resolve;
 #[cfg(feature = "cuda")]
 mod seed;
+#[cfg(test)]
+mod seed_formula;
 #[cfg(feature = "cuda")]
 mod shared;
 #[cfg(feature = "cuda")]
