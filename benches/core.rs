@@ -408,6 +408,7 @@ fn launch_set_bytes(trace: &RecordedGemmTrace) -> Vec<u8> {
     framer.bytes().to_vec()
 }
 
+// Over 100 lines: one interleaved sampling loop over every rebuild step, so the ratios share one run.
 fn bench_rebuild(cfg: &Config) -> Report {
     let trace = testkit::sample_trace(LARGE_ROUTES);
     let n = trace.routes.len();

@@ -568,6 +568,7 @@ fn kernel_label(k: CudaKernel) -> String {
     }
 }
 
+// Over 100 lines: one interleaved sampling loop over every route, so the ratios share one run.
 fn bench_tax(gpu: &Gpu, cfg: &Config, case: &TaxCase) -> Res<Report> {
     let TaxCase {
         dtype,
@@ -746,6 +747,7 @@ const BY_M: &[u64] = &[1, 16, 128, 1024, 4096, 8192];
 /// TFLOP/s by m at k = n = 4096 (bf16 NN and TN) of the batch-invariant routes
 /// (cublaslt-invariant, wgmma-large, mma-large) and of what a user gets by
 /// default (cuBLAS, cuBLASLt's heuristic), all timed in one interleaved run.
+// Over 100 lines: one interleaved sampling loop over every m and route, so the ratios share one run.
 fn bench_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
     let (k, n) = (4096u64, 4096u64);
     let ms: Vec<u64> = if cfg.quick {
@@ -865,6 +867,7 @@ fn manifest_of(g: &CudaBackend, routes: &[ResolvedGemmRoute]) -> Res<PreparedGem
     })
 }
 
+// Over 100 lines: one interleaved sampling loop (validated vs raw replay), so the ratio shares one run.
 fn bench_replay(gpu: &Gpu, cfg: &Config) -> Res<Report> {
     let g = &gpu.det;
     let mut table = Table::new(&[
@@ -1022,6 +1025,7 @@ const INT32_LANES_PER_SM: f64 = 64.0;
 /// Reaching 0.7 needs a cheaper chunk hash (a trace-format change), not a
 /// better kernel. This section prints the measured figures and this
 /// arithmetic from the device's own SM count and clock.
+// Over 100 lines: one interleaved sampling loop over every fingerprint path, so the ratios share one run.
 fn bench_fingerprint(gpu: &Gpu, cfg: &Config) -> Res<Report> {
     let g = &gpu.det;
     let mut table = Table::new(&[

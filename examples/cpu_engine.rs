@@ -273,6 +273,7 @@ fn check(ok: bool, what: &str, failures: &mut u32) {
     }
 }
 
+// Over 100 lines: the walkthrough a reader follows top to bottom, one step after another.
 fn main() -> gemm_audit::Result<()> {
     let engine = Engine::new(GemmPolicy::CPU_DEFAULT);
     let stream = CpuStream::new();

@@ -144,6 +144,7 @@ fn seeded(len: usize, seed: u64) -> Vec<f32> {
 }
 
 impl Engine {
+    // Over 100 lines: every device resource the mini engine owns is made here, in the order its step uses them.
     fn new(policy: GemmPolicy) -> Result<Engine> {
         let ctx = cu(CudaContext::new(0), "context on device 0")?;
         // One stream, work serialized on it: cudarc's cross-stream events
@@ -283,6 +284,7 @@ impl Engine {
     /// One decode step, unfused: h = x W1 with the engine's kernel,
     /// hn = rmsnorm(h), y = hn W2 with cuBLASLt, z = act(y), o = z W3 with
     /// cuBLAS. The GEMM dispatcher pushes each route, then launches.
+    // Over 100 lines: one engine step as an engine writes it, every launch next to the route it pushes.
     fn step(&self, s: &mut Step, rec: &GemmRouteRecorder, act: Activation) -> Result<()> {
         let b = s.batch;
         let (m, k, n) = (b, D_MODEL, D_HIDDEN);
@@ -395,6 +397,7 @@ fn check(ok: bool, what: &str, failures: &mut u32) {
     }
 }
 
+// Over 100 lines: the walkthrough an engine author reads top to bottom (record, store, rebuild, check, refuse), one step after another.
 fn main() -> Result<()> {
     let policy = GemmPolicy {
         mode: PolicyMode::CublasPedantic,

@@ -243,6 +243,7 @@ fn unknown_workload_exits_3_and_lists_the_builtins() {
 const GEMM_A: &str = "[[gemm]]\nname = \"a\"\nop = \"nn\"\ndtype = \"f32\"\nm = 1\nk = 2\nn = 3\n";
 
 #[test]
+// Over 100 lines: one scenario, asserted step by step in the order a user meets it.
 fn malformed_workload_files_exit_3_and_name_the_problem() {
     let s = Scratch::new("malformed-workload");
     let gemm = |name: &str, dtype: &str, m: u64| {
@@ -728,6 +729,7 @@ fn show_prints_a_table_and_lossless_json() {
 // -------------------------------------------------------------------- diff
 
 #[test]
+// Over 100 lines: one scenario, asserted step by step in the order a user meets it.
 fn diff_classifies_changes_and_exits_64_plus_their_bits() {
     let s = Scratch::new("diff");
     let path = record_tiny(&s);
@@ -1029,6 +1031,7 @@ fn a_closed_stdout_pipe_keeps_the_exit_code() {
 /// `check --allow` accepts a golden that differs only in allowed classes
 /// (a driver upgrade is an identity difference) and nothing else.
 #[test]
+// Over 100 lines: one scenario, asserted step by step in the order a user meets it.
 fn check_allow_accepts_only_the_allowed_classes() {
     let s = Scratch::new("check-allow");
     let trace = record_tiny(&s);
@@ -1922,6 +1925,7 @@ fn work_over_budget_is_refused_before_it_starts() {
 /// `reject` drops it, `accept` makes it the golden; `bless --from` accepts a
 /// trace recorded elsewhere under the same no-clobber rules.
 #[test]
+// Over 100 lines: one scenario, asserted step by step in the order a user meets it.
 fn pending_candidates_review_accept_reject_and_bless_from() {
     let s = Scratch::new("pending");
     s.write("tiny.toml", TINY);

@@ -298,6 +298,7 @@ fn block_threads_overflow_is_refused() {
 /// present and small) become seeds too.
 #[test]
 #[ignore = "regenerates the fuzz seed corpus"]
+// Over 100 lines: one scenario, asserted step by step in the order a user meets it.
 fn regenerate_seed_corpus() {
     use gemm_audit::testkit;
 

@@ -272,6 +272,7 @@ fn mma_tile_families_are_bit_identical_and_batch_invariant() {
 /// launch.
 #[test]
 #[ignore = "needs a CUDA device"]
+// Over 100 lines: one scenario, asserted step by step in the order a user meets it.
 fn wgmma_families_equal_mma_and_are_batch_invariant() {
     let g = gpu();
     if let Err(why) = g.wgmma_available() {
@@ -1220,6 +1221,7 @@ fn small_floats(len: usize, seed: u64) -> Vec<f32> {
 /// plan during capture are refused.
 #[test]
 #[ignore = "needs a CUDA device"]
+// Over 100 lines: one scenario, asserted step by step in the order a user meets it.
 fn vendor_gemms_record_exact_routes_on_engine_buffers() {
     use gemm_audit::backend::cuda::{self, CudaCaptureStream, LtSelection, VendorApi, VendorGemms};
     let ctx = cudarc::driver::CudaContext::new(0).unwrap();
@@ -1331,6 +1333,7 @@ fn vendor_gemms_record_exact_routes_on_engine_buffers() {
 /// during capture are refused before anything runs.
 #[test]
 #[ignore = "needs a CUDA device"]
+// Over 100 lines: one scenario, asserted step by step in the order a user meets it.
 fn cudarc_gemm_routes_name_the_real_entry_point() {
     use cudarc::cublas::{CudaBlas, GemmConfig, sys::cublasOperation_t as Op};
     use gemm_audit::backend::cuda::{self, CudaCaptureStream, CudarcGemm};

@@ -703,6 +703,7 @@ proptest! {
     /// tensor-map digest mutations are refused before launch, both through
     /// `mutation::exercise` and through the guarded path re-implemented here.
     #[test]
+    // Over 100 lines: one scenario, asserted step by step in the order a user meets it.
     fn named_mutations_are_refused_before_launch(
         routes in route_list(any_route()),
         a in any::<Index>(),

@@ -236,6 +236,7 @@ fn markdown_has_every_section() {
 }
 
 #[test]
+// Over 100 lines: one scenario, asserted step by step in the order a user meets it.
 fn html_is_self_contained_and_renders_in_chromium() {
     let a = audit();
     let input = ReportInput {

@@ -430,7 +430,21 @@ pub(super) fn cmd_check(a: CheckArgs) -> Result<u8> {
         );
     }
     let passed = reports.iter().all(|r| r.passed());
-    match (format, dev.all()) {
+    print_checks(path, &devices, &reports, format, dev.all(), replay);
+    Ok(if passed { EXIT_OK } else { EXIT_FINDING })
+}
+
+/// The checks of every device, as a table or one JSON document.
+fn print_checks(
+    path: &std::path::Path,
+    devices: &[(DeviceLabel, Backend)],
+    reports: &[recorder::CheckReport],
+    format: Format,
+    all_devices: bool,
+    replay: bool,
+) {
+    let passed = reports.iter().all(|r| r.passed());
+    match (format, all_devices) {
         (Format::Json, false) => outln!(
             "{}",
             gemm_audit::report::json_document("check", passed, &reports[0])
@@ -438,7 +452,7 @@ pub(super) fn cmd_check(a: CheckArgs) -> Result<u8> {
         (Format::Json, true) => {
             let per_device: Vec<serde_json::Value> = devices
                 .iter()
-                .zip(&reports)
+                .zip(reports)
                 .map(|((l, _), r)| serde_json::json!({ "device": l, "report": r }))
                 .collect();
             outln!(
@@ -451,7 +465,7 @@ pub(super) fn cmd_check(a: CheckArgs) -> Result<u8> {
             )
         }
         (Format::Table, all) => {
-            for ((label, _), report) in devices.iter().zip(&reports) {
+            for ((label, _), report) in devices.iter().zip(reports) {
                 if all {
                     outln!("on {label}:");
                 }
@@ -466,7 +480,6 @@ pub(super) fn cmd_check(a: CheckArgs) -> Result<u8> {
             }
         }
     }
-    Ok(if passed { EXIT_OK } else { EXIT_FINDING })
 }
 
 /// The table rendering of one device's check.

@@ -194,6 +194,23 @@ impl CudaBackend {
         self.fingerprint_in(crate::FingerprintMode::Strong, input_seed, bytes)
     }
 
+    /// Prepares `route` on inputs seeded by `seed` and launches it once,
+    /// timed with CUDA events right before and after the launch: the
+    /// kernels' device time, not the seeding or allocation around them.
+    /// The caller holds the stream's lock.
+    fn timed_launch(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<(Prepared, f64)> {
+        let sh = &self.shared;
+        let handles = self.vendor_handles(route)?;
+        let h = handles.as_ref().map(|h| h.get());
+        let mut launch = Prepared::new(sh, h, route, seed)?;
+        let timer = EventTimer::new(sh)?;
+        // The inputs are made on the same stream: finish that first, so
+        // the start event is not held back behind it.
+        sh.stream.synchronize().map_err(drv("seeding inputs"))?;
+        let seconds = timer.time(sh, || launch.enqueue(sh, h, &sh.stream))?;
+        Ok((launch, seconds))
+    }
+
     fn vendor_handles(&self, route: &ResolvedGemmRoute) -> Result<Option<HandlesGuard<'_>>> {
         if route.backend.is_vendor() {
             Ok(Some(self.shared.vendor.handles(&self.shared)?))
@@ -283,14 +300,7 @@ impl GemmBackend for CudaBackend {
     ) -> Result<crate::kernels::TimedOutput> {
         let sh = &self.shared;
         let _lock = sh.lock();
-        let handles = self.vendor_handles(route)?;
-        let h = handles.as_ref().map(|h| h.get());
-        let mut launch = Prepared::new(sh, h, route, seed)?;
-        let timer = EventTimer::new(sh)?;
-        // The inputs are uploaded on the same stream: finish that first, so
-        // the start event is not held back behind it.
-        sh.stream.synchronize().map_err(drv("upload"))?;
-        let seconds = timer.time(sh, || launch.enqueue(sh, h, &sh.stream))?;
+        let (launch, seconds) = self.timed_launch(route, seed)?;
         Ok(crate::kernels::TimedOutput {
             output: launch.download(sh)?,
             seconds,
@@ -309,12 +319,7 @@ impl GemmBackend for CudaBackend {
     ) -> Result<CheckedRun> {
         let sh = &self.shared;
         let _lock = sh.lock();
-        let handles = self.vendor_handles(route)?;
-        let h = handles.as_ref().map(|h| h.get());
-        let mut launch = Prepared::new(sh, h, route, seed)?;
-        let timer = EventTimer::new(sh)?;
-        sh.stream.synchronize().map_err(drv("seeding inputs"))?;
-        let seconds = timer.time(sh, || launch.enqueue(sh, h, &sh.stream))?;
+        let (launch, seconds) = self.timed_launch(route, seed)?;
         let same = launch.fingerprint(sh, mode, seed)? == *expected;
         Ok(CheckedRun {
             seconds,

@@ -52,6 +52,118 @@ pub(super) struct Prepared {
     out_bytes: usize,
 }
 
+/// The vendor call of a vendor route, after checking that the loaded
+/// library, the options digest, the arguments and today's heuristic pick
+/// are the ones the route recorded.
+fn vendor_target(sh: &Shared, h: Option<&Handles>, route: &ResolvedGemmRoute) -> Result<Target> {
+    let shape = route.shape;
+    let api = match route.backend {
+        PhysicalBackend::Cublas => Api::Blas,
+        _ => Api::Lt,
+    };
+    let lib = sh.vendor.library(api)?;
+    let want = route.vendor.as_ref().ok_or_else(|| {
+        cuda_err(format!(
+            "vendor route {:?} has no vendor identity",
+            route.gemm
+        ))
+    })?;
+    if route.kernel_symbol != api.symbol()
+        || route.artifact_digest != lib.module.digest
+        || want.library_version != lib.version
+    {
+        return Err(cuda_err(format!(
+            "route {:?}: {} {} is not the loaded {}",
+            route.gemm, route.kernel_symbol, want.library_version, lib.version
+        )));
+    }
+    let fast = match &route.contract.kind {
+        crate::route::ContractKind::VendorFast => true,
+        crate::route::ContractKind::VendorPedantic => false,
+        other => {
+            return Err(cuda_err(format!(
+                "route {:?}: contract {other} is not a vendor contract",
+                route.gemm
+            )));
+        }
+    };
+    let h = h.ok_or_else(|| cuda_err("vendor handles are not open"))?;
+    // The selection is part of the recorded options: whichever
+    // selection's options digest the route carries.
+    let numerics = super::vendor::Numerics::of(route.dtype, fast);
+    let selection = [LtSelection::Heuristic, LtSelection::FamilyFixed]
+        .into_iter()
+        .find(|&sel| {
+            (api == Api::Lt || sel == LtSelection::Heuristic)
+                && numerics.digest(api, sel) == route.compiler.options_digest
+        })
+        .ok_or_else(|| {
+            cuda_err(format!(
+                "route {:?}: its vendor options digest {} is none this build sets",
+                route.gemm,
+                route.compiler.options_digest.short()
+            ))
+        })?;
+    let call = VendorCall::new(h, api, route.dtype, route.op, shape, fast, selection)?;
+    if call.arguments_digest() != route.launch.arguments_digest {
+        return Err(cuda_err(format!(
+            "route {:?}: vendor arguments differ",
+            route.gemm
+        )));
+    }
+    let mut now = call.vendor_route(&lib.version);
+    now.physical_kernels = want.physical_kernels.clone();
+    if &now != want {
+        return Err(cuda_err(format!(
+            "route {:?}: the {} heuristic now picks algorithm {} tile {} split-k {} (recorded {} tile {} split-k {})",
+            route.gemm,
+            lib.version,
+            now.algorithm_id,
+            now.tile_id,
+            now.split_k,
+            want.algorithm_id,
+            want.tile_id,
+            want.split_k
+        )));
+    }
+    Ok(Target::Vendor(Box::new(call)))
+}
+
+/// The NVRTC kernel of a built-in route, after checking that its module is
+/// the loaded one.
+fn nvrtc_target(sh: &Shared, route: &ResolvedGemmRoute) -> Result<Target> {
+    let shape = route.shape;
+    if route.backend != PhysicalBackend::CudaNvrtc {
+        return Err(cuda_err(format!(
+            "route {:?}: backend {} does not run on CUDA",
+            route.gemm, route.backend
+        )));
+    }
+    let kernel = CudaKernel::from_route(route)
+        .map_err(|e| cuda_err(format!("route {:?}: {e}", route.gemm)))?;
+    let module = sh
+        .module_of(kernel)
+        .map_err(|e| cuda_err(format!("route {:?}: {e}", route.gemm)))?;
+    if route.artifact_digest != module.identity.digest {
+        return Err(cuda_err(format!(
+            "route {:?}: artifact {} is not the loaded module {}",
+            route.gemm,
+            route.artifact_digest.short(),
+            module.identity.digest.short()
+        )));
+    }
+    let (func, _) = module.function(&route.kernel_symbol)?;
+    let geometry = kernel
+        .geometry(shape)
+        .map_err(|e| cuda_err(format!("route {:?}: {e}", route.gemm)))?;
+    Ok(Target::Nvrtc {
+        kernel,
+        func: func.clone(),
+        geometry,
+        maps: None,
+    })
+}
+
 impl Prepared {
     /// Checks `route` against the loaded modules and libraries, uploads its
     /// inputs (seeded by `seed`, as on the CPU backend) and allocates its
@@ -81,106 +193,9 @@ impl Prepared {
             )));
         }
         let target = if route.backend.is_vendor() {
-            let api = match route.backend {
-                PhysicalBackend::Cublas => Api::Blas,
-                _ => Api::Lt,
-            };
-            let lib = sh.vendor.library(api)?;
-            let want = route.vendor.as_ref().ok_or_else(|| {
-                cuda_err(format!(
-                    "vendor route {:?} has no vendor identity",
-                    route.gemm
-                ))
-            })?;
-            if route.kernel_symbol != api.symbol()
-                || route.artifact_digest != lib.module.digest
-                || want.library_version != lib.version
-            {
-                return Err(cuda_err(format!(
-                    "route {:?}: {} {} is not the loaded {}",
-                    route.gemm, route.kernel_symbol, want.library_version, lib.version
-                )));
-            }
-            let fast = match &route.contract.kind {
-                crate::route::ContractKind::VendorFast => true,
-                crate::route::ContractKind::VendorPedantic => false,
-                other => {
-                    return Err(cuda_err(format!(
-                        "route {:?}: contract {other} is not a vendor contract",
-                        route.gemm
-                    )));
-                }
-            };
-            let h = h.ok_or_else(|| cuda_err("vendor handles are not open"))?;
-            // The selection is part of the recorded options: whichever
-            // selection's options digest the route carries.
-            let numerics = super::vendor::Numerics::of(route.dtype, fast);
-            let selection = [LtSelection::Heuristic, LtSelection::FamilyFixed]
-                .into_iter()
-                .find(|&sel| {
-                    (api == Api::Lt || sel == LtSelection::Heuristic)
-                        && numerics.digest(api, sel) == route.compiler.options_digest
-                })
-                .ok_or_else(|| {
-                    cuda_err(format!(
-                        "route {:?}: its vendor options digest {} is none this build sets",
-                        route.gemm,
-                        route.compiler.options_digest.short()
-                    ))
-                })?;
-            let call = VendorCall::new(h, api, route.dtype, route.op, shape, fast, selection)?;
-            if call.arguments_digest() != route.launch.arguments_digest {
-                return Err(cuda_err(format!(
-                    "route {:?}: vendor arguments differ",
-                    route.gemm
-                )));
-            }
-            let mut now = call.vendor_route(&lib.version);
-            now.physical_kernels = want.physical_kernels.clone();
-            if &now != want {
-                return Err(cuda_err(format!(
-                    "route {:?}: the {} heuristic now picks algorithm {} tile {} split-k {} (recorded {} tile {} split-k {})",
-                    route.gemm,
-                    lib.version,
-                    now.algorithm_id,
-                    now.tile_id,
-                    now.split_k,
-                    want.algorithm_id,
-                    want.tile_id,
-                    want.split_k
-                )));
-            }
-            Target::Vendor(Box::new(call))
+            vendor_target(sh, h, route)?
         } else {
-            if route.backend != PhysicalBackend::CudaNvrtc {
-                return Err(cuda_err(format!(
-                    "route {:?}: backend {} does not run on CUDA",
-                    route.gemm, route.backend
-                )));
-            }
-            let kernel = CudaKernel::from_route(route)
-                .map_err(|e| cuda_err(format!("route {:?}: {e}", route.gemm)))?;
-            let module = sh
-                .module_of(kernel)
-                .map_err(|e| cuda_err(format!("route {:?}: {e}", route.gemm)))?;
-            if route.artifact_digest != module.identity.digest {
-                return Err(cuda_err(format!(
-                    "route {:?}: artifact {} is not the loaded module {}",
-                    route.gemm,
-                    route.artifact_digest.short(),
-                    module.identity.digest.short()
-                )));
-            }
-            let (func, _) = module.function(&route.kernel_symbol)?;
-            let geometry = kernel
-                .geometry(shape)
-                .map_err(|e| cuda_err(format!("route {:?}: {e}", route.gemm)))?;
-            Target::Nvrtc {
-                kernel,
-                func: func.clone(),
-                geometry,
-                maps: None,
-            }
+            nvrtc_target(sh, route)?
         };
         let problem = Problem {
             op: route.op,

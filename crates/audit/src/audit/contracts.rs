@@ -255,62 +255,10 @@ pub(super) fn batch_invariance_checks(
         }
         let mut ms: Vec<u64> = distinct_m.into_iter().collect();
         ms.sort();
-        let mut contracts: Vec<String> = cells.iter().map(|c| c.contract.clone()).collect();
-        contracts.dedup();
         let base_m = w.gemms[base].m;
-        let (verdict, detail) = match (first_diff, promised) {
-            (None, true) => (
-                Verdict::Pass,
-                format!("rows identical across m ({})", contracts.join(", ")),
-            ),
-            (None, false) => (
-                Verdict::Info,
-                format!("rows identical across m, not promised by {route}"),
-            ),
-            (Some(m), true) => (
-                Verdict::Fail,
-                format!(
-                    "rows of m={m} differ from m={base_m} although {route} promises invariance"
-                ),
-            ),
-            (Some(m), false) => {
-                let differing: Vec<String> = cells
-                    .iter()
-                    .filter(|c| !c.identical)
-                    .map(|c| c.m.to_string())
-                    .collect();
-                // Call it deterministic only when run-to-run held for every
-                // member: a message must not contradict that verdict.
-                let unstable: Vec<String> = members
-                    .iter()
-                    .filter(|&&i| {
-                        report.cases.iter().any(|c| {
-                            c.contract == "run-to-run"
-                                && c.workload == w.name
-                                && c.gemm == w.gemms[i].name
-                                && c.verdict == Verdict::Fail
-                        })
-                    })
-                    .map(|&i| w.gemms[i].m.to_string())
-                    .collect();
-                let what = if unstable.is_empty() {
-                    "deterministic but NOT batch invariant".to_string()
-                } else {
-                    format!(
-                        "NOT batch invariant, and not deterministic either (run-to-run differs at m={})",
-                        unstable.join(",")
-                    )
-                };
-                (
-                    Verdict::Info,
-                    format!(
-                        "{what}: rows differ from m={base_m} at m={} (first at m={m}); kernels by m: {}",
-                        differing.join(","),
-                        kernel_runs(&cells)
-                    ),
-                )
-            }
-        };
+        let (verdict, detail) = group_verdict(
+            report, w, &members, &cells, first_diff, promised, &route, base_m,
+        );
         report.row(C, format!("{} {group} m={ms:?}", w.name), verdict, detail);
         report.matrices.push(BatchMatrix {
             workload: w.name.clone(),
@@ -318,6 +266,77 @@ pub(super) fn batch_invariance_checks(
             promised,
             cells,
         });
+    }
+}
+
+/// The verdict of one batch-invariance group: PASS when its rows agree
+/// across m (or FAIL when they differ although the route promises
+/// invariance); INFO when nothing was promised, saying whether the GEMMs
+/// were at least deterministic (never contradicting their run-to-run
+/// rows) and which kernel served each m.
+#[allow(clippy::too_many_arguments)] // the group's facts, computed once by the caller
+fn group_verdict(
+    report: &AuditReport,
+    w: &Workload,
+    members: &[usize],
+    cells: &[MatrixCell],
+    first_diff: Option<u64>,
+    promised: bool,
+    route: &str,
+    base_m: u64,
+) -> (Verdict, String) {
+    let mut contracts: Vec<String> = cells.iter().map(|c| c.contract.clone()).collect();
+    contracts.dedup();
+    match (first_diff, promised) {
+        (None, true) => (
+            Verdict::Pass,
+            format!("rows identical across m ({})", contracts.join(", ")),
+        ),
+        (None, false) => (
+            Verdict::Info,
+            format!("rows identical across m, not promised by {route}"),
+        ),
+        (Some(m), true) => (
+            Verdict::Fail,
+            format!("rows of m={m} differ from m={base_m} although {route} promises invariance"),
+        ),
+        (Some(m), false) => {
+            let differing: Vec<String> = cells
+                .iter()
+                .filter(|c| !c.identical)
+                .map(|c| c.m.to_string())
+                .collect();
+            // Call it deterministic only when run-to-run held for every
+            // member: a message must not contradict that verdict.
+            let unstable: Vec<String> = members
+                .iter()
+                .filter(|&&i| {
+                    report.cases.iter().any(|c| {
+                        c.contract == "run-to-run"
+                            && c.workload == w.name
+                            && c.gemm == w.gemms[i].name
+                            && c.verdict == Verdict::Fail
+                    })
+                })
+                .map(|&i| w.gemms[i].m.to_string())
+                .collect();
+            let what = if unstable.is_empty() {
+                "deterministic but NOT batch invariant".to_string()
+            } else {
+                format!(
+                    "NOT batch invariant, and not deterministic either (run-to-run differs at m={})",
+                    unstable.join(",")
+                )
+            };
+            (
+                Verdict::Info,
+                format!(
+                    "{what}: rows differ from m={base_m} at m={} (first at m={m}); kernels by m: {}",
+                    differing.join(","),
+                    kernel_runs(cells)
+                ),
+            )
+        }
     }
 }
 

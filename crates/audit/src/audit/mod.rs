@@ -566,48 +566,7 @@ impl AuditReport {
                         }
                     };
                     let d = crate::diff::TraceDiff::between(&golden, t);
-                    let allowed_only = !d.is_empty() && d.not_allowed(allow).next().is_none();
-                    let outcome = if allowed_only {
-                        let names: Vec<String> = allow.iter().map(|a| a.to_string()).collect();
-                        (
-                            Verdict::Pass,
-                            format!(
-                                "differs from {} only in allowed differences ({}): {}",
-                                path.display(),
-                                names.join(", "),
-                                d.summary()
-                            ),
-                        )
-                    } else if d.is_empty() {
-                        // A run that matches the golden settles a candidate
-                        // left by an earlier one, so `accept` cannot revert it.
-                        let stale = if keep_pending {
-                            crate::golden::remove_stale_pending(dir, t).ok().flatten()
-                        } else {
-                            None
-                        };
-                        let note = stale
-                            .map(|p| format!("; stale candidate {} removed", p.display()))
-                            .unwrap_or_default();
-                        (
-                            Verdict::Pass,
-                            format!("identical to {}{note}", path.display()),
-                        )
-                    } else {
-                        let classes: Vec<String> =
-                            d.classes().iter().map(|c| c.to_string()).collect();
-                        (
-                            Verdict::Fail,
-                            format!(
-                                "{} differences from {} ({}): {}; {}",
-                                d.differences.len(),
-                                path.display(),
-                                classes.join(", "),
-                                d.summary(),
-                                keep("it to replace the golden")
-                            ),
-                        )
-                    };
+                    let outcome = golden_verdict(dir, &path, t, &d, allow, keep_pending, &keep);
                     self.coverage_against(&golden, t);
                     drift.push((t.workload.clone(), d));
                     outcome
@@ -618,6 +577,62 @@ impl AuditReport {
         }
         self.traces = traces;
         Ok(drift)
+    }
+}
+
+/// The golden-drift verdict of trace `t` against the golden at `path`
+/// (`d`, their differences): PASS when identical (settling a stale
+/// candidate when `keep_pending`) or when only allowed differences remain;
+/// FAIL otherwise, with the candidate kept by `keep`.
+fn golden_verdict(
+    dir: &std::path::Path,
+    path: &std::path::Path,
+    t: &crate::RecordedGemmTrace,
+    d: &crate::diff::TraceDiff,
+    allow: &[crate::diff::Allowance],
+    keep_pending: bool,
+    keep: &dyn Fn(&str) -> String,
+) -> (Verdict, String) {
+    let allowed_only = !d.is_empty() && d.not_allowed(allow).next().is_none();
+    if allowed_only {
+        let names: Vec<String> = allow.iter().map(|a| a.to_string()).collect();
+        (
+            Verdict::Pass,
+            format!(
+                "differs from {} only in allowed differences ({}): {}",
+                path.display(),
+                names.join(", "),
+                d.summary()
+            ),
+        )
+    } else if d.is_empty() {
+        // A run that matches the golden settles a candidate
+        // left by an earlier one, so `accept` cannot revert it.
+        let stale = if keep_pending {
+            crate::golden::remove_stale_pending(dir, t).ok().flatten()
+        } else {
+            None
+        };
+        let note = stale
+            .map(|p| format!("; stale candidate {} removed", p.display()))
+            .unwrap_or_default();
+        (
+            Verdict::Pass,
+            format!("identical to {}{note}", path.display()),
+        )
+    } else {
+        let classes: Vec<String> = d.classes().iter().map(|c| c.to_string()).collect();
+        (
+            Verdict::Fail,
+            format!(
+                "{} differences from {} ({}): {}; {}",
+                d.differences.len(),
+                path.display(),
+                classes.join(", "),
+                d.summary(),
+                keep("it to replace the golden")
+            ),
+        )
     }
 }
 

@@ -14,11 +14,25 @@ th{background:#eee}.PASS{background:#d9f2d9}.FAIL{background:#f8d0d0}.INFO{backg
 .same{background:#d9f2d9}.differs{background:#f8d0d0}code{font-size:12px}h1 .v{padding:2px 8px;border-radius:4px}\
 td.PASS,td.FAIL,td.INFO{white-space:nowrap;font-weight:600}details{margin:.5em 0}summary{cursor:pointer;font-weight:600}p.meta{color:#555}";
 
-/// The self-contained HTML page.
+/// The self-contained HTML page: the verdict and summary first, then the
+/// environment, the verdicts, the batch-invariance matrices, the drift
+/// against goldens and the (folded) charts.
 pub fn html(input: &ReportInput<'_>) -> String {
     let a = input.audit;
-    let verdict = if a.passed() { "PASS" } else { "FAIL" };
+    let mut s = head_html(a);
+    s.push_str(&verdicts_html(a));
+    s.push_str(&matrices_html(a));
+    s.push_str(&drift_html(input));
+    s.push_str(&charts_html(a));
+    let _ = writeln!(s, "</body></html>");
+    s
+}
+
+/// The document head, the overall verdict, provenance, the per-workload
+/// summary and the environment.
+fn head_html(a: &AuditReport) -> String {
     let mut s = String::new();
+    let verdict = if a.passed() { "PASS" } else { "FAIL" };
     let _ = write!(
         s,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>gemm-audit report</title><style>{CSS}</style></head><body>\n"
@@ -54,6 +68,12 @@ pub fn html(input: &ReportInput<'_>) -> String {
         let _ = writeln!(s, "<tr><th>{}</th><td>{}</td></tr>", esc(&k), esc(&v));
     }
     let _ = writeln!(s, "</tbody></table>");
+    s
+}
+
+/// Every verdict row, failures first.
+fn verdicts_html(a: &AuditReport) -> String {
+    let mut s = String::new();
     let _ = writeln!(
         s,
         "<h2>Verdicts</h2>\n<table id=\"verdict-table\"><thead><tr><th>contract</th><th>subject</th><th>verdict</th><th>detail</th></tr></thead><tbody>"
@@ -76,6 +96,12 @@ pub fn html(input: &ReportInput<'_>) -> String {
         );
     }
     let _ = writeln!(s, "</tbody></table>");
+    s
+}
+
+/// The batch-invariance matrices; a matrix that differs stays unfolded.
+fn matrices_html(a: &AuditReport) -> String {
+    let mut s = String::new();
     let _ = writeln!(s, "<h2>Batch invariance</h2>\n<div id=\"batch-matrix\">");
     // A matrix that differs somewhere stays open; identical ones fold.
     for m in &a.matrices {
@@ -96,6 +122,13 @@ pub fn html(input: &ReportInput<'_>) -> String {
         let _ = writeln!(s, "</details>");
     }
     let _ = writeln!(s, "</div>");
+    s
+}
+
+/// What changed against each golden: a per-GEMM summary, then every
+/// field behind a fold.
+fn drift_html(input: &ReportInput<'_>) -> String {
+    let mut s = String::new();
     let _ = writeln!(
         s,
         "<h2>Route drift against goldens</h2>\n<div id=\"route-drift\">"
@@ -137,6 +170,13 @@ pub fn html(input: &ReportInput<'_>) -> String {
         }
         let _ = writeln!(s, "</table></details>");
     }
+    let _ = writeln!(s, "</div>");
+    s
+}
+
+/// The throughput and timing charts, folded.
+fn charts_html(a: &AuditReport) -> String {
+    let mut s = String::new();
     // Charts are folded: on the CPU reference they measure a reference
     // implementation, not a GEMM library, and say so.
     let cpu_note = if a.backend == "cpu" {
@@ -146,7 +186,7 @@ pub fn html(input: &ReportInput<'_>) -> String {
     };
     let _ = writeln!(
         s,
-        "</div>\n<h2>Throughput by batch size</h2>\n<details><summary>TFLOP/s by m{cpu_note}</summary>"
+        "<h2>Throughput by batch size</h2>\n<details><summary>TFLOP/s by m{cpu_note}</summary>"
     );
     s.push_str(&throughput_chart(a));
     let _ = writeln!(
@@ -155,7 +195,6 @@ pub fn html(input: &ReportInput<'_>) -> String {
     );
     s.push_str(&timing_chart(a));
     let _ = writeln!(s, "</details>");
-    let _ = writeln!(s, "</body></html>");
     s
 }
 

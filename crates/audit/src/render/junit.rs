@@ -69,47 +69,58 @@ pub fn junit(a: &AuditReport, drift: &[(String, crate::diff::TraceDiff)]) -> Str
         }
         let _ = writeln!(s, "    </properties>");
         for c in cases {
-            let _ = write!(
-                s,
-                "    <testcase name=\"{}\" classname=\"gemm-audit.{}.{}\" time=\"{:.6}\"",
-                esc(&c.gemm),
-                esc(&c.contract),
-                esc(&c.workload),
-                time_of(c)
-            );
-            match c.verdict {
-                Verdict::Pass => {
-                    let _ = writeln!(s, "/>");
-                }
-                Verdict::Info => {
-                    let _ = writeln!(
-                        s,
-                        ">\n      <system-out>{}</system-out>\n    </testcase>",
-                        esc(&c.detail)
-                    );
-                }
-                Verdict::Fail => {
-                    // The body is what a reviewer needs: for golden drift,
-                    // every difference, not the one-line message again.
-                    let differences = (c.contract == crate::audit::GOLDEN_DRIFT)
-                        .then(|| drift.iter().find(|(w, _)| *w == c.workload))
-                        .flatten()
-                        .map(|(_, d)| format!("\n{}", d.render()))
-                        .unwrap_or_default();
-                    let _ = writeln!(
-                        s,
-                        ">\n      <failure message=\"{}\" type=\"contract-violated\">{}{}</failure>\n    </testcase>",
-                        esc(&c.detail),
-                        esc(&c.detail),
-                        esc(&differences)
-                    );
-                }
-            }
+            testcase(&mut s, c, time_of(c), drift);
         }
         let _ = writeln!(s, "  </testsuite>");
     }
     let _ = writeln!(s, "</testsuites>");
     s
+}
+
+/// One test case: a pass is empty, an INFO verdict keeps its detail in
+/// `system-out`, a failure's body is what a reviewer needs.
+fn testcase(
+    s: &mut String,
+    c: &crate::audit::Case,
+    time: f64,
+    drift: &[(String, crate::diff::TraceDiff)],
+) {
+    let _ = write!(
+        s,
+        "    <testcase name=\"{}\" classname=\"gemm-audit.{}.{}\" time=\"{:.6}\"",
+        esc(&c.gemm),
+        esc(&c.contract),
+        esc(&c.workload),
+        time
+    );
+    match c.verdict {
+        Verdict::Pass => {
+            let _ = writeln!(s, "/>");
+        }
+        Verdict::Info => {
+            let _ = writeln!(
+                s,
+                ">\n      <system-out>{}</system-out>\n    </testcase>",
+                esc(&c.detail)
+            );
+        }
+        Verdict::Fail => {
+            // The body is what a reviewer needs: for golden drift,
+            // every difference, not the one-line message again.
+            let differences = (c.contract == crate::audit::GOLDEN_DRIFT)
+                .then(|| drift.iter().find(|(w, _)| *w == c.workload))
+                .flatten()
+                .map(|(_, d)| format!("\n{}", d.render()))
+                .unwrap_or_default();
+            let _ = writeln!(
+                s,
+                ">\n      <failure message=\"{}\" type=\"contract-violated\">{}{}</failure>\n    </testcase>",
+                esc(&c.detail),
+                esc(&c.detail),
+                esc(&differences)
+            );
+        }
+    }
 }
 
 /// The JUnit suite a contract's cases are listed in: its own, or
