@@ -964,8 +964,8 @@ fn cuda_backend_without_cuda_support_exits_4() {
     )
     .code(OK)
     .says(&["built without CUDA support", "CPU", "recorded tiny"]);
-    std::fs::create_dir_all(s.path("g/cpu")).unwrap();
-    std::fs::copy(s.path("t.gat"), s.path("g/cpu/tiny.gat")).unwrap();
+    std::fs::create_dir_all(s.path(&g_cpu(""))).unwrap();
+    std::fs::copy(s.path("t.gat"), s.path(&g_cpu("tiny.gat"))).unwrap();
     run_in(&s.0, &["check", "t.gat", "--golden-dir", "g"])
         .code(OK)
         .says(&["gemm-audit: golden", "check: PASS"]);
@@ -988,11 +988,11 @@ fn a_closed_stdout_pipe_keeps_the_exit_code() {
     for args in [
         vec![
             "diff",
-            "traces/cpu/transformer-block.gat",
-            "traces/cpu/m-sweep.gat",
+            "traces/cpu-x86_64/transformer-block.gat",
+            "traces/cpu-x86_64/m-sweep.gat",
         ],
-        vec!["show", "traces/cpu/m-sweep.gat", "--format", "json"],
-        vec!["check", "traces/cpu/m-sweep.gat", "--backend", "cpu"],
+        vec!["show", "traces/cpu-x86_64/m-sweep.gat", "--format", "json"],
+        vec!["check", "traces/cpu-x86_64/m-sweep.gat", "--backend", "cpu"],
     ] {
         let attached = Command::new(BIN)
             .args(&args)
@@ -1238,16 +1238,16 @@ fn audit_check_writes_nothing_into_the_golden_folder() {
         ])
         .never_says(&["gemm-audit accept"]);
     assert!(
-        !s.path("g/cpu").exists(),
+        !s.path(&g_cpu("")).exists(),
         "--check wrote into the golden folder"
     );
     record_tiny(&s);
-    std::fs::create_dir_all(s.path("g/cpu")).unwrap();
-    std::fs::copy(s.path("tiny.gat"), s.path("g/cpu/tiny.gat")).unwrap();
-    std::fs::copy(s.path("tiny.gat"), s.path("g/cpu/tiny.gat.pending")).unwrap();
+    std::fs::create_dir_all(s.path(&g_cpu(""))).unwrap();
+    std::fs::copy(s.path("tiny.gat"), s.path(&g_cpu("tiny.gat"))).unwrap();
+    std::fs::copy(s.path("tiny.gat"), s.path(&g_cpu("tiny.gat.pending"))).unwrap();
     audit().code(OK).never_says(&["stale candidate"]);
     assert!(
-        s.path("g/cpu/tiny.gat.pending").exists(),
+        s.path(&g_cpu("tiny.gat.pending")).exists(),
         "--check removed a candidate"
     );
     run_in(&s.0, &["audit", "--check"]).code(USAGE);
@@ -1259,14 +1259,14 @@ fn audit_check_writes_nothing_into_the_golden_folder() {
 fn audit_allow_passes_only_the_allowed_fields() {
     let s = Scratch::new("audit-allow");
     record_tiny(&s);
-    std::fs::create_dir_all(s.path("g/cpu")).unwrap();
+    std::fs::create_dir_all(s.path(&g_cpu(""))).unwrap();
     let mut golden = read(&s.path("tiny.gat"));
     golden.context.device.driver.push_str(".1");
     for r in &mut golden.routes {
         r.device.driver.push_str(".1");
     }
     golden.launch_set = gemm_audit::build_resolved_gemm_launch_set(&golden.routes).unwrap();
-    golden.write(&s.path("g/cpu/tiny.gat"), false).unwrap();
+    golden.write(&s.path(&g_cpu("tiny.gat")), false).unwrap();
     let audit = |extra: &[&str]| {
         let mut args = vec![
             "audit",
@@ -1284,11 +1284,11 @@ fn audit_allow_passes_only_the_allowed_fields() {
         run_in(&s.0, &args)
     };
     audit(&[]).code(FINDING);
-    std::fs::remove_file(s.path("g/cpu/tiny.gat.pending")).unwrap();
+    std::fs::remove_file(s.path(&g_cpu("tiny.gat.pending"))).unwrap();
     audit(&["--allow", "device.driver"])
         .code(OK)
         .says(&["only in allowed differences (device.driver)"]);
-    assert!(!s.path("g/cpu/tiny.gat.pending").exists());
+    assert!(!s.path(&g_cpu("tiny.gat.pending")).exists());
     run_in(&s.0, &["audit", "--allow", "device.driver"]).code(USAGE);
 }
 
@@ -1384,18 +1384,22 @@ fn hostile_pending_files_are_refused_one_by_one() {
     let s = Scratch::new("pending-hostile");
     record_tiny(&s);
     let tiny = read(&s.path("tiny.gat"));
-    std::fs::create_dir_all(s.path("g/cpu")).unwrap();
-    tiny.write(&s.path("g/cpu/tiny.gat.pending"), false)
+    std::fs::create_dir_all(s.path(&g_cpu(""))).unwrap();
+    tiny.write(&s.path(&g_cpu("tiny.gat.pending")), false)
         .unwrap();
     // Another workload's golden name holding tiny's trace.
-    tiny.write(&s.path("g/cpu/m-sweep.gat.pending"), false)
+    tiny.write(&s.path(&g_cpu("m-sweep.gat.pending")), false)
         .unwrap();
     // A truncated candidate.
     let bytes = std::fs::read(s.path("tiny.gat")).unwrap();
-    std::fs::write(s.path("g/cpu/short.gat.pending"), &bytes[..bytes.len() / 2]).unwrap();
+    std::fs::write(
+        s.path(&g_cpu("short.gat.pending")),
+        &bytes[..bytes.len() / 2],
+    )
+    .unwrap();
     // A link to a trace elsewhere.
     #[cfg(unix)]
-    std::os::unix::fs::symlink(s.path("tiny.gat"), s.path("g/cpu/linked.gat.pending")).unwrap();
+    std::os::unix::fs::symlink(s.path("tiny.gat"), s.path(&g_cpu("linked.gat.pending"))).unwrap();
 
     run_in(&s.0, &["review", "nosuch", "--golden-dir", "g"])
         .code(3)
@@ -1406,29 +1410,29 @@ fn hostile_pending_files_are_refused_one_by_one() {
     run_in(&s.0, &["review", "--golden-dir", "g"])
         .code(3)
         .says(&[
-            "g/cpu/tiny.gat.pending -> g/cpu/tiny.gat",
+            &format!("{} -> {}", g_cpu("tiny.gat.pending"), g_cpu("tiny.gat")),
             "m-sweep.gat.pending",
             "whose golden is",
             "short.gat.pending",
         ]);
     run_in(&s.0, &["accept", "--golden-dir", "g"])
         .code(3)
-        .says(&["accepted g/cpu/tiny.gat.pending"]);
-    assert!(s.path("g/cpu/tiny.gat").is_file());
+        .says(&[&format!("accepted {}", g_cpu("tiny.gat.pending"))]);
+    assert!(s.path(&g_cpu("tiny.gat")).is_file());
     assert!(
-        !s.path("g/cpu/m-sweep.gat").exists(),
+        !s.path(&g_cpu("m-sweep.gat")).exists(),
         "a mislabelled candidate was installed"
     );
     #[cfg(unix)]
     assert!(
-        !s.path("g/cpu/linked.gat").exists(),
+        !s.path(&g_cpu("linked.gat")).exists(),
         "a linked candidate was installed"
     );
     run_in(&s.0, &["reject", "--golden-dir", "g"])
         .code(OK)
         .says(&["removed unusable"]);
     assert!(
-        std::fs::read_dir(s.path("g/cpu")).unwrap().all(|e| !e
+        std::fs::read_dir(s.path(&g_cpu(""))).unwrap().all(|e| !e
             .unwrap()
             .path()
             .to_string_lossy()
@@ -1479,8 +1483,8 @@ fn json_differences_carry_typed_values() {
         root,
         &[
             "diff",
-            "traces/cpu/transformer-block.gat",
-            "traces/cpu/m-sweep.gat",
+            "traces/cpu-x86_64/transformer-block.gat",
+            "traces/cpu-x86_64/m-sweep.gat",
             "--format",
             "json",
         ],
@@ -1669,10 +1673,10 @@ fn golden_drift_and_missing_goldens_fail_in_every_artifact() {
     audit(&[]).code(FINDING).says(&[
         "golden-drift",
         "FAIL",
-        "candidate kept as g/cpu/tiny.gat.pending",
+        &format!("candidate kept as {}", g_cpu("tiny.gat.pending")),
         "gemm-audit accept --golden-dir g",
     ]);
-    assert!(s.path("g/cpu/tiny.gat.pending").is_file());
+    assert!(s.path(&g_cpu("tiny.gat.pending")).is_file());
     for f in ["r/report.md", "r/report.html", "j.xml"] {
         assert!(s.path(f).is_file(), "{f} not written");
     }
@@ -1687,20 +1691,24 @@ fn golden_drift_and_missing_goldens_fail_in_every_artifact() {
     run_in(&s.0, &["accept", "--golden-dir", "g"])
         .code(OK)
         .says(&["accepted"]);
-    assert!(s.path("g/cpu/tiny.gat").is_file() && !s.path("g/cpu/tiny.gat.pending").exists());
+    assert!(s.path(&g_cpu("tiny.gat")).is_file() && !s.path(&g_cpu("tiny.gat.pending")).exists());
     // Identical: passes everywhere, and a stale candidate is settled.
-    std::fs::copy(s.path("g/cpu/tiny.gat"), s.path("g/cpu/tiny.gat.pending")).unwrap();
+    std::fs::copy(
+        s.path(&g_cpu("tiny.gat")),
+        s.path(&g_cpu("tiny.gat.pending")),
+    )
+    .unwrap();
     audit(&[])
         .code(OK)
         .says(&["golden-drift", "identical to", "stale candidate"]);
-    assert!(!s.path("g/cpu/tiny.gat.pending").exists());
+    assert!(!s.path(&g_cpu("tiny.gat.pending")).exists());
     assert_eq!(junit_failures(), 0);
 
     // Drifted: a route field changed (and re-digested) in the golden.
-    let mut g = read(&s.path("g/cpu/tiny.gat"));
+    let mut g = read(&s.path(&g_cpu("tiny.gat")));
     g.routes[0].tile.m += 1;
     g.launch_set = gemm_audit::build_resolved_gemm_launch_set(&g.routes).unwrap();
-    g.write(&s.path("g/cpu/tiny.gat"), true).unwrap();
+    g.write(&s.path(&g_cpu("tiny.gat")), true).unwrap();
     let json = audit(&["--format", "json"]);
     json.code(FINDING);
     let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
@@ -1929,24 +1937,24 @@ fn work_over_budget_is_refused_before_it_starts() {
 fn pending_candidates_review_accept_reject_and_bless_from() {
     let s = Scratch::new("pending");
     s.write("tiny.toml", TINY);
-    std::fs::create_dir_all(s.path("g/cpu")).unwrap();
+    std::fs::create_dir_all(s.path(&g_cpu(""))).unwrap();
     run_in(
         &s.0,
         &[
             "record",
             "tiny.toml",
             "-o",
-            "g/cpu/tiny.gat",
+            &g_cpu("tiny.gat"),
             "--backend",
             "cpu",
         ],
     )
     .code(OK);
-    let fresh = read(&s.path("g/cpu/tiny.gat"));
+    let fresh = read(&s.path(&g_cpu("tiny.gat")));
     let mut old = fresh.clone();
     old.routes[0].tile.m += 1;
     old.launch_set = gemm_audit::build_resolved_gemm_launch_set(&old.routes).unwrap();
-    old.write(&s.path("g/cpu/tiny.gat"), true).unwrap();
+    old.write(&s.path(&g_cpu("tiny.gat")), true).unwrap();
     let audit = || {
         run_in(
             &s.0,
@@ -1967,7 +1975,7 @@ fn pending_candidates_review_accept_reject_and_bless_from() {
     audit()
         .code(FINDING)
         .says(&["candidate kept as", "tiny.gat.pending"]);
-    let pending = s.path("g/cpu/tiny.gat.pending");
+    let pending = s.path(&g_cpu("tiny.gat.pending"));
     assert_eq!(read(&pending), fresh);
     run_in(&s.0, &["review", "--golden-dir", "g"])
         .code(FINDING)
@@ -1977,7 +1985,7 @@ fn pending_candidates_review_accept_reject_and_bless_from() {
         .says(&["rejected"]);
     assert!(!pending.exists());
     assert_eq!(
-        read(&s.path("g/cpu/tiny.gat")),
+        read(&s.path(&g_cpu("tiny.gat"))),
         old,
         "reject kept the golden"
     );
@@ -1986,7 +1994,7 @@ fn pending_candidates_review_accept_reject_and_bless_from() {
         .code(OK)
         .says(&["accepted"]);
     assert!(!pending.exists());
-    assert_eq!(read(&s.path("g/cpu/tiny.gat")), fresh);
+    assert_eq!(read(&s.path(&g_cpu("tiny.gat"))), fresh);
     audit().code(OK);
     run_in(&s.0, &["review", "--golden-dir", "g"])
         .code(OK)
@@ -2011,12 +2019,12 @@ fn pending_candidates_review_accept_reject_and_bless_from() {
     )
     .code(OK)
     .says(&["blessed elsewhere.gat"]);
-    assert!(s.path("h/cpu/tiny.gat").is_file());
+    assert!(s.path(&format!("h/{}/tiny.gat", cpu_key())).is_file());
     old.write(&s.path("other.gat"), false).unwrap();
     run_in(&s.0, &["bless", "--from", "other.gat", "--golden-dir", "h"])
         .code(BAD_INPUT)
         .says(&["not replacing", "--force"]);
-    assert_eq!(read(&s.path("h/cpu/tiny.gat")), fresh);
+    assert_eq!(read(&s.path(&format!("h/{}/tiny.gat", cpu_key()))), fresh);
     run_in(
         &s.0,
         &[
@@ -2029,7 +2037,7 @@ fn pending_candidates_review_accept_reject_and_bless_from() {
         ],
     )
     .code(OK);
-    assert_eq!(read(&s.path("h/cpu/tiny.gat")), old);
+    assert_eq!(read(&s.path(&format!("h/{}/tiny.gat", cpu_key()))), old);
 }
 
 /// Verdicts are coloured only for a terminal (or when forced), never in a
@@ -2106,7 +2114,10 @@ fn compare_names_the_disagreeing_trace() {
     std::os::unix::fs::symlink(".", s.path("fleet/self")).unwrap();
     run_in(&s.0, &["compare", "fleet", "fleet/a.gat"])
         .code(OK)
-        .says(&["tiny on cpu: 3 traces, agree", "compare: PASS"]);
+        .says(&[
+            &format!("tiny on {}: 3 traces, agree", cpu_key()),
+            "compare: PASS",
+        ]);
     let mut b = read(&s.path("fleet/host-b/b.gat"));
     b.fingerprints[1].sha256.0[0] ^= 1;
     b.write(&s.path("fleet/host-b/b.gat"), true).unwrap();
@@ -2343,13 +2354,16 @@ fn record_check_and_bless_on_every_device() {
     )
     .code(FINDING)
     .says(&["device 2 differs", "nothing was blessed"]);
-    assert!(!s.path("g/cpu/tiny.gat").exists());
+    assert!(!s.path(&g_cpu("tiny.gat")).exists());
     run_in(
         &s.0,
         &[&["bless", "tiny.toml", "--golden-dir", "g"][..], &three].concat(),
     )
     .code(OK)
-    .says(&["blessed tiny (from device 0) -> g/cpu/tiny.gat"])
+    .says(&[&format!(
+        "blessed tiny (from device 0) -> {}",
+        g_cpu("tiny.gat")
+    )])
     .never_says(&["from device 1"]);
     // Auditing every device against that golden: a lone bad device drifts
     // but proposes no golden (only the lowest ordinal keeps a candidate),
@@ -2376,10 +2390,10 @@ fn record_check_and_bless_on_every_device() {
     audit("1")
         .code(FINDING)
         .says(&["candidate not kept (with several devices, the lowest ordinal's is)"]);
-    assert!(!s.path("g/cpu/tiny.gat.pending").exists());
+    assert!(!s.path(&g_cpu("tiny.gat.pending")).exists());
     audit("0").code(FINDING).says(&["candidate kept as"]);
-    let pending = read(&s.path("g/cpu/tiny.gat.pending"));
-    let golden = read(&s.path("g/cpu/tiny.gat"));
+    let pending = read(&s.path(&g_cpu("tiny.gat.pending")));
+    let golden = read(&s.path(&g_cpu("tiny.gat")));
     assert_ne!(
         pending.fingerprints, golden.fingerprints,
         "device 0's drifted candidate"

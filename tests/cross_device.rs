@@ -52,7 +52,7 @@ fn classes(d: &TraceDiff) -> BTreeSet<DiffClass> {
 #[test]
 fn cpu_vs_cpu_fresh_recording_has_no_difference() {
     use gemm_audit::backend::{Backend, cpu::CpuBackend};
-    let golden = read("cpu/transformer-block.gat");
+    let golden = read("cpu-x86_64/transformer-block.gat");
     let w = gemm_audit::workload::Workload::builtin("transformer-block").unwrap();
     let fresh =
         gemm_audit::recorder::record(&Backend::new(CpuBackend::default()), &w, &mut |_, _| {})
@@ -65,7 +65,7 @@ fn cpu_vs_cpu_fresh_recording_has_no_difference() {
 #[test]
 fn cpu_vs_h200_reports_identity_and_route_and_portable_contracts() {
     for name in ["transformer-block", "m-sweep"] {
-        let cpu = read(&format!("cpu/{name}.gat"));
+        let cpu = read(&format!("cpu-x86_64/{name}.gat"));
         let gpu = read(&format!("nvidia-h200/{name}.gat"));
         let d = TraceDiff::between(&cpu, &gpu);
         let c = classes(&d);
@@ -274,7 +274,7 @@ fn diff_cli_exit_codes_name_the_classes() {
     // CPU vs H200 through the CLI: identity + route, with the portability report.
     let out = Command::new(bin)
         .arg("diff")
-        .arg(traces().join("cpu/m-sweep.gat"))
+        .arg(traces().join("cpu-x86_64/m-sweep.gat"))
         .arg(traces().join("nvidia-h200/m-sweep.gat"))
         .output()
         .unwrap();
@@ -298,7 +298,7 @@ fn diff_cli_exit_codes_name_the_classes() {
 /// lacks, and compares no CPU module field with a cuBLAS one.
 #[test]
 fn context_modules_are_paired_by_kind() {
-    let cpu = read("cpu/transformer-block.gat");
+    let cpu = read("cpu-x86_64/transformer-block.gat");
     let gpu = read("nvidia-h200/transformer-block.gat");
     let d = TraceDiff::between(&cpu, &gpu);
     let fields: Vec<&str> = d

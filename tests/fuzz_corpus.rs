@@ -294,7 +294,7 @@ fn block_threads_overflow_is_refused() {
 
 /// Writes the seed corpus, and the regression inputs that can be rebuilt
 /// from the testkit. Seeds are overwritten in place; entries libFuzzer
-/// added are left alone. Real CPU-backend traces in `traces/cpu/*.gat` (when
+/// added are left alone. Real CPU-backend traces in `traces/cpu-x86_64/*.gat` (when
 /// present and small) become seeds too.
 #[test]
 #[ignore = "regenerates the fuzz seed corpus"]
@@ -320,7 +320,7 @@ fn regenerate_seed_corpus() {
         files.push(("decode_trace", name.clone(), file));
         files.push(("decode_payload", name.clone(), payload));
     }
-    let cpu = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/cpu");
+    let cpu = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/cpu-x86_64");
     for path in files_in(&cpu)
         .into_iter()
         .filter(|p| p.extension().is_some_and(|e| e == "gat"))

@@ -1,4 +1,4 @@
-//! Golden CPU traces (`traces/cpu/*.gat`): a fresh recording of every
+//! Golden CPU traces (`traces/cpu-<arch>/*.gat`, committed for x86_64): a fresh recording of every
 //! deterministic built-in workload must equal its golden, the golden must
 //! check and replay on the live CPU backend, and the reviewable renderings
 //! (JSON, `show`, `check`, `diff`, `audit`) are pinned as insta snapshots
@@ -8,7 +8,7 @@
 //! the diff this test prints, then re-bless:
 //!
 //! ```text
-//! cargo run --release -- record <name> --backend cpu -o traces/cpu/<name>.gat --force
+//! cargo run --release -- record <name> --backend cpu -o traces/cpu-x86_64/<name>.gat --force   # cpu-<arch> elsewhere
 //! INSTA_UPDATE=always cargo test --test golden   # then review tests/snapshots/*.snap
 //! ```
 
@@ -29,15 +29,16 @@ const GOLDENS: [&str; 2] = ["transformer-block", "m-sweep"];
 
 /// The golden's path relative to the crate root (as the commands below see it).
 fn rel(name: &str) -> String {
-    format!("traces/cpu/{name}.gat")
+    format!("traces/cpu-{}/{name}.gat", std::env::consts::ARCH)
 }
 
 fn rebless(name: &str) -> String {
     format!(
         "if this change is deliberate, review the differences above, then re-bless the golden:\n    \
-         cargo run --release -- record {name} --backend cpu -o traces/cpu/{name}.gat --force\n\
+         cargo run --release -- record {name} --backend cpu -o traces/cpu-{arch}/{name}.gat --force\n\
          (or `cargo run --release -- bless {name} --golden-dir traces --backend cpu --force`)\n\
-         and update the snapshots (INSTA_UPDATE=always cargo test --test golden, then review tests/snapshots/)"
+         and update the snapshots (INSTA_UPDATE=always cargo test --test golden, then review tests/snapshots/)",
+        arch = std::env::consts::ARCH
     )
 }
 
@@ -97,7 +98,8 @@ fn fresh_recordings_equal_the_goldens() {
         let diff = TraceDiff::between(&golden, &fresh);
         assert!(
             diff.is_empty(),
-            "the CPU recording of {name} differs from traces/cpu/{name}.gat:\n{}\n{}",
+            "the CPU recording of {name} differs from {}:\n{}\n{}",
+            rel(name),
             diff.render(),
             rebless(name)
         );
@@ -107,9 +109,10 @@ fn fresh_recordings_equal_the_goldens() {
         fresh.volatile.clear();
         assert!(
             golden == fresh,
-            "the CPU recording of {name} differs from traces/cpu/{name}.gat outside the \
+            "the CPU recording of {name} differs from {} outside the \
              fields `diff` compares (launch set or graph nodes):\n\
              golden launch set {:?}\nfresh  launch set {:?}\n{}",
+            rel(name),
             golden.launch_set,
             fresh.launch_set,
             rebless(name)
@@ -199,7 +202,7 @@ fn goldens_are_found_by_golden_dir_and_bless_reproduces_them() {
     assert_eq!(code, 0, "{out}");
     for name in GOLDENS {
         let blessed =
-            RecordedGemmTrace::read(&s.path("out").join("cpu").join(format!("{name}.gat")))
+            RecordedGemmTrace::read(&s.path("out").join(cpu_key()).join(format!("{name}.gat")))
                 .unwrap_or_else(|e| panic!("bless did not write {name}: {e}\n{out}"));
         let diff = TraceDiff::between(&golden(name), &blessed);
         assert!(

@@ -161,7 +161,7 @@ fn every_command_validates_against_its_schema() {
             [
                 &[
                     "check",
-                    "traces/cpu/m-sweep.gat",
+                    "traces/cpu-x86_64/m-sweep.gat",
                     "--replay",
                     "--format",
                     "json",
@@ -175,9 +175,9 @@ fn every_command_validates_against_its_schema() {
             [
                 &[
                     "check",
-                    "traces/cpu/m-sweep.gat",
+                    "traces/cpu-x86_64/m-sweep.gat",
                     "--golden",
-                    "traces/cpu/transformer-block.gat",
+                    "traces/cpu-x86_64/transformer-block.gat",
                     "--format",
                     "json",
                 ][..],
@@ -189,7 +189,7 @@ fn every_command_validates_against_its_schema() {
             "diff",
             vec![
                 "diff",
-                "traces/cpu/transformer-block.gat",
+                "traces/cpu-x86_64/transformer-block.gat",
                 "traces/nvidia-h200/transformer-block.gat",
                 "--format",
                 "json",
@@ -199,7 +199,7 @@ fn every_command_validates_against_its_schema() {
             "compare",
             vec![
                 "compare",
-                "traces/cpu",
+                "traces/cpu-x86_64",
                 "traces/nvidia-h200",
                 "--format",
                 "json",
@@ -233,8 +233,8 @@ fn every_command_validates_against_its_schema() {
 fn the_schemas_refuse_broken_documents() {
     let good = json_of(&[
         "diff",
-        "traces/cpu/transformer-block.gat",
-        "traces/cpu/m-sweep.gat",
+        "traces/cpu-x86_64/transformer-block.gat",
+        "traces/cpu-x86_64/m-sweep.gat",
         "--format",
         "json",
     ]);
@@ -254,7 +254,7 @@ fn the_schemas_refuse_broken_documents() {
     // keep their required parts.
     let check = json_of(&[
         "check",
-        "traces/cpu/m-sweep.gat",
+        "traces/cpu-x86_64/m-sweep.gat",
         "--backend",
         "cpu",
         "--format",

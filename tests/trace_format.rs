@@ -939,7 +939,8 @@ fn version_1_golden_reads_and_upgrades() {
     let bytes = std::fs::read(dir.join("tests/data/v1/cpu-m-sweep.gat")).unwrap();
     assert_eq!(u16_at(&bytes, 8), 1, "the fixture is a version-1 file");
     let old = decode(&bytes).expect("a version-1 file decodes");
-    let current = gemm_audit::RecordedGemmTrace::read(&dir.join("traces/cpu/m-sweep.gat")).unwrap();
+    let current =
+        gemm_audit::RecordedGemmTrace::read(&dir.join("traces/cpu-x86_64/m-sweep.gat")).unwrap();
     let (o, c) = (&old.context.modules[0], &current.context.modules[0]);
     assert_eq!(o.compiler.version, "0.1.0", "v1 carried the crate version");
     assert_eq!(c.compiler.version, "1", "now the CPU kernels' revision");

@@ -63,3 +63,16 @@ impl Drop for Scratch {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// The golden folder of the CPU reference on this machine: `cpu-<arch>`,
+/// e.g. `cpu-x86_64` (the architecture is part of the device identity).
+#[allow(dead_code)] // not every test binary keeps CPU goldens
+pub fn cpu_key() -> String {
+    format!("cpu-{}", std::env::consts::ARCH)
+}
+
+/// `g/<cpu key>/<rest>`: a path under a test's golden folder `g`.
+#[allow(dead_code)] // not every test binary keeps CPU goldens
+pub fn g_cpu(rest: &str) -> String {
+    format!("g/{}/{rest}", cpu_key())
+}

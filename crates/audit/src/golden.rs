@@ -2,8 +2,10 @@
 //! `check --golden-dir`, written by `bless` (atomically, never replacing one
 //! without an explicit flag).
 //!
-//! Layout: `DIR/<device>/<workload>.gat`, where `<device>` is `cpu` for the
-//! CPU reference backend and a slug of the GPU's full name for CUDA
+//! Layout: `DIR/<device>/<workload>.gat`, where `<device>` is a slug of the
+//! device class: `cpu-<architecture>` for the CPU reference backend
+//! (`cpu-x86_64`, `cpu-aarch64`: the architecture is compared as identity,
+//! so each has its own goldens) and the GPU's full name for CUDA
 //! (`nvidia-h200`, `nvidia-h100-pcie`, `nvidia-a100-80gb-pcie`): the whole
 //! name, so two models never share a folder. The compute capability is part
 //! of the device identity inside each trace.
@@ -14,13 +16,10 @@ use crate::identity::DeviceIdentity;
 use crate::trace::RecordedGemmTrace;
 use std::path::{Path, PathBuf};
 
-/// The folder name of a device class: `cpu`, or a slug of the GPU's full
-/// name (`NVIDIA H200` → `nvidia-h200`, `NVIDIA A100 80GB PCIe` →
+/// The folder name of a device class: a slug of it (`cpu/x86_64` →
+/// `cpu-x86_64`, `NVIDIA H200` → `nvidia-h200`, `NVIDIA A100 80GB PCIe` →
 /// `nvidia-a100-80gb-pcie`).
 pub fn device_key(device: &DeviceIdentity) -> String {
-    if device.class.starts_with("cpu/") {
-        return "cpu".into();
-    }
     sanitize(&device.class)
 }
 
@@ -383,8 +382,11 @@ mod tests {
         let mut d = testkit::device();
         d.class = "NVIDIA H200".into();
         assert_eq!(device_key(&d), "nvidia-h200");
+        // One folder per CPU architecture: it is part of the identity.
         d.class = "cpu/x86_64".into();
-        assert_eq!(device_key(&d), "cpu");
+        assert_eq!(device_key(&d), "cpu-x86_64");
+        d.class = "cpu/aarch64".into();
+        assert_eq!(device_key(&d), "cpu-aarch64");
         // Models that share a last word keep apart.
         d.class = "NVIDIA H100 PCIe".into();
         assert_eq!(device_key(&d), "nvidia-h100-pcie");

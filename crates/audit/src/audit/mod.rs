@@ -715,8 +715,8 @@ mod tests {
     /// dtype changed) fails `golden-coverage`, naming the group and m.
     #[test]
     fn lost_batch_coverage_is_a_finding() {
-        let path =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../traces/cpu/m-sweep.gat");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../traces/cpu-x86_64/m-sweep.gat");
         let golden = crate::RecordedGemmTrace::read(&path).unwrap();
         let mut r = AuditReport::new("cpu", 2);
         r.coverage_against(&golden, &golden);
