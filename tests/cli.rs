@@ -2470,3 +2470,81 @@ fn fast_fingerprints_record_check_and_diff() {
     )
     .code(FINDING);
 }
+
+/// `audit --review` prints each candidate the run kept with its
+/// differences; `audit --accept` installs them in one go (a missing golden
+/// and a drifted one alike), its golden rows pass saying so, and the next
+/// plain run passes. Both need `--golden-dir` and neither goes with
+/// `--check`.
+#[test]
+fn audit_review_and_accept_settle_candidates_in_one_go() {
+    let s = Scratch::new("audit-accept");
+    s.write("tiny.toml", TINY);
+    let audit = |extra: &[&str]| {
+        let mut args = vec![
+            "audit",
+            "--backend",
+            "cpu",
+            "--workload",
+            "tiny.toml",
+            "--runs",
+            "2",
+            "-q",
+            "--golden-dir",
+            "g",
+        ];
+        args.extend_from_slice(extra);
+        run_in(&s.0, &args)
+    };
+    let golden = s.path(&g_cpu("tiny.gat"));
+    let pending = s.path(&g_cpu("tiny.gat.pending"));
+
+    // No golden yet: --review names the candidate, the gate still fails.
+    audit(&["--review"]).code(FINDING).says(&[
+        &format!("{} -> {}", g_cpu("tiny.gat.pending"), g_cpu("tiny.gat")),
+        "no golden yet: accepting creates it",
+    ]);
+    assert!(pending.is_file() && !golden.exists());
+    // --accept creates it; the run passes and says what it wrote.
+    audit(&["--accept"])
+        .code(OK)
+        .says(&["accepted this run's trace as", "now holds this run's trace"]);
+    assert!(golden.is_file() && !pending.exists());
+    audit(&[]).code(OK).says(&["identical to"]);
+
+    // A deliberate change (a dtype): --review shows the differences and
+    // keeps the candidate; --accept replaces the golden with this run's.
+    s.write(
+        "tiny.toml",
+        TINY.replacen("dtype = \"bf16\"", "dtype = \"f16\"", 1),
+    );
+    audit(&["--review"])
+        .code(FINDING)
+        .says(&[&g_cpu("tiny.gat.pending"), "dtype"]);
+    assert!(pending.is_file());
+    let before = std::fs::read(&golden).unwrap();
+    audit(&["--review", "--accept"])
+        .code(OK)
+        .says(&["dtype", "accepted"]);
+    assert!(std::fs::read(&golden).unwrap() != before && !pending.exists());
+    audit(&[]).code(OK);
+    // Nothing kept: --review says so.
+    audit(&["--review"]).code(OK).says(&["no candidates kept"]);
+
+    // Usage errors, and nothing written.
+    run_in(
+        &s.0,
+        &[
+            "audit",
+            "--backend",
+            "cpu",
+            "--workload",
+            "tiny.toml",
+            "--accept",
+        ],
+    )
+    .code(USAGE);
+    audit(&["--accept", "--check"]).code(USAGE);
+    audit(&["--review", "--check"]).code(USAGE);
+    assert!(!pending.exists());
+}

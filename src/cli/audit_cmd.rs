@@ -46,6 +46,7 @@ pub(super) fn cmd_audit(args: AuditArgs) -> Result<u8> {
         Some(dir) => report.compare_with_goldens_allowing(dir, &candidates(&args, true), &allow)?,
         None => Vec::new(),
     };
+    let review = settle_candidates(&args, &mut report, &drift)?;
     match args.format {
         Format::Table => print_audit_table(&report),
         Format::Json => outln!(
@@ -57,12 +58,67 @@ pub(super) fn cmd_audit(args: AuditArgs) -> Result<u8> {
             )
         ),
     }
+    print_review(&args, &review);
     write_audit_artifacts(&args, &report, drift)?;
     Ok(if report.passed() {
         EXIT_OK
     } else {
         EXIT_FINDING
     })
+}
+
+/// `--review` and `--accept` on the candidates the golden comparison of
+/// `report` just kept: returns the review text (empty without `--review`),
+/// made before anything is accepted, then installs the candidates.
+fn settle_candidates(
+    args: &AuditArgs,
+    report: &mut audit::AuditReport,
+    drift: &[(String, gemm_audit::diff::TraceDiff)],
+) -> Result<String> {
+    let Some(dir) = &args.golden_dir else {
+        return Ok(String::new());
+    };
+    let mut review = String::new();
+    if args.review {
+        for t in &report.traces {
+            let golden = golden::golden_path(dir, t);
+            let pending = golden::pending_path(&golden);
+            if std::fs::symlink_metadata(&pending).is_err() {
+                continue;
+            }
+            review.push_str(&format!("{} -> {}\n", pending.display(), golden.display()));
+            match drift.iter().find(|(w, _)| *w == t.workload) {
+                Some((_, d)) if !d.is_empty() => review.push_str(&d.render()),
+                _ => review.push_str("  no golden yet: accepting creates it\n"),
+            }
+        }
+        if review.is_empty() {
+            review.push_str("no candidates kept: every golden matched\n");
+        }
+    }
+    if args.accept {
+        for g in report.accept_candidates(dir)? {
+            // What was written is said even with -q (on stderr, so a
+            // JSON document on stdout stays one document).
+            eprintln!(
+                "gemm-audit: accepted this run's trace as {}",
+                sanitize(&g.display().to_string())
+            );
+        }
+    }
+    Ok(review)
+}
+
+/// Prints the `--review` text: after the table, or on stderr beside a JSON
+/// document (which stays one document).
+fn print_review(args: &AuditArgs, review: &str) {
+    if review.is_empty() {
+        return;
+    }
+    match args.format {
+        Format::Table => out!("{review}"),
+        Format::Json => eprint!("{}", sanitize(review)),
+    }
 }
 
 /// Writes every trace of one device into `dir` (`<workload>.gat`, or

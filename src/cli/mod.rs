@@ -534,6 +534,18 @@ pub struct AuditArgs {
     /// (no candidate kept, no stale one removed): for read-only checkouts.
     #[arg(long, requires = "golden_dir")]
     pub check: bool,
+    /// After comparing, print each candidate this run kept with its
+    /// differences from the golden (what `review` prints); needs
+    /// --golden-dir.
+    #[arg(long, requires = "golden_dir", conflicts_with = "check")]
+    pub review: bool,
+    /// Accept every candidate this run keeps, in one go: each drifted or
+    /// missing golden becomes this run's trace (as `accept` would) and its
+    /// golden rows pass, saying so; other failures still fail. For a
+    /// deliberate change on a developer's machine, not for CI. Needs
+    /// --golden-dir.
+    #[arg(long, requires = "golden_dir", conflicts_with = "check")]
+    pub accept: bool,
     /// Differences from the goldens that pass, as for `diff` (classes or
     /// fields, e.g. `--allow device.driver`); needs --golden-dir.
     #[arg(long, value_parser = values::allowance, value_delimiter = ',', requires = "golden_dir")]

@@ -654,6 +654,50 @@ fn batch_coverage(t: &crate::RecordedGemmTrace) -> BTreeMap<CoverageKey, BTreeMa
 }
 
 impl AuditReport {
+    /// Installs the candidates this audit kept under `dir` (`audit
+    /// --accept`, as `cargo insta test --accept` does): each workload whose
+    /// golden-drift row failed with its candidate kept gets this run's
+    /// trace as its golden (atomically; the candidate file is removed), and
+    /// its golden rows (drift and coverage) pass, saying so. Returns the
+    /// goldens written. A row that failed without a kept candidate stays
+    /// failed.
+    pub fn accept_candidates(&mut self, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
+        let mut accepted = Vec::new();
+        for t in &self.traces {
+            let golden = crate::golden::golden_path(dir, t);
+            let pending = crate::golden::pending_path(&golden);
+            let drifted = self.checks.iter().any(|c| {
+                c.contract == GOLDEN_DRIFT && c.subject == t.workload && c.verdict == Verdict::Fail
+            });
+            if !drifted || std::fs::symlink_metadata(&pending).is_err() {
+                continue;
+            }
+            crate::golden::accept(&crate::golden::Pending {
+                path: pending,
+                golden: golden.clone(),
+                trace: t.clone(),
+                diff: None,
+            })?;
+            let detail = format!("accepted: {} now holds this run's trace", golden.display());
+            let golden_row =
+                |contract: &str| contract == GOLDEN_DRIFT || contract == GOLDEN_COVERAGE;
+            for c in &mut self.checks {
+                if golden_row(&c.contract) && c.subject == t.workload {
+                    c.verdict = Verdict::Pass;
+                    c.detail = detail.clone();
+                }
+            }
+            for c in &mut self.cases {
+                if golden_row(&c.contract) && c.workload == t.workload {
+                    c.verdict = Verdict::Pass;
+                    c.detail = detail.clone();
+                }
+            }
+            accepted.push(golden);
+        }
+        Ok(accepted)
+    }
+
     /// The `golden-coverage` row of `run` against its golden: every
     /// batch-invariance group the golden had, at every m it had, is still
     /// in the run.
