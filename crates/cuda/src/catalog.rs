@@ -629,6 +629,51 @@ pub fn dispatch(dtype: DType, m: u64, k: u64, tensor_cores: bool, split_ok: bool
     }
 }
 
+/// Environment variables that change what cuBLAS and cuBLASLt compute or
+/// choose: `NVIDIA_TF32_OVERRIDE` (`0` turns TF32 off for every f32 GEMM,
+/// whatever the math mode), `CUBLAS_WORKSPACE_CONFIG` (the workspace cuBLAS
+/// may split a GEMM into, and so whether results repeat across streams) and
+/// `CUBLASLT_WORKSPACE_SIZE` (the workspace the cuBLASLt heuristic may
+/// use, and so its pick). Users set them for determinism; the ones that are
+/// set are part of the library's identity ([`version_with_knobs`]).
+pub const VENDOR_DETERMINISM_ENV: [&str; 3] = [
+    "CUBLAS_WORKSPACE_CONFIG",
+    "CUBLASLT_WORKSPACE_SIZE",
+    "NVIDIA_TF32_OVERRIDE",
+];
+
+/// Longest value of a knob kept in a version string.
+const KNOB_VALUE_CHARS: usize = 64;
+
+/// A vendor library's version string with the [`VENDOR_DETERMINISM_ENV`]
+/// knobs that `lookup` finds set (the process environment, in use):
+/// unchanged when none is, so traces recorded without them keep their
+/// identity; else e.g. `cuBLAS 13.1.0 [NVIDIA_TF32_OVERRIDE=0]`. The
+/// version is in the library's module digest and in every vendor route,
+/// so flipping a knob is an identity change the guard refuses and `diff`
+/// names. Values keep printable ASCII only (`?` for anything else), at
+/// most 64 characters.
+pub fn version_with_knobs(version: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
+    let set: Vec<String> = VENDOR_DETERMINISM_ENV
+        .iter()
+        .filter_map(|&k| {
+            lookup(k).map(|v| {
+                let v: String = v
+                    .chars()
+                    .take(KNOB_VALUE_CHARS)
+                    .map(|c| if c.is_ascii_graphic() { c } else { '?' })
+                    .collect();
+                format!("{k}={v}")
+            })
+        })
+        .collect();
+    if set.is_empty() {
+        version.to_string()
+    } else {
+        format!("{version} [{}]", set.join(", "))
+    }
+}
+
 /// The pinned NVRTC options. Why each:
 /// - `--gpu-architecture=sm_XX`: a cubin for exactly this device's compute
 ///   capability (no driver JIT between the digested artifact and the SASS);
@@ -705,6 +750,34 @@ mod tests {
         assert!(checked >= 60, "{checked}");
     }
     use super::*;
+
+    /// Unset knobs leave the version as it was (recorded identities stay
+    /// valid); each set knob is named with its value, in a fixed order,
+    /// and hostile values cannot forge text.
+    #[test]
+    fn set_determinism_knobs_are_part_of_the_version() {
+        let none = |_: &str| None;
+        assert_eq!(version_with_knobs("cuBLAS 13.1.0", none), "cuBLAS 13.1.0");
+        let tf32 = |k: &str| (k == "NVIDIA_TF32_OVERRIDE").then(|| "0".to_string());
+        assert_eq!(
+            version_with_knobs("cuBLAS 13.1.0", tf32),
+            "cuBLAS 13.1.0 [NVIDIA_TF32_OVERRIDE=0]"
+        );
+        let all = |k: &str| {
+            Some(match k {
+                "CUBLAS_WORKSPACE_CONFIG" => ":4096:8".to_string(),
+                "CUBLASLT_WORKSPACE_SIZE" => "1024".to_string(),
+                _ => "0\n]\u{202e}".to_string() + &"x".repeat(100),
+            })
+        };
+        let v = version_with_knobs("cuBLASLt 13.1.0", all);
+        assert!(v.starts_with(
+            "cuBLASLt 13.1.0 [CUBLAS_WORKSPACE_CONFIG=:4096:8, CUBLASLT_WORKSPACE_SIZE=1024, NVIDIA_TF32_OVERRIDE=0?]?"
+        ), "{v}");
+        assert!(!v.contains('\n') && !v.contains('\u{202e}'), "{v}");
+        assert_eq!(v.matches('x').count(), 64 - 4, "{v}");
+        assert_ne!(version_with_knobs("v", tf32), version_with_knobs("v", none));
+    }
 
     /// Every route of every H200 golden is what its symbol's declaration
     /// (this catalog's for NVRTC kernels, the vendor entry point's for

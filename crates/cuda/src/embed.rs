@@ -191,8 +191,9 @@ pub fn vendor_modules(target: &str) -> Vec<ModuleIdentity> {
         .collect()
 }
 
-/// The version string of the loaded cuBLASLt (e.g. `cuBLASLt 13.1.0`), if
-/// the library is present.
+/// The version string of the loaded cuBLASLt (e.g. `cuBLASLt 13.1.0`, or
+/// `cuBLASLt 13.1.0 [NVIDIA_TF32_OVERRIDE=0]` with a determinism knob set:
+/// see [`crate::catalog::version_with_knobs`]), if the library is present.
 pub fn cublaslt_version() -> Option<String> {
     Vendor::probe("").cublaslt.map(|l| l.version)
 }

@@ -302,7 +302,10 @@ impl Vendor {
             // SAFETY: `out` is valid for one write.
             .all(|(p, out)| unsafe { blas::cublasGetProperty(*p, out) }.result().is_ok());
             ok.then(|| {
-                let version = format!("cuBLAS {}.{}.{}", v[0], v[1], v[2]);
+                let version = super::catalog::version_with_knobs(
+                    &format!("cuBLAS {}.{}.{}", v[0], v[1], v[2]),
+                    |k| std::env::var(k).ok(),
+                );
                 Library {
                     module: pseudo_module(ModuleKind::Cublas, &version, &CUBLAS_SYMBOLS, arch),
                     version,
@@ -315,7 +318,10 @@ impl Vendor {
         let cublaslt = if unsafe { lt::is_culib_present() } {
             // SAFETY: takes no arguments.
             let v = unsafe { lt::cublasLtGetVersion() };
-            let version = format!("cuBLASLt {}.{}.{}", v / 10000, (v / 100) % 100, v % 100);
+            let version = super::catalog::version_with_knobs(
+                &format!("cuBLASLt {}.{}.{}", v / 10000, (v / 100) % 100, v % 100),
+                |k| std::env::var(k).ok(),
+            );
             Some(Library {
                 module: pseudo_module(ModuleKind::CublasLt, &version, &[CUBLASLT_SYMBOL], arch),
                 version,
