@@ -1175,6 +1175,21 @@ fn blas_math_mode_is_read_back_and_checked_against_the_contract() {
     cuda::check_blas_math_mode(&blas, &fast).unwrap();
     let e = cuda::check_blas_math_mode(&blas, &pedantic).unwrap_err();
     println!("pedantic route on a fast handle: {e}");
+    // A handle that allows atomics is refused for any cuBLAS route, and
+    // accepted again once they are off.
+    let set_atomics = |mode| {
+        // SAFETY: the handle is live for `blas`'s lifetime; setting the
+        // mode touches no buffer.
+        unsafe { cudarc::cublas::sys::cublasSetAtomicsMode(*blas.handle(), mode) }
+            .result()
+            .unwrap();
+    };
+    set_atomics(cudarc::cublas::sys::cublasAtomicsMode_t::CUBLAS_ATOMICS_ALLOWED);
+    let e = cuda::check_blas_math_mode(&blas, &fast).unwrap_err();
+    println!("route on a handle that allows atomics: {e}");
+    assert!(e.to_string().contains("allows atomics"), "{e}");
+    set_atomics(cudarc::cublas::sys::cublasAtomicsMode_t::CUBLAS_ATOMICS_NOT_ALLOWED);
+    cuda::check_blas_math_mode(&blas, &fast).unwrap();
     // A route that is not cuBLAS's has nothing to check.
     cuda::check_blas_math_mode(&blas, &gemm_audit::testkit::sample_route(0)).unwrap();
 }

@@ -140,16 +140,28 @@ pub fn set_blas_math_mode(
 }
 
 /// Refuses `route` (a cuBLAS call) when the math mode read back from the
-/// handle it runs on is not the one its contract requires for its dtype:
-/// an engine (or a library it calls) that changed the mode would otherwise
-/// run a fast call under a pedantic contract unnoticed. Not a cuBLAS route:
-/// nothing to check.
+/// handle it runs on is not the one its contract requires for its dtype,
+/// or when the handle allows atomics (`cublasSetAtomicsMode`: results
+/// then depend on the order atomics land in, which no vendor contract
+/// promises): an engine (or a library it calls) that changed either would
+/// otherwise run such a call under its contract unnoticed. Not a cuBLAS
+/// route: nothing to check.
 pub fn check_blas_math_mode(
     blas: &cudarc::cublas::CudaBlas,
     route: &ResolvedGemmRoute,
 ) -> Result<(), crate::Error> {
     if route.backend != PhysicalBackend::Cublas {
         return Ok(());
+    }
+    if vendor::atomics_allowed(blas)? {
+        return Err(crate::Refusal::new(
+            crate::RefusalStage::Recording,
+            None,
+            "contract.kind",
+            format!("{} with atomics not allowed", route.contract.kind),
+            "a handle that allows atomics (cublasSetAtomicsMode)".to_string(),
+        )
+        .into());
     }
     let mode = vendor::math_mode(blas)?;
     let want = vendor::Numerics::of(

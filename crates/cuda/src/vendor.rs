@@ -123,6 +123,18 @@ pub fn math_mode(blas: &CudaBlas) -> std::result::Result<blas::cublasMath_t, sup
     Ok(mode)
 }
 
+/// Whether a cuBLAS handle lets its kernels use atomics (which make
+/// results depend on the order the atomics land in).
+pub fn atomics_allowed(blas: &CudaBlas) -> std::result::Result<bool, super::CudaError> {
+    let mut mode = blas::cublasAtomicsMode_t::CUBLAS_ATOMICS_NOT_ALLOWED;
+    // SAFETY: the handle is live for `blas`'s lifetime; `mode` is valid for
+    // one write.
+    unsafe { blas::cublasGetAtomicsMode(*blas.handle(), &mut mode) }
+        .result()
+        .map_err(|e| super::CudaError::new("cublasGetAtomicsMode", e))?;
+    Ok(mode == blas::cublasAtomicsMode_t::CUBLAS_ATOMICS_ALLOWED)
+}
+
 /// Sets a cuBLAS handle's math mode.
 pub fn set_math_mode(
     blas: &CudaBlas,
