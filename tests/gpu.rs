@@ -1485,3 +1485,173 @@ fn cudarc_gemm_routes_name_the_real_entry_point() {
     println!("first call during capture: {e}");
     assert!(e.to_string().contains("before the stream captures"), "{e}");
 }
+
+/// The batch-invariant wgmma GEMM an engine calls on its own buffers and
+/// stream: its route is the CUDA backend's route of the same problem
+/// (symbol, module, launch), its output the backend's bit for bit, rows
+/// of m = 8 equal the first rows of m = 200 (batch invariance), a captured
+/// replay reproduces the eager bits, and what it cannot serve is refused
+/// with the reason before anything is pushed or launched.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn invariant_gemms_run_on_engine_buffers_like_the_backend() {
+    use gemm_audit::backend::common::Problem;
+    use gemm_audit::backend::cuda::{self, CudaCaptureStream, InvariantGemms, catalog};
+    let g = gpu();
+    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
+    // SAFETY: every buffer of this test lives on `stream`.
+    unsafe { ctx.disable_event_tracking() };
+    let stream = ctx.new_stream().unwrap();
+    let inv = InvariantGemms::new(&ctx).unwrap();
+    let (device, _) = cuda::device_identity(&ctx).unwrap();
+    let live = gemm_audit::identity::GemmRouteIdentity::new(
+        CUDA_DEFAULT_POLICY,
+        vec![inv.module().clone()],
+        device,
+        gemm_audit::identity::Revisions {
+            tuning_table: catalog::TUNING_TABLE_REVISION,
+            schedule: catalog::SCHEDULE_REVISION,
+            tensor_map: catalog::TENSOR_MAP_REVISION,
+        },
+    );
+    let upload = |bytes: &[u8]| {
+        let words: Vec<u16> = bytes
+            .chunks_exact(2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+            .collect();
+        stream.clone_htod(&words).unwrap()
+    };
+    let (k, n) = (512u64, 256u64);
+    for (op, dtype) in [
+        (GemmOp::Nn, DType::Bf16),
+        (GemmOp::Tn, DType::F16),
+        (GemmOp::Nt, DType::Bf16),
+    ] {
+        let mut rows_by_m = Vec::new();
+        for m in [8u64, 200] {
+            let s = shape(m, k, n);
+            let plan = inv
+                .plan(&live, CudaKernel::WgmmaLarge, op, dtype, s)
+                .unwrap();
+            let theirs = route(&g, op, dtype, s, CudaKernel::WgmmaLarge);
+            let ours = plan.route("t");
+            assert_eq!(ours.kernel_symbol, theirs.kernel_symbol);
+            assert_eq!(ours.artifact_digest, theirs.artifact_digest);
+            assert_eq!(ours.launch, theirs.launch);
+            let p = Problem {
+                op,
+                m: m as usize,
+                k: k as usize,
+                n: n as usize,
+            };
+            let (a, b) = g.seeded_operands(&p, dtype, SEED).unwrap();
+            let (a, b) = (upload(&a), upload(&b));
+            let mut c = stream.alloc_zeros::<u16>((m * n) as usize).unwrap();
+            let rec = recorder::GemmRouteRecorder::new();
+            let ((), eager) = recorder::record_eager(&rec, &live, || {
+                plan.run(&rec, "t", &stream, &a, &b, &mut c)
+            })
+            .unwrap();
+            assert_eq!(eager.routes, vec![ours.clone()]);
+            let out: Vec<u8> = stream
+                .clone_dtoh(&c)
+                .unwrap()
+                .iter()
+                .flat_map(|w| w.to_le_bytes())
+                .collect();
+            assert!(
+                out == g.run(&theirs, SEED).unwrap(),
+                "{op} {dtype} m={m}: the engine's output differs from the backend's"
+            );
+            // Captured into the engine's graph, replayed: the same bits.
+            let manifest = eager.manifest.unwrap();
+            let cs = CudaCaptureStream::new(stream.clone());
+            let ((), captured) = recorder::capture(&cs, &rec, Some(&manifest), &live, || {
+                plan.run(&rec, "t", &stream, &a, &b, &mut c)
+            })
+            .unwrap();
+            stream.memset_zeros(&mut c).unwrap();
+            captured
+                .launch_validated(&live, "replay", |g| g.launch())
+                .unwrap()
+                .unwrap();
+            let replayed: Vec<u8> = stream
+                .clone_dtoh(&c)
+                .unwrap()
+                .iter()
+                .flat_map(|w| w.to_le_bytes())
+                .collect();
+            assert!(replayed == out, "{op} {dtype} m={m}: the replay differs");
+            rows_by_m.push(out);
+        }
+        let row_bytes = (n * 2) as usize;
+        assert!(
+            rows_by_m[0][..8 * row_bytes] == rows_by_m[1][..8 * row_bytes],
+            "{op} {dtype}: rows 0..8 differ between m = 8 and m = 200"
+        );
+        println!(
+            "invariant GEMM {op} {dtype} k={k} n={n}: engine = backend, rows identical across m"
+        );
+    }
+    // Refusals, with the reason; nothing pushed when a buffer is short.
+    let e = inv
+        .plan(
+            &live,
+            CudaKernel::WgmmaLarge,
+            GemmOp::Tn,
+            DType::Bf16,
+            shape(7, k, n),
+        )
+        .unwrap_err();
+    println!("tn m=7: {e}");
+    let e = inv
+        .plan(
+            &live,
+            CudaKernel::WgmmaLarge,
+            GemmOp::Nn,
+            DType::F32,
+            shape(8, k, n),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("not f32"), "{e}");
+    let e = inv
+        .plan(
+            &live,
+            CudaKernel::Tiled,
+            GemmOp::Nn,
+            DType::Bf16,
+            shape(8, k, n),
+        )
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("not a batch-invariant wgmma family"),
+        "{e}"
+    );
+    let plan = inv
+        .plan(
+            &live,
+            CudaKernel::WgmmaLarge,
+            GemmOp::Nn,
+            DType::Bf16,
+            shape(8, k, n),
+        )
+        .unwrap();
+    let a = stream.alloc_zeros::<u16>((8 * k) as usize).unwrap();
+    let b = stream.alloc_zeros::<u16>((k * n) as usize).unwrap();
+    let mut short = stream.alloc_zeros::<u16>(8).unwrap();
+    let rec = recorder::GemmRouteRecorder::new();
+    let (r, eager) = recorder::record_eager(&rec, &live, || {
+        Ok::<_, Error>(plan.run(&rec, "short", &stream, &a, &b, &mut short))
+    })
+    .unwrap();
+    let e = r.unwrap_err();
+    assert!(e.to_string().contains("operand C holds 8 elements"), "{e}");
+    assert!(eager.routes.is_empty(), "a refused run pushed its route");
+    let mut wide = stream.alloc_zeros::<u32>((8 * n) as usize).unwrap();
+    let a32 = stream.alloc_zeros::<u32>((8 * k) as usize).unwrap();
+    let b32 = stream.alloc_zeros::<u32>((k * n) as usize).unwrap();
+    let e = plan
+        .run(&rec, "wide", &stream, &a32, &b32, &mut wide)
+        .unwrap_err();
+    assert!(e.to_string().contains("2-byte elements"), "{e}");
+}

@@ -15,8 +15,9 @@
 //! `resolve` (GEMM to route), `timing` (benchmark timing), `graph`
 //! (capture discipline and graph introspection), `vendor` (cuBLAS /
 //! cuBLASLt routes), `embed` (what an engine needs to audit its own
-//! launches: see `docs/embedding.md`) and `engine_gemm` (vendor GEMMs an
-//! engine makes on its own buffers, recorded exactly).
+//! launches: see `docs/embedding.md`), `engine_gemm` (vendor GEMMs an
+//! engine makes on its own buffers, recorded exactly) and `invariant_gemm`
+//! (the batch-invariant wgmma GEMMs an engine calls on its own buffers).
 //!
 //! This is the workspace's only crate with `unsafe`: each file that needs
 //! it allows `unsafe_code` for itself, and every block says why it is
@@ -45,6 +46,8 @@ mod engine_gemm;
 mod fingerprint;
 #[cfg(feature = "cuda")]
 mod graph;
+#[cfg(feature = "cuda")]
+mod invariant_gemm;
 #[cfg(feature = "cuda")]
 mod launch;
 #[cfg(feature = "cuda")]
@@ -82,6 +85,8 @@ pub use embed::{
 pub use engine_gemm::{CudarcElement, CudarcGemm, VendorApi, VendorGemm, VendorGemms};
 #[cfg(feature = "cuda")]
 pub use fingerprint::DeviceFingerprinter;
+#[cfg(feature = "cuda")]
+pub use invariant_gemm::{InvariantGemm, InvariantGemms};
 #[cfg(feature = "cuda")]
 #[doc(hidden)]
 pub use timing::RouteTiming;

@@ -1,0 +1,225 @@
+#![allow(unsafe_code)]
+//! Batch-invariant GEMMs an engine calls on its own buffers and stream:
+//! the TMA + wgmma families (`wgmma-large`, `wgmma-small`; Hopper only),
+//! whose every output element sums k in one fixed order whatever m is, so
+//! a row's bits do not depend on the batch it is computed in (the audit's
+//! `wgmma-sweep` proves it on the device).
+//!
+//! [`InvariantGemms`] compiles the module once into the engine's context;
+//! its [`InvariantGemms::module`] is what the engine adds to its live
+//! context. [`InvariantGemms::plan`] builds the exact route of one problem
+//! (or refuses the shape, saying why), and [`InvariantGemm::run`] pushes
+//! that route to the engine's recorder and enqueues the kernel on the
+//! engine's stream, eagerly or under the engine's capture.
+
+use super::catalog::{self, CudaFamily, CudaKernel, CudaModule, Geometry};
+use super::cuda_error::{CudaError, cuda_err};
+use super::module::LoadedModule;
+use super::tma;
+use crate::error::Result;
+use crate::identity::{GemmRouteIdentity, ModuleIdentity};
+use crate::kernels::element_size;
+use crate::recorder::GemmRouteRecorder;
+use crate::route::{DType, GemmOp, GemmShape, ResolvedGemmRoute};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig,
+    PushKernelArg,
+};
+use std::sync::Arc;
+
+/// The wgmma module loaded into an engine's context.
+pub struct InvariantGemms {
+    ctx: Arc<CudaContext>,
+    module: LoadedModule,
+}
+
+impl std::fmt::Debug for InvariantGemms {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InvariantGemms")
+            .field("module", &self.module.identity.digest)
+            .finish_non_exhaustive()
+    }
+}
+
+impl InvariantGemms {
+    /// Compiles the wgmma module (NVRTC, `sm_90a`) and loads it into
+    /// `ctx`. Refused, saying why, on a device that is not compute
+    /// capability 9.0 or when NVRTC is missing.
+    pub fn new(ctx: &Arc<CudaContext>) -> Result<InvariantGemms> {
+        // SAFETY: only checks whether the NVRTC library can be loaded.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(cuda_err(
+                "NVRTC (libnvrtc.so) was not found; add the CUDA toolkit's lib64 to LD_LIBRARY_PATH",
+            ));
+        }
+        let arch = super::cuda_identity::arch(ctx)?;
+        if arch != "sm_90" {
+            return Err(cuda_err(format!(
+                "the batch-invariant wgmma GEMMs need a compute capability 9.0 (Hopper) device; this one is {arch}"
+            )));
+        }
+        let (major, minor) = super::nvrtc::version()?;
+        let module = LoadedModule::compile(
+            ctx,
+            CudaModule::Wgmma,
+            "sm_90a",
+            &format!("{major}.{minor}"),
+        )?;
+        Ok(InvariantGemms {
+            ctx: ctx.clone(),
+            module,
+        })
+    }
+
+    /// The module's identity: add it to the engine's live context (its
+    /// `modules`) so the routes of [`InvariantGemms::plan`] are permitted.
+    pub fn module(&self) -> &ModuleIdentity {
+        &self.module.identity
+    }
+
+    /// The route of C = A'·B' for one problem (dense, row-major storage
+    /// as `op` says, alpha 1, beta 0) with `family` (`wgmma-large` or
+    /// `wgmma-small`), under `live`. Refused with the reason when the
+    /// family cannot serve the shape or dtype, or when `live` does not
+    /// hold this module or permit the route.
+    pub fn plan(
+        &self,
+        live: &GemmRouteIdentity,
+        family: CudaKernel,
+        op: GemmOp,
+        dtype: DType,
+        shape: GemmShape,
+    ) -> Result<InvariantGemm> {
+        if !family.is_wgmma() {
+            return Err(cuda_err(format!(
+                "{} is not a batch-invariant wgmma family (wgmma-large, wgmma-small)",
+                family.symbol_family()
+            )));
+        }
+        if dtype == DType::F32 {
+            return Err(cuda_err(
+                "the wgmma families multiply bf16 or f16 operands, not f32",
+            ));
+        }
+        let symbol = family.symbol(op, dtype);
+        let (func, resources) = self.module.function(&symbol)?;
+        let route = catalog::nvrtc_route(
+            live,
+            &self.module.identity,
+            *resources,
+            "planned",
+            (op, dtype, shape),
+            family,
+        )
+        .map_err(|e| cuda_err(format!("{symbol} cannot serve {op} {dtype} {shape:?}: {e}")))?;
+        let geometry = family.geometry(shape).map_err(cuda_err)?;
+        Ok(InvariantGemm {
+            ctx: self.ctx.clone(),
+            family,
+            func: func.clone(),
+            geometry,
+            route,
+        })
+    }
+}
+
+/// One planned batch-invariant GEMM: its exact route and its kernel.
+pub struct InvariantGemm {
+    ctx: Arc<CudaContext>,
+    family: CudaKernel,
+    func: CudaFunction,
+    geometry: Geometry,
+    route: ResolvedGemmRoute,
+}
+
+impl std::fmt::Debug for InvariantGemm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InvariantGemm")
+            .field("symbol", &self.route.kernel_symbol)
+            .field("shape", &self.route.shape)
+            .finish_non_exhaustive()
+    }
+}
+
+impl InvariantGemm {
+    /// The route [`InvariantGemm::run`] pushes, named `gemm`.
+    pub fn route(&self, gemm: impl Into<String>) -> ResolvedGemmRoute {
+        ResolvedGemmRoute {
+            gemm: gemm.into(),
+            ..self.route.clone()
+        }
+    }
+
+    /// Pushes the route (named `gemm`) to `recorder`, then enqueues
+    /// C = A'·B' on `stream` over the engine's buffers (dense storage of
+    /// the planned problem; `T` is any 2-byte element, e.g. `half::bf16`).
+    /// Nothing is pushed or enqueued when a buffer is too small, `T` is
+    /// not 2 bytes, or `stream` is not of the context the module was
+    /// loaded into; nothing is enqueued when the push is refused.
+    pub fn run<T: DeviceRepr>(
+        &self,
+        recorder: &GemmRouteRecorder,
+        gemm: impl Into<String>,
+        stream: &Arc<CudaStream>,
+        a: &CudaSlice<T>,
+        b: &CudaSlice<T>,
+        c: &mut CudaSlice<T>,
+    ) -> Result<()> {
+        let GemmShape { m, k, n } = self.route.shape;
+        let es = element_size(self.route.dtype);
+        if std::mem::size_of::<T>() != es {
+            return Err(cuda_err(format!(
+                "{} operands are {es}-byte elements; these buffers hold {}-byte ones",
+                self.route.dtype,
+                std::mem::size_of::<T>()
+            )));
+        }
+        for (what, buf, want) in [("A", a, m * k), ("B", b, k * n), ("C", &*c, m * n)] {
+            if (buf.len() as u64) < want {
+                return Err(cuda_err(format!(
+                    "operand {what} holds {} elements; the planned problem needs {want}",
+                    buf.len()
+                )));
+            }
+        }
+        if !Arc::ptr_eq(stream.context(), &self.ctx) {
+            return Err(cuda_err(
+                "the stream is not of the context the invariant GEMMs were loaded into",
+            ));
+        }
+        recorder.push(self.route(gemm))?;
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        let (op, dtype, shape) = (self.route.op, self.route.dtype, self.route.shape);
+        let [sa, sb] = catalog::tensor_maps(self.family, op, dtype, shape);
+        let (pa, _ra) = a.device_ptr(stream);
+        let (pb, _rb) = b.device_ptr(stream);
+        let maps = [tma::encode(&sa, pa)?, tma::encode(&sb, pb)?];
+        let g = &self.geometry;
+        let cfg = LaunchConfig {
+            grid_dim: (g.grid[0], g.grid[1], g.grid[2]),
+            block_dim: (g.block[0], g.block[1], g.block[2]),
+            shared_mem_bytes: g.dynamic_shared_bytes,
+        };
+        let (m, k, n) = (m as u32, k as u32, n as u32);
+        let mut lb = stream.launch_builder(&self.func);
+        lb.arg(&maps[0])
+            .arg(&maps[1])
+            .arg(&mut *c)
+            .arg(&m)
+            .arg(&k)
+            .arg(&n);
+        // SAFETY: the arguments match kernels/wgmma.cu's signature (tensor
+        // maps of A and B, C, m, k, n); the maps were encoded over A and B
+        // with the planned problem's dims (TMA zero-fills reads past them)
+        // and are passed by value; C holds at least m * n elements of the
+        // dtype (checked above) and the kernel bounds-checks every store;
+        // the function was loaded into this stream's context (checked
+        // above) and allowed the geometry's dynamic shared memory when its
+        // module was loaded.
+        unsafe { lb.launch(cfg) }.map(|_| ()).map_err(|e| {
+            CudaError::new(format!("launching {}", self.route.kernel_symbol), e).into()
+        })
+    }
+}
