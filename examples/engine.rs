@@ -390,6 +390,79 @@ impl Engine {
     }
 }
 
+/// The batch-invariant wgmma GEMM on the engine's own buffers and stream
+/// (Hopper only): a d_model 4096 QKV projection at batch 1 and 8, whose
+/// row 0 must be the same bits at both.
+fn invariant_qkv(failures: &mut u32) -> Result<()> {
+    use gemm_audit::backend::cuda::catalog::{self, CudaKernel};
+    let ctx = cu(CudaContext::new(0), "context on device 0")?;
+    // SAFETY: every buffer below is used on `stream` only.
+    unsafe { ctx.disable_event_tracking() };
+    let stream = cu(ctx.new_stream(), "stream")?;
+    let inv = match cuda::InvariantGemms::new(&ctx) {
+        Ok(inv) => inv,
+        Err(e) => {
+            println!("  [skip] invariant GEMM: {e}");
+            return Ok(());
+        }
+    };
+    let (device, _volatile) = cuda::device_identity(&ctx)?;
+    let modules = vec![inv.module().clone()]; // add it to the live context you build
+    let revisions = Revisions {
+        tuning_table: catalog::TUNING_TABLE_REVISION,
+        schedule: catalog::SCHEDULE_REVISION,
+        tensor_map: catalog::TENSOR_MAP_REVISION,
+    };
+    let live = GemmRouteIdentity::new(cuda::CUDA_DEFAULT_POLICY, modules, device, revisions);
+    // bf16 bits of seeded values (truncated: any bits do).
+    let bf16 = |v: &[f32]| {
+        v.iter()
+            .map(|x| (x.to_bits() >> 16) as u16)
+            .collect::<Vec<_>>()
+    };
+    let w_qkv = cu(stream.clone_htod(&bf16(&seeded(4096 * 6144, 21))), "upload")?;
+    let x8 = bf16(&seeded(8 * 4096, 22));
+    let mut row0 = Vec::new();
+    for batch in [1u64, 8] {
+        let x = cu(stream.clone_htod(&x8[..(batch * 4096) as usize]), "upload")?;
+        let mut y = cu(stream.alloc_zeros::<u16>((batch * 6144) as usize), "alloc")?;
+        let recorder = GemmRouteRecorder::new();
+        let qkv = inv.plan(
+            &live,
+            CudaKernel::WgmmaLarge,
+            GemmOp::Nn,
+            DType::Bf16,
+            GemmShape {
+                m: batch,
+                k: 4096,
+                n: 6144,
+            },
+        )?;
+        let ((), eager) = recorder::record_eager(&recorder, &live, || {
+            qkv.run(&recorder, "qkv", &stream, &x, &w_qkv, &mut y) // push + launch on your stream
+        })?;
+        let out = cu(stream.clone_dtoh(&y), "download")?;
+        row0.push(out[..6144].to_vec());
+        check(
+            eager.routes.len() == 1,
+            &format!(
+                "invariant GEMM at batch {batch}: {}",
+                eager
+                    .routes
+                    .first()
+                    .map_or("no route", |r| r.kernel_symbol.as_str())
+            ),
+            failures,
+        );
+    }
+    check(
+        row0[0] == row0[1],
+        "invariant GEMM: row 0 of the QKV projection is the same bits at batch 1 and 8",
+        failures,
+    );
+    Ok(())
+}
+
 fn check(ok: bool, what: &str, failures: &mut u32) {
     println!("  [{}] {what}", if ok { "ok" } else { "FAILED" });
     if !ok {
@@ -611,6 +684,7 @@ fn main() -> Result<()> {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
+    invariant_qkv(&mut failures)?;
     if failures > 0 {
         eprintln!("{failures} checks failed");
         std::process::exit(1);

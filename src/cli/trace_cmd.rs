@@ -384,13 +384,9 @@ pub(super) fn cmd_check(a: CheckArgs) -> Result<u8> {
     let golden = golden.map(|g| read_trace(&g)).transpose()?;
     // Differences of allowed classes pass: the golden comparison is then
     // made by class instead of refusing the first changed field.
-    let accepted = match (&golden, allow.is_empty()) {
-        (Some(g), false) => {
-            let d = gemm_audit::diff::TraceDiff::between(g, &trace);
-            d.disallowed_classes(allow).is_empty().then_some(d)
-        }
-        _ => None,
-    };
+    let accepted = golden
+        .as_ref()
+        .and_then(|g| recorder::allowed_golden_differences(g, &trace, allow));
     let (mut devices, note) = open_devices(kind, dev)?;
     print_backend_note(&note);
     plant_fault(
@@ -604,10 +600,7 @@ pub fn trace_table(t: &RecordedGemmTrace) -> String {
 pub(super) fn cmd_show(path: &std::path::Path, format: Format) -> Result<u8> {
     let trace = read_trace(path)?;
     match format {
-        Format::Json => {
-            let body = serde_json::json!({ "trace": serde_json::from_str::<serde_json::Value>(&trace.to_json())? });
-            outln!("{}", gemm_audit::report::json_document("show", true, &body))
-        }
+        Format::Json => outln!("{}", gemm_audit::report::show_document(&trace)),
         Format::Table => out!("{}", trace_table(&trace)),
     }
     Ok(EXIT_OK)
@@ -633,18 +626,7 @@ pub(super) fn cmd_diff(a: DiffArgs) -> Result<u8> {
     let cross_device = g.context.device != c.context.device;
     let portability = gemm_audit::diff::portability(&g, &c);
     match format {
-        Format::Json => outln!(
-            "{}",
-            gemm_audit::report::json_document(
-                "diff",
-                d.disallowed_classes(allow).is_empty(),
-                &serde_json::json!({
-                    "differences": d.differences,
-                    "cross_device": cross_device,
-                    "portability": portability,
-                })
-            )
-        ),
+        Format::Json => outln!("{}", gemm_audit::report::diff_document(&g, &c, &d, allow)),
         Format::Table => {
             out!("{}", d.render());
             if cross_device {

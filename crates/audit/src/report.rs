@@ -10,7 +10,9 @@ use crate::error::{Error, Result};
 use std::path::Path;
 
 pub use crate::render::html::html;
-pub use crate::render::json::{JSON_SCHEMA_VERSION, JsonDocument, json_document};
+pub use crate::render::json::{
+    JSON_SCHEMA_VERSION, JsonDocument, diff_document, json_document, show_document,
+};
 pub use crate::render::junit::{compare_junit, junit};
 pub use crate::render::markdown::markdown;
 

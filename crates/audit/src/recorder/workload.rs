@@ -254,6 +254,23 @@ pub fn capture_and_replay(
     }
 }
 
+/// The differences of `trace` from `golden` when every one of them is
+/// allowed (classes or fields in `allow`, as `diff --allow` judges): the
+/// golden comparison then passes by class instead of refusing the first
+/// changed field. `None` when nothing is allowed or something disallowed
+/// differs (the comparison is then made field by field, and refuses).
+pub fn allowed_golden_differences(
+    golden: &RecordedGemmTrace,
+    trace: &RecordedGemmTrace,
+    allow: &[crate::diff::Allowance],
+) -> Option<crate::diff::TraceDiff> {
+    if allow.is_empty() {
+        return None;
+    }
+    let d = crate::diff::TraceDiff::between(golden, trace);
+    d.disallowed_classes(allow).is_empty().then_some(d)
+}
+
 /// What `check` found for a stored trace.
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckReport {

@@ -34,3 +34,32 @@ pub fn json_document<T: serde::Serialize>(kind: &'static str, passed: bool, body
     // Plain data with string keys: serialization cannot fail.
     serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
+
+/// The `show` document of a trace: the envelope and the trace itself.
+pub fn show_document(trace: &crate::RecordedGemmTrace) -> String {
+    // The trace's own JSON is valid by construction; keep it as a value so
+    // the document is pretty-printed as one.
+    let value = serde_json::from_str::<serde_json::Value>(&trace.to_json())
+        .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }));
+    json_document("show", true, &serde_json::json!({ "trace": value }))
+}
+
+/// The `diff` document of `golden` against `candidate` (their differences
+/// `d`, already annotated as the caller wants): it passes when every
+/// difference is of a class or field in `allow`.
+pub fn diff_document(
+    golden: &crate::RecordedGemmTrace,
+    candidate: &crate::RecordedGemmTrace,
+    d: &crate::diff::TraceDiff,
+    allow: &[crate::diff::Allowance],
+) -> String {
+    json_document(
+        "diff",
+        d.disallowed_classes(allow).is_empty(),
+        &serde_json::json!({
+            "differences": d.differences,
+            "cross_device": golden.context.device != candidate.context.device,
+            "portability": crate::diff::portability(golden, candidate),
+        }),
+    )
+}

@@ -1,0 +1,135 @@
+//! gemm-audit's Python extension (`gemm_audit._native`): thin bindings
+//! over the Rust library, so Python reads, diffs, checks and compares
+//! traces with the same code, and gets the same JSON documents, as the
+//! command line. The Python package (`gemm_audit`) turns the documents
+//! into dicts.
+
+use gemm_audit::RecordedGemmTrace;
+use gemm_audit::backend::{Backend, BackendKind};
+use gemm_audit::diff::{Allowance, TraceDiff};
+use gemm_audit::{compare as comparing, golden as goldens, recorder, report};
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use std::path::PathBuf;
+
+create_exception!(
+    _native,
+    GemmAuditError,
+    PyException,
+    "A gemm-audit error: an unreadable or corrupt trace, a missing golden, a bad argument."
+);
+
+fn fail(e: impl std::fmt::Display) -> PyErr {
+    GemmAuditError::new_err(e.to_string())
+}
+
+fn read(path: &std::path::Path) -> PyResult<RecordedGemmTrace> {
+    RecordedGemmTrace::read(path).map_err(fail)
+}
+
+fn allowances(allow: &[String]) -> PyResult<Vec<Allowance>> {
+    allow
+        .iter()
+        .map(|a| Allowance::parse(a).map_err(fail))
+        .collect()
+}
+
+/// The `show` document of the trace file at `path` (JSON text).
+#[pyfunction]
+fn read_trace(path: PathBuf) -> PyResult<String> {
+    Ok(report::show_document(&read(&path)?))
+}
+
+/// The `diff` document of `candidate` against `golden` (JSON text); its
+/// verdict passes when every difference is of a class or field in `allow`.
+#[pyfunction]
+#[pyo3(signature = (golden, candidate, allow = Vec::new()))]
+fn diff(golden: PathBuf, candidate: PathBuf, allow: Vec<String>) -> PyResult<String> {
+    let allow = allowances(&allow)?;
+    let (g, c) = (read(&golden)?, read(&candidate)?);
+    let d = TraceDiff::between(&g, &c);
+    Ok(report::diff_document(&g, &c, &d, &allow))
+}
+
+/// The `check` document of the trace at `trace` (JSON text): its plan
+/// rebuilt, validated against the live context of `backend` (`cpu`,
+/// `cuda` or `auto`), and compared with `golden` (a file) or with its
+/// golden under `golden_dir`, `allow` passing allowed differences.
+#[pyfunction]
+#[pyo3(signature = (trace, golden = None, golden_dir = None, allow = Vec::new(), backend = "cpu"))]
+fn check(
+    trace: PathBuf,
+    golden: Option<PathBuf>,
+    golden_dir: Option<PathBuf>,
+    allow: Vec<String>,
+    backend: &str,
+) -> PyResult<String> {
+    let allow = allowances(&allow)?;
+    let t = read(&trace)?;
+    let golden = match (golden, golden_dir) {
+        (Some(g), _) => Some(read(&g)?),
+        (None, Some(dir)) => Some(read(&goldens::find_golden(&dir, &t).map_err(fail)?)?),
+        (None, None) => None,
+    };
+    let kind = match backend {
+        "cpu" => BackendKind::Cpu,
+        "cuda" => BackendKind::Cuda,
+        "auto" => BackendKind::Auto,
+        other => {
+            return Err(fail(format!(
+                "backend {other:?}: expected \"cpu\", \"cuda\" or \"auto\""
+            )));
+        }
+    };
+    let (b, _note) = Backend::open(kind).map_err(fail)?;
+    let accepted = golden
+        .as_ref()
+        .and_then(|g| recorder::allowed_golden_differences(g, &t, &allow));
+    let compare_with = if accepted.is_some() {
+        None
+    } else {
+        golden.as_ref()
+    };
+    let mut r = recorder::check(&b, &t, compare_with, false).map_err(fail)?;
+    if accepted.is_some() {
+        r.golden = Some(Ok(()));
+    }
+    Ok(report::json_document("check", r.passed(), &r))
+}
+
+/// The `compare` document of the trace files `traces` (JSON text): one
+/// group per workload, each device one vote; with `allow_single` a group
+/// of one trace passes.
+#[pyfunction]
+#[pyo3(signature = (traces, allow_single = false))]
+fn compare(traces: Vec<PathBuf>, allow_single: bool) -> PyResult<String> {
+    let members = traces
+        .iter()
+        .map(|p| {
+            Ok(comparing::Member {
+                label: p.display().to_string(),
+                trace: read(p)?,
+                device: None,
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let c = comparing::compare(&members);
+    let passed = if allow_single {
+        c.agrees_allowing_single()
+    } else {
+        c.agrees()
+    };
+    Ok(report::json_document("compare", passed, &c))
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("GemmAuditError", m.py().get_type::<GemmAuditError>())?;
+    m.add_function(wrap_pyfunction!(read_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(diff, m)?)?;
+    m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(compare, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

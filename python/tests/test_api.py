@@ -1,0 +1,120 @@
+"""The Python API over committed fixture traces: no GPU, no torch."""
+
+import pathlib
+import shutil
+
+import pytest
+
+import gemm_audit
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CPU = ROOT / "traces" / "cpu-x86_64"
+H200 = ROOT / "traces" / "nvidia-h200"
+
+
+def envelope(doc, kind):
+    assert doc["kind"] == kind
+    assert doc["schema_version"] == 1
+    assert doc["tool_version"] == gemm_audit.__version__
+    assert doc["verdict"] in ("pass", "fail")
+
+
+def test_read_trace_is_the_show_document():
+    doc = gemm_audit.read_trace(CPU / "m-sweep.gat")
+    envelope(doc, "show")
+    trace = doc["trace"]
+    assert trace["workload"] == "m-sweep"
+    assert len(trace["routes"]) == len(trace["fingerprints"]) > 0
+
+
+def test_diff_of_a_golden_with_itself_passes_with_no_differences():
+    doc = gemm_audit.diff(CPU / "m-sweep.gat", CPU / "m-sweep.gat")
+    envelope(doc, "diff")
+    assert doc["verdict"] == "pass"
+    assert doc["differences"] == []
+    assert doc["cross_device"] is False
+
+
+def test_diff_across_devices_names_the_classes_and_allow_passes_them():
+    doc = gemm_audit.diff(CPU / "transformer-block.gat", H200 / "transformer-block.gat")
+    envelope(doc, "diff")
+    assert doc["verdict"] == "fail"
+    assert doc["cross_device"] is True
+    classes = {d["class"] for d in doc["differences"]}
+    assert "identity" in classes
+    everything = gemm_audit.diff(
+        CPU / "transformer-block.gat",
+        H200 / "transformer-block.gat",
+        allow=sorted(classes),
+    )
+    assert everything["verdict"] == "pass"
+
+
+def test_check_against_the_golden_dir_on_the_cpu():
+    doc = gemm_audit.check(CPU / "m-sweep.gat", golden_dir=ROOT / "traces")
+    envelope(doc, "check")
+    assert doc["verdict"] == "pass", doc
+    assert doc["golden"]["status"] == "ok"
+
+
+def test_check_of_a_gpu_trace_on_the_cpu_is_refused_not_passed():
+    doc = gemm_audit.check(H200 / "m-sweep.gat")
+    envelope(doc, "check")
+    assert doc["verdict"] == "fail"
+    assert doc["validation"]["status"] == "refused"
+
+
+def test_compare_needs_two_traces_per_group_unless_told(tmp_path):
+    one = gemm_audit.compare([CPU / "m-sweep.gat"])
+    envelope(one, "compare")
+    assert one["verdict"] == "fail"
+    assert gemm_audit.compare([CPU / "m-sweep.gat"], allow_single=True)["verdict"] == "pass"
+
+
+def test_errors_are_gemm_audit_errors_naming_the_problem(tmp_path):
+    bad = tmp_path / "bad.gat"
+    bad.write_bytes(b"not a trace")
+    with pytest.raises(gemm_audit.GemmAuditError) as e:
+        gemm_audit.read_trace(bad)
+    assert "bad.gat" in str(e.value)
+    with pytest.raises(gemm_audit.GemmAuditError):
+        gemm_audit.read_trace(tmp_path / "missing.gat")
+    with pytest.raises(gemm_audit.GemmAuditError) as e:
+        gemm_audit.diff(CPU / "m-sweep.gat", CPU / "m-sweep.gat", allow=["no-such-class"])
+    assert "no-such-class" in str(e.value)
+    with pytest.raises(gemm_audit.GemmAuditError) as e:
+        gemm_audit.check(CPU / "m-sweep.gat", backend="tpu")
+    assert "tpu" in str(e.value)
+    empty = tmp_path / "goldens"
+    empty.mkdir()
+    with pytest.raises(gemm_audit.GemmAuditError):
+        gemm_audit.check(CPU / "m-sweep.gat", golden_dir=empty)
+
+
+def test_the_documents_equal_the_command_line_s():
+    """The same documents as the CLI: $GEMM_AUDIT_BIN, else the release
+    build in target/, else gemm-audit on PATH (a missing binary fails)."""
+    import json
+    import os
+    import subprocess
+
+    exe = os.environ.get("GEMM_AUDIT_BIN")
+    if exe is None:
+        built = ROOT / "target" / "release" / "gemm-audit"
+        exe = str(built) if built.exists() else shutil.which("gemm-audit")
+    assert exe and pathlib.Path(exe).exists(), (
+        "no gemm-audit binary: build it (cargo build --release) or set GEMM_AUDIT_BIN"
+    )
+
+    out = subprocess.run(
+        [str(exe), "diff", str(CPU / "m-sweep.gat"), str(H200 / "m-sweep.gat"), "--format", "json"],
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert json.loads(out) == gemm_audit.diff(CPU / "m-sweep.gat", H200 / "m-sweep.gat")
+    out = subprocess.run(
+        [str(exe), "show", str(CPU / "m-sweep.gat"), "--format", "json"],
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert json.loads(out) == gemm_audit.read_trace(CPU / "m-sweep.gat")
