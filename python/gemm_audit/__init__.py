@@ -16,7 +16,15 @@ from typing import Iterable, Optional, Union
 from . import _native
 from ._native import GemmAuditError
 
-__all__ = ["GemmAuditError", "read_trace", "diff", "check", "compare", "__version__"]
+__all__ = [
+    "GemmAuditError",
+    "read_trace",
+    "diff",
+    "check",
+    "compare",
+    "assert_matches_golden",
+    "__version__",
+]
 __version__ = _native.__version__
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -61,3 +69,33 @@ def compare(traces: Iterable[PathLike], allow_single: bool = False) -> dict:
     """The ``compare`` document of trace files (one group per workload,
     each device one vote); ``allow_single`` lets a one-trace group pass."""
     return json.loads(_native.compare([os.fspath(t) for t in traces], allow_single))
+
+
+def assert_matches_golden(
+    trace: PathLike, golden_dir: PathLike = "traces", allow: Iterable[str] = ()
+) -> dict:
+    """A pytest-friendly gate: passes (returning the ``diff`` document) when
+    ``trace`` matches its golden under ``golden_dir`` (differences of a
+    class or field in ``allow`` pass), and settles a candidate left by an
+    earlier run. Otherwise it keeps ``trace`` as the candidate beside the
+    golden (``<workload>.gat.pending``, as ``gemm-audit audit`` does) and
+    raises ``AssertionError`` with the differences and the commands that
+    settle it (``gemm-audit review|accept|reject --golden-dir DIR``)."""
+    trace, golden_dir = os.fspath(trace), os.fspath(golden_dir)
+    golden = _native.golden_path(trace, golden_dir)
+    settle = f"review it with `gemm-audit review --golden-dir {golden_dir}`, then `accept` or `reject`"
+    if not os.path.exists(golden):
+        pending = _native.keep_candidate(trace, golden_dir)
+        raise AssertionError(
+            f"no golden at {golden}: candidate kept as {pending}; {settle} (accepting creates the golden)"
+        )
+    doc = diff(golden, trace, allow)
+    if doc["verdict"] == "pass":
+        _native.remove_stale_candidate(trace, golden_dir)
+        return doc
+    pending = _native.keep_candidate(trace, golden_dir)
+    raise AssertionError(
+        f"{trace} differs from its golden {golden} "
+        f"({len(doc['differences'])} differences):\n{_native.diff_text(golden, trace)}"
+        f"candidate kept as {pending}; {settle}"
+    )

@@ -123,6 +123,42 @@ fn compare(traces: Vec<PathBuf>, allow_single: bool) -> PyResult<String> {
     Ok(report::json_document("compare", passed, &c))
 }
 
+/// Where the golden of the trace at `trace` lives under `golden_dir`
+/// (`DIR/<device>/<workload>.gat`), whether or not it exists.
+#[pyfunction]
+fn golden_path(trace: PathBuf, golden_dir: PathBuf) -> PyResult<String> {
+    let t = read(&trace)?;
+    Ok(goldens::golden_path(&golden_dir, &t).display().to_string())
+}
+
+/// Keeps the trace at `trace` as the candidate of its golden under
+/// `golden_dir` (`<workload>.gat.pending`, as `audit` keeps one), for
+/// `gemm-audit review` / `accept` / `reject`. Returns its path.
+#[pyfunction]
+fn keep_candidate(trace: PathBuf, golden_dir: PathBuf) -> PyResult<String> {
+    let t = read(&trace)?;
+    let p = goldens::write_pending(&golden_dir, &t).map_err(fail)?;
+    Ok(p.display().to_string())
+}
+
+/// Removes a candidate of the trace's golden left by an earlier run (a
+/// run that matches the golden settles it, as `audit` does). Returns the
+/// removed file, if there was one.
+#[pyfunction]
+fn remove_stale_candidate(trace: PathBuf, golden_dir: PathBuf) -> PyResult<Option<String>> {
+    let t = read(&trace)?;
+    let p = goldens::remove_stale_pending(&golden_dir, &t).map_err(fail)?;
+    Ok(p.map(|p| p.display().to_string()))
+}
+
+/// The differences of `candidate` from `golden` as `gemm-audit diff`
+/// prints them (text).
+#[pyfunction]
+fn diff_text(golden: PathBuf, candidate: PathBuf) -> PyResult<String> {
+    let (g, c) = (read(&golden)?, read(&candidate)?);
+    Ok(TraceDiff::between(&g, &c).render())
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("GemmAuditError", m.py().get_type::<GemmAuditError>())?;
@@ -130,6 +166,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(diff, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;
+    m.add_function(wrap_pyfunction!(golden_path, m)?)?;
+    m.add_function(wrap_pyfunction!(keep_candidate, m)?)?;
+    m.add_function(wrap_pyfunction!(remove_stale_candidate, m)?)?;
+    m.add_function(wrap_pyfunction!(diff_text, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

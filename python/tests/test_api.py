@@ -118,3 +118,30 @@ def test_the_documents_equal_the_command_line_s():
         text=True,
     ).stdout
     assert json.loads(out) == gemm_audit.read_trace(CPU / "m-sweep.gat")
+
+
+def test_assert_matches_golden_keeps_candidates_like_the_audit(tmp_path):
+    trace = CPU / "m-sweep.gat"
+    goldens = tmp_path / "goldens"
+    # No golden: fails, keeps the candidate where `accept` finds it.
+    with pytest.raises(AssertionError) as e:
+        gemm_audit.assert_matches_golden(trace, goldens)
+    pending = goldens / "cpu-x86_64" / "m-sweep.gat.pending"
+    assert pending.is_file()
+    assert "no golden at" in str(e.value) and "gemm-audit review" in str(e.value)
+    # Installed as the golden (what `accept` does): passes, and a stale
+    # candidate is settled.
+    shutil.copy(trace, goldens / "cpu-x86_64" / "m-sweep.gat")
+    doc = gemm_audit.assert_matches_golden(trace, goldens)
+    assert doc["verdict"] == "pass" and not pending.exists()
+    # A golden that differs (an older recording of the same workload):
+    # fails with the differences, keeps the candidate; an allowance of
+    # every differing class lets it pass.
+    shutil.copy(ROOT / "tests" / "data" / "v1" / "cpu-m-sweep.gat", goldens / "cpu-x86_64" / "m-sweep.gat")
+    with pytest.raises(AssertionError) as e:
+        gemm_audit.assert_matches_golden(trace, goldens)
+    assert "differences" in str(e.value) and "candidate kept as" in str(e.value)
+    assert pending.is_file()
+    classes = {d["class"] for d in gemm_audit.diff(goldens / "cpu-x86_64" / "m-sweep.gat", trace)["differences"]}
+    assert classes
+    assert gemm_audit.assert_matches_golden(trace, goldens, allow=sorted(classes))["verdict"] == "pass"
