@@ -2530,6 +2530,22 @@ fn audit_review_and_accept_settle_candidates_in_one_go() {
     audit(&[]).code(OK);
     // Nothing kept: --review says so.
     audit(&["--review"]).code(OK).says(&["no candidates kept"]);
+    // With every device, the first device's candidate is the one shown
+    // and installed; the others then match it.
+    s.write(
+        "tiny.toml",
+        TINY.replacen("dtype = \"f16\"", "dtype = \"bf16\"", 1),
+    );
+    let all = ["--device", "all", "--cpu-stand-ins", "2"];
+    audit(&[&all[..], &["--review"]].concat())
+        .code(FINDING)
+        .says(&[&g_cpu("tiny.gat.pending"), "dtype"]);
+    let before = std::fs::read(&golden).unwrap();
+    audit(&[&all[..], &["--accept"]].concat())
+        .code(OK)
+        .says(&["accepted this run's trace as"]);
+    assert!(std::fs::read(&golden).unwrap() != before && !pending.exists());
+    audit(&all).code(OK);
 
     // Usage errors, and nothing written.
     run_in(

@@ -270,6 +270,7 @@ pub(super) fn audit_devices(
     let reports = all_ok(devices, results)?;
     let mut per_device = Vec::with_capacity(reports.len());
     let mut drift = Vec::new();
+    let mut review = String::new();
     for (i, ((label, _), mut report)) in devices.iter().zip(reports).enumerate() {
         report.note = note.clone();
         if let Some(dir) = &args.traces {
@@ -278,9 +279,14 @@ pub(super) fn audit_devices(
         if let Some(dir) = &args.golden_dir {
             // Devices are in ascending ordinal: only the first keeps a
             // pending candidate, so they do not overwrite each other's.
-            for (w, d) in
-                report.compare_with_goldens_allowing(dir, &candidates(args, i == 0), allow)?
-            {
+            let mine =
+                report.compare_with_goldens_allowing(dir, &candidates(args, i == 0), allow)?;
+            // Only the first device keeps candidates: it is the one whose
+            // candidates --review shows and --accept installs.
+            if i == 0 {
+                review = settle_candidates(args, &mut report, &mine)?;
+            }
+            for (w, d) in mine {
                 drift.push((format!("dev{}.{w}", label.ordinal), d));
             }
         }
@@ -295,6 +301,7 @@ pub(super) fn audit_devices(
             gemm_audit::report::json_document("audit", fleet.passed(), &fleet)
         ),
     }
+    print_review(args, &review);
     write_audit_artifacts(args, &combined, drift)?;
     Ok(if fleet.passed() {
         EXIT_OK
