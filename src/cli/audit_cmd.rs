@@ -80,12 +80,8 @@ fn settle_candidates(
     };
     let mut review = String::new();
     if args.review {
-        for t in &report.traces {
-            let golden = golden::golden_path(dir, t);
-            let pending = golden::pending_path(&golden);
-            if std::fs::symlink_metadata(&pending).is_err() {
-                continue;
-            }
+        for (i, pending, golden) in report.kept_candidates(dir) {
+            let t = &report.traces[i];
             review.push_str(&format!("{} -> {}\n", pending.display(), golden.display()));
             match drift.iter().find(|(w, _)| *w == t.workload) {
                 Some((_, d)) if !d.is_empty() => review.push_str(&d.render()),

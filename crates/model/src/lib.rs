@@ -22,6 +22,7 @@ pub mod identity;
 pub mod kernels;
 pub mod launch_set;
 pub mod mutation;
+pub mod parallel;
 pub mod physical;
 pub mod plan;
 pub mod policy;

@@ -116,7 +116,7 @@ pub(super) fn reference_check(
     let scalar: Vec<usize> = (0..routes.len().min(outputs.len()))
         .filter(|&i| routes[i].contract.kind == ContractKind::ScalarFma)
         .collect();
-    let mut references = parallel_map(&scalar, |&i| {
+    let mut references = crate::parallel::map_in_order(&scalar, |&i| {
         backend.reference(&routes[i], w.gemms[i].input_seed(w.seed))
     })
     .into_iter();
@@ -351,41 +351,6 @@ fn group_verdict(
     }
 }
 
-/// `f` of every item, in order, computed on up to every host core (the
-/// items are taken one at a time, so uneven costs balance).
-fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(items.len());
-    if threads < 2 {
-        return items.iter().map(f).collect();
-    }
-    let next = AtomicUsize::new(0);
-    let (f, next) = (&f, &next);
-    let mut done: Vec<(usize, R)> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(move || {
-                    let mut mine = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(item) = items.get(i) else { break };
-                        mine.push((i, f(item)));
-                    }
-                    mine
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
-    });
-    done.sort_by_key(|(i, _)| *i);
-    done.into_iter().map(|(_, r)| r).collect()
-}
-
 /// How two outputs of `dtype` differ; a size mismatch (which a backend
 /// bug could cause) counts every element of the longer one as differing.
 pub(super) fn difference(dtype: crate::route::DType, a: &[u8], b: &[u8]) -> UlpStats {
@@ -583,27 +548,4 @@ pub(super) fn contract_parity_checks(
         )
     };
     report.row(C, &w.name, verdict, detail);
-}
-
-#[cfg(test)]
-mod parallel_tests {
-    use super::parallel_map;
-
-    /// Results come back in item order whatever order the workers finish
-    /// in (uneven costs), for no item, one, and many.
-    #[test]
-    fn parallel_map_keeps_the_order() {
-        let items: Vec<u64> = (0..97).collect();
-        let got = parallel_map(&items, |&x| {
-            // Uneven work: later items are cheaper than earlier ones.
-            let mut acc = x;
-            for _ in 0..(100 - x) * 1000 {
-                acc = acc.wrapping_mul(6364136223846793005).wrapping_add(1);
-            }
-            (x, acc)
-        });
-        assert_eq!(got.iter().map(|(x, _)| *x).collect::<Vec<_>>(), items);
-        assert!(parallel_map(&[] as &[u64], |&x| x).is_empty());
-        assert_eq!(parallel_map(&[7u64], |&x| x + 1), vec![8]);
-    }
 }

@@ -654,6 +654,27 @@ fn batch_coverage(t: &crate::RecordedGemmTrace) -> BTreeMap<CoverageKey, BTreeMa
 }
 
 impl AuditReport {
+    /// The candidates under `dir` of this audit's traces: (index into
+    /// `traces`, the pending file, the golden it would become), for each
+    /// trace whose pending file exists (after the golden comparison: the
+    /// ones this run kept).
+    pub fn kept_candidates(
+        &self,
+        dir: &std::path::Path,
+    ) -> Vec<(usize, std::path::PathBuf, std::path::PathBuf)> {
+        self.traces
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| {
+                let golden = crate::golden::golden_path(dir, t);
+                let pending = crate::golden::pending_path(&golden);
+                std::fs::symlink_metadata(&pending)
+                    .is_ok()
+                    .then_some((i, pending, golden))
+            })
+            .collect()
+    }
+
     /// Installs the candidates this audit kept under `dir` (`audit
     /// --accept`, as `cargo insta test --accept` does): each workload whose
     /// golden-drift row failed with its candidate kept gets this run's
@@ -663,13 +684,12 @@ impl AuditReport {
     /// failed.
     pub fn accept_candidates(&mut self, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
         let mut accepted = Vec::new();
-        for t in &self.traces {
-            let golden = crate::golden::golden_path(dir, t);
-            let pending = crate::golden::pending_path(&golden);
+        for (i, pending, golden) in self.kept_candidates(dir) {
+            let t = &self.traces[i];
             let drifted = self.checks.iter().any(|c| {
                 c.contract == GOLDEN_DRIFT && c.subject == t.workload && c.verdict == Verdict::Fail
             });
-            if !drifted || std::fs::symlink_metadata(&pending).is_err() {
+            if !drifted {
                 continue;
             }
             crate::golden::accept(&crate::golden::Pending {

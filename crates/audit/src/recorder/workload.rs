@@ -56,7 +56,6 @@ fn eager_run_on(
     workload: &Workload,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<EagerRun> {
-    let total = workload.gemms.len();
     // Growable storage: the eager run decides the launch count.
     let mut run = EagerRun {
         routes: Vec::new(),
@@ -65,18 +64,34 @@ fn eager_run_on(
         seconds: Vec::new(),
         clock: TimingClock::HostWall,
     };
-    for (i, spec) in workload.gemms.iter().enumerate() {
-        let route = backend.resolve(spec)?;
-        let seed = spec.input_seed(workload.seed);
+    each_launch(backend, workload, progress, |_, route, seed| {
         let timed = backend.run_timed(&route, seed)?;
         run.outputs.push(timed.output);
         run.seconds.push(timed.seconds);
         run.clock = timed.clock;
         run.routes.push(route);
         run.seeds.push(seed);
+        Ok(())
+    })?;
+    Ok(run)
+}
+
+/// Resolves every GEMM of `workload` in order and calls `launch(i,
+/// route, seed)` with its input seed (the GEMM's own, else the
+/// workload's); `progress(done, total)` after each.
+fn each_launch(
+    backend: &Backend,
+    workload: &Workload,
+    progress: &mut dyn FnMut(usize, usize),
+    mut launch: impl FnMut(usize, ResolvedGemmRoute, u64) -> Result<()>,
+) -> Result<()> {
+    let total = workload.gemms.len();
+    for (i, spec) in workload.gemms.iter().enumerate() {
+        let route = backend.resolve(spec)?;
+        launch(i, route, spec.input_seed(workload.seed))?;
         progress(i + 1, total);
     }
-    Ok(run)
+    Ok(())
 }
 
 /// Runs every GEMM of `workload` once more, in order, holding launch `i`'s
@@ -92,11 +107,8 @@ pub fn eager_rerun(
 ) -> Result<Vec<CheckedRun>> {
     let scoped = backend.for_workload(workload);
     let backend = scoped.as_ref().unwrap_or(backend);
-    let total = workload.gemms.len();
-    let mut runs = Vec::with_capacity(total);
-    for (i, spec) in workload.gemms.iter().enumerate() {
-        let route = backend.resolve(spec)?;
-        let seed = spec.input_seed(workload.seed);
+    let mut runs = Vec::with_capacity(workload.gemms.len());
+    each_launch(backend, workload, progress, |i, route, seed| {
         runs.push(match expected.get(i) {
             Some(want) => backend.run_checked(&route, seed, mode, want)?,
             None => {
@@ -108,8 +120,8 @@ pub fn eager_rerun(
                 }
             }
         });
-        progress(i + 1, total);
-    }
+        Ok(())
+    })?;
     Ok(runs)
 }
 

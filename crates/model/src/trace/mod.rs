@@ -85,25 +85,18 @@ pub(crate) fn map_chunks<T: Send>(bytes: &[u8], f: impl Fn(&[u8]) -> T + Sync) -
     if bytes.len() < PARALLEL_HASH_BYTES || threads < 2 {
         return bytes.chunks(FINGERPRINT_CHUNK_BYTES).map(f).collect();
     }
+    // One contiguous part of whole chunks per thread.
     let chunks = bytes.len().div_ceil(FINGERPRINT_CHUNK_BYTES);
     let per_part = chunks.div_ceil(threads) * FINGERPRINT_CHUNK_BYTES;
-    let f = &f;
-    std::thread::scope(|s| {
-        let parts: Vec<_> = bytes
-            .chunks(per_part)
-            .map(|part| {
-                s.spawn(move || {
-                    part.chunks(FINGERPRINT_CHUNK_BYTES)
-                        .map(f)
-                        .collect::<Vec<T>>()
-                })
-            })
-            .collect();
-        parts
-            .into_iter()
-            .flat_map(|p| p.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
+    let parts: Vec<&[u8]> = bytes.chunks(per_part).collect();
+    crate::parallel::map_in_order(&parts, |part| {
+        part.chunks(FINGERPRINT_CHUNK_BYTES)
+            .map(&f)
+            .collect::<Vec<T>>()
     })
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 impl OutputFingerprint {
