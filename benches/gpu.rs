@@ -288,6 +288,11 @@ const SECTIONS: &[Section] = &[
         run: bench_by_m,
     },
     Section {
+        name: "report-clock",
+        title: "1g. The audit report's kernel times against this bench's, the same routes",
+        run: bench_report_clock,
+    },
+    Section {
         name: "replay-graph",
         title: "2. Validated replay vs raw graph launch, graphs of 128 GEMM nodes",
         run: bench_replay,
@@ -850,6 +855,106 @@ fn bench_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
             }
         }
         table.rows.push(line);
+    }
+    Ok(Report { table, summary })
+}
+
+/// The time the audit reports for a launch (`GemmBackend::run_timed`, the
+/// clock behind its TFLOP/s chart) against this bench's time of the same
+/// route (one captured graph of back-to-back launches per sample), in
+/// interleaved rounds: one bench sample of every route, then one audit
+/// run of every route. Goal: the audit within 10% of the bench.
+fn bench_report_clock(gpu: &Gpu, cfg: &Config) -> Res<Report> {
+    let (k, n) = (4096u64, 4096u64);
+    let cases: Vec<(&str, RouteChoice, u64, u64, u64)> = vec![
+        ("cuBLAS", RouteChoice::Cublas, 1, k, n),
+        ("cuBLAS", RouteChoice::Cublas, 128, k, n),
+        ("cuBLAS", RouteChoice::Cublas, 4096, k, n),
+        ("cuBLAS", RouteChoice::Cublas, 8192, 8192, 8192),
+        (
+            "wgmma-large",
+            RouteChoice::Kernel(KernelFamily::WgmmaLarge),
+            1,
+            k,
+            n,
+        ),
+        (
+            "wgmma-large",
+            RouteChoice::Kernel(KernelFamily::WgmmaLarge),
+            4096,
+            k,
+            n,
+        ),
+        ("cuBLASLt-inv", RouteChoice::CublasLtInvariant, 128, k, n),
+    ];
+    let mut routes = Vec::new();
+    let mut backends = Vec::new();
+    for &(label, route, m, k, n) in &cases {
+        let backend = if route.is_vendor() {
+            &gpu.fast
+        } else {
+            &gpu.det
+        };
+        let spec = GemmSpec {
+            name: format!("{label}@m{m}"),
+            op: GemmOp::Nn,
+            dtype: DType::Bf16,
+            m,
+            k,
+            n,
+            route,
+            seed: None,
+        };
+        routes.push(
+            backend
+                .resolve(&spec)
+                .map_err(|e| format!("{label} m={m}: {e}"))?,
+        );
+        backends.push(backend);
+    }
+    let rounds = cfg.samples.max(3);
+    let mut bench = vec![Vec::new(); routes.len()];
+    let mut audit = vec![Vec::new(); routes.len()];
+    for round in 0..cfg.warmup + rounds {
+        let t = gpu
+            .det
+            .time_routes(&routes, SEED, true, 0, 1, cfg.sample_secs)
+            .map_err(|e| format!("bench clock: {e}"))?;
+        for (i, (r, b)) in routes.iter().zip(&backends).enumerate() {
+            let a = b
+                .run_timed(r, SEED)
+                .map_err(|e| format!("audit clock: {e}"))?;
+            if round >= cfg.warmup {
+                bench[i].push(t[i].samples[0]);
+                audit[i].push(a.seconds);
+            }
+        }
+    }
+    let mut table = Table {
+        header: ["bf16 nn", "bench us", "audit us", "audit / bench"]
+            .map(String::from)
+            .to_vec(),
+        rows: Vec::new(),
+        notes: vec![format!(
+            "medians of {rounds} interleaved rounds; the audit's clock is GemmBackend::run_timed \
+             (CUDA events around a captured graph of 2 to 64 launches, about 1 ms, after one eager launch)"
+        )],
+    };
+    let mut summary = Vec::new();
+    for (i, &(label, _, m, k, n)) in cases.iter().enumerate() {
+        let (b, a) = (Stats::of(&bench[i]).median, Stats::of(&audit[i]).median);
+        table.rows.push(vec![
+            format!("{label} {m}x{k}x{n}"),
+            format!("{:.1}", b * 1e6),
+            format!("{:.1}", a * 1e6),
+            format!("{:.2}", a / b),
+        ]);
+        summary.push(format!(
+            "report-clock {label} {m}x{k}x{n}: audit {:.1} us vs bench {:.1} us ({:.2}x)",
+            a * 1e6,
+            b * 1e6,
+            a / b
+        ));
     }
     Ok(Report { table, summary })
 }

@@ -341,6 +341,23 @@ impl Prepared {
         Ok(v)
     }
 
+    /// The output's first `keep` storage bytes (all of them when it is
+    /// shorter), copied back; nothing past them crosses to the host.
+    pub(super) fn download_prefix(&self, sh: &Shared, keep: usize) -> Result<Vec<u8>> {
+        let keep = keep.min(self.out_bytes);
+        if keep == 0 {
+            return Ok(Vec::new());
+        }
+        sh.stream
+            .clone_dtoh(&self.c.slice(..keep))
+            .map_err(drv("download"))
+    }
+
+    /// The output's length in storage bytes.
+    pub(super) fn output_len(&self) -> usize {
+        self.out_bytes
+    }
+
     /// The output fingerprint in `mode`, computed on the device (the
     /// output is not copied back).
     pub(super) fn fingerprint(

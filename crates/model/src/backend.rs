@@ -80,6 +80,23 @@ pub struct CheckedRun {
     pub differing_output: Option<Vec<u8>>,
 }
 
+/// An eager run fingerprinted where its output lives, keeping only a
+/// prefix of the output on the host ([`GemmBackend::run_keeping`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeptRun {
+    /// The output's fingerprint (of all of it).
+    pub fingerprint: OutputFingerprint,
+    /// The first bytes of the output, as many as were asked for (all of
+    /// it when it is shorter).
+    pub kept: Vec<u8>,
+    /// The output's length in bytes.
+    pub output_len: usize,
+    /// The launch's time in seconds, as measured by `clock`.
+    pub seconds: f64,
+    /// What the time includes.
+    pub clock: TimingClock,
+}
+
 /// What the audit needs of a backend: its live context, routes for
 /// workload GEMMs, eager runs, capture and validated replay.
 ///
@@ -148,6 +165,34 @@ pub trait GemmBackend: fmt::Debug + Send + Sync + 'static {
             seconds: t.seconds,
             clock: t.clock,
             differing_output: (!same).then_some(t.output),
+        })
+    }
+
+    /// Runs one route eagerly, fingerprints its output in `mode` and keeps
+    /// its first `keep` bytes on the host (the audit keeps what its
+    /// contracts compare, so large outputs need not fit in host memory).
+    /// The default runs [`GemmBackend::run_timed`] and fingerprints on the
+    /// host; a device backend should fingerprint on the device and copy
+    /// back only the kept bytes.
+    fn run_keeping(
+        &self,
+        route: &ResolvedGemmRoute,
+        seed: u64,
+        mode: FingerprintMode,
+        keep: usize,
+    ) -> Result<KeptRun> {
+        let t = self.run_timed(route, seed)?;
+        let fingerprint = OutputFingerprint::with_mode(mode, seed, &t.output);
+        let output_len = t.output.len();
+        let mut kept = t.output;
+        kept.truncate(keep);
+        kept.shrink_to_fit();
+        Ok(KeptRun {
+            fingerprint,
+            kept,
+            output_len,
+            seconds: t.seconds,
+            clock: t.clock,
         })
     }
 

@@ -56,14 +56,22 @@ pub(super) fn run_to_run_check(
     w: &Workload,
     runs: usize,
     differing: &BTreeMap<usize, UlpStats>,
+    partly_kept: &BTreeMap<usize, (usize, usize)>,
 ) {
     const C: &str = "run-to-run";
     let n = w.gemms.len();
     for (i, g) in w.gemms.iter().enumerate() {
         let (v, d) = if let Some(st) = differing.get(&i) {
+            let part = partly_kept.get(&i).map_or(String::new(), |(kept, len)| {
+                format!(
+                    "; the fingerprints differ, the statistics cover the first {kept} of {len} bytes \
+                     (outputs over {} MiB are kept only as far as a contract compares them)",
+                    KEEP_WHOLE_OUTPUT_BYTES >> 20
+                )
+            });
             (
                 Verdict::Fail,
-                format!("output bits changed within {runs} runs ({st})"),
+                format!("output bits changed within {runs} runs ({st}{part})"),
             )
         } else {
             (Verdict::Pass, format!("bit-identical over {runs} runs"))
@@ -187,16 +195,13 @@ pub(super) fn reference_check(
     Ok(())
 }
 
-/// GEMMs that share op, dtype, k, n, route choice and seed, at different m,
-/// form an M-sweep: each member's rows must equal the smallest-m member's
-/// rows if the route promises batch invariance.
-pub(super) fn batch_invariance_checks(
-    report: &mut AuditReport,
-    w: &Workload,
-    routes: &[ResolvedGemmRoute],
-    outputs: &[Vec<u8>],
-) {
-    const C: &str = "batch-invariance";
+/// An M-sweep's (op, dtype, k, n, route choice).
+type SweepKey = (String, String, u64, u64, String);
+
+/// The M-sweeps of `w`: GEMMs that share op, dtype, k, n, route choice and
+/// input seed, at two or more distinct m; keyed by (op, dtype, k, n,
+/// route), members ordered by m (launch order among equal m).
+fn invariance_groups(w: &Workload) -> Vec<(SweepKey, Vec<usize>)> {
     type Key = (String, String, u64, u64, String, u64);
     let mut groups: BTreeMap<Key, Vec<usize>> = BTreeMap::new();
     for (i, g) in w.gemms.iter().enumerate() {
@@ -210,17 +215,80 @@ pub(super) fn batch_invariance_checks(
         );
         groups.entry(key).or_default().push(i);
     }
-    for ((op, dtype, k, n, route, _), mut members) in groups {
-        let distinct_m: HashSet<u64> = members.iter().map(|&i| w.gemms[i].m).collect();
-        if distinct_m.len() < 2 {
-            continue;
+    groups
+        .into_iter()
+        .filter_map(|((op, dtype, k, n, route, _), mut members)| {
+            let distinct_m: HashSet<u64> = members.iter().map(|&i| w.gemms[i].m).collect();
+            (distinct_m.len() >= 2).then(|| {
+                members.sort_by_key(|&i| w.gemms[i].m);
+                ((op, dtype, k, n, route), members)
+            })
+        })
+        .collect()
+}
+
+/// The storage bytes of the rows every member of an M-sweep shares with
+/// its smallest-m member: the part of each output batch invariance
+/// compares.
+fn shared_row_bytes(w: &Workload, members: &[usize]) -> usize {
+    let base = &w.gemms[members[0]];
+    base.m as usize * base.n as usize * crate::backend::cpu::kernels::element_size(base.dtype)
+}
+
+/// Outputs up to this size are kept whole by the audit (for the
+/// statistics of a run-to-run difference); larger ones only as far as a
+/// contract compares them.
+pub const KEEP_WHOLE_OUTPUT_BYTES: usize = 8 << 20;
+
+/// How many bytes of each launch's output the audit keeps on the host
+/// ([`recorder::record_keeping`]): all of it for the CPU reference
+/// (scalar-FMA routes), for contract parity and when it is at most
+/// [`KEEP_WHOLE_OUTPUT_BYTES`]; else the rows batch invariance compares
+/// (none outside an M-sweep). Fingerprints always cover whole outputs.
+pub(super) fn kept_bytes(w: &Workload, routes: &[ResolvedGemmRoute]) -> Vec<usize> {
+    let mut keep: Vec<usize> = w
+        .gemms
+        .iter()
+        .zip(routes)
+        .map(|(g, r)| {
+            let len =
+                g.m as usize * g.n as usize * crate::backend::cpu::kernels::element_size(g.dtype);
+            if r.contract.kind == ContractKind::ScalarFma || len <= KEEP_WHOLE_OUTPUT_BYTES {
+                usize::MAX
+            } else {
+                0
+            }
+        })
+        .collect();
+    for (_, members) in invariance_groups(w) {
+        let rows = shared_row_bytes(w, &members);
+        for i in members {
+            keep[i] = keep[i].max(rows);
         }
-        members.sort_by_key(|&i| w.gemms[i].m);
+    }
+    for members in parity_groups(w, routes) {
+        for i in members {
+            keep[i] = usize::MAX;
+        }
+    }
+    keep
+}
+
+/// Each member's rows must equal the smallest-m member's rows of its
+/// M-sweep ([`invariance_groups`]) if the route promises batch invariance.
+pub(super) fn batch_invariance_checks(
+    report: &mut AuditReport,
+    w: &Workload,
+    routes: &[ResolvedGemmRoute],
+    outputs: &[Vec<u8>],
+) {
+    const C: &str = "batch-invariance";
+    for ((op, dtype, k, n, route), members) in invariance_groups(w) {
+        let distinct_m: HashSet<u64> = members.iter().map(|&i| w.gemms[i].m).collect();
         let spec: &GemmSpec = &w.gemms[members[0]];
-        let row_bytes = n as usize * crate::backend::cpu::kernels::element_size(spec.dtype);
         // Rows 0..m_min of every member against the smallest-m member (the M=1 case when present).
         let base = members[0];
-        let shared = (w.gemms[base].m as usize * row_bytes).min(outputs[base].len());
+        let shared = shared_row_bytes(w, &members).min(outputs[base].len());
         let promised = spec.route.promises_batch_invariance();
         let group = format!("{route} {op} {dtype} k={k} n={n}");
         let mut cells = Vec::new();
@@ -447,17 +515,10 @@ pub(super) fn physical_kernel(r: &ResolvedGemmRoute) -> String {
     }
 }
 
-/// GEMMs of the same problem (op, dtype, shape, seed) served under the same
-/// numeric contract by different kernels (tiled vs scalar, the dispatcher's
-/// pick vs the fixed route, the large vs the small tensor-core tile family)
-/// must give the same bits: the contract, not the kernel, decides them.
-pub(super) fn contract_parity_checks(
-    report: &mut AuditReport,
-    w: &Workload,
-    routes: &[ResolvedGemmRoute],
-    outputs: &[Vec<u8>],
-) {
-    const C: &str = "contract-parity";
+/// The contract-parity groups of `w`: GEMMs of one problem (op, dtype,
+/// shape, seed) under one portable contract, served by two or more
+/// distinct kernels; members in launch order.
+fn parity_groups(w: &Workload, routes: &[ResolvedGemmRoute]) -> Vec<Vec<usize>> {
     let portable = |k: &ContractKind| {
         matches!(
             k,
@@ -484,17 +545,33 @@ pub(super) fn contract_parity_checks(
         );
         groups.entry(key).or_default().push(i);
     }
+    groups
+        .into_values()
+        .filter(|members| {
+            let distinct: HashSet<&str> = members
+                .iter()
+                .map(|&i| routes[i].kernel_symbol.as_str())
+                .collect();
+            members.len() >= 2 && distinct.len() >= 2
+        })
+        .collect()
+}
+
+/// GEMMs of the same problem (op, dtype, shape, seed) served under the same
+/// numeric contract by different kernels (tiled vs scalar, the dispatcher's
+/// pick vs the fixed route, the large vs the small tensor-core tile family)
+/// must give the same bits: the contract, not the kernel, decides them.
+pub(super) fn contract_parity_checks(
+    report: &mut AuditReport,
+    w: &Workload,
+    routes: &[ResolvedGemmRoute],
+    outputs: &[Vec<u8>],
+) {
+    const C: &str = "contract-parity";
     let mut pairs = 0;
     let mut kernels: Vec<String> = Vec::new();
     let mut broken = Vec::new();
-    for members in groups.values() {
-        let distinct: HashSet<&str> = members
-            .iter()
-            .map(|&i| routes[i].kernel_symbol.as_str())
-            .collect();
-        if members.len() < 2 || distinct.len() < 2 {
-            continue;
-        }
+    for members in parity_groups(w, routes) {
         let base = members[0];
         for &i in &members[1..] {
             pairs += 1;

@@ -14,7 +14,7 @@ pub use open::{BackendKind, DeviceLabel, DeviceSelection, OpenedDevices};
 
 pub use crate::recorder::CaptureStream;
 pub use gemm_audit_model::backend::{
-    CapturedLaunches, CheckedRun, GemmBackend, GemmGraph, kernel_nodes,
+    CapturedLaunches, CheckedRun, GemmBackend, GemmGraph, KeptRun, kernel_nodes,
 };
 pub use gemm_audit_model::kernels::{TimedOutput, TimingClock, ordinals_in_words};
 
@@ -77,6 +77,13 @@ trait DynBackend: fmt::Debug + Send + Sync {
         mode: FingerprintMode,
         expected: &OutputFingerprint,
     ) -> Result<CheckedRun>;
+    fn run_keeping(
+        &self,
+        route: &ResolvedGemmRoute,
+        seed: u64,
+        mode: FingerprintMode,
+        keep: usize,
+    ) -> Result<KeptRun>;
     fn capture_launches(
         &self,
         routes: &[ResolvedGemmRoute],
@@ -122,6 +129,15 @@ impl<B: GemmBackend> DynBackend for B {
         expected: &OutputFingerprint,
     ) -> Result<CheckedRun> {
         GemmBackend::run_checked(self, route, seed, mode, expected)
+    }
+    fn run_keeping(
+        &self,
+        route: &ResolvedGemmRoute,
+        seed: u64,
+        mode: FingerprintMode,
+        keep: usize,
+    ) -> Result<KeptRun> {
+        GemmBackend::run_keeping(self, route, seed, mode, keep)
     }
     fn capture_launches(
         &self,
@@ -224,6 +240,15 @@ impl GemmBackend for Backend {
         expected: &OutputFingerprint,
     ) -> Result<CheckedRun> {
         self.0.run_checked(route, seed, mode, expected)
+    }
+    fn run_keeping(
+        &self,
+        route: &ResolvedGemmRoute,
+        seed: u64,
+        mode: FingerprintMode,
+        keep: usize,
+    ) -> Result<KeptRun> {
+        self.0.run_keeping(route, seed, mode, keep)
     }
     fn capture_launches(
         &self,

@@ -178,8 +178,12 @@ pub struct Recording {
     /// The trace recorded, with the captured graph's nodes bound to its
     /// routes.
     pub trace: RecordedGemmTrace,
-    /// Each eager launch's output C, in the storage bytes of its dtype.
+    /// Each eager launch's output C, in the storage bytes of its dtype;
+    /// from [`record_keeping`], only its kept first bytes.
     pub outputs: Vec<Vec<u8>>,
+    /// Each eager launch's output length in bytes (more than its
+    /// `outputs` entry holds when only a prefix was kept).
+    pub output_lens: Vec<usize>,
     /// Time of each eager launch in seconds, as measured by `clock`.
     pub seconds: Vec<f64>,
     /// What the times include.
@@ -211,11 +215,86 @@ pub fn record_in(
     let backend = scoped.as_ref().unwrap_or(backend);
     let run = eager_run_on(backend, workload, progress)?;
     let fingerprints = run.fingerprints_in(mode);
+    let output_lens = run.outputs.iter().map(Vec::len).collect();
+    finish_recording(
+        backend,
+        workload,
+        mode,
+        run.routes,
+        fingerprints,
+        Kept {
+            outputs: run.outputs,
+            output_lens,
+            seconds: run.seconds,
+            clock: run.clock,
+        },
+    )
+}
+
+/// [`record_in`], keeping on the host only the first `keep(routes)[i]`
+/// bytes of launch `i`'s output (fingerprints cover the whole outputs,
+/// computed where they live: [`GemmBackend::run_keeping`]). `keep` sees
+/// every route, resolved before anything runs; the audit keeps what its
+/// contracts compare, so a workload's outputs need not fit in host memory.
+pub fn record_keeping(
+    backend: &Backend,
+    workload: &Workload,
+    mode: FingerprintMode,
+    keep: &dyn Fn(&[ResolvedGemmRoute]) -> Vec<usize>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Recording> {
+    let scoped = backend.for_workload(workload);
+    let backend = scoped.as_ref().unwrap_or(backend);
+    let routes = workload
+        .gemms
+        .iter()
+        .map(|g| backend.resolve(g))
+        .collect::<Result<Vec<_>>>()?;
+    let keep = keep(&routes);
+    let total = routes.len();
+    let mut fingerprints = Vec::with_capacity(total);
+    let mut kept = Kept {
+        outputs: Vec::with_capacity(total),
+        output_lens: Vec::with_capacity(total),
+        seconds: Vec::with_capacity(total),
+        clock: TimingClock::HostWall,
+    };
+    for (i, (route, spec)) in routes.iter().zip(&workload.gemms).enumerate() {
+        let seed = spec.input_seed(workload.seed);
+        let run = backend.run_keeping(route, seed, mode, keep.get(i).copied().unwrap_or(0))?;
+        fingerprints.push(run.fingerprint);
+        kept.outputs.push(run.kept);
+        kept.output_lens.push(run.output_len);
+        kept.seconds.push(run.seconds);
+        kept.clock = run.clock;
+        progress(i + 1, total);
+    }
+    finish_recording(backend, workload, mode, routes, fingerprints, kept)
+}
+
+/// What a recording keeps of its eager launches.
+struct Kept {
+    outputs: Vec<Vec<u8>>,
+    output_lens: Vec<usize>,
+    seconds: Vec<f64>,
+    clock: TimingClock,
+}
+
+/// The trace of an eager run on `backend` (already scoped to the
+/// workload), its capture and validated replay.
+fn finish_recording(
+    backend: &Backend,
+    workload: &Workload,
+    mode: FingerprintMode,
+    routes: Vec<ResolvedGemmRoute>,
+    fingerprints: Vec<OutputFingerprint>,
+    kept: Kept,
+) -> Result<Recording> {
     let mut trace = RecordedGemmTrace::new(
         workload.name.clone(),
         workload.digest(),
         backend.context().clone(),
-        run.routes,
+        routes,
         fingerprints,
         backend.volatile(),
     )?
@@ -224,9 +303,10 @@ pub fn record_in(
     trace.physical = nodes;
     Ok(Recording {
         trace,
-        outputs: run.outputs,
-        seconds: run.seconds,
-        clock: run.clock,
+        outputs: kept.outputs,
+        output_lens: kept.output_lens,
+        seconds: kept.seconds,
+        clock: kept.clock,
         replay,
     })
 }
@@ -462,6 +542,25 @@ mod tests {
             for i in differing {
                 assert_eq!(rerun[i].differing_output.as_ref(), Some(&run.outputs[i]));
             }
+        }
+    }
+
+    /// Recording while keeping prefixes gives the same trace as keeping
+    /// whole outputs, and each kept prefix is the start of the output.
+    #[test]
+    fn a_recording_that_keeps_prefixes_has_the_same_trace() {
+        let backend = Backend::new(CpuBackend::default());
+        let w = Workload::builtin("m-sweep").unwrap();
+        let whole = record(&backend, &w, &mut |_, _| {}).unwrap();
+        let keep = |routes: &[ResolvedGemmRoute]| (0..routes.len()).map(|i| i * 8).collect();
+        let kept =
+            record_keeping(&backend, &w, FingerprintMode::Strong, &keep, &mut |_, _| {}).unwrap();
+        assert_eq!(kept.trace.fingerprints, whole.trace.fingerprints);
+        assert_eq!(kept.trace.routes, whole.trace.routes);
+        assert!(kept.replay.is_identical());
+        for (i, (k, full)) in kept.outputs.iter().zip(&whole.outputs).enumerate() {
+            assert_eq!(kept.output_lens[i], full.len());
+            assert_eq!(k.as_slice(), &full[..(i * 8).min(full.len())]);
         }
     }
 }
