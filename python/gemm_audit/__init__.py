@@ -1,4 +1,5 @@
-"""gemm-audit from Python: read, diff, check and compare GEMM traces.
+"""gemm-audit from Python: read, write, diff, check and compare GEMM traces;
+record a PyTorch step's GEMMs with :mod:`gemm_audit.torch`.
 
 Every function runs gemm-audit's Rust library (no second implementation of
 the trace format, digests, diff or guard) and returns the JSON document the
@@ -23,6 +24,7 @@ __all__ = [
     "check",
     "compare",
     "assert_matches_golden",
+    "write",
     "__version__",
 ]
 __version__ = _native.__version__
@@ -69,6 +71,19 @@ def compare(traces: Iterable[PathLike], allow_single: bool = False) -> dict:
     """The ``compare`` document of trace files (one group per workload,
     each device one vote); ``allow_single`` lets a one-trace group pass."""
     return json.loads(_native.compare([os.fspath(t) for t in traces], allow_single))
+
+
+def write(step: Union[str, dict], outputs: Iterable[bytes], path: PathLike, overwrite: bool = False) -> dict:
+    """Writes the trace of an observed step to ``path`` and returns its
+    ``show`` document. ``step`` is the step's JSON (or dict): ``workload``,
+    ``framework`` (name, version, libraries, state), ``device`` and
+    ``gemms``, as ``gemm_audit.torch`` records them (docs/python.md);
+    ``outputs[i]`` is GEMM ``i``'s output in storage bytes. The trace is
+    built by the Rust library (``gemm_audit::observed``); an existing file
+    is refused unless ``overwrite``."""
+    if not isinstance(step, str):
+        step = json.dumps(step)
+    return json.loads(_native.write_observed(step, [bytes(o) for o in outputs], os.fspath(path), overwrite))
 
 
 def assert_matches_golden(

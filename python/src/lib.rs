@@ -151,6 +151,24 @@ fn remove_stale_candidate(trace: PathBuf, golden_dir: PathBuf) -> PyResult<Optio
     Ok(p.map(|p| p.display().to_string()))
 }
 
+/// Writes the trace of an observed step (`step`: the JSON of
+/// `gemm_audit::observed::ObservedStep`; `outputs[i]`: GEMM `i`'s output
+/// storage bytes) to `path`; an existing file is refused unless
+/// `overwrite`. Returns the `show` document of the written trace.
+#[pyfunction]
+#[pyo3(signature = (step, outputs, path, overwrite = false))]
+fn write_observed(
+    step: &str,
+    outputs: Vec<Vec<u8>>,
+    path: PathBuf,
+    overwrite: bool,
+) -> PyResult<String> {
+    let step = gemm_audit::observed::ObservedStep::from_json(step).map_err(fail)?;
+    let trace = step.trace(&outputs).map_err(fail)?;
+    trace.write(&path, overwrite).map_err(fail)?;
+    Ok(report::show_document(&trace))
+}
+
 /// The differences of `candidate` from `golden` as `gemm-audit diff`
 /// prints them (text).
 #[pyfunction]
@@ -170,6 +188,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(keep_candidate, m)?)?;
     m.add_function(wrap_pyfunction!(remove_stale_candidate, m)?)?;
     m.add_function(wrap_pyfunction!(diff_text, m)?)?;
+    m.add_function(wrap_pyfunction!(write_observed, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -57,6 +57,7 @@ pub mod fleet;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod golden;
+pub mod observed;
 pub mod recorder;
 pub mod render;
 pub mod report;

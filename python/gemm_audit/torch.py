@@ -1,0 +1,460 @@
+"""Record, golden and gate the GEMMs of a PyTorch step.
+
+::
+
+    import gemm_audit.torch as gat
+
+    with gat.record("decode@b8") as rec:
+        model(x)
+    rec.write("decode@b8.gat")                      # a gemm-audit trace
+    gat.assert_matches_golden("decode@b8.gat", "traces")
+    probe = rec.probe_batch_invariance()            # the batch matrix of your own GEMMs
+
+While recording, every matmul-family aten op the step dispatches (``mm``,
+``addmm``, ``bmm``, ``baddbmm``, ``addbmm``, ``_addmm_activation``, ``mv``,
+``addmv``, ``_scaled_mm``; ``nn.Linear``, ``F.linear`` and ``matmul``
+reach these) is seen with its shapes, strides, dtype and layout, and is
+run inside a profiler range of its own; the CUDA kernels, copies and
+memsets launched inside that range are bound to it (a split-K GEMM and
+its reduce kernel are two kernels of one GEMM). Each output is copied on
+the device when the op returns and fingerprinted on the host afterwards.
+The determinism-relevant state (torch, CUDA, cuBLAS and cuBLASLt versions,
+driver, device, TF32 and reduced-precision flags,
+``use_deterministic_algorithms``, ``CUBLAS_WORKSPACE_CONFIG``,
+``NVIDIA_TF32_OVERRIDE``, ``CUBLASLT_WORKSPACE_SIZE``, the preferred BLAS
+library) becomes the trace's context. The trace itself is built and
+written by gemm-audit's Rust library (``gemm_audit.observed``), so
+``diff``, ``check --golden``, ``compare`` and the reports read it as any
+trace of vendor routes.
+
+Not captured: kernels of other ops (attention, norms, fused or compiled
+kernels) are not GEMMs of the trace; their names are listed in
+``Recording.other_kernels`` so you can see what ran beside the GEMMs. GEMMs
+inside a CUDA graph replay, or in a ``torch.compile`` region that calls
+cuBLAS outside aten dispatch, are not seen. Ops whose dtype or layout a
+trace cannot express (fp8 operands, both operands transposed, CPU tensors)
+are listed in ``Recording.skipped`` with the reason.
+"""
+
+import contextlib
+import ctypes
+import json
+import os
+import tempfile
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from . import _native
+
+__all__ = [
+    "record",
+    "Recording",
+    "bind_kernels",
+    "gemm_layout",
+    "assert_matches_golden",
+    "GEMM_OPS",
+]
+
+#: The aten ops recorded, with the argument positions of A and B.
+GEMM_OPS: Dict[str, Tuple[int, int]] = {
+    "mm": (0, 1),
+    "bmm": (0, 1),
+    "mv": (0, 1),
+    "_scaled_mm": (0, 1),
+    "addmm": (1, 2),
+    "_addmm_activation": (1, 2),
+    "baddbmm": (1, 2),
+    "addbmm": (1, 2),
+    "addmv": (1, 2),
+}
+
+#: The prefix of the profiler range each recorded op runs in.
+RANGE_PREFIX = "gemm_audit:"
+
+_DTYPES = {"torch.float32": "f32", "torch.float16": "f16", "torch.bfloat16": "bf16"}
+_RUNTIME = ("cuda_runtime", "cuda_driver")
+_ACTIVITY = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def _matrix(shape: Sequence[int], strides: Sequence[int]) -> Tuple[bool, int]:
+    """(transposed, leading dimension) of the last two dims of an operand
+    stored row-major: rows contiguous, or columns contiguous."""
+    rows, cols = shape[-2], shape[-1]
+    s_row, s_col = strides[-2], strides[-1]
+    if s_col == 1 or cols == 1:
+        return False, max(s_row, cols)
+    if s_row == 1 or rows == 1:
+        return True, max(s_col, rows)
+    return False, s_row
+
+
+def gemm_layout(a_shape, a_strides, b_shape, b_strides, dtype) -> dict:
+    """The GEMM an op computes, from its operands' shapes, strides and
+    dtype: ``{"op", "dtype", "m", "k", "n", "batch", "lda", "ldb", "ldc"}``.
+    Raises ``ValueError`` naming why a trace cannot express it."""
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype {dtype} is not f32, f16 or bf16")
+    a_shape, b_shape = list(a_shape), list(b_shape)
+    a_strides, b_strides = list(a_strides), list(b_strides)
+    if len(b_shape) == 1:  # mv: B is a vector (k,) -> k x 1
+        b_shape, b_strides = [b_shape[0], 1], [b_strides[0], 1]
+    if len(a_shape) < 2 or len(b_shape) < 2:
+        raise ValueError(f"operands of shapes {a_shape} and {b_shape} are not matrices")
+    batch = a_shape[0] if len(a_shape) == 3 else 1
+    m, k = a_shape[-2], a_shape[-1]
+    k2, n = b_shape[-2], b_shape[-1]
+    if k != k2:
+        raise ValueError(f"inner extents differ: A {a_shape}, B {b_shape}")
+    a_t, lda = _matrix(a_shape, a_strides)
+    b_t, ldb = _matrix(b_shape, b_strides)
+    if a_t and b_t:
+        raise ValueError("both operands are stored transposed (tt)")
+    return {
+        "op": ("t" if a_t else "n") + ("t" if b_t else "n"),
+        "dtype": _DTYPES[dtype],
+        "m": m,
+        "k": k,
+        "n": n,
+        "batch": batch,
+        "lda": lda,
+        "ldb": ldb,
+        "ldc": n,
+    }
+
+
+def bind_kernels(chrome_trace: dict, prefix: str = RANGE_PREFIX) -> Tuple[Dict[int, List[dict]], List[str]]:
+    """Binds the GPU activities of a profiler's Chrome trace to the ranges
+    named ``prefix + index``: an activity belongs to the range that holds
+    the CUDA runtime or driver call that launched it (same thread, by
+    correlation id). Returns ``({index: [kernel, ...]}, other)``, each
+    kernel ``{"name", "grid", "block", "shared_memory"}`` in launch order,
+    and the names of the kernels bound to no range."""
+    events = chrome_trace.get("traceEvents", chrome_trace if isinstance(chrome_trace, list) else [])
+    ranges = []
+    for e in events:
+        name = e.get("name", "")
+        if e.get("ph") == "X" and e.get("cat") == "user_annotation" and name.startswith(prefix):
+            try:
+                index = int(name[len(prefix):])
+            except ValueError:
+                continue
+            ranges.append((e.get("pid"), e.get("tid"), float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), index))
+    owner: Dict[int, int] = {}
+    for e in events:
+        if e.get("ph") != "X" or e.get("cat") not in _RUNTIME:
+            continue
+        corr = (e.get("args") or {}).get("correlation")
+        if corr is None:
+            continue
+        ts = float(e["ts"])
+        for pid, tid, start, end, index in ranges:
+            if pid == e.get("pid") and tid == e.get("tid") and start <= ts <= end:
+                owner[corr] = index
+                break
+    bound: Dict[int, List[Tuple[float, dict]]] = {}
+    other = []
+    for e in events:
+        if e.get("ph") != "X" or e.get("cat") not in _ACTIVITY:
+            continue
+        args = e.get("args") or {}
+        index = owner.get(args.get("correlation"))
+        if index is None:
+            if e.get("cat") == "kernel":
+                other.append(e.get("name", "?"))
+            continue
+        bound.setdefault(index, []).append(
+            (
+                float(e["ts"]),
+                {
+                    "name": e.get("name", "?"),
+                    "grid": _dims(args.get("grid")),
+                    "block": _dims(args.get("block")),
+                    "shared_memory": int(args.get("shared memory", 0) or 0),
+                },
+            )
+        )
+    return {i: [k for _, k in sorted(v, key=lambda x: x[0])] for i, v in bound.items()}, other
+
+
+def _dims(v) -> List[int]:
+    """Three launch dimensions from a profiler's list (missing ones 0)."""
+    v = [int(x) for x in (v or [])][:3]
+    return v + [0] * (3 - len(v))
+
+
+def step_document(workload: str, framework: dict, device: dict, gemms: List[dict]) -> str:
+    """The JSON of an observed step, as ``gemm_audit.observed`` reads it."""
+    return json.dumps({"workload": workload, "framework": framework, "device": device, "gemms": gemms})
+
+
+class Recording:
+    """What one recorded step ran: ``gemms`` (the observed GEMMs, as the
+    trace will hold them), ``skipped`` (ops seen but not expressible, with
+    why), ``other_kernels`` (kernels bound to no GEMM) and the framework
+    state and device. ``write`` builds and writes the trace;
+    ``probe_batch_invariance`` re-runs the recorded GEMMs at other m."""
+
+    def __init__(self, workload: str):
+        self.workload = workload
+        self.gemms: List[dict] = []
+        self.skipped: List[str] = []
+        self.other_kernels: List[str] = []
+        self.framework: dict = {}
+        self.device: dict = {}
+        self._outputs: list = []
+        self._calls: list = []  # (aten op, args, kwargs) to re-run for the probe
+
+    def step_json(self) -> str:
+        """The observed step, as JSON."""
+        return step_document(self.workload, self.framework, self.device, self.gemms)
+
+    def output_bytes(self) -> List[bytes]:
+        """Each recorded GEMM's output, in storage bytes."""
+        return [_storage_bytes(t) for t in self._outputs]
+
+    def write(self, path, overwrite: bool = False) -> dict:
+        """Writes the trace to ``path`` (an existing file is refused unless
+        ``overwrite``); returns its ``show`` document."""
+        doc = _native.write_observed(self.step_json(), self.output_bytes(), os.fspath(path), overwrite)
+        return json.loads(doc)
+
+    def probe_batch_invariance(self, ms: Optional[Iterable[int]] = None, seed: int = 0) -> List[dict]:
+        """Re-runs each recorded 2-D GEMM with its own B (the weights, and
+        the bias of an addmm) on new seeded A at every m in ``ms`` (default:
+        1, 2, 4, ... up to the recorded m, and the recorded m), and says per
+        GEMM whether the rows all those m share (rows ``0..min(ms)``) are
+        bit-identical to the smallest m's, and which kernels served each m.
+        Each result: ``{"gemm", "ms", "identical": {m: bool}, "invariant",
+        "kernels": {m: [names]}}``."""
+        import torch
+
+        results = []
+        for g, (func, args, kwargs) in zip(self.gemms, self._calls):
+            if func is None or g["batch"] != 1 or g["op_name"] not in ("aten::mm", "aten::addmm"):
+                continue
+            a_pos, _ = GEMM_OPS[g["op_name"].split("::")[1]]
+            if g["op_name"] == "aten::addmm" and args[0].dim() == 2 and args[0].shape[0] != 1:
+                continue  # a full C input cannot be cut to m rows
+            a = args[a_pos]
+            sizes = sorted(set(ms) if ms is not None else _powers_to(g["m"]))
+            gen = torch.Generator(device=a.device).manual_seed(seed)
+            full = torch.randn(max(sizes), g["k"], generator=gen, device=a.device, dtype=torch.float32).to(a.dtype)
+            if g["op"].startswith("t"):
+                full = full.t().contiguous().t()
+            rows = min(sizes)
+            base = None
+            identical, kernels = {}, {}
+            for m in sizes:
+                call = list(args)
+                call[a_pos] = full[:m]
+                out, bound = _run_bound(func, call, kwargs)
+                kernels[m] = [k["name"] for k in bound]
+                part = _storage_bytes(out[:rows])
+                if base is None:
+                    base = part
+                identical[m] = part == base
+            if identical:
+                results.append(
+                    {
+                        "gemm": g["name"],
+                        "ms": sorted(identical),
+                        "identical": identical,
+                        "invariant": all(identical.values()),
+                        "kernels": kernels,
+                    }
+                )
+        return results
+
+
+def _powers_to(m: int) -> List[int]:
+    out, p = [], 1
+    while p < m:
+        out.append(p)
+        p *= 2
+    return out + [m]
+
+
+def _storage_bytes(t) -> bytes:
+    import torch
+
+    flat = t.detach().contiguous().reshape(-1)
+    return flat.view(torch.uint8).cpu().numpy().tobytes()
+
+
+def _run_bound(func, args, kwargs):
+    """Runs one aten op under the profiler; returns its output and the
+    kernels bound to it."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with record_function(RANGE_PREFIX + "0"):
+            out = func(*args, **kwargs)
+        torch.cuda.synchronize()
+    bound, _ = bind_kernels(_chrome(prof))
+    return out, bound.get(0, [])
+
+
+def _chrome(prof) -> dict:
+    fd, path = tempfile.mkstemp(suffix=".json", prefix="gemm-audit-profile-")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            return json.load(f)
+    finally:
+        os.unlink(path)
+
+
+def _loaded_library(stem: str) -> Optional[str]:
+    """The path of a loaded shared library whose name starts with ``stem``."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.rsplit(None, 1)[-1]
+                if os.path.basename(path).startswith(stem + ".so"):
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+def _blas_versions() -> Dict[str, str]:
+    out = {}
+    path = _loaded_library("libcublas")
+    if path:
+        try:
+            lib = ctypes.CDLL(path)
+            parts = []
+            for prop in (0, 1, 2):  # MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL
+                v = ctypes.c_int()
+                if lib.cublasGetProperty(prop, ctypes.byref(v)) != 0:
+                    raise OSError("cublasGetProperty failed")
+                parts.append(str(v.value))
+            out["cublas"] = ".".join(parts)
+        except (OSError, AttributeError):
+            out["cublas"] = "unknown"
+    path = _loaded_library("libcublasLt")
+    if path:
+        try:
+            lib = ctypes.CDLL(path)
+            lib.cublasLtGetVersion.restype = ctypes.c_size_t
+            v = lib.cublasLtGetVersion()
+            out["cublaslt"] = f"{v // 10000}.{v // 100 % 100}.{v % 100}"
+        except (OSError, AttributeError):
+            out["cublaslt"] = "unknown"
+    return out
+
+
+def _driver_version() -> str:
+    for name in ("libnvidia-ml.so.1", "libnvidia-ml.so"):
+        try:
+            nvml = ctypes.CDLL(name)
+            if nvml.nvmlInit_v2() != 0:
+                continue
+            buf = ctypes.create_string_buffer(96)
+            if nvml.nvmlSystemGetDriverVersion(buf, 96) == 0:
+                return buf.value.decode()
+        except (OSError, AttributeError):
+            continue
+    return "unknown"
+
+
+def framework_state() -> dict:
+    """torch's determinism-relevant settings and library versions, as the
+    trace's framework block (``name``, ``version``, ``libraries``,
+    ``state``)."""
+    import torch
+
+    m = torch.backends.cuda.matmul
+    state = {
+        "allow_tf32": str(m.allow_tf32),
+        "allow_fp16_reduced_precision_reduction": str(m.allow_fp16_reduced_precision_reduction),
+        "allow_bf16_reduced_precision_reduction": str(m.allow_bf16_reduced_precision_reduction),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "use_deterministic_algorithms": str(torch.are_deterministic_algorithms_enabled()),
+        "preferred_blas_library": str(torch.backends.cuda.preferred_blas_library()),
+    }
+    for var in ("CUBLAS_WORKSPACE_CONFIG", "NVIDIA_TF32_OVERRIDE", "CUBLASLT_WORKSPACE_SIZE"):
+        state[var] = os.environ.get(var, "unset")
+    libraries = {"cuda": str(torch.version.cuda)}
+    libraries.update(_blas_versions())
+    return {"name": "torch", "version": torch.__version__, "libraries": libraries, "state": state}
+
+
+def device_identity(device=None) -> dict:
+    """The CUDA device as a trace's device block."""
+    import torch
+
+    p = torch.cuda.get_device_properties(device if device is not None else torch.cuda.current_device())
+    return {
+        "class": p.name,
+        "compute_capability": [p.major, p.minor],
+        "multiprocessors": p.multi_processor_count,
+        "driver": _driver_version(),
+    }
+
+
+@contextlib.contextmanager
+def record(workload: str, path=None, overwrite: bool = False):
+    """Records the GEMMs the block dispatches; yields the
+    :class:`Recording`, written to ``path`` on exit when given."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    rec = Recording(workload)
+    seen = []  # (name, op_name, layout or None, output copy, call, why)
+
+    class Observe(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            short = str(func).split(".")[1]  # aten.mm.default -> mm
+            if short not in GEMM_OPS:
+                return func(*args, **kwargs)
+            i = len(seen)
+            op_name = f"aten::{short}"
+            a_pos, b_pos = GEMM_OPS[short]
+            a, b = args[a_pos], args[b_pos]
+            try:
+                if not (a.is_cuda and b.is_cuda):
+                    raise ValueError("operands are not CUDA tensors")
+                layout = gemm_layout(a.shape, a.stride(), b.shape, b.stride(), str(a.dtype))
+                why = None
+            except ValueError as e:
+                layout, why = None, str(e)
+            with record_function(RANGE_PREFIX + str(i)):
+                out = func(*args, **kwargs)
+            result = out[0] if isinstance(out, tuple) else out
+            copy = result.detach().clone() if layout is not None else None
+            seen.append((f"{op_name}#{i}", op_name, layout, copy, (func, args, kwargs), why))
+            return out
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with Observe():
+            yield rec
+        torch.cuda.synchronize()
+    bound, other = bind_kernels(_chrome(prof))
+    rec.other_kernels = other
+    rec.framework = framework_state()
+    rec.device = device_identity()
+    for i, (name, op_name, layout, copy, call, why) in enumerate(seen):
+        if layout is None:
+            rec.skipped.append(f"{name}: {why}")
+            continue
+        rec.gemms.append(dict(name=name, op_name=op_name, kernels=bound.get(i, []), **layout))
+        rec._outputs.append(copy)
+        rec._calls.append(call)
+    if path is not None:
+        rec.write(path, overwrite)
+
+
+def assert_matches_golden(trace, golden_dir="traces", allow=()):
+    """``gemm_audit.assert_matches_golden`` for a trace written by
+    :meth:`Recording.write`: the golden lives at
+    ``golden_dir/<device>/<workload>.gat``; a drift keeps the candidate
+    for ``gemm-audit review``."""
+    from . import assert_matches_golden as gate
+
+    return gate(trace, golden_dir, allow)

@@ -1,0 +1,117 @@
+"""gemm_audit.torch without torch or a GPU: the kernel binder on a real H200
+profiler trace, the layout rules, and traces of observed steps (written
+here, and recorded on the H200 by the recorder) through the gate."""
+
+import json
+import pathlib
+import shutil
+
+import pytest
+
+import gemm_audit
+import gemm_audit.torch as gat
+from gemm_audit import _native
+
+FIX = pathlib.Path(__file__).resolve().parent / "fixtures"
+
+
+def test_kernels_are_bound_to_the_range_that_launched_them():
+    trace = json.loads((FIX / "torch-profile-h200.json").read_text())
+    bound, other = gat.bind_kernels(trace)
+    # Range 0: one bf16 mm, launched through cuLaunchKernelEx.
+    assert [k["name"] for k in bound[0]] == ["nvjet_sm90_tst_64x8_64x16_4x1_v_bz_NNT"]
+    assert bound[0][0]["grid"] == [4, 1, 1] and bound[0][0]["block"] == [384, 1, 1]
+    assert bound[0][0]["shared_memory"] == 164308
+    # Range 1: two conversions, then an f32 split-K GEMM and its reduce, in launch order.
+    names = [k["name"] for k in bound[1]]
+    assert len(names) == 4
+    assert "sgemm" in names[2] and "splitKreduce" in names[3]
+    # The relu after the ranges belongs to no GEMM.
+    assert len(other) == 1 and "vectorized_elementwise_kernel" in other[0]
+
+
+def test_layouts_follow_the_strides():
+    nt = gat.gemm_layout((8, 4096), (4096, 1), (4096, 6144), (1, 4096), "torch.bfloat16")
+    assert (nt["op"], nt["m"], nt["k"], nt["n"], nt["lda"], nt["ldb"]) == ("nt", 8, 4096, 6144, 4096, 4096)
+    tn = gat.gemm_layout((8, 4096), (1, 8), (4096, 4096), (4096, 1), "torch.float16")
+    assert (tn["op"], tn["dtype"], tn["lda"]) == ("tn", "f16", 8)
+    bmm = gat.gemm_layout((32, 8, 64), (512, 64, 1), (32, 64, 8), (512, 8, 1), "torch.float32")
+    assert (bmm["batch"], bmm["m"], bmm["n"]) == (32, 8, 8)
+    mv = gat.gemm_layout((16, 64), (64, 1), (64,), (1,), "torch.float32")
+    assert (mv["op"], mv["n"]) == ("nn", 1)
+    with pytest.raises(ValueError, match="both operands are stored transposed"):
+        gat.gemm_layout((8, 16), (1, 8), (16, 4), (1, 16), "torch.float32")
+    with pytest.raises(ValueError, match="is not f32, f16 or bf16"):
+        gat.gemm_layout((8, 16), (16, 1), (16, 4), (4, 1), "torch.float8_e4m3fn")
+    with pytest.raises(ValueError, match="inner extents differ"):
+        gat.gemm_layout((8, 16), (16, 1), (15, 4), (4, 1), "torch.float32")
+
+
+FRAMEWORK = {
+    "name": "torch",
+    "version": "2.11.0+cu130",
+    "libraries": {"cuda": "13.0", "cublas": "13.1.0"},
+    "state": {"allow_tf32": "False", "CUBLAS_WORKSPACE_CONFIG": "unset"},
+}
+DEVICE = {"class": "NVIDIA H200", "compute_capability": [9, 0], "multiprocessors": 132, "driver": "580.159.04"}
+
+
+def gemm(name, kernels):
+    g = gat.gemm_layout((8, 512), (512, 1), (512, 256), (1, 512), "torch.bfloat16")
+    op = name.split("#")[0]
+    return dict(name=name, op_name=op, kernels=[{"name": k, "grid": [4, 1, 1], "block": [384, 1, 1]} for k in kernels], **g)
+
+
+def write(path, gemms, framework=FRAMEWORK, overwrite=False):
+    step = {"workload": "step@b8", "framework": framework, "device": DEVICE, "gemms": gemms}
+    outs = [bytes([i]) * (g["m"] * g["n"] * 2) for i, g in enumerate(gemms)]
+    return gemm_audit.write(step, outs, path, overwrite)
+
+
+def test_an_observed_step_is_written_and_gated_like_any_trace(tmp_path):
+    gemms = [gemm("aten::mm#0", ["nvjet_a"]), gemm("aten::addmm#1", ["nvjet_b_splitK", "splitKreduce"])]
+    doc = write(tmp_path / "g.gat", gemms)
+    routes = doc["trace"]["routes"]
+    assert [r["gemm"] for r in routes] == ["aten::mm#0", "aten::addmm#1"]
+    assert routes[1]["vendor"]["physical_kernels"] == ["nvjet_b_splitK", "splitKreduce"]
+    assert gemm_audit.read_trace(tmp_path / "g.gat")["trace"] == doc["trace"]
+    with pytest.raises(gemm_audit.GemmAuditError, match="exists"):
+        write(tmp_path / "g.gat", gemms)
+    moved = [gemms[0], gemm("aten::addmm#1", ["nvjet_c"])]
+    write(tmp_path / "c.gat", moved)
+    d = gemm_audit.diff(tmp_path / "g.gat", tmp_path / "c.gat")
+    assert d["verdict"] == "fail"
+    fields = {(x["gemm"], x["field"]) for x in d["differences"] if x["gemm"]}
+    assert ("aten::addmm#1", "vendor.physical_kernels") in fields
+    assert all(g != "aten::mm#0" for g, _ in fields)
+    tf32 = dict(FRAMEWORK, state=dict(FRAMEWORK["state"], allow_tf32="True"))
+    write(tmp_path / "t.gat", gemms, tf32)
+    text = _native.diff_text(str(tmp_path / "g.gat"), str(tmp_path / "t.gat"))
+    assert "allow_tf32=False" in text and "allow_tf32=True" in text
+
+
+def test_bad_steps_raise_naming_the_problem(tmp_path):
+    with pytest.raises(gemm_audit.GemmAuditError, match="observed step"):
+        _native.write_observed("{}", [], str(tmp_path / "x.gat"))
+    step = gat.step_document("s", FRAMEWORK, DEVICE, [gemm("aten::mm#0", ["k"])])
+    with pytest.raises(gemm_audit.GemmAuditError, match="0 outputs for 1 GEMMs"):
+        _native.write_observed(step, [], str(tmp_path / "x.gat"))
+    assert not (tmp_path / "x.gat").exists()
+
+
+def test_h200_recordings_gate_bit_for_bit_and_catch_a_planted_tf32(tmp_path):
+    """Traces the recorder wrote on the H200 (docs/gpu-validation.md): a
+    re-recording in a new process matches its golden; one with TF32 on
+    fails it, naming the f32 GEMM and its new kernel."""
+    golden = pathlib.Path(_native.golden_path(str(FIX / "torch-block-b8-h200.gat"), str(tmp_path)))
+    golden.parent.mkdir(parents=True)
+    shutil.copy(FIX / "torch-block-b8-h200.gat", golden)
+    doc = gemm_audit.assert_matches_golden(FIX / "torch-block-b8-rerun-h200.gat", tmp_path)
+    assert doc["differences"] == []
+    planted = tmp_path / "planted.gat"
+    shutil.copy(FIX / "torch-block-b8-tf32-h200.gat", planted)
+    with pytest.raises(AssertionError) as e:
+        gat.assert_matches_golden(planted, tmp_path)
+    msg = str(e.value)
+    assert "aten::mm#4" in msg and "vendor.physical_kernels" in msg and "tensorop" in msg
+    assert pathlib.Path(str(golden) + ".pending").exists()
