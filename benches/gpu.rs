@@ -26,6 +26,12 @@
 //!   of every route of the section, starting at the next route each round.
 //!   Reported: median and min ms per launch, TFLOP/s (2mnk / median) and
 //!   the tax = kernel time / vendor time (median over median).
+//! - `decode-by-m`: cuBLAS, cublaslt-invariant and wgmma-large by m for
+//!   NN/TN/NT x bf16/f16 at k = n = 4096, L2-hot (one operand copy) and,
+//!   for m <= 256, L2-cold (six rotating copies, each launch streaming its
+//!   weights from memory).
+//! - `report-clock`: the audit report's kernel time (`run_timed`) against
+//!   this bench's, interleaved, with the bench also at 1 ms samples.
 //! - `replay-graph`: validated replay (`CudaBackend::launch_validated`,
 //!   through `CapturedGemmGraphPlan::with_validated_launch`) against
 //!   launching the same instantiated graph directly
@@ -286,6 +292,11 @@ const SECTIONS: &[Section] = &[
         name: "invariant-by-m",
         title: "1f. Batch-invariant routes by m, bf16 NN and TN k=n=4096: cublaslt-invariant, wgmma-large and mma-large vs cuBLAS / cuBLASLt",
         run: bench_by_m,
+    },
+    Section {
+        name: "decode-by-m",
+        title: "1h. Batch-invariant routes by m, NN/TN/NT x bf16/f16, k=n=4096: L2-hot and L2-cold (m <= 256) vs cuBLAS",
+        run: bench_decode_by_m,
     },
     Section {
         name: "report-clock",
@@ -859,6 +870,134 @@ fn bench_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
     Ok(Report { table, summary })
 }
 
+/// Batch sizes of the decode table (`--quick`: a subset).
+const DECODE_M: &[u64] = &[1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096, 8192];
+/// Weight copies the L2-cold rows rotate through: 6 x 32 MiB of bf16
+/// weights is well past the H200's 60 MiB L2.
+const COLD_COPIES: usize = 6;
+
+/// cuBLAS, cublaslt-invariant and wgmma-large at every m of [`DECODE_M`]
+/// for each op and half dtype, k = n = 4096: one interleaved run with hot
+/// L2 (one copy of the operands: after the first launch of a sample the
+/// weights come from L2), then one interleaved run of the m <= 256 rows
+/// rotating through [`COLD_COPIES`] copies (every launch streams its
+/// weights from memory, as a decode step does).
+fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
+    let (k, n) = (4096u64, 4096u64);
+    let ms: Vec<u64> = if cfg.quick {
+        vec![1, 8, 64, 256, 4096]
+    } else {
+        DECODE_M.to_vec()
+    };
+    let columns: [(&str, RouteChoice); 3] = [
+        ("cuBLAS", RouteChoice::Cublas),
+        ("cuBLASLt-inv", RouteChoice::CublasLtInvariant),
+        ("wgmma-large", RouteChoice::Kernel(KernelFamily::WgmmaLarge)),
+    ];
+    let mut summary = Vec::new();
+    let mut routes = Vec::new();
+    // (op, dtype, m) and the route index of each column.
+    type Row = ((GemmOp, DType, u64), Vec<Option<usize>>);
+    let mut rows: Vec<Row> = Vec::new();
+    for op in [GemmOp::Nn, GemmOp::Tn, GemmOp::Nt] {
+        for dtype in [DType::Bf16, DType::F16] {
+            for &m in &ms {
+                let mut cells = Vec::new();
+                for (label, route) in columns {
+                    let backend = if route.is_vendor() {
+                        &gpu.fast
+                    } else {
+                        &gpu.det
+                    };
+                    let spec = GemmSpec {
+                        name: format!("{label}@{op}-{dtype}-m{m}"),
+                        op,
+                        dtype,
+                        m,
+                        k,
+                        n,
+                        route,
+                        seed: None,
+                    };
+                    match backend.resolve(&spec) {
+                        Ok(r) => {
+                            cells.push(Some(routes.len()));
+                            routes.push(r);
+                        }
+                        Err(e) => {
+                            cells.push(None);
+                            summary.push(format!(
+                                "decode-by-m {op} {dtype} m={m}: {label} left out: {e}"
+                            ));
+                        }
+                    }
+                }
+                rows.push(((op, dtype, m), cells));
+            }
+        }
+    }
+    let (_, hot) = time_routes(gpu, cfg, &routes, "decode by m, hot")?;
+    let cold_routes: Vec<usize> = (0..routes.len())
+        .filter(|&i| routes[i].shape.m <= 256)
+        .collect();
+    let cold_timings = gpu
+        .det
+        .time_routes_rotating(
+            &cold_routes
+                .iter()
+                .map(|&i| routes[i].clone())
+                .collect::<Vec<_>>(),
+            SEED,
+            COLD_COPIES,
+            !cfg.eager,
+            cfg.warmup,
+            cfg.samples,
+            cfg.sample_secs,
+        )
+        .map_err(|e| format!("timing decode by m, cold: {e}"))?;
+    let mut cold: Vec<Option<Stats>> = vec![None; routes.len()];
+    for (j, &i) in cold_routes.iter().enumerate() {
+        cold[i] = Some(Stats::of(&cold_timings[j].samples));
+    }
+    let mut table = Table {
+        header: [
+            "k=n=4096",
+            "cuBLAS hot us",
+            "inv/cuBLAS hot",
+            "wgmma/cuBLAS hot",
+            "cuBLAS cold us",
+            "inv/cuBLAS cold",
+            "wgmma/cuBLAS cold",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: Vec::new(),
+        notes: vec![format!(
+            "median kernel time; x/cuBLAS = cuBLAS time / route time (1.00 = vendor speed); \
+             cold: {COLD_COPIES} rotating operand copies, m <= 256 only"
+        )],
+    };
+    let fmt_x = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2}"));
+    for ((op, dtype, m), cells) in &rows {
+        let hot_s = |c: usize| cells[c].map(|i| hot[i].median);
+        let cold_s = |c: usize| cells[c].and_then(|i| cold[i].map(|s| s.median));
+        let ratio = |t: &dyn Fn(usize) -> Option<f64>, c: usize| match (t(0), t(c)) {
+            (Some(b), Some(x)) => Some(b / x),
+            _ => None,
+        };
+        table.rows.push(vec![
+            format!("{op} {dtype} m={m}"),
+            hot_s(0).map_or("-".into(), fmt_us),
+            fmt_x(ratio(&hot_s, 1)),
+            fmt_x(ratio(&hot_s, 2)),
+            cold_s(0).map_or("-".into(), fmt_us),
+            fmt_x(ratio(&cold_s, 1)),
+            fmt_x(ratio(&cold_s, 2)),
+        ]);
+    }
+    Ok(Report { table, summary })
+}
+
 /// The time the audit reports for a launch (`GemmBackend::run_timed`, the
 /// clock behind its TFLOP/s chart) against this bench's time of the same
 /// route (one captured graph of back-to-back launches per sample), in
@@ -914,26 +1053,41 @@ fn bench_report_clock(gpu: &Gpu, cfg: &Config) -> Res<Report> {
     }
     let rounds = cfg.samples.max(3);
     let mut bench = vec![Vec::new(); routes.len()];
+    let mut short = vec![Vec::new(); routes.len()];
     let mut audit = vec![Vec::new(); routes.len()];
     for round in 0..cfg.warmup + rounds {
         let t = gpu
             .det
             .time_routes(&routes, SEED, true, 0, 1, cfg.sample_secs)
             .map_err(|e| format!("bench clock: {e}"))?;
+        // The bench's clock with samples as long as the audit's graphs:
+        // tells sample length apart from what each clock includes.
+        let t1 = gpu
+            .det
+            .time_routes(&routes, SEED, true, 0, 1, 1e-3)
+            .map_err(|e| format!("bench clock, 1 ms samples: {e}"))?;
         for (i, (r, b)) in routes.iter().zip(&backends).enumerate() {
             let a = b
                 .run_timed(r, SEED)
                 .map_err(|e| format!("audit clock: {e}"))?;
             if round >= cfg.warmup {
                 bench[i].push(t[i].samples[0]);
+                short[i].push(t1[i].samples[0]);
                 audit[i].push(a.seconds);
             }
         }
     }
     let mut table = Table {
-        header: ["bf16 nn", "bench us", "audit us", "audit / bench"]
-            .map(String::from)
-            .to_vec(),
+        header: [
+            "bf16 nn",
+            "bench us",
+            "bench 1 ms us",
+            "audit us",
+            "audit / bench",
+            "audit / bench 1 ms",
+        ]
+        .map(String::from)
+        .to_vec(),
         rows: Vec::new(),
         notes: vec![format!(
             "medians of {rounds} interleaved rounds; the audit's clock is GemmBackend::run_timed \
@@ -942,12 +1096,18 @@ fn bench_report_clock(gpu: &Gpu, cfg: &Config) -> Res<Report> {
     };
     let mut summary = Vec::new();
     for (i, &(label, _, m, k, n)) in cases.iter().enumerate() {
-        let (b, a) = (Stats::of(&bench[i]).median, Stats::of(&audit[i]).median);
+        let (b, b1, a) = (
+            Stats::of(&bench[i]).median,
+            Stats::of(&short[i]).median,
+            Stats::of(&audit[i]).median,
+        );
         table.rows.push(vec![
             format!("{label} {m}x{k}x{n}"),
             format!("{:.1}", b * 1e6),
+            format!("{:.1}", b1 * 1e6),
             format!("{:.1}", a * 1e6),
             format!("{:.2}", a / b),
+            format!("{:.2}", a / b1),
         ]);
         summary.push(format!(
             "report-clock {label} {m}x{k}x{n}: audit {:.1} us vs bench {:.1} us ({:.2}x)",

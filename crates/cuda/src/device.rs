@@ -196,7 +196,7 @@ impl CudaBackend {
 
     /// Prepares `route` on inputs seeded by `seed` and launches it once,
     /// timed with CUDA events right before and after the launch (which
-    /// includes the host's enqueue of it: [`CudaBackend::kernel_seconds`]
+    /// includes the host's enqueue of it: `kernel_seconds`
     /// times the kernels alone). The caller holds the stream's lock.
     fn timed_launch(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<(Prepared, f64)> {
         let sh = &self.shared;
@@ -329,7 +329,7 @@ impl GemmBackend for CudaBackend {
     }
 
     /// [`GemmBackend::run`], timing the kernels with CUDA events around a
-    /// captured graph of back-to-back launches ([`CudaBackend::kernel_seconds`]):
+    /// captured graph of back-to-back launches (`kernel_seconds`):
     /// the kernels' device time, not the allocation, upload, download or
     /// host enqueue around them.
     fn run_timed(

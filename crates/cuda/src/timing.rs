@@ -33,7 +33,30 @@ impl CudaBackend {
         samples: usize,
         sample_secs: f64,
     ) -> Result<Vec<RouteTiming>> {
+        self.time_routes_rotating(routes, seed, 1, graphed, warmup, samples, sample_secs)
+    }
+
+    /// [`CudaBackend::time_routes`] with each route prepared `copies` times
+    /// (inputs seeded by `seed`, `seed + 1`, ...; buffers of their own) and
+    /// consecutive launches of a sample rotating through the copies: with
+    /// enough copies that their operands overflow the L2 cache, every
+    /// launch reads its weights from memory (an L2-cold time, as a decode
+    /// step that streams each layer's weights once), where one copy reads
+    /// them from L2 after the first launch (hot).
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)] // time_routes' knobs plus the copy count
+    pub fn time_routes_rotating(
+        &self,
+        routes: &[ResolvedGemmRoute],
+        seed: u64,
+        copies: usize,
+        graphed: bool,
+        warmup: usize,
+        samples: usize,
+        sample_secs: f64,
+    ) -> Result<Vec<RouteTiming>> {
         const MAX_LAUNCHES: f64 = 1000.0;
+        let copies = copies.max(1);
         let sh = &self.shared;
         let _lock = sh.lock();
         let handles = if routes.iter().any(|r| r.backend.is_vendor()) {
@@ -44,23 +67,30 @@ impl CudaBackend {
         let h = handles.as_ref().map(|g| g.get());
         let mut launches = routes
             .iter()
-            .map(|r| Prepared::new(sh, h, r, seed))
+            .map(|r| {
+                (0..copies as u64)
+                    .map(|c| Prepared::new(sh, h, r, seed.wrapping_add(c)))
+                    .collect::<Result<Vec<_>>>()
+            })
             .collect::<Result<Vec<_>>>()?;
         let timer = EventTimer::new(sh)?;
         let mut timings = Vec::with_capacity(launches.len());
         // Declared after `launches`, so dropped first: a graph must not
         // outlive the buffers its launches use.
         let mut graphs: Vec<Option<RawGraph>> = Vec::with_capacity(launches.len());
-        for launch in &mut launches {
-            launch.enqueue(sh, h, &sh.stream)?;
-            let per_launch = time_launches(sh, &timer, h, launch, None, 3)?;
+        for copies_of in &mut launches {
+            for launch in copies_of.iter_mut() {
+                launch.enqueue(sh, h, &sh.stream)?;
+            }
+            let per_launch = time_launches(sh, &timer, h, &mut copies_of[0], None, 3)?;
             let count = (sample_secs / per_launch.max(1e-7))
                 .round()
-                .clamp(1.0, MAX_LAUNCHES) as u32;
+                .clamp(copies as f64, MAX_LAUNCHES.max(copies as f64))
+                as u32;
             let (graph, capture_error) = if graphed {
                 match graph::capture(&sh.stream, || {
-                    for _ in 0..count {
-                        launch
+                    for j in 0..count as usize {
+                        copies_of[j % copies]
                             .enqueue(sh, h, &sh.stream)
                             .map_err(|e| e.to_string())?;
                     }
@@ -84,14 +114,16 @@ impl CudaBackend {
         for round in 0..warmup + samples {
             for j in 0..n {
                 let i = (round + j) % n;
-                let secs = time_launches(
-                    sh,
-                    &timer,
-                    h,
-                    &mut launches[i],
-                    graphs[i].as_ref(),
-                    timings[i].launches,
-                )?;
+                let count = timings[i].launches;
+                let secs = match graphs[i].as_ref() {
+                    Some(g) => timer.time(sh, || g.launch().map_err(drv("graph launch")))?,
+                    None => timer.time(sh, || {
+                        for l in 0..count as usize {
+                            launches[i][l % copies].enqueue(sh, h, &sh.stream)?;
+                        }
+                        Ok(())
+                    })?,
+                } / f64::from(count);
                 if round >= warmup {
                     timings[i].samples.push(secs);
                 }
