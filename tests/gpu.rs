@@ -1655,3 +1655,50 @@ fn invariant_gemms_run_on_engine_buffers_like_the_backend() {
         .unwrap_err();
     assert!(e.to_string().contains("2-byte elements"), "{e}");
 }
+
+/// Memory another library allocated on the device (here cudarc on the
+/// primary context, as PyTorch's allocator does) is fingerprinted where it
+/// lives, bit-identical to the host's fingerprint of the same bytes, at
+/// any offset inside its allocation; a range past the allocation, or an
+/// address that is no device memory, is refused.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn foreign_memory_is_fingerprinted_on_the_device_like_on_the_host() {
+    use cudarc::driver::DevicePtr;
+    use gemm_audit::FingerprintMode;
+    use gemm_audit::backend::cuda::ForeignFingerprinter;
+    let fp = ForeignFingerprinter::open(0).unwrap();
+    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
+    let stream = ctx.new_stream().unwrap();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let bytes = xorshift_bytes(&mut x, 3 * 4096 + 123);
+    let buf = stream.clone_htod(&bytes).unwrap();
+    stream.synchronize().unwrap();
+    let (base, _sync) = buf.device_ptr(&stream);
+    for (offset, len) in [
+        (0usize, bytes.len()),
+        (5, 4096),
+        (4096, 2 * 4096 + 123),
+        (7, 0),
+    ] {
+        let got = fp
+            .fingerprint(base + offset as u64, len, FingerprintMode::Strong, 0)
+            .unwrap();
+        assert_eq!(
+            got,
+            OutputFingerprint::of(0, &bytes[offset..offset + len]),
+            "offset {offset} len {len}"
+        );
+    }
+    let past = fp
+        .fingerprint(base, 1 << 40, FingerprintMode::Strong, 0)
+        .unwrap_err();
+    assert!(
+        past.to_string().contains("not inside one allocation"),
+        "{past}"
+    );
+    let host = fp
+        .fingerprint(bytes.as_ptr() as u64, 64, FingerprintMode::Strong, 0)
+        .unwrap_err();
+    println!("past the allocation: {past}\nhost address: {host}");
+}

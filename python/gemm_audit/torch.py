@@ -17,7 +17,10 @@ reach these) is seen with its shapes, strides, dtype and layout, and is
 run inside a profiler range of its own; the CUDA kernels, copies and
 memsets launched inside that range are bound to it (a split-K GEMM and
 its reduce kernel are two kernels of one GEMM). Each output is copied on
-the device when the op returns and fingerprinted on the host afterwards.
+the device when the op returns and, after the step, fingerprinted there by
+gemm-audit's own chunk kernel (``Recording.fingerprinted_on`` says
+``"device"``; where that cannot run, e.g. without NVRTC, the copies are
+hashed on the host and it says why).
 The determinism-relevant state (torch, CUDA, cuBLAS and cuBLASLt versions,
 driver, device, TF32 and reduced-precision flags,
 ``use_deterministic_algorithms``, ``CUBLAS_WORKSPACE_CONFIG``,
@@ -202,6 +205,10 @@ class Recording:
         self.device: dict = {}
         self._outputs: list = []
         self._calls: list = []  # (aten op, args, kwargs) to re-run for the probe
+        self._fingerprints: Optional[List[str]] = None
+        #: Where the outputs were fingerprinted: ``"device"``, or
+        #: ``"host"`` and why the device could not (copied back first).
+        self.fingerprinted_on = "host"
 
     def step_json(self) -> str:
         """The observed step, as JSON."""
@@ -214,7 +221,12 @@ class Recording:
     def write(self, path, overwrite: bool = False) -> dict:
         """Writes the trace to ``path`` (an existing file is refused unless
         ``overwrite``); returns its ``show`` document."""
-        doc = _native.write_observed(self.step_json(), self.output_bytes(), os.fspath(path), overwrite)
+        if self._fingerprints is not None:
+            doc = _native.write_observed_fingerprinted(
+                self.step_json(), self._fingerprints, os.fspath(path), overwrite
+            )
+        else:
+            doc = _native.write_observed(self.step_json(), self.output_bytes(), os.fspath(path), overwrite)
         return json.loads(doc)
 
     def probe_batch_invariance(self, ms: Optional[Iterable[int]] = None, seed: int = 0) -> List[dict]:
@@ -263,6 +275,31 @@ class Recording:
                     }
                 )
         return results
+
+
+_FINGERPRINTERS: dict = {}
+
+
+def _device_fingerprints(tensors) -> Tuple[Optional[List[str]], Optional[str]]:
+    """Each tensor's fingerprint computed on its device by gemm-audit's
+    chunk kernel, or ``(None, why)`` when that cannot be done here."""
+    import torch
+
+    if not hasattr(_native, "DeviceFingerprints"):
+        return None, "the package was built without CUDA"
+    ordinal = torch.cuda.current_device()
+    try:
+        if ordinal not in _FINGERPRINTERS:
+            _FINGERPRINTERS[ordinal] = _native.DeviceFingerprints(ordinal)
+        fp = _FINGERPRINTERS[ordinal]
+        torch.cuda.synchronize()
+        out = []
+        for t in tensors:
+            c = t.detach().contiguous()
+            out.append(fp.fingerprint(c.data_ptr(), c.numel() * c.element_size()))
+        return out, None
+    except _native.GemmAuditError as e:
+        return None, str(e)
 
 
 def _powers_to(m: int) -> List[int]:
@@ -446,6 +483,8 @@ def record(workload: str, path=None, overwrite: bool = False):
         rec.gemms.append(dict(name=name, op_name=op_name, kernels=bound.get(i, []), **layout))
         rec._outputs.append(copy)
         rec._calls.append(call)
+    rec._fingerprints, why = _device_fingerprints(rec._outputs)
+    rec.fingerprinted_on = "device" if why is None else f"host ({why})"
     if path is not None:
         rec.write(path, overwrite)
 

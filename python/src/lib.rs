@@ -169,6 +169,65 @@ fn write_observed(
     Ok(report::show_document(&trace))
 }
 
+/// [`write_observed`] with each output's fingerprint computed already
+/// (`fingerprints[i]`: the JSON of GEMM `i`'s strong fingerprint, input
+/// seed 0, as [`DeviceFingerprints::fingerprint`] returns it).
+#[pyfunction]
+#[pyo3(signature = (step, fingerprints, path, overwrite = false))]
+fn write_observed_fingerprinted(
+    step: &str,
+    fingerprints: Vec<String>,
+    path: PathBuf,
+    overwrite: bool,
+) -> PyResult<String> {
+    let step = gemm_audit::observed::ObservedStep::from_json(step).map_err(fail)?;
+    let fingerprints = fingerprints
+        .iter()
+        .map(|f| serde_json::from_str(f).map_err(|e| fail(format!("fingerprint {f:?}: {e}"))))
+        .collect::<PyResult<Vec<gemm_audit::OutputFingerprint>>>()?;
+    let trace = step.trace_fingerprinted(fingerprints).map_err(fail)?;
+    trace.write(&path, overwrite).map_err(fail)?;
+    Ok(report::show_document(&trace))
+}
+
+/// Fingerprints of device memory other code owns (a PyTorch tensor's
+/// storage), computed on the device by gemm-audit's chunk kernel: nothing
+/// is copied to the host. Opening it needs a CUDA device and NVRTC.
+#[cfg(feature = "cuda")]
+#[pyclass]
+struct DeviceFingerprints(gemm_audit::backend::cuda::ForeignFingerprinter);
+
+#[cfg(feature = "cuda")]
+#[pymethods]
+impl DeviceFingerprints {
+    /// Opens the fingerprinter on the primary context of device `ordinal`.
+    #[new]
+    fn new(ordinal: usize) -> PyResult<Self> {
+        Ok(DeviceFingerprints(
+            gemm_audit::backend::cuda::ForeignFingerprinter::open(ordinal).map_err(fail)?,
+        ))
+    }
+
+    /// The JSON of the strong fingerprint (input seed 0) of the `nbytes`
+    /// bytes at device address `address`, which must lie inside one
+    /// allocation of the device (else `GemmAuditError`) and be written
+    /// already (synchronize first).
+    fn fingerprint(&self, address: u64, nbytes: usize) -> PyResult<String> {
+        let f = self
+            .0
+            .fingerprint(address, nbytes, gemm_audit::FingerprintMode::Strong, 0)
+            .map_err(fail)?;
+        serde_json::to_string(&f).map_err(fail)
+    }
+}
+
+/// The strong fingerprint (input seed 0) of `data`, as JSON: what
+/// [`DeviceFingerprints::fingerprint`] returns for the same bytes.
+#[pyfunction]
+fn fingerprint_bytes(data: Vec<u8>) -> PyResult<String> {
+    serde_json::to_string(&gemm_audit::OutputFingerprint::of(0, &data)).map_err(fail)
+}
+
 /// The differences of `candidate` from `golden` as `gemm-audit diff`
 /// prints them (text).
 #[pyfunction]
@@ -189,6 +248,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(remove_stale_candidate, m)?)?;
     m.add_function(wrap_pyfunction!(diff_text, m)?)?;
     m.add_function(wrap_pyfunction!(write_observed, m)?)?;
+    m.add_function(wrap_pyfunction!(write_observed_fingerprinted, m)?)?;
+    m.add_function(wrap_pyfunction!(fingerprint_bytes, m)?)?;
+    #[cfg(feature = "cuda")]
+    m.add_class::<DeviceFingerprints>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -145,3 +145,12 @@ def test_assert_matches_golden_keeps_candidates_like_the_audit(tmp_path):
     classes = {d["class"] for d in gemm_audit.diff(goldens / "cpu-x86_64" / "m-sweep.gat", trace)["differences"]}
     assert classes
     assert gemm_audit.assert_matches_golden(trace, goldens, allow=sorted(classes))["verdict"] == "pass"
+
+
+def test_check_on_cuda_without_a_gpu_raises_naming_what_is_missing():
+    import os
+
+    if os.path.exists("/dev/nvidiactl"):
+        pytest.skip("a GPU is present: the GPU runs check this")
+    with pytest.raises(gemm_audit.GemmAuditError, match="CUDA|cuda"):
+        gemm_audit.check(H200 / "m-sweep.gat", backend="cuda")

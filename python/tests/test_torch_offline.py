@@ -90,6 +90,29 @@ def test_an_observed_step_is_written_and_gated_like_any_trace(tmp_path):
     assert "allow_tf32=False" in text and "allow_tf32=True" in text
 
 
+def test_precomputed_fingerprints_give_the_same_trace(tmp_path):
+    """The recorder's device path (fingerprints computed where the outputs
+    live) writes the trace the host path writes from the bytes."""
+    gemms = [gemm("aten::mm#0", ["nvjet_a"]), gemm("aten::addmm#1", ["nvjet_b"])]
+    step = gat.step_document("step@b8", FRAMEWORK, DEVICE, gemms)
+    outs = [bytes([i]) * (g["m"] * g["n"] * 2) for i, g in enumerate(gemms)]
+    host = json.loads(_native.write_observed(step, outs, str(tmp_path / "h.gat")))
+    fps = [_native.fingerprint_bytes(o) for o in outs]
+    pre = json.loads(_native.write_observed_fingerprinted(step, fps, str(tmp_path / "d.gat")))
+    assert pre["trace"] == host["trace"]
+    with pytest.raises(gemm_audit.GemmAuditError, match="input seed 7, not 0"):
+        bad = json.loads(fps[0])
+        bad["input_seed"] = 7
+        _native.write_observed_fingerprinted(step, [json.dumps(bad), fps[1]], str(tmp_path / "x.gat"))
+
+
+def test_device_fingerprints_refuse_without_a_device():
+    if not hasattr(_native, "DeviceFingerprints"):
+        pytest.skip("built without the cuda feature")
+    with pytest.raises(gemm_audit.GemmAuditError):
+        _native.DeviceFingerprints(0)
+
+
 def test_bad_steps_raise_naming_the_problem(tmp_path):
     with pytest.raises(gemm_audit.GemmAuditError, match="observed step"):
         _native.write_observed("{}", [], str(tmp_path / "x.gat"))

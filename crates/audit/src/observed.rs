@@ -148,6 +148,34 @@ impl ObservedStep {
                 self.gemms.len()
             )));
         }
+        self.trace_fingerprinted(
+            outputs
+                .iter()
+                .map(|o| OutputFingerprint::with_mode(FingerprintMode::Strong, 0, o))
+                .collect(),
+        )
+    }
+
+    /// [`ObservedStep::trace`] with each output's strong fingerprint
+    /// already computed (`OutputFingerprint::of(0, bytes)`), e.g. on the device where the
+    /// output lives (`ForeignFingerprinter` of the CUDA backend).
+    pub fn trace_fingerprinted(
+        &self,
+        fingerprints: Vec<OutputFingerprint>,
+    ) -> Result<RecordedGemmTrace, ObservedError> {
+        if fingerprints.len() != self.gemms.len() {
+            return Err(ObservedError::Invalid(format!(
+                "{} outputs for {} GEMMs",
+                fingerprints.len(),
+                self.gemms.len()
+            )));
+        }
+        if let Some(i) = fingerprints.iter().position(|f| f.input_seed != 0) {
+            return Err(ObservedError::Invalid(format!(
+                "the fingerprint of GEMM {:?} has input seed {}, not 0",
+                self.gemms[i].name, fingerprints[i].input_seed
+            )));
+        }
         if self.gemms.is_empty() {
             return Err(ObservedError::Invalid(format!(
                 "step {:?} ran no GEMM-family op",
@@ -161,10 +189,6 @@ impl ObservedStep {
             .iter()
             .map(|g| self.route(&live, module, g))
             .collect::<Result<Vec<_>, _>>()?;
-        let fingerprints = outputs
-            .iter()
-            .map(|o| OutputFingerprint::with_mode(FingerprintMode::Strong, 0, o))
-            .collect();
         let mut volatile = VolatileMetadata::new();
         volatile.insert(
             format!("{}.version", self.framework.name),

@@ -45,6 +45,8 @@ mod engine_gemm;
 #[cfg(feature = "cuda")]
 mod fingerprint;
 #[cfg(feature = "cuda")]
+mod foreign;
+#[cfg(feature = "cuda")]
 mod graph;
 #[cfg(feature = "cuda")]
 mod invariant_gemm;
@@ -85,6 +87,8 @@ pub use embed::{
 pub use engine_gemm::{CudarcElement, CudarcGemm, VendorApi, VendorGemm, VendorGemms};
 #[cfg(feature = "cuda")]
 pub use fingerprint::DeviceFingerprinter;
+#[cfg(feature = "cuda")]
+pub use foreign::ForeignFingerprinter;
 #[cfg(feature = "cuda")]
 pub use invariant_gemm::{InvariantGemm, InvariantGemms};
 #[cfg(feature = "cuda")]
