@@ -137,4 +137,5 @@ def test_h200_recordings_gate_bit_for_bit_and_catch_a_planted_tf32(tmp_path):
         gat.assert_matches_golden(planted, tmp_path)
     msg = str(e.value)
     assert "aten::mm#4" in msg and "vendor.physical_kernels" in msg and "tensorop" in msg
+    assert "allow_tf32=False" in msg and "allow_tf32=True" in msg, "the knob that moved is named"
     assert pathlib.Path(str(golden) + ".pending").exists()
