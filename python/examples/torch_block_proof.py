@@ -1,4 +1,5 @@
-"""H200 proof of gemm_audit.torch (issue 20). Usage: torch_proof.py OUT PHASE
+"""A model example and the H200 proof of gemm_audit.torch (docs/gpu-validation.md).
+Usage: python torch_block_proof.py OUT PHASE (needs torch with CUDA and gemm_audit).
 PHASE golden: record block@b1/b8 and store them as goldens under OUT/goldens.
 PHASE recheck: record again (a new process) and gate against the goldens;
 plant TF32 on and show the drift; probe batch invariance and cross-check it
