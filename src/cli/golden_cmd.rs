@@ -76,7 +76,7 @@ pub(super) fn cmd_bless(a: BlessArgs) -> Result<u8> {
     let mut recorded: Vec<(DeviceLabel, RecordedGemmTrace)> = Vec::new();
     for w in &ws {
         let results = fleet::on_each_device(&devices, |_, b| {
-            recorder::record_in(b, w, mode, &mut |_, _| {})
+            recorder::record_fingerprinted(b, w, mode, &mut |_, _| {})
         });
         for ((label, _), rec) in devices.iter().zip(all_ok(&devices, results)?) {
             if !rec.replay.is_identical() {

@@ -266,7 +266,9 @@ pub(super) fn cmd_record(a: RecordArgs) -> Result<u8> {
             ProgressBar::hidden()
         };
         let backend = &devices[0].1;
-        let rec = recorder::record_in(backend, &w, mode, &mut |d, _| bar.set_position(d as u64))?;
+        let rec = record_one(backend, &w, mode, outputs.is_some(), &mut |d, _| {
+            bar.set_position(d as u64)
+        })?;
         bar.finish_and_clear();
         return write_recording(&w, &rec, backend.name(), None, out, force, outputs);
     }
@@ -280,7 +282,7 @@ pub(super) fn cmd_record(a: RecordArgs) -> Result<u8> {
         }
     }
     let results = fleet::on_each_device(&devices, |_, b| {
-        recorder::record_in(b, &w, mode, &mut |_, _| {})
+        record_one(b, &w, mode, outputs.is_some(), &mut |_, _| {})
     });
     let recs = all_ok(&devices, results)?;
     let mut code = EXIT_OK;
@@ -310,6 +312,22 @@ pub(super) fn cmd_record(a: RecordArgs) -> Result<u8> {
         code = EXIT_FINDING;
     }
     Ok(code)
+}
+
+/// Records `w`, keeping every output on the host only when `dumps` asks
+/// for them (else the outputs are fingerprinted where they live).
+fn record_one(
+    backend: &Backend,
+    w: &Workload,
+    mode: FingerprintMode,
+    dumps: bool,
+    progress: &mut dyn FnMut(usize, usize),
+) -> gemm_audit::Result<recorder::Recording> {
+    if dumps {
+        recorder::record_in(backend, w, mode, progress)
+    } else {
+        recorder::record_fingerprinted(backend, w, mode, progress)
+    }
 }
 
 /// Writes one recording (trace, and output dumps when asked) and says what

@@ -28,5 +28,6 @@ mod workload;
 pub use gemm_audit_model::recorder::*;
 pub use workload::{
     CheckReport, EagerRun, Recording, ReplayOutcome, allowed_golden_differences,
-    capture_and_replay, check, eager_rerun, eager_run, record, record_in, record_keeping,
+    capture_and_replay, check, eager_rerun, eager_run, record, record_fingerprinted, record_in,
+    record_keeping,
 };

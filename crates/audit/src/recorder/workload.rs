@@ -272,6 +272,18 @@ pub fn record_keeping(
     finish_recording(backend, workload, mode, routes, fingerprints, kept)
 }
 
+/// [`record_keeping`] keeping no output on the host: the trace only, its
+/// fingerprints computed where the outputs live (for `record` without
+/// output dumps, and `bless`).
+pub fn record_fingerprinted(
+    backend: &Backend,
+    workload: &Workload,
+    mode: FingerprintMode,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Recording> {
+    record_keeping(backend, workload, mode, &|r| vec![0; r.len()], progress)
+}
+
 /// What a recording keeps of its eager launches.
 struct Kept {
     outputs: Vec<Vec<u8>>,
