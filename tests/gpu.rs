@@ -1702,3 +1702,158 @@ fn foreign_memory_is_fingerprinted_on_the_device_like_on_the_host() {
         .unwrap_err();
     println!("past the allocation: {past}\nhost address: {host}");
 }
+
+/// Operands stored with leading dimensions wider than dense (views into
+/// wider buffers, as one projection's slice of a fused output): the same
+/// kernel and output bits as the dense problem, the strides in the route,
+/// and C that is not dense, or a stride TMA cannot encode, refused.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn invariant_gemms_read_strided_operands_like_dense_ones() {
+    use gemm_audit::backend::common::Problem;
+    use gemm_audit::backend::cuda::{self, InvariantGemms, catalog};
+    use gemm_audit::route::GemmStrides;
+    let g = gpu();
+    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
+    // SAFETY: every buffer of this test lives on `stream`.
+    unsafe { ctx.disable_event_tracking() };
+    let stream = ctx.new_stream().unwrap();
+    let inv = InvariantGemms::new(&ctx).unwrap();
+    let (device, _) = cuda::device_identity(&ctx).unwrap();
+    let live = gemm_audit::identity::GemmRouteIdentity::new(
+        CUDA_DEFAULT_POLICY,
+        vec![inv.module().clone()],
+        device,
+        gemm_audit::identity::Revisions {
+            tuning_table: catalog::TUNING_TABLE_REVISION,
+            schedule: catalog::SCHEDULE_REVISION,
+            tensor_map: catalog::TENSOR_MAP_REVISION,
+        },
+    );
+    let words = |bytes: &[u8]| -> Vec<u16> {
+        bytes
+            .chunks_exact(2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+            .collect()
+    };
+    // Spreads dense rows of `cols` elements `ld` apart (the gap holds junk).
+    let spread = |dense: &[u16], rows: u64, cols: u64, ld: u64| -> Vec<u16> {
+        let mut v = vec![0x7e00u16; ((rows - 1) * ld + cols) as usize];
+        for r in 0..rows as usize {
+            let (src, dst) = (r * cols as usize, r * ld as usize);
+            v[dst..dst + cols as usize].copy_from_slice(&dense[src..src + cols as usize]);
+        }
+        v
+    };
+    let (m, k, n) = (200u64, 512u64, 256u64);
+    for (op, dtype) in [
+        (GemmOp::Nn, DType::Bf16),
+        (GemmOp::Tn, DType::F16),
+        (GemmOp::Nt, DType::Bf16),
+    ] {
+        let s = shape(m, k, n);
+        let dense = GemmStrides::dense(op, s);
+        let strides = GemmStrides {
+            lda: dense.lda + 64,
+            ldb: dense.ldb + 128,
+            ldc: dense.ldc,
+        };
+        let plan = inv
+            .plan_strided(&live, CudaKernel::WgmmaLarge, op, dtype, s, strides)
+            .unwrap();
+        let ours = plan.route("strided");
+        assert_eq!(ours.strides, strides);
+        let theirs = route(&g, op, dtype, s, CudaKernel::WgmmaLarge);
+        assert_eq!(ours.kernel_symbol, theirs.kernel_symbol);
+        assert_ne!(
+            ours.tensor_map, theirs.tensor_map,
+            "the maps' strides are part of the route"
+        );
+        let p = Problem {
+            op,
+            m: m as usize,
+            k: k as usize,
+            n: n as usize,
+        };
+        let (a, b) = g.seeded_operands(&p, dtype, SEED).unwrap();
+        let (a_rows, a_cols) = if op == GemmOp::Tn { (k, m) } else { (m, k) };
+        let (b_rows, b_cols) = if op == GemmOp::Nt { (n, k) } else { (k, n) };
+        let a = stream
+            .clone_htod(&spread(&words(&a), a_rows, a_cols, strides.lda))
+            .unwrap();
+        let b = stream
+            .clone_htod(&spread(&words(&b), b_rows, b_cols, strides.ldb))
+            .unwrap();
+        let mut c = stream.alloc_zeros::<u16>((m * n) as usize).unwrap();
+        let rec = recorder::GemmRouteRecorder::new();
+        let ((), eager) = recorder::record_eager(&rec, &live, || {
+            plan.run(&rec, "strided", &stream, &a, &b, &mut c)
+        })
+        .unwrap();
+        assert_eq!(eager.routes, vec![ours]);
+        let out: Vec<u8> = stream
+            .clone_dtoh(&c)
+            .unwrap()
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .collect();
+        assert!(
+            out == g.run(&theirs, SEED).unwrap(),
+            "{op} {dtype}: strided operands give other bits than dense ones"
+        );
+        // A buffer one element short of the strided span is refused.
+        let short = stream.alloc_zeros::<u16>(a.len() - 1).unwrap();
+        let e = plan
+            .run(
+                &recorder::GemmRouteRecorder::new(),
+                "short",
+                &stream,
+                &short,
+                &b,
+                &mut c,
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("operand A holds"), "{e}");
+        println!(
+            "strided {op} {dtype} lda={} ldb={}: bits equal to dense",
+            strides.lda, strides.ldb
+        );
+    }
+    let s = shape(m, k, n);
+    let dense = GemmStrides::dense(GemmOp::Nn, s);
+    for (bad, why) in [
+        (
+            GemmStrides {
+                ldc: n + 8,
+                ..dense
+            },
+            "C must be stored dense",
+        ),
+        (
+            GemmStrides {
+                lda: k + 4,
+                ..dense
+            },
+            "not a multiple of 8",
+        ),
+        (
+            GemmStrides {
+                ldb: n - 8,
+                ..dense
+            },
+            "less than the stored row",
+        ),
+    ] {
+        let e = inv
+            .plan_strided(
+                &live,
+                CudaKernel::WgmmaLarge,
+                GemmOp::Nn,
+                DType::Bf16,
+                s,
+                bad,
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains(why), "{why}: {e}");
+    }
+}

@@ -515,13 +515,30 @@ pub fn tensor_maps(
     dtype: DType,
     shape: GemmShape,
 ) -> [TensorMapSpec; 2] {
+    tensor_maps_strided(kernel, op, dtype, shape, strides(op, shape))
+}
+
+/// [`tensor_maps`] over operands stored with leading dimensions
+/// `strides.lda` and `strides.ldb` (elements from one stored row to the
+/// next; dense storage gives the same maps as [`tensor_maps`]). The
+/// strides are not checked here: [`wgmma_strides`] does.
+pub fn tensor_maps_strided(
+    kernel: CudaKernel,
+    op: GemmOp,
+    dtype: DType,
+    shape: GemmShape,
+    strides: GemmStrides,
+) -> [TensorMapSpec; 2] {
     let GemmShape { m, k, n } = shape;
-    // Dense row-major storage: a row is the contiguous dimension's extent.
     let map = |operand, dims: [u64; 2], box_dims| TensorMapSpec {
         operand,
         dtype,
         dims,
-        row_stride_bytes: dims[0] * 2,
+        row_stride_bytes: if operand == "A" {
+            strides.lda
+        } else {
+            strides.ldb
+        } * 2,
         box_dims,
     };
     let a = if op == GemmOp::Tn {
@@ -535,6 +552,37 @@ pub fn tensor_maps(
         map("B", [n, k], [64, 64])
     };
     [a, b]
+}
+
+/// Checks leading dimensions for the wgmma kernels: A and B may be
+/// stored with rows further apart than dense (a view into a wider buffer),
+/// each at least its stored row's extent and a multiple of 8 elements
+/// (TMA row strides are multiples of 16 bytes); C is stored dense (the
+/// kernels store rows `n` apart).
+pub fn wgmma_strides(op: GemmOp, shape: GemmShape, strides: GemmStrides) -> Result<(), String> {
+    let dense = GemmStrides::dense(op, shape);
+    if strides.ldc != dense.ldc {
+        return Err(format!(
+            "C must be stored dense (ldc = n = {}), not with ldc = {}: the wgmma kernels store rows n apart",
+            dense.ldc, strides.ldc
+        ));
+    }
+    for (what, ld, extent) in [
+        ("lda", strides.lda, dense.lda),
+        ("ldb", strides.ldb, dense.ldb),
+    ] {
+        if ld < extent {
+            return Err(format!(
+                "{what} = {ld} is less than the stored row's {extent} elements ({op})"
+            ));
+        }
+        if ld % 8 != 0 {
+            return Err(format!(
+                "{what} = {ld} is not a multiple of 8 (TMA row strides are multiples of 16 bytes)"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The tensor-map identity of a wgmma route: a digest of both maps'
@@ -583,10 +631,42 @@ pub fn nvrtc_route(
     (op, dtype, shape): (GemmOp, DType, GemmShape),
     kernel: CudaKernel,
 ) -> Result<ResolvedGemmRoute, String> {
+    nvrtc_route_strided(
+        live,
+        module,
+        resources,
+        gemm,
+        (op, dtype, shape),
+        kernel,
+        strides(op, shape),
+    )
+}
+
+/// [`nvrtc_route`] of operands stored with `strides` (a wgmma kernel only,
+/// within [`wgmma_strides`]; every other family is dense). The CUDA
+/// backend launches dense routes only: this is the route of an engine's
+/// strided views (`InvariantGemms`).
+pub fn nvrtc_route_strided(
+    live: &GemmRouteIdentity,
+    module: &ModuleIdentity,
+    resources: Digest,
+    gemm: &str,
+    (op, dtype, shape): (GemmOp, DType, GemmShape),
+    kernel: CudaKernel,
+    strides: GemmStrides,
+) -> Result<ResolvedGemmRoute, String> {
     kernel.serves_shape(op, shape)?;
+    if strides != GemmStrides::dense(op, shape) {
+        if !kernel.is_wgmma() {
+            return Err(format!(
+                "{} reads dense operands only",
+                kernel.symbol_family()
+            ));
+        }
+        wgmma_strides(op, shape, strides)?;
+    }
     let g = kernel.geometry(shape)?;
     let symbol = kernel.symbol(op, dtype);
-    let strides = strides(op, shape);
     let (kind, ownership) = kernel.contract();
     let mut route = GemmRouteBuilder::new(live, module, &symbol, gemm)
         .problem(op, dtype, shape)
@@ -602,7 +682,9 @@ pub fn nvrtc_route(
         })
         .resources(resources);
     if kernel.is_wgmma() {
-        route = route.tensor_map(tensor_map_digest(&tensor_maps(kernel, op, dtype, shape)));
+        route = route.tensor_map(tensor_map_digest(&tensor_maps_strided(
+            kernel, op, dtype, shape, strides,
+        )));
     }
     route.build().map_err(|e| e.to_string())
 }
@@ -966,6 +1048,68 @@ mod tests {
         // The other families serve any shape.
         assert!(CudaKernel::MmaLarge.serves_shape(GemmOp::Tn, ok).is_ok());
         assert!(!k.supports(DType::F32) && k.supports(DType::Bf16));
+    }
+
+    #[test]
+    fn strided_operands_change_only_the_row_strides_and_are_checked() {
+        let s = GemmShape {
+            m: 200,
+            k: 136,
+            n: 264,
+        };
+        for op in GemmOp::ALL.iter().copied() {
+            let dense = GemmStrides::dense(op, s);
+            let k = CudaKernel::WgmmaLarge;
+            assert_eq!(
+                tensor_maps_strided(k, op, DType::Bf16, s, dense),
+                tensor_maps(k, op, DType::Bf16, s),
+                "{op}: dense strides give the dense maps"
+            );
+            assert!(wgmma_strides(op, s, dense).is_ok());
+            let wide = GemmStrides {
+                lda: dense.lda + 64,
+                ldb: dense.ldb + 8,
+                ldc: dense.ldc,
+            };
+            assert!(wgmma_strides(op, s, wide).is_ok());
+            let [a, b] = tensor_maps_strided(k, op, DType::Bf16, s, wide);
+            let [da, db] = tensor_maps(k, op, DType::Bf16, s);
+            assert_eq!(
+                (a.row_stride_bytes, b.row_stride_bytes),
+                (wide.lda * 2, wide.ldb * 2)
+            );
+            assert_eq!(
+                (a.dims, b.dims, a.box_dims),
+                (da.dims, db.dims, da.box_dims)
+            );
+            assert_ne!(tensor_map_digest(&[a, b]), tensor_map_digest(&[da, db]));
+            for (bad, why) in [
+                (
+                    GemmStrides {
+                        ldc: dense.ldc + 8,
+                        ..dense
+                    },
+                    "C must be stored dense",
+                ),
+                (
+                    GemmStrides {
+                        lda: dense.lda + 4,
+                        ..dense
+                    },
+                    "not a multiple of 8",
+                ),
+                (
+                    GemmStrides {
+                        ldb: dense.ldb - 8,
+                        ..dense
+                    },
+                    "less than the stored row",
+                ),
+            ] {
+                let e = wgmma_strides(op, s, bad).unwrap_err();
+                assert!(e.contains(why), "{op}: {e}");
+            }
+        }
     }
 
     #[test]

@@ -20,7 +20,7 @@ use crate::error::Result;
 use crate::identity::{GemmRouteIdentity, ModuleIdentity};
 use crate::kernels::element_size;
 use crate::recorder::GemmRouteRecorder;
-use crate::route::{DType, GemmOp, GemmShape, ResolvedGemmRoute};
+use crate::route::{DType, GemmOp, GemmShape, GemmStrides, ResolvedGemmRoute};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig,
     PushKernelArg,
@@ -90,6 +90,31 @@ impl InvariantGemms {
         dtype: DType,
         shape: GemmShape,
     ) -> Result<InvariantGemm> {
+        self.plan_strided(
+            live,
+            family,
+            op,
+            dtype,
+            shape,
+            GemmStrides::dense(op, shape),
+        )
+    }
+
+    /// [`InvariantGemms::plan`] of operands A and B stored with leading
+    /// dimensions `strides.lda` and `strides.ldb` (views into wider
+    /// buffers, e.g. one projection's columns of a fused output): each at
+    /// least its stored row's extent and a multiple of 8 elements; C
+    /// dense (`ldc = n`). The kernel, its k order and so the output bits
+    /// are those of the dense problem; the route records the strides.
+    pub fn plan_strided(
+        &self,
+        live: &GemmRouteIdentity,
+        family: CudaKernel,
+        op: GemmOp,
+        dtype: DType,
+        shape: GemmShape,
+        strides: GemmStrides,
+    ) -> Result<InvariantGemm> {
         if !family.is_wgmma() {
             return Err(cuda_err(format!(
                 "{} is not a batch-invariant wgmma family (wgmma-large, wgmma-small)",
@@ -103,13 +128,14 @@ impl InvariantGemms {
         }
         let symbol = family.symbol(op, dtype);
         let (func, resources) = self.module.function(&symbol)?;
-        let route = catalog::nvrtc_route(
+        let route = catalog::nvrtc_route_strided(
             live,
             &self.module.identity,
             *resources,
             "planned",
             (op, dtype, shape),
             family,
+            strides,
         )
         .map_err(|e| cuda_err(format!("{symbol} cannot serve {op} {dtype} {shape:?}: {e}")))?;
         let geometry = family.geometry(shape).map_err(cuda_err)?;
@@ -174,7 +200,26 @@ impl InvariantGemm {
                 std::mem::size_of::<T>()
             )));
         }
-        for (what, buf, want) in [("A", a, m * k), ("B", b, k * n), ("C", &*c, m * n)] {
+        // Elements each operand spans: all rows but the last at the
+        // leading dimension, the last at its own extent.
+        let st = self.route.strides;
+        let span =
+            |rows: u64, ld: u64, cols: u64| if rows == 0 { 0 } else { (rows - 1) * ld + cols };
+        let (a_rows, a_cols) = if self.route.op == GemmOp::Tn {
+            (k, m)
+        } else {
+            (m, k)
+        };
+        let (b_rows, b_cols) = if self.route.op == GemmOp::Nt {
+            (n, k)
+        } else {
+            (k, n)
+        };
+        for (what, buf, want) in [
+            ("A", a, span(a_rows, st.lda, a_cols)),
+            ("B", b, span(b_rows, st.ldb, b_cols)),
+            ("C", &*c, m * n),
+        ] {
             if (buf.len() as u64) < want {
                 return Err(cuda_err(format!(
                     "operand {what} holds {} elements; the planned problem needs {want}",
@@ -192,7 +237,7 @@ impl InvariantGemm {
             return Ok(());
         }
         let (op, dtype, shape) = (self.route.op, self.route.dtype, self.route.shape);
-        let [sa, sb] = catalog::tensor_maps(self.family, op, dtype, shape);
+        let [sa, sb] = catalog::tensor_maps_strided(self.family, op, dtype, shape, st);
         let (pa, _ra) = a.device_ptr(stream);
         let (pb, _rb) = b.device_ptr(stream);
         let maps = [tma::encode(&sa, pa)?, tma::encode(&sb, pb)?];
@@ -212,7 +257,8 @@ impl InvariantGemm {
             .arg(&n);
         // SAFETY: the arguments match kernels/wgmma.cu's signature (tensor
         // maps of A and B, C, m, k, n); the maps were encoded over A and B
-        // with the planned problem's dims (TMA zero-fills reads past them)
+        // with the planned problem's dims and leading dimensions, which
+        // the buffers span (checked above; TMA zero-fills reads past the dims)
         // and are passed by value; C holds at least m * n elements of the
         // dtype (checked above) and the kernel bounds-checks every store;
         // the function was loaded into this stream's context (checked
