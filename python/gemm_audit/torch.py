@@ -39,6 +39,7 @@ trace cannot express (fp8 operands, both operands transposed, CPU tensors)
 are listed in ``Recording.skipped`` with the reason.
 """
 
+import bisect
 import contextlib
 import ctypes
 import json
@@ -141,18 +142,24 @@ def bind_kernels(chrome_trace: dict, prefix: str = RANGE_PREFIX) -> Tuple[Dict[i
             except ValueError:
                 continue
             ranges.append((e.get("pid"), e.get("tid"), float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), index))
+    # Per thread, ranges by start (they do not overlap: one op at a time).
+    by_thread: Dict[tuple, Tuple[List[float], list]] = {}
+    for pid, tid, start, end, index in sorted(ranges, key=lambda r: r[2]):
+        starts, spans = by_thread.setdefault((pid, tid), ([], []))
+        starts.append(start)
+        spans.append((end, index))
     owner: Dict[int, int] = {}
     for e in events:
         if e.get("ph") != "X" or e.get("cat") not in _RUNTIME:
             continue
         corr = (e.get("args") or {}).get("correlation")
-        if corr is None:
+        thread = by_thread.get((e.get("pid"), e.get("tid")))
+        if corr is None or thread is None:
             continue
         ts = float(e["ts"])
-        for pid, tid, start, end, index in ranges:
-            if pid == e.get("pid") and tid == e.get("tid") and start <= ts <= end:
-                owner[corr] = index
-                break
+        i = bisect.bisect_right(thread[0], ts) - 1
+        if i >= 0 and ts <= thread[1][i][0]:
+            owner[corr] = thread[1][i][1]
     bound: Dict[int, List[Tuple[float, dict]]] = {}
     other = []
     for e in events:

@@ -139,3 +139,28 @@ def test_h200_recordings_gate_bit_for_bit_and_catch_a_planted_tf32(tmp_path):
     assert "aten::mm#4" in msg and "vendor.physical_kernels" in msg and "tensorop" in msg
     assert "allow_tf32=False" in msg and "allow_tf32=True" in msg, "the knob that moved is named"
     assert pathlib.Path(str(golden) + ".pending").exists()
+
+
+def test_binding_follows_the_launching_thread_and_range():
+    def x(cat, name, tid, ts, dur=1.0, **args):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+    trace = {
+        "traceEvents": [
+            x("user_annotation", "gemm_audit:0", 10, 100.0, 50.0),
+            x("user_annotation", "gemm_audit:1", 10, 200.0, 50.0),
+            x("cuda_runtime", "cudaLaunchKernel", 10, 120.0, correlation=1),
+            x("cuda_driver", "cuLaunchKernelEx", 10, 250.0, correlation=2),  # at range 1's end
+            x("cuda_runtime", "cudaLaunchKernel", 11, 210.0, correlation=3),  # another thread
+            x("cuda_runtime", "cudaLaunchKernel", 10, 170.0, correlation=4),  # between ranges
+            x("kernel", "gemm_a", 7, 130.0, correlation=1, grid=[2, 1, 1], block=[128, 1, 1]),
+            x("kernel", "gemm_b", 7, 260.0, correlation=2),
+            x("kernel", "other_thread", 7, 215.0, correlation=3),
+            x("kernel", "between", 7, 175.0, correlation=4),
+        ]
+    }
+    bound, other = gat.bind_kernels(trace)
+    assert [k["name"] for k in bound[0]] == ["gemm_a"]
+    assert bound[0][0]["grid"] == [2, 1, 1] and bound[0][0]["shared_memory"] == 0
+    assert [k["name"] for k in bound[1]] == ["gemm_b"]
+    assert sorted(other) == ["between", "other_thread"]
