@@ -1496,24 +1496,9 @@ fn cudarc_gemm_routes_name_the_real_entry_point() {
 #[ignore = "needs a CUDA device"]
 fn invariant_gemms_run_on_engine_buffers_like_the_backend() {
     use gemm_audit::backend::common::Problem;
-    use gemm_audit::backend::cuda::{self, CudaCaptureStream, InvariantGemms, catalog};
+    use gemm_audit::backend::cuda::CudaCaptureStream;
     let g = gpu();
-    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
-    // SAFETY: every buffer of this test lives on `stream`.
-    unsafe { ctx.disable_event_tracking() };
-    let stream = ctx.new_stream().unwrap();
-    let inv = InvariantGemms::new(&ctx).unwrap();
-    let (device, _) = cuda::device_identity(&ctx).unwrap();
-    let live = gemm_audit::identity::GemmRouteIdentity::new(
-        CUDA_DEFAULT_POLICY,
-        vec![inv.module().clone()],
-        device,
-        gemm_audit::identity::Revisions {
-            tuning_table: catalog::TUNING_TABLE_REVISION,
-            schedule: catalog::SCHEDULE_REVISION,
-            tensor_map: catalog::TENSOR_MAP_REVISION,
-        },
-    );
+    let (stream, inv, live) = engine_invariant_gemms();
     let upload = |bytes: &[u8]| {
         let words: Vec<u16> = bytes
             .chunks_exact(2)
@@ -1656,6 +1641,34 @@ fn invariant_gemms_run_on_engine_buffers_like_the_backend() {
     assert!(e.to_string().contains("2-byte elements"), "{e}");
 }
 
+/// An engine's side of the invariant GEMMs: its own context (event
+/// tracking off) and stream, the module compiled into it, and a live
+/// context holding only that module.
+fn engine_invariant_gemms() -> (
+    std::sync::Arc<cudarc::driver::CudaStream>,
+    gemm_audit::backend::cuda::InvariantGemms,
+    gemm_audit::identity::GemmRouteIdentity,
+) {
+    use gemm_audit::backend::cuda::{self, InvariantGemms, catalog};
+    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
+    // SAFETY: every buffer of these tests lives on the one stream returned.
+    unsafe { ctx.disable_event_tracking() };
+    let stream = ctx.new_stream().unwrap();
+    let inv = InvariantGemms::new(&ctx).unwrap();
+    let (device, _) = cuda::device_identity(&ctx).unwrap();
+    let live = gemm_audit::identity::GemmRouteIdentity::new(
+        CUDA_DEFAULT_POLICY,
+        vec![inv.module().clone()],
+        device,
+        gemm_audit::identity::Revisions {
+            tuning_table: catalog::TUNING_TABLE_REVISION,
+            schedule: catalog::SCHEDULE_REVISION,
+            tensor_map: catalog::TENSOR_MAP_REVISION,
+        },
+    );
+    (stream, inv, live)
+}
+
 /// Memory another library allocated on the device (here cudarc on the
 /// primary context, as PyTorch's allocator does) is fingerprinted where it
 /// lives, bit-identical to the host's fingerprint of the same bytes, at
@@ -1711,25 +1724,9 @@ fn foreign_memory_is_fingerprinted_on_the_device_like_on_the_host() {
 #[ignore = "needs a CUDA device"]
 fn invariant_gemms_read_strided_operands_like_dense_ones() {
     use gemm_audit::backend::common::Problem;
-    use gemm_audit::backend::cuda::{self, InvariantGemms, catalog};
     use gemm_audit::route::GemmStrides;
     let g = gpu();
-    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
-    // SAFETY: every buffer of this test lives on `stream`.
-    unsafe { ctx.disable_event_tracking() };
-    let stream = ctx.new_stream().unwrap();
-    let inv = InvariantGemms::new(&ctx).unwrap();
-    let (device, _) = cuda::device_identity(&ctx).unwrap();
-    let live = gemm_audit::identity::GemmRouteIdentity::new(
-        CUDA_DEFAULT_POLICY,
-        vec![inv.module().clone()],
-        device,
-        gemm_audit::identity::Revisions {
-            tuning_table: catalog::TUNING_TABLE_REVISION,
-            schedule: catalog::SCHEDULE_REVISION,
-            tensor_map: catalog::TENSOR_MAP_REVISION,
-        },
-    );
+    let (stream, inv, live) = engine_invariant_gemms();
     let words = |bytes: &[u8]| -> Vec<u16> {
         bytes
             .chunks_exact(2)
