@@ -1499,13 +1499,7 @@ fn invariant_gemms_run_on_engine_buffers_like_the_backend() {
     use gemm_audit::backend::cuda::CudaCaptureStream;
     let g = gpu();
     let (stream, inv, live) = engine_invariant_gemms();
-    let upload = |bytes: &[u8]| {
-        let words: Vec<u16> = bytes
-            .chunks_exact(2)
-            .map(|b| u16::from_le_bytes([b[0], b[1]]))
-            .collect();
-        stream.clone_htod(&words).unwrap()
-    };
+    let upload = |bytes: &[u8]| stream.clone_htod(&words(bytes)).unwrap();
     let (k, n) = (512u64, 256u64);
     for (op, dtype) in [
         (GemmOp::Nn, DType::Bf16),
@@ -1538,12 +1532,7 @@ fn invariant_gemms_run_on_engine_buffers_like_the_backend() {
             })
             .unwrap();
             assert_eq!(eager.routes, vec![ours.clone()]);
-            let out: Vec<u8> = stream
-                .clone_dtoh(&c)
-                .unwrap()
-                .iter()
-                .flat_map(|w| w.to_le_bytes())
-                .collect();
+            let out: Vec<u8> = download_words(&stream, &c);
             assert!(
                 out == g.run(&theirs, SEED).unwrap(),
                 "{op} {dtype} m={m}: the engine's output differs from the backend's"
@@ -1560,12 +1549,7 @@ fn invariant_gemms_run_on_engine_buffers_like_the_backend() {
                 .launch_validated(&live, "replay", |g| g.launch())
                 .unwrap()
                 .unwrap();
-            let replayed: Vec<u8> = stream
-                .clone_dtoh(&c)
-                .unwrap()
-                .iter()
-                .flat_map(|w| w.to_le_bytes())
-                .collect();
+            let replayed: Vec<u8> = download_words(&stream, &c);
             assert!(replayed == out, "{op} {dtype} m={m}: the replay differs");
             rows_by_m.push(out);
         }
@@ -1639,6 +1623,27 @@ fn invariant_gemms_run_on_engine_buffers_like_the_backend() {
         .run(&rec, "wide", &stream, &a32, &b32, &mut wide)
         .unwrap_err();
     assert!(e.to_string().contains("2-byte elements"), "{e}");
+}
+
+/// 2-byte elements from their little-endian storage bytes.
+fn words(bytes: &[u8]) -> Vec<u16> {
+    bytes
+        .chunks_exact(2)
+        .map(|b| u16::from_le_bytes([b[0], b[1]]))
+        .collect()
+}
+
+/// A device buffer of 2-byte elements, copied back as storage bytes.
+fn download_words(
+    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    c: &cudarc::driver::CudaSlice<u16>,
+) -> Vec<u8> {
+    stream
+        .clone_dtoh(c)
+        .unwrap()
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .collect()
 }
 
 /// An engine's side of the invariant GEMMs: its own context (event
@@ -1727,12 +1732,6 @@ fn invariant_gemms_read_strided_operands_like_dense_ones() {
     use gemm_audit::route::GemmStrides;
     let g = gpu();
     let (stream, inv, live) = engine_invariant_gemms();
-    let words = |bytes: &[u8]| -> Vec<u16> {
-        bytes
-            .chunks_exact(2)
-            .map(|b| u16::from_le_bytes([b[0], b[1]]))
-            .collect()
-    };
     // Spreads dense rows of `cols` elements `ld` apart (the gap holds junk).
     let spread = |dense: &[u16], rows: u64, cols: u64, ld: u64| -> Vec<u16> {
         let mut v = vec![0x7e00u16; ((rows - 1) * ld + cols) as usize];
@@ -1788,12 +1787,7 @@ fn invariant_gemms_read_strided_operands_like_dense_ones() {
         })
         .unwrap();
         assert_eq!(eager.routes, vec![ours]);
-        let out: Vec<u8> = stream
-            .clone_dtoh(&c)
-            .unwrap()
-            .iter()
-            .flat_map(|w| w.to_le_bytes())
-            .collect();
+        let out: Vec<u8> = download_words(&stream, &c);
         assert!(
             out == g.run(&theirs, SEED).unwrap(),
             "{op} {dtype}: strided operands give other bits than dense ones"

@@ -164,8 +164,17 @@ fn write_observed(
     overwrite: bool,
 ) -> PyResult<String> {
     let step = gemm_audit::observed::ObservedStep::from_json(step).map_err(fail)?;
-    let trace = step.trace(&outputs).map_err(fail)?;
-    trace.write(&path, overwrite).map_err(fail)?;
+    write_trace(step.trace(&outputs).map_err(fail)?, &path, overwrite)
+}
+
+/// Writes `trace` to `path` (refusing an existing file unless
+/// `overwrite`) and returns its `show` document.
+fn write_trace(
+    trace: RecordedGemmTrace,
+    path: &std::path::Path,
+    overwrite: bool,
+) -> PyResult<String> {
+    trace.write(path, overwrite).map_err(fail)?;
     Ok(report::show_document(&trace))
 }
 
@@ -185,9 +194,11 @@ fn write_observed_fingerprinted(
         .iter()
         .map(|f| serde_json::from_str(f).map_err(|e| fail(format!("fingerprint {f:?}: {e}"))))
         .collect::<PyResult<Vec<gemm_audit::OutputFingerprint>>>()?;
-    let trace = step.trace_fingerprinted(fingerprints).map_err(fail)?;
-    trace.write(&path, overwrite).map_err(fail)?;
-    Ok(report::show_document(&trace))
+    write_trace(
+        step.trace_fingerprinted(fingerprints).map_err(fail)?,
+        &path,
+        overwrite,
+    )
 }
 
 /// Fingerprints of device memory other code owns (a PyTorch tensor's
