@@ -26,8 +26,9 @@
 //!   of every route of the section, starting at the next route each round.
 //!   Reported: median and min ms per launch, TFLOP/s (2mnk / median) and
 //!   the tax = kernel time / vendor time (median over median).
-//! - `decode-by-m`: cuBLAS, cublaslt-invariant and wgmma-large by m for
-//!   NN/TN/NT x bf16/f16 at k = n = 4096, L2-hot (one operand copy) and,
+//! - `decode-by-m`: cuBLAS, cublaslt-invariant, wgmma-large and the
+//!   invariant ladder (`batch-invariant`) by m for NN/TN/NT x bf16/f16 at
+//!   k = n = 4096 and the QKV / MLP projections (bf16 NN), L2-hot (one operand copy) and,
 //!   for m <= 256, L2-cold (six rotating copies, each launch streaming its
 //!   weights from memory).
 //! - `report-clock`: the audit report's kernel time (`run_timed`) against
@@ -49,7 +50,7 @@ use gemm_audit::backend::cuda::catalog::{CudaFamily, CudaKernel};
 use gemm_audit::backend::cuda::{CudaBackend, RouteTiming};
 use gemm_audit::physical::NodeKind;
 use gemm_audit::route::GemmShape;
-use gemm_audit::workload::{GemmSpec, KernelFamily, RouteChoice};
+use gemm_audit::workload::{GemmSpec, KernelFamily, LADDER_DECODE_MAX_M, RouteChoice};
 use gemm_audit::{
     DType, FingerprintMode, GemmOp, GemmPolicy, PolicyMode, PreparedGemmCaptureManifest,
     ResolvedGemmRoute, build_resolved_gemm_launch_set,
@@ -872,6 +873,9 @@ fn bench_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
 
 /// Batch sizes of the decode table (`--quick`: a subset).
 const DECODE_M: &[u64] = &[1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096, 8192];
+/// The d_model-4096 projections besides k = n = 4096 (attention out):
+/// QKV 4096 -> 6144, MLP up 4096 -> 14336, MLP down 14336 -> 4096.
+const DECODE_PROJECTIONS: [(u64, u64); 3] = [(4096, 6144), (4096, 14336), (14336, 4096)];
 /// Weight copies the L2-cold rows rotate through: 6 x 32 MiB of bf16
 /// weights is well past the H200's 60 MiB L2.
 const COLD_COPIES: usize = 6;
@@ -883,57 +887,65 @@ const COLD_COPIES: usize = 6;
 /// rotating through [`COLD_COPIES`] copies (every launch streams its
 /// weights from memory, as a decode step does).
 fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
-    let (k, n) = (4096u64, 4096u64);
     let ms: Vec<u64> = if cfg.quick {
         vec![1, 8, 64, 256, 4096]
     } else {
         DECODE_M.to_vec()
     };
-    let columns: [(&str, RouteChoice); 3] = [
+    let columns: [(&str, RouteChoice); 4] = [
         ("cuBLAS", RouteChoice::Cublas),
         ("cuBLASLt-inv", RouteChoice::CublasLtInvariant),
         ("wgmma-large", RouteChoice::Kernel(KernelFamily::WgmmaLarge)),
+        ("ladder", RouteChoice::BatchInvariant),
     ];
     let mut summary = Vec::new();
     let mut routes = Vec::new();
-    // (op, dtype, m) and the route index of each column.
-    type Row = ((GemmOp, DType, u64), Vec<Option<usize>>);
+    // (op, dtype, k, n, m) and the route index of each column.
+    type Row = ((GemmOp, DType, u64, u64, u64), Vec<Option<usize>>);
     let mut rows: Vec<Row> = Vec::new();
+    let mut problems = Vec::new();
     for op in [GemmOp::Nn, GemmOp::Tn, GemmOp::Nt] {
         for dtype in [DType::Bf16, DType::F16] {
-            for &m in &ms {
-                let mut cells = Vec::new();
-                for (label, route) in columns {
-                    let backend = if route.is_vendor() {
-                        &gpu.fast
-                    } else {
-                        &gpu.det
-                    };
-                    let spec = GemmSpec {
-                        name: format!("{label}@{op}-{dtype}-m{m}"),
-                        op,
-                        dtype,
-                        m,
-                        k,
-                        n,
-                        route,
-                        seed: None,
-                    };
-                    match backend.resolve(&spec) {
-                        Ok(r) => {
-                            cells.push(Some(routes.len()));
-                            routes.push(r);
-                        }
-                        Err(e) => {
-                            cells.push(None);
-                            summary.push(format!(
-                                "decode-by-m {op} {dtype} m={m}: {label} left out: {e}"
-                            ));
-                        }
+            problems.push((op, dtype, 4096u64, 4096u64));
+        }
+    }
+    // The other d_model-4096 projections (bf16 NN): QKV, MLP up and down.
+    for (k, n) in DECODE_PROJECTIONS {
+        problems.push((GemmOp::Nn, DType::Bf16, k, n));
+    }
+    for (op, dtype, k, n) in problems {
+        for &m in &ms {
+            let mut cells = Vec::new();
+            for (label, route) in columns {
+                let backend = if route.is_vendor() {
+                    &gpu.fast
+                } else {
+                    &gpu.det
+                };
+                let spec = GemmSpec {
+                    name: format!("{label}@{op}-{dtype}-{k}x{n}-m{m}"),
+                    op,
+                    dtype,
+                    m,
+                    k,
+                    n,
+                    route,
+                    seed: None,
+                };
+                match backend.resolve(&spec) {
+                    Ok(r) => {
+                        cells.push(Some(routes.len()));
+                        routes.push(r);
+                    }
+                    Err(e) => {
+                        cells.push(None);
+                        summary.push(format!(
+                            "decode-by-m {op} {dtype} k={k} n={n} m={m}: {label} left out: {e}"
+                        ));
                     }
                 }
-                rows.push(((op, dtype, m), cells));
             }
+            rows.push(((op, dtype, k, n, m), cells));
         }
     }
     let (_, hot) = time_routes(gpu, cfg, &routes, "decode by m, hot")?;
@@ -961,39 +973,41 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
     }
     let mut table = Table {
         header: [
-            "k=n=4096",
+            "problem",
             "cuBLAS hot us",
             "inv/cuBLAS hot",
             "wgmma/cuBLAS hot",
+            "ladder/cuBLAS hot",
             "cuBLAS cold us",
             "inv/cuBLAS cold",
             "wgmma/cuBLAS cold",
+            "ladder/cuBLAS cold",
         ]
         .map(String::from)
         .to_vec(),
         rows: Vec::new(),
         notes: vec![format!(
             "median kernel time; x/cuBLAS = cuBLAS time / route time (1.00 = vendor speed); \
+             ladder = route batch-invariant (decode rung to m = {LADDER_DECODE_MAX_M}, 128x128 above); \
              cold: {COLD_COPIES} rotating operand copies, m <= 256 only"
         )],
     };
     let fmt_x = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2}"));
-    for ((op, dtype, m), cells) in &rows {
+    for ((op, dtype, k, n, m), cells) in &rows {
         let hot_s = |c: usize| cells[c].map(|i| hot[i].median);
         let cold_s = |c: usize| cells[c].and_then(|i| cold[i].map(|s| s.median));
         let ratio = |t: &dyn Fn(usize) -> Option<f64>, c: usize| match (t(0), t(c)) {
             (Some(b), Some(x)) => Some(b / x),
             _ => None,
         };
-        table.rows.push(vec![
-            format!("{op} {dtype} m={m}"),
+        let mut row = vec![
+            format!("{op} {dtype} k={k} n={n} m={m}"),
             hot_s(0).map_or("-".into(), fmt_us),
-            fmt_x(ratio(&hot_s, 1)),
-            fmt_x(ratio(&hot_s, 2)),
-            cold_s(0).map_or("-".into(), fmt_us),
-            fmt_x(ratio(&cold_s, 1)),
-            fmt_x(ratio(&cold_s, 2)),
-        ]);
+        ];
+        row.extend((1..columns.len()).map(|c| fmt_x(ratio(&hot_s, c))));
+        row.push(cold_s(0).map_or("-".into(), fmt_us));
+        row.extend((1..columns.len()).map(|c| fmt_x(ratio(&cold_s, c))));
+        table.rows.push(row);
     }
     Ok(Report { table, summary })
 }

@@ -1848,3 +1848,164 @@ fn invariant_gemms_read_strided_operands_like_dense_ones() {
         assert!(e.to_string().contains(why), "{why}: {e}");
     }
 }
+
+/// The invariant ladder: its decode rung (chunks on the grid, folded by
+/// the tile's last block) and its 128x128 rung (chunks folded in
+/// registers) give the same bits on the same problem, the same rows at
+/// every m, and with one chunk the bits of wgmma-large; near the CPU's
+/// f32 reference.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn ladder_rungs_are_bit_identical_and_batch_invariant() {
+    use gemm_audit::kernels::ladder_chunks;
+    let g = gpu();
+    if let Err(why) = g.wgmma_available() {
+        println!("no wgmma here ({why})");
+        return;
+    }
+    let decode = CudaKernel::LadderDecode(1);
+    let wide = CudaKernel::LadderWide(1);
+    for dtype in [DType::Bf16, DType::F16] {
+        for op in OPS {
+            // 4, 2, 2 and 1 chunks.
+            for (k, n) in [(4096u64, 520u64), (1024, 256), (4096, 4096), (512, 8192)] {
+                let chunks = ladder_chunks(k, n);
+                let rungs = |m: u64| {
+                    let s = shape(m, k, n);
+                    [decode, wide].map(|f| {
+                        let r = route(&g, op, dtype, s, f.for_shape(k, n));
+                        assert_eq!(r.contract.splits, chunks);
+                        g.run(&r, SEED).unwrap()
+                    })
+                };
+                let big = rungs(1000);
+                assert_eq!(
+                    differing(dtype, &big[0], &big[1]),
+                    0,
+                    "decode vs wide {op} {dtype} k={k} n={n}"
+                );
+                let row = n as usize * element_size(dtype);
+                for m in [8u64, 64, 200] {
+                    let [d, w] = rungs(m);
+                    assert!(d == w, "decode vs wide {op} {dtype} k={k} n={n} m={m}");
+                    assert!(
+                        d == big[0][..m as usize * row],
+                        "{op} {dtype} k={k} n={n}: rows of m={m} differ from m=1000"
+                    );
+                }
+                if chunks == 1 {
+                    let s = shape(200, k, n);
+                    let large = g
+                        .run(&route(&g, op, dtype, s, CudaKernel::WgmmaLarge), SEED)
+                        .unwrap();
+                    assert!(
+                        large == rungs(200)[0],
+                        "one chunk: ladder vs wgmma-large {op} {dtype} k={k} n={n}"
+                    );
+                }
+                if k == 1024 {
+                    let s = shape(64, k, n);
+                    let want = cpu_out(op, dtype, s, CpuKernel::SCALAR_FMA, SEED);
+                    let rel = max_rel(dtype, &rungs(64)[0], &want);
+                    assert!(rel < 0.02, "{op} {dtype}: {rel} from the f32 reference");
+                }
+                println!(
+                    "ladder {op} {dtype} k={k} n={n} ({chunks} chunks): rungs equal, rows equal across m"
+                );
+            }
+        }
+    }
+    // A rung with another shape's chunk count is refused.
+    let e = g
+        .nvrtc_route(
+            "t",
+            GemmOp::Nn,
+            DType::Bf16,
+            shape(64, 4096, 4096),
+            CudaKernel::LadderWide(3),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("in 2 chunks, not 3"), "{e}");
+}
+
+/// The engine's call of the ladder (`plan_batch_invariant`): the rung for
+/// m, the backend's bits, and replays of the captured step that repeat
+/// them (the decode rung's tile counters reset themselves), rows equal
+/// across the rungs.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn batch_invariant_plans_run_in_an_engine_graph() {
+    use gemm_audit::backend::common::Problem;
+    use gemm_audit::backend::cuda::CudaCaptureStream;
+    let g = gpu();
+    let (stream, inv, live) = engine_invariant_gemms();
+    let upload = |bytes: &[u8]| stream.clone_htod(&words(bytes)).unwrap();
+    let (k, n) = (4096u64, 4096u64);
+    let (op, dtype) = (GemmOp::Nn, DType::Bf16);
+    let mut outs = Vec::new();
+    for m in [1u64, 64, 256, 264, 1024] {
+        let s = shape(m, k, n);
+        let plan = inv.plan_batch_invariant(&live, op, dtype, s).unwrap();
+        let ours = plan.route("t");
+        let rung = if m <= gemm_audit::kernels::LADDER_DECODE_MAX_M {
+            "ladder_64x64"
+        } else {
+            "ladder_128x128"
+        };
+        assert!(ours.kernel_symbol.contains(rung), "{}", ours.kernel_symbol);
+        let theirs = g
+            .resolve(&spec("t", op, dtype, s, RouteChoice::BatchInvariant))
+            .unwrap();
+        assert_eq!(ours.kernel_symbol, theirs.kernel_symbol);
+        assert_eq!(ours.launch, theirs.launch);
+        assert_eq!(ours.contract, theirs.contract);
+        let p = Problem {
+            op,
+            m: m as usize,
+            k: k as usize,
+            n: n as usize,
+        };
+        let (a, b) = g.seeded_operands(&p, dtype, SEED).unwrap();
+        let (a, b) = (upload(&a), upload(&b));
+        let mut c = stream.alloc_zeros::<u16>((m * n) as usize).unwrap();
+        let rec = recorder::GemmRouteRecorder::new();
+        let ((), eager) =
+            recorder::record_eager(&rec, &live, || plan.run(&rec, "t", &stream, &a, &b, &mut c))
+                .unwrap();
+        let out = download_words(&stream, &c);
+        assert!(
+            out == g.run(&theirs, SEED).unwrap(),
+            "m={m}: engine vs backend"
+        );
+        let manifest = eager.manifest.unwrap();
+        let cs = CudaCaptureStream::new(stream.clone());
+        let ((), captured) = recorder::capture(&cs, &rec, Some(&manifest), &live, || {
+            plan.run(&rec, "t", &stream, &a, &b, &mut c)
+        })
+        .unwrap();
+        for replay in 0..3 {
+            stream.memset_zeros(&mut c).unwrap();
+            captured
+                .launch_validated(&live, "replay", |g| g.launch())
+                .unwrap()
+                .unwrap();
+            assert!(
+                download_words(&stream, &c) == out,
+                "m={m}: replay {replay} differs"
+            );
+        }
+        outs.push(out);
+    }
+    let row = (n * 2) as usize;
+    for (i, o) in outs.iter().enumerate() {
+        assert!(o[..row] == outs[0][..row], "row 0 differs in plan {i}");
+        assert!(o.len() < outs[4].len() || o == &outs[4]);
+        assert!(
+            outs[4][..o.len()] == o[..],
+            "rows of plan {i} differ from m=1024"
+        );
+    }
+    println!(
+        "batch-invariant plans: decode rung to m=256, 128x128 above, engine = backend, replays repeat, rows equal across m"
+    );
+}

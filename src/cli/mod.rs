@@ -518,7 +518,7 @@ pub struct AuditArgs {
     pub control_attempts: u32,
     /// Workloads to audit (built-in names or .toml/.json files); default: transformer-block and
     /// m-sweep, plus tensor-core-sweep, vendor-sweep and batch-invariant on CUDA, and
-    /// wgmma-sweep on compute capability 9.0.
+    /// wgmma-sweep and ladder-sweep on compute capability 9.0.
     #[arg(long = "workload", value_name = "WORKLOAD")]
     pub workloads: Vec<String>,
     /// Output format.

@@ -13,7 +13,7 @@ pub const MAX_GEMMS: usize = 4096;
 
 // What a workload asks of a backend is the model's (every backend reads it).
 pub use gemm_audit_model::kernels::{
-    GemmSpec, KernelFamily, MAX_ELEMENTS, MAX_SPLITS, RouteChoice,
+    GemmSpec, KernelFamily, LADDER_DECODE_MAX_M, MAX_ELEMENTS, MAX_SPLITS, RouteChoice,
 };
 
 /// Longest workload or GEMM name, in bytes: names end up in tables,
@@ -65,7 +65,7 @@ fn default_seed() -> u64 {
 }
 
 /// Names of the built-in workloads.
-pub const BUILTINS: [&str; 7] = [
+pub const BUILTINS: [&str; 8] = [
     "transformer-block",
     "m-sweep",
     "nondeterministic-control",
@@ -73,6 +73,7 @@ pub const BUILTINS: [&str; 7] = [
     "vendor-sweep",
     "batch-invariant",
     "wgmma-sweep",
+    "ladder-sweep",
 ];
 
 impl Workload {
@@ -86,6 +87,7 @@ impl Workload {
             "vendor-sweep" => Some(vendor_sweep()),
             "batch-invariant" => Some(batch_invariant()),
             "wgmma-sweep" => Some(wgmma_sweep()),
+            "ladder-sweep" => Some(ladder_sweep()),
             _ => None,
         }
     }
@@ -501,6 +503,92 @@ fn wgmma_sweep() -> Workload {
     Workload {
         name: "wgmma-sweep".into(),
         description: "TMA + wgmma: bf16 k=n=4096 NN at m=1..8192, NT/TN to 4096 (TN at multiples of 8), f16 and a QKV projection, parity with wgmma-small and mma-large (CUDA sm_90 only)"
+            .into(),
+        seed: default_seed(),
+        policy: None,
+        gemms,
+    }
+}
+
+/// The batch sizes `ladder-sweep` runs k = n = 4096 at: both sides of
+/// the decode rung's limit ([`crate::kernels::LADDER_DECODE_MAX_M`]).
+pub const LADDER_SWEEP_M: [u64; 7] = [1, 8, 64, 256, 264, 1024, 4096];
+
+/// The invariant ladder (`route = "batch-invariant"`): NN/TN/NT bf16 and
+/// f16 at k = n = 4096 across the decode and 128x128 rungs, and the
+/// d_model-4096 projections. Each row group spans both rungs, so its
+/// batch-invariance rows prove the rungs agree; each rung also serves
+/// the other's batch sizes (contract parity), and on the one-chunk
+/// projections `wgmma-large` does too (CUDA sm_90 only).
+fn ladder_sweep() -> Workload {
+    let mut gemms = Vec::new();
+    let bi = RouteChoice::BatchInvariant;
+    let mut push = |name: String, op: GemmOp, dtype, m, k, n, route| {
+        let mut g = GemmSpec::new(name, dtype, m, k, n, route);
+        g.op = op;
+        gemms.push(g);
+    };
+    for op in [GemmOp::Nn, GemmOp::Tn, GemmOp::Nt] {
+        // TN's A is m-contiguous: TMA needs m to be a multiple of 8.
+        for m in LADDER_SWEEP_M
+            .into_iter()
+            .filter(|m| op != GemmOp::Tn || m % 8 == 0)
+        {
+            push(
+                format!("{op}-bf16@m{m}"),
+                op,
+                DType::Bf16,
+                m,
+                4096,
+                4096,
+                bi,
+            );
+        }
+        for m in [8u64, 256, 1024] {
+            push(format!("{op}-f16@m{m}"), op, DType::F16, m, 4096, 4096, bi);
+        }
+        // Each rung at the other's batch sizes.
+        for (tag, family, m) in [
+            ("ladder-wide", KernelFamily::LadderWide(1), 64u64),
+            ("ladder-decode", KernelFamily::LadderDecode(1), 1024),
+        ] {
+            push(
+                format!("{tag}:{op}-bf16@m{m}"),
+                op,
+                DType::Bf16,
+                m,
+                4096,
+                4096,
+                RouteChoice::Kernel(family),
+            );
+        }
+    }
+    // The d_model-4096 projections (NN bf16): QKV and MLP up are wide
+    // enough for one chunk (wgmma's order: wgmma-large must agree), MLP
+    // down is cut in two.
+    for (tag, k, n, ms) in [
+        ("qkv", 4096u64, 6144u64, &[1u64, 256, 1024][..]),
+        ("mlp-up", 4096, 14336, &[16, 2048]),
+        ("mlp-down", 14336, 4096, &[1, 64, 1024]),
+    ] {
+        for &m in ms {
+            push(format!("{tag}@m{m}"), GemmOp::Nn, DType::Bf16, m, k, n, bi);
+        }
+    }
+    for m in [256u64, 1024] {
+        push(
+            format!("wgmma-large:qkv@m{m}"),
+            GemmOp::Nn,
+            DType::Bf16,
+            m,
+            4096,
+            6144,
+            RouteChoice::Kernel(KernelFamily::WgmmaLarge),
+        );
+    }
+    Workload {
+        name: "ladder-sweep".into(),
+        description: "the invariant ladder (batch-invariant route): NN/TN/NT bf16/f16 k=n=4096 across the decode (m<=256) and 128x128 rungs, each rung at the other's m, and the QKV/MLP projections, parity with wgmma-large where one chunk (CUDA sm_90 only)"
             .into(),
         seed: default_seed(),
         policy: None,

@@ -210,11 +210,42 @@ __device__ __forceinline__ void wgmma_n256_f16(float* d, u64 da, u64 db) {
         : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(TB));
 }
 
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_n64_bf16(float* d, u64 da, u64 db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "%32, %33, p, 1, 1, %35, %36;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(TB));
+}
+
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_n64_f16(float* d, u64 da, u64 db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "%32, %33, p, 1, 1, %35, %36;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(TB));
+}
+
 template <int BN, int DT, int TA, int TB>
 __device__ __forceinline__ void wgmma_tile(float* d, u64 da, u64 db) {
     if (BN == 256) {
         if (DT == DT_BF16) wgmma_n256_bf16<TA, TB>(d, da, db);
         else wgmma_n256_f16<TA, TB>(d, da, db);
+    } else if (BN == 64) {
+        if (DT == DT_BF16) wgmma_n64_bf16<TA, TB>(d, da, db);
+        else wgmma_n64_f16<TA, TB>(d, da, db);
     } else {
         if (DT == DT_BF16) wgmma_n128_bf16<TA, TB>(d, da, db);
         else wgmma_n128_f16<TA, TB>(d, da, db);
@@ -392,3 +423,246 @@ ALL_OPS(256, f16, DT_F16)
 ALL_OPS(256, bf16, DT_BF16)
 ALL_OPS(128, f16, DT_F16)
 ALL_OPS(128, bf16, DT_BF16)
+
+// ------------------------------------------------------------ the ladder
+//
+// One invariant family for every m: rungs of different tiles that give
+// every output element the same k order, so choosing a rung by m keeps a
+// row's bits the same for every batch.
+//
+// The order: k is cut into `chunks` contiguous runs of whole BK blocks
+// (chunk c holds blocks [c P, (c + 1) P), P = ceil(blocks / chunks));
+// each chunk's partial sum walks its blocks in ascending k16 wgmma steps
+// from +0.0, exactly as wgmma_gemm walks all of k; the partials are folded
+// in chunk order, ((p0 + p1) + p2) + ..., in f32, then rounded once. The
+// host derives `chunks` from k and n alone (never from m or the device),
+// so the order is a property of the problem family (op, dtype, k, n).
+// With one chunk it is wgmma_gemm's order, bit for bit.
+//
+// The rungs differ only in who computes the partials:
+// - ladder_64x64 (decode sizes): a 64 x 64 tile per block, one block per
+//   chunk (grid z); each block stores its f32 partial in the workspace,
+//   and the last block of a tile to finish (an atomic count, reset by
+//   that block for the next launch) folds all of them in chunk order;
+// - ladder_128x128 (large m): a 128 x 128 tile per block walks every
+//   chunk, folding each finished partial into a second register set.
+// Which block finishes last changes nothing: the fold reads the partials
+// in chunk order whoever runs it.
+
+template <int TBM, int BN>
+struct LadderRing {
+    static constexpr u32 A_BYTES = TBM * BK * 2;
+    static constexpr u32 B_BYTES = BN * BK * 2;
+    static constexpr u32 STAGE_BYTES = A_BYTES + B_BYTES;
+    static constexpr u32 STAGES = RING_BYTES / STAGE_BYTES;
+};
+
+template <int OP, int DT, int TBM, int BN, bool GRID_CHUNKS>
+__device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap& tb, u16* C,
+                                            float* ws, u32* counters, u32 m, u32 k, u32 n,
+                                            u32 chunks) {
+    typedef LadderRing<TBM, BN> R;
+    constexpr u32 CONSUMERS = TBM / 64;
+    extern __shared__ unsigned char smem_raw[];
+    __shared__ u32 folds_here;
+    const u32 base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+    const u32 bars = base + R::STAGES * R::STAGE_BYTES;
+    const u32 tid = threadIdx.x;
+    const u32 wg = tid / 128;
+
+    const u32 tiles_m = (m + TBM - 1) / TBM;
+    const u32 tiles_n = (n + BN - 1) / BN;
+    const u32 group = GROUP_M * tiles_n;
+    const u32 first_m = (blockIdx.x / group) * GROUP_M;
+    const u32 rows_in_group = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;
+    const u32 tile_m = first_m + (blockIdx.x % group) % rows_in_group;
+    const u32 tile_n = (blockIdx.x % group) / rows_in_group;
+    const u32 kblocks = (k + BK - 1) / BK;
+    const u32 per_chunk = (kblocks + chunks - 1) / chunks;
+    // The k blocks this block walks: its chunk's, or all of them.
+    u32 first = 0, last = kblocks;
+    if (GRID_CHUNKS) {
+        first = blockIdx.z * per_chunk < kblocks ? blockIdx.z * per_chunk : kblocks;
+        last = first + per_chunk < kblocks ? first + per_chunk : kblocks;
+    }
+
+    if (tid == 0) {
+        for (u32 s = 0; s < R::STAGES; ++s) {
+            mbar_init(bars + 8 * s, 1);
+            mbar_init(bars + 8 * (R::STAGES + s), 4 * CONSUMERS);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        if (CONSUMERS == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (tid == 0) {
+            for (u32 i = 0; i < last - first; ++i) {
+                const u32 s = i % R::STAGES;
+                mbar_wait(bars + 8 * (R::STAGES + s), ((i / R::STAGES) & 1) ^ 1);
+                const u32 full = bars + 8 * s;
+                mbar_expect_tx(full, R::STAGE_BYTES);
+                const u32 a_dst = base + s * R::STAGE_BYTES;
+                const u32 b_dst = a_dst + R::A_BYTES;
+                const int kc = (int)((first + i) * BK);
+                if (OP == OP_TN) {
+#pragma unroll
+                    for (u32 j = 0; j < CONSUMERS; ++j) {
+                        tma_load(a_dst + j * 8192, &ta, full, (int)(tile_m * TBM + 64 * j), kc);
+                    }
+                } else {
+                    tma_load(a_dst, &ta, full, kc, (int)(tile_m * TBM));
+                }
+                if (OP == OP_NT) {
+                    tma_load(b_dst, &tb, full, kc, (int)(tile_n * BN));
+                } else {
+#pragma unroll
+                    for (int j = 0; j < BN / 64; ++j) {
+                        tma_load(b_dst + j * 8192, &tb, full, (int)(tile_n * BN + 64 * j), kc);
+                    }
+                }
+            }
+        }
+        return;
+    }
+    if (CONSUMERS == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const u32 consumer = wg - 1;
+    constexpr int TA = OP == OP_TN ? 1 : 0;
+    constexpr int TB = OP == OP_NT ? 0 : 1;
+    const u32 lane = tid % 32;
+    float d[BN / 2];
+    // The fold of finished chunks (register-folding rung only).
+    float acc[GRID_CHUNKS ? 1 : BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
+    // Chunk by chunk (one chunk when the grid holds the chunks), so a
+    // partial is read only once its wgmma groups have all retired.
+    const u32 walks = GRID_CHUNKS ? 1 : chunks;
+    u32 i = 0;
+    for (u32 c = 0; c < walks; ++c) {
+        u32 c_first = first, c_last = last;
+        if (!GRID_CHUNKS) {
+            c_first = c * per_chunk < kblocks ? c * per_chunk : kblocks;
+            c_last = c_first + per_chunk < kblocks ? c_first + per_chunk : kblocks;
+        }
+        for (u32 it = c_first; it < c_last; ++it, ++i) {
+            const u32 s = i % R::STAGES;
+            mbar_wait(bars + 8 * s, (i / R::STAGES) & 1);
+            const u32 a_stage = base + s * R::STAGE_BYTES;
+            const u32 b_stage = a_stage + R::A_BYTES;
+            wgmma_fence();
+#pragma unroll
+            for (u32 ks = 0; ks < BK / 16; ++ks) {
+                wgmma_tile<BN, DT, TA, TB>(d, desc_a<OP, BN>(a_stage, consumer, ks),
+                                           desc_b<OP, BN>(b_stage, ks));
+            }
+            wgmma_commit();
+            wgmma_wait<1>();
+            if (i > 0 && lane == 0) {
+                mbar_arrive(bars + 8 * (R::STAGES + (i - 1) % R::STAGES));
+            }
+        }
+        wgmma_wait<0>();
+        if (!GRID_CHUNKS) {
+            // Fold this chunk's partial; the next starts from +0.0.
+#pragma unroll
+            for (int j = 0; j < BN / 2; ++j) {
+                const int at = GRID_CHUNKS ? 0 : j;
+                acc[at] = c == 0 ? d[j] : __fadd_rn(acc[at], d[j]);
+                d[j] = 0.0f;
+            }
+        }
+    }
+    if (!GRID_CHUNKS) {
+#pragma unroll
+        for (int j = 0; j < BN / 2; ++j) d[j] = acc[GRID_CHUNKS ? 0 : j];
+    }
+
+    // Fragment (row 16 w + l/4 [+8], columns 8 j + 2 (l%4) [+1]).
+    const u32 warp = (tid % 128) / 32;
+    const u32 row0 = tile_m * TBM + consumer * 64 + warp * 16 + lane / 4;
+    const u32 col0 = tile_n * BN + 2 * (lane % 4);
+    if (GRID_CHUNKS && chunks > 1) {
+        // Store this chunk's partial, count the tile's finished chunks, and
+        // let the last block fold them all in chunk order.
+        const u64 plane = (u64)m * n;
+        float* part = ws + (u64)blockIdx.z * plane;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+            const u32 col = col0 + 8 * j;
+            if (col < n) {
+                if (row0 < m) {
+                    *(float2*)(part + (u64)row0 * n + col) = make_float2(d[4 * j], d[4 * j + 1]);
+                }
+                if (row0 + 8 < m) {
+                    *(float2*)(part + (u64)(row0 + 8) * n + col) =
+                        make_float2(d[4 * j + 2], d[4 * j + 3]);
+                }
+            }
+        }
+        __threadfence();
+        asm volatile("bar.sync 1, %0;\n" ::"n"(128 * CONSUMERS) : "memory");
+        if (tid == 128) {
+            folds_here = atomicAdd(counters + blockIdx.x, 1u) == chunks - 1;
+        }
+        asm volatile("bar.sync 1, %0;\n" ::"n"(128 * CONSUMERS) : "memory");
+        if (!folds_here) return;
+        __threadfence();
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+            const u32 col = col0 + 8 * j;
+#pragma unroll
+            for (u32 h = 0; h < 2; ++h) {
+                const u32 row = row0 + 8 * h;
+                if (col < n && row < m) {
+                    const u64 at = (u64)row * n + col;
+                    float2 v = __ldcg((const float2*)(ws + at));
+                    for (u32 c = 1; c < chunks; ++c) {
+                        const float2 p = __ldcg((const float2*)(ws + c * plane + at));
+                        v.x = __fadd_rn(v.x, p.x);
+                        v.y = __fadd_rn(v.y, p.y);
+                    }
+                    d[4 * j + 2 * h] = v.x;
+                    d[4 * j + 2 * h + 1] = v.y;
+                }
+            }
+        }
+        if (tid == 128) counters[blockIdx.x] = 0;
+    }
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+        const u32 col = col0 + 8 * j;
+        if (col < n) {
+            if (row0 < m) {
+                *(u32*)(C + (u64)row0 * n + col) = pack2(d[4 * j], d[4 * j + 1], DT);
+            }
+            if (row0 + 8 < m) {
+                *(u32*)(C + (u64)(row0 + 8) * n + col) = pack2(d[4 * j + 2], d[4 * j + 3], DT);
+            }
+        }
+    }
+}
+
+// The ladder's entries: gemm_ladder_<BM>x<BN>_<op>_<dtype>(maps of A and B,
+// C, workspace, counters, m, k, n, chunks). The workspace holds chunks x
+// m x n f32 and the counters one u32 per output tile, zero before the
+// first launch; the 128 x 128 rung reads neither.
+#define LADDER_ENTRY(tbm, bn, grid_chunks, opname, OPV, dtname, DTV)                             \
+    extern "C" __global__ void __launch_bounds__(128 * (1 + tbm / 64), 1)                        \
+        gemm_ladder_##tbm##x##bn##_##opname##_##dtname(                                           \
+            const __grid_constant__ TensorMap ta, const __grid_constant__ TensorMap tb, void* C,  \
+            float* ws, u32* counters, u32 m, u32 k, u32 n, u32 chunks) {                          \
+        ladder_gemm<OPV, DTV, tbm, bn, grid_chunks>(ta, tb, (u16*)C, ws, counters, m, k, n,      \
+                                                    chunks);                                     \
+    }
+
+#define LADDER_OPS(tbm, bn, grid_chunks, dtname, DTV)            \
+    LADDER_ENTRY(tbm, bn, grid_chunks, nn, OP_NN, dtname, DTV)    \
+    LADDER_ENTRY(tbm, bn, grid_chunks, tn, OP_TN, dtname, DTV)    \
+    LADDER_ENTRY(tbm, bn, grid_chunks, nt, OP_NT, dtname, DTV)
+
+LADDER_OPS(64, 64, true, f16, DT_F16)
+LADDER_OPS(64, 64, true, bf16, DT_BF16)
+LADDER_OPS(128, 128, false, f16, DT_F16)
+LADDER_OPS(128, 128, false, bf16, DT_BF16)

@@ -168,6 +168,8 @@ impl CudaFamily for KernelFamily {
             CudaKernel::MmaSmall => "mma_small",
             CudaKernel::WgmmaLarge => "wgmma_256",
             CudaKernel::WgmmaSmall => "wgmma_128",
+            CudaKernel::LadderDecode(_) => "ladder_64x64",
+            CudaKernel::LadderWide(_) => "ladder_128x128",
         }
     }
 
@@ -178,7 +180,10 @@ impl CudaFamily for KernelFamily {
     fn instruction(&self) -> (&'static str, &'static str) {
         match self {
             CudaKernel::WgmmaLarge => return ("wgmma.mma_async", "m64n256k16"),
-            CudaKernel::WgmmaSmall => return ("wgmma.mma_async", "m64n128k16"),
+            CudaKernel::WgmmaSmall | CudaKernel::LadderWide(_) => {
+                return ("wgmma.mma_async", "m64n128k16");
+            }
+            CudaKernel::LadderDecode(_) => return ("wgmma.mma_async", "m64n64k16"),
             _ => {}
         }
         if self.is_mma() {
@@ -195,12 +200,16 @@ impl CudaFamily for KernelFamily {
             CudaKernel::MmaLarge | CudaKernel::MmaSmall => {
                 caps = vec![format!("mma.sync.m16n8k16.{dtype}")];
             }
-            CudaKernel::WgmmaLarge | CudaKernel::WgmmaSmall => {
+            _ if self.is_wgmma() => {
                 caps = vec![
                     "cp.async.bulk.tensor.2d.tile".to_string(),
                     "mbarrier.expect_tx".to_string(),
                     format!("wgmma.mma_async.{}.{dtype}", self.instruction().1),
                 ];
+                if matches!(self, CudaKernel::LadderDecode(_)) {
+                    // The tile's last block is found by counting finished chunks.
+                    caps.push("atom.global.add.u32".into());
+                }
             }
             _ => {}
         }
@@ -218,6 +227,7 @@ impl CudaFamily for KernelFamily {
         let splits = match self {
             CudaKernel::SplitKFixed(_) => SplitRule::KBlock,
             CudaKernel::SplitKAtomic(_) => SplitRule::GridZ,
+            _ if self.is_ladder() => SplitRule::LadderChunks,
             _ => SplitRule::Unsplit,
         };
         let g = self
@@ -262,7 +272,10 @@ impl CudaFamily for KernelFamily {
             CudaKernel::Tiled => (64, 64, 16, [16, 16, 1], 1),
             CudaKernel::MmaLarge => (128, 128, 32, [256, 1, 1], 1),
             CudaKernel::MmaSmall => (64, 64, 32, [128, 1, 1], 1),
-            CudaKernel::WgmmaLarge | CudaKernel::WgmmaSmall => return wgmma_geometry(*self, shape),
+            CudaKernel::WgmmaLarge
+            | CudaKernel::WgmmaSmall
+            | CudaKernel::LadderDecode(_)
+            | CudaKernel::LadderWide(_) => return wgmma_geometry(*self, shape),
         };
         let gx = tiles(n, tn).max(1);
         let gy = tiles(m, tm).max(1);
@@ -371,34 +384,54 @@ impl CudaFamily for KernelFamily {
     }
 }
 
-/// Output columns of a wgmma block tile (and of its wgmma instruction).
-fn wgmma_bn(kernel: KernelFamily) -> u32 {
+/// Rows and columns of a wgmma block tile (the columns are its wgmma
+/// instruction's n; 64 rows per consumer warpgroup).
+fn wgmma_tile(kernel: KernelFamily) -> (u32, u32) {
     match kernel {
-        KernelFamily::WgmmaSmall => 128,
-        _ => 256,
+        KernelFamily::WgmmaSmall | KernelFamily::LadderWide(_) => (WGMMA_BM, 128),
+        KernelFamily::LadderDecode(_) => (64, 64),
+        _ => (WGMMA_BM, 256),
     }
 }
 
-/// One block per 128 x BN output tile (a 1-D grid: the kernel orders
-/// tiles itself), three warpgroups, the stage ring in dynamic shared
-/// memory.
+/// One block per BM x BN output tile (a 1-D grid: the kernel orders
+/// tiles itself; the ladder's decode rung adds one grid z slice per k
+/// chunk), a producer warpgroup and one consumer per 64 rows, the stage
+/// ring in dynamic shared memory. A ladder rung must carry its shape's
+/// [`crate::kernels::ladder_chunks`].
 fn wgmma_geometry(kernel: KernelFamily, shape: GemmShape) -> Result<Geometry, String> {
-    let bn = wgmma_bn(kernel);
-    let tiles = shape.m.div_ceil(WGMMA_BM as u64) * shape.n.div_ceil(bn as u64);
+    let (bm, bn) = wgmma_tile(kernel);
+    let tiles = shape.m.div_ceil(bm as u64) * shape.n.div_ceil(bn as u64);
     if tiles > i32::MAX as u64 {
         return Err(format!(
             "{tiles} output tiles exceed CUDA's grid limit (m = {} is too large for this kernel)",
             shape.m
         ));
     }
-    let stage = (WGMMA_BM + bn) * WGMMA_BK * 2;
+    let mut z = 1;
+    if kernel.is_ladder() {
+        let chunks = crate::kernels::ladder_chunks(shape.k, shape.n);
+        if kernel.splits() != chunks {
+            return Err(format!(
+                "{} folds k = {} n = {} in {chunks} chunks, not {}",
+                kernel.name(),
+                shape.k,
+                shape.n,
+                kernel.splits()
+            ));
+        }
+        if matches!(kernel, KernelFamily::LadderDecode(_)) {
+            z = chunks;
+        }
+    }
+    let stage = (bm + bn) * WGMMA_BK * 2;
     let stages = WGMMA_RING_BYTES / stage;
-    let block = [384, 1, 1];
+    let block = [128 * (1 + bm / 64), 1, 1];
     Ok(Geometry {
-        grid: [tiles.max(1) as u32, 1, 1],
+        grid: [tiles.max(1) as u32, 1, z],
         block,
         tile: TileShape {
-            m: WGMMA_BM,
+            m: bm,
             n: bn,
             k: WGMMA_BK,
         },
@@ -541,13 +574,14 @@ pub fn tensor_maps_strided(
         } * 2,
         box_dims,
     };
+    let (bm, bn) = wgmma_tile(kernel);
     let a = if op == GemmOp::Tn {
         map("A", [m, k], [64, 64])
     } else {
-        map("A", [k, m], [64, WGMMA_BM])
+        map("A", [k, m], [64, bm])
     };
     let b = if op == GemmOp::Nt {
-        map("B", [k, n], [64, wgmma_bn(kernel)])
+        map("B", [k, n], [64, bn])
     } else {
         map("B", [n, k], [64, 64])
     };
@@ -949,17 +983,28 @@ mod tests {
             let entry = format!("gemm_{}_##opname##_##dtname", k.symbol_family());
             assert!(GEMM_SOURCE.contains(&entry), "{entry}");
         }
-        // The wgmma module: 2 tile variants x 3 ops x 2 dtypes, each
-        // instantiated in kernels/wgmma.cu.
+        // The wgmma module: 2 tile variants and 2 ladder rungs x 3 ops x
+        // 2 dtypes, each instantiated in kernels/wgmma.cu.
         let w = module_symbols(CudaModule::Wgmma);
-        assert_eq!(w.len(), 12);
+        assert_eq!(w.len(), 24);
         assert!(w.contains(&"gemm_wgmma_256_tn_bf16".to_string()));
+        assert!(w.contains(&"gemm_ladder_64x64_nt_f16".to_string()));
+        assert!(w.contains(&"gemm_ladder_128x128_nn_bf16".to_string()));
         assert!(WGMMA_SOURCE.contains("gemm_wgmma_##bn##_##opname##_##dtname"));
-        for bn in ["256", "128"] {
-            for dt in ["f16", "bf16"] {
+        assert!(WGMMA_SOURCE.contains("gemm_ladder_##tbm##x##bn##_##opname##_##dtname"));
+        for dt in ["f16", "bf16"] {
+            for bn in ["256", "128"] {
                 assert!(
                     WGMMA_SOURCE.contains(&format!("ALL_OPS({bn}, {dt},")),
                     "{bn} {dt}"
+                );
+            }
+            // The decode rung puts its chunks on the grid; the wide one
+            // folds them in registers.
+            for rung in ["64, 64, true", "128, 128, false"] {
+                assert!(
+                    WGMMA_SOURCE.contains(&format!("LADDER_OPS({rung}, {dt},")),
+                    "{rung} {dt}"
                 );
             }
         }
@@ -1003,10 +1048,31 @@ mod tests {
         assert_eq!(small.grid, [8 * 5, 1, 1]);
         assert_eq!(small.stages, 6);
         assert!(small.dynamic_shared_bytes <= 227 * 1024);
+        // The ladder: 4 chunks for n = 520 (9 column tiles of 64).
+        assert_eq!(crate::kernels::ladder_chunks(s.k, s.n), 4);
+        let decode = CudaKernel::LadderDecode(4).geometry(s).unwrap();
+        assert_eq!(decode.grid, [16 * 9, 1, 4]);
+        assert_eq!(decode.block, [256, 1, 1]);
+        assert_eq!((decode.tile.m, decode.tile.n), (64, 64));
+        assert_eq!(decode.stages, 12);
+        let wide = CudaKernel::LadderWide(4).geometry(s).unwrap();
+        assert_eq!(wide.grid, [8 * 5, 1, 1]);
+        assert_eq!((wide.block, wide.stages), ([384, 1, 1], 6));
+        // A rung with another shape's chunk count is refused.
+        let e = CudaKernel::LadderWide(2).geometry(s).unwrap_err();
+        assert!(e.contains("in 4 chunks, not 2"), "{e}");
+        for g in [large, small, decode, wide] {
+            // Under 227 KiB with the decode rung's 16 bytes of static shared memory.
+            assert!(g.dynamic_shared_bytes + 16 <= 227 * 1024, "{g:?}");
+        }
         assert_eq!(max_dynamic_shared_bytes(CudaModule::Gemm), 0);
         assert_eq!(
             max_dynamic_shared_bytes(CudaModule::Wgmma),
-            large.dynamic_shared_bytes.max(small.dynamic_shared_bytes)
+            [large, small, decode, wide]
+                .iter()
+                .map(|g| g.dynamic_shared_bytes)
+                .max()
+                .unwrap()
         );
     }
 

@@ -1,9 +1,12 @@
 #![allow(unsafe_code)]
 //! Batch-invariant GEMMs an engine calls on its own buffers and stream:
-//! the TMA + wgmma families (`wgmma-large`, `wgmma-small`; Hopper only),
-//! whose every output element sums k in one fixed order whatever m is, so
-//! a row's bits do not depend on the batch it is computed in (the audit's
-//! `wgmma-sweep` proves it on the device).
+//! the TMA + wgmma families (`wgmma-large`, `wgmma-small`, and the
+//! invariant ladder's rungs `ladder-decode` and `ladder-wide`; Hopper
+//! only), whose every output element sums k in one fixed order whatever m
+//! is, so a row's bits do not depend on the batch it is computed in (the
+//! audit's `wgmma-sweep` and `ladder-sweep` prove it on the device).
+//! [`InvariantGemms::plan_batch_invariant`] picks the ladder's fastest
+//! rung for m; every rung of one (op, dtype, k, n) gives the same bits.
 //!
 //! [`InvariantGemms`] compiles the module once into the engine's context;
 //! its [`InvariantGemms::module`] is what the engine adds to its live
@@ -13,7 +16,7 @@
 //! engine's stream, eagerly or under the engine's capture.
 
 use super::catalog::{self, CudaFamily, CudaKernel, CudaModule, Geometry};
-use super::cuda_error::{CudaError, cuda_err};
+use super::cuda_error::{CudaError, cuda_err, drv};
 use super::module::LoadedModule;
 use super::tma;
 use crate::error::Result;
@@ -117,10 +120,11 @@ impl InvariantGemms {
     ) -> Result<InvariantGemm> {
         if !family.is_wgmma() {
             return Err(cuda_err(format!(
-                "{} is not a batch-invariant wgmma family (wgmma-large, wgmma-small)",
-                family.symbol_family()
+                "{} is not a batch-invariant wgmma family (wgmma-large, wgmma-small, ladder-decode, ladder-wide)",
+                family.name()
             )));
         }
+        let family = family.for_shape(shape.k, shape.n);
         if dtype == DType::F32 {
             return Err(cuda_err(
                 "the wgmma families multiply bf16 or f16 operands, not f32",
@@ -139,13 +143,59 @@ impl InvariantGemms {
         )
         .map_err(|e| cuda_err(format!("{symbol} cannot serve {op} {dtype} {shape:?}: {e}")))?;
         let geometry = family.geometry(shape).map_err(cuda_err)?;
+        let workspace = match family {
+            CudaKernel::LadderDecode(chunks) if chunks > 1 => {
+                Some(self.workspace(chunks, shape, &geometry)?)
+            }
+            _ => None,
+        };
         Ok(InvariantGemm {
             ctx: self.ctx.clone(),
             family,
             func: func.clone(),
             geometry,
             route,
+            workspace,
         })
+    }
+
+    /// [`InvariantGemms::plan`] with the invariant ladder's rung for m
+    /// (`route = "batch-invariant"`: the decode rung up to
+    /// [`crate::kernels::LADDER_DECODE_MAX_M`], the 128x128 rung above).
+    /// Plans of one (op, dtype, k, n) give the same bits at every m.
+    pub fn plan_batch_invariant(
+        &self,
+        live: &GemmRouteIdentity,
+        op: GemmOp,
+        dtype: DType,
+        shape: GemmShape,
+    ) -> Result<InvariantGemm> {
+        let rung = crate::kernels::RouteChoice::ladder_rung(shape.m, shape.k, shape.n);
+        self.plan(live, rung, op, dtype, shape)
+    }
+
+    /// The decode rung's partial planes and per-tile counters, zeroed.
+    fn workspace(
+        &self,
+        chunks: u32,
+        shape: GemmShape,
+        geometry: &Geometry,
+    ) -> Result<(CudaSlice<f32>, CudaSlice<u32>)> {
+        let planes = (shape.m * shape.n)
+            .checked_mul(u64::from(chunks))
+            .filter(|&e| e <= crate::kernels::MAX_ELEMENTS)
+            .ok_or_else(|| cuda_err(format!("the workspace of {shape:?} is too large")))?;
+        let stream = self.ctx.default_stream();
+        let ws = stream
+            .alloc_zeros::<f32>(planes.max(1) as usize)
+            .map_err(drv("allocating the ladder's workspace"))?;
+        let counters = stream
+            .alloc_zeros::<u32>(geometry.grid[0].max(1) as usize)
+            .map_err(drv("allocating the ladder's tile counters"))?;
+        stream
+            .synchronize()
+            .map_err(drv("zeroing the ladder's workspace"))?;
+        Ok((ws, counters))
     }
 }
 
@@ -156,6 +206,9 @@ pub struct InvariantGemm {
     func: CudaFunction,
     geometry: Geometry,
     route: ResolvedGemmRoute,
+    /// The decode rung's partial planes and tile counters (split chunks
+    /// only): one launch at a time may use them.
+    workspace: Option<(CudaSlice<f32>, CudaSlice<u32>)>,
 }
 
 impl std::fmt::Debug for InvariantGemm {
@@ -248,15 +301,30 @@ impl InvariantGemm {
             shared_mem_bytes: g.dynamic_shared_bytes,
         };
         let (m, k, n) = (m as u32, k as u32, n as u32);
+        let chunks = self.family.splits();
+        let workspace = self
+            .workspace
+            .as_ref()
+            .map(|(ws, counters)| (ws.device_ptr(stream), counters.device_ptr(stream)));
+        // Null where the rung reads no workspace (one chunk, or the
+        // register-folding rung).
+        let (ws, counters) = workspace
+            .as_ref()
+            .map_or((0, 0), |((ws, _), (counters, _))| (*ws, *counters));
         let mut lb = stream.launch_builder(&self.func);
-        lb.arg(&maps[0])
-            .arg(&maps[1])
-            .arg(&mut *c)
-            .arg(&m)
-            .arg(&k)
-            .arg(&n);
+        lb.arg(&maps[0]).arg(&maps[1]).arg(&mut *c);
+        if self.family.is_ladder() {
+            lb.arg(&ws).arg(&counters);
+        }
+        lb.arg(&m).arg(&k).arg(&n);
+        if self.family.is_ladder() {
+            lb.arg(&chunks);
+        }
         // SAFETY: the arguments match kernels/wgmma.cu's signature (tensor
-        // maps of A and B, C, m, k, n); the maps were encoded over A and B
+        // maps of A and B, C, m, k, n; for the ladder also its workspace of
+        // chunks x m x n f32 and one zeroed counter per tile, allocated by
+        // the plan, or null where the rung reads neither, and the chunks
+        // its geometry was checked for); the maps were encoded over A and B
         // with the planned problem's dims and leading dimensions, which
         // the buffers span (checked above; TMA zero-fills reads past the dims)
         // and are passed by value; C holds at least m * n elements of the

@@ -229,14 +229,20 @@ impl Prepared {
             .map_err(drv("allocating the output"))?;
         let scratch = match &target {
             Target::Nvrtc {
-                kernel: CudaKernel::SplitKAtomic(_),
+                kernel: kernel @ (CudaKernel::SplitKAtomic(_) | CudaKernel::LadderDecode(_)),
                 geometry,
                 ..
             } => {
                 let tiles = geometry.grid[0] as usize * geometry.grid[1] as usize;
+                // Atomic split-K accumulates into one plane; the ladder
+                // keeps one partial plane per chunk.
+                let planes = match kernel {
+                    CudaKernel::LadderDecode(c) => *c as usize,
+                    _ => 1,
+                };
                 Some((
                     sh.stream
-                        .alloc_zeros::<f32>(((m * n) as usize).max(1))
+                        .alloc_zeros::<f32>(((m * n) as usize * planes).max(1))
                         .map_err(drv("allocating split-K scratch"))?,
                     sh.stream
                         .alloc_zeros::<u32>(tiles.max(1))
@@ -309,18 +315,28 @@ impl Prepared {
                     (CudaKernel::SplitKAtomic(_), Some((s, counters))) => {
                         lb.arg(&mut *s).arg(&mut *counters).arg(&splits);
                     }
-                    (CudaKernel::SplitKAtomic(_), None) => {
-                        return Err(cuda_err("split-K atomic launch without scratch"));
+                    (CudaKernel::SplitKAtomic(_) | CudaKernel::LadderDecode(_), None) => {
+                        return Err(cuda_err("split-K launch without scratch"));
+                    }
+                    (CudaKernel::LadderDecode(_), Some((s, counters))) => {
+                        lb.arg(&mut *s).arg(&mut *counters).arg(&splits);
+                    }
+                    (CudaKernel::LadderWide(_), _) => {
+                        // Folds in registers: no workspace, no counters.
+                        lb.arg(&0u64).arg(&0u64).arg(&splits);
                     }
                     _ => {}
                 }
                 let _ = sh;
                 // SAFETY: the argument list matches the kernel's signature:
                 // kernels/gemm.cu (A, B, C, m, k, n[, scratch, counters][, splits])
-                // or kernels/wgmma.cu (tensor maps of A and B, C, m, k, n).
+                // or kernels/wgmma.cu (tensor maps of A and B, C, m, k, n,
+                // and for the ladder workspace, counters and chunks).
                 // A, B and C hold the dense operands of `shape` for the
-                // route's op and dtype, scratch m*n f32 and counters one u32
-                // per block tile, so every index the kernel computes is in
+                // route's op and dtype, scratch m*n f32 per split plane and
+                // counters one u32 per block tile (zero between launches;
+                // the register-folding ladder rung reads neither and gets
+                // null), so every index the kernel computes is in
                 // bounds; the tensor maps were encoded over this launch's A
                 // and B, which live as long as it does, with the dims of
                 // `shape` (TMA zero-fills reads past them), and the wgmma

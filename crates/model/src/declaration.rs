@@ -34,6 +34,10 @@ pub enum SplitRule {
     KBlock,
     /// A vendor library's split-K: the count is `max(1, vendor.split_k)`.
     Vendor,
+    /// The invariant ladder's k chunks: the count is
+    /// [`crate::kernels::ladder_chunks`] of the route's k and n, so no
+    /// route of one problem family may fold its k in another order.
+    LadderChunks,
 }
 
 impl SplitRule {
@@ -44,6 +48,7 @@ impl SplitRule {
             SplitRule::GridZ => "grid-z",
             SplitRule::KBlock => "k-block",
             SplitRule::Vendor => "vendor",
+            SplitRule::LadderChunks => "ladder-chunks",
         }
     }
 }
@@ -314,6 +319,10 @@ impl SymbolDeclaration {
                     .as_ref()
                     .map_or(1, |v| v.split_k.clamp(1, u32::MAX as i64) as u64),
             ),
+            SplitRule::LadderChunks => Some(u64::from(crate::kernels::ladder_chunks(
+                route.shape.k,
+                route.shape.n,
+            ))),
         };
         let bad = splits == 0 || expected.is_some_and(|e| e != splits as u64);
         bad.then(|| Contradiction {

@@ -280,13 +280,14 @@ impl AuditOptions {
     /// The suite for a backend: the CPU runs the transformer block and the
     /// M-sweep; CUDA adds the tensor-core tile families, the vendor sweep
     /// and the batch-invariant cuBLASLt route's sweep, and on devices that
-    /// run them (compute capability 9.0) the TMA + wgmma families' sweep.
+    /// run them (compute capability 9.0) the TMA + wgmma families' sweep
+    /// and the invariant ladder's.
     pub fn for_backend(backend: &Backend) -> AuditOptions {
         let mut o = AuditOptions::default();
         if let Some(cuda) = backend.downcast_ref::<crate::backend::cuda::CudaBackend>() {
             let mut names = vec!["tensor-core-sweep", "vendor-sweep", "batch-invariant"];
             if cuda.wgmma_available().is_ok() {
-                names.push("wgmma-sweep");
+                names.extend(["wgmma-sweep", "ladder-sweep"]);
             }
             o.workloads
                 .extend(names.iter().filter_map(|n| Workload::builtin(n)));

@@ -35,11 +35,46 @@ pub enum KernelFamily {
     WgmmaLarge,
     /// The same kernel with 128x128 tiles.
     WgmmaSmall,
+    /// The invariant ladder's decode rung (TMA + wgmma, 64x64 tiles): k
+    /// cut into this many chunks ([`ladder_chunks`] of k and n), each
+    /// chunk on its own block, the partials folded in chunk order by the
+    /// tile's last block.
+    LadderDecode(u32),
+    /// The ladder's large-m rung (128x128 tiles): the same chunks, folded
+    /// in chunk order in registers. Bit-identical to [`KernelFamily::LadderDecode`].
+    LadderWide(u32),
+}
+
+/// Output columns of the ladder's decode tile: the unit [`ladder_chunks`]
+/// counts n in.
+pub const LADDER_TILE_N: u64 = 64;
+/// The decode rung's blocks [`ladder_chunks`] aims for at m <= 64 (a
+/// constant, not the device's SM count: the k order must not depend on
+/// the device).
+pub const LADDER_TARGET_BLOCKS: u64 = 128;
+/// Most k chunks of the ladder.
+pub const LADDER_MAX_CHUNKS: u64 = 4;
+/// Fewest 64-wide k blocks in one ladder chunk.
+pub const LADDER_MIN_CHUNK_BLOCKS: u64 = 8;
+
+/// The ladder's k chunks for a problem family: a function of k and n
+/// only, never of m or the device, so every rung and every batch size of
+/// one (op, dtype, k, n) sums each output in the same order. Narrow
+/// outputs are cut into more chunks so that the decode rung fills the
+/// GPU: `LADDER_TARGET_BLOCKS / ceil(n / 64)`, at most
+/// [`LADDER_MAX_CHUNKS`], and no more than leaves each chunk
+/// [`LADDER_MIN_CHUNK_BLOCKS`] blocks of 64 k. E.g. k = n = 4096: 2.
+pub fn ladder_chunks(k: u64, n: u64) -> u32 {
+    let tiles = n.div_ceil(LADDER_TILE_N).max(1);
+    let by_k = (k.div_ceil(64) / LADDER_MIN_CHUNK_BLOCKS).max(1);
+    (LADDER_TARGET_BLOCKS / tiles)
+        .clamp(1, LADDER_MAX_CHUNKS)
+        .min(by_k) as u32
 }
 
 impl KernelFamily {
     /// Every family (split counts are placeholders: 1).
-    pub const ALL: [KernelFamily; 8] = [
+    pub const ALL: [KernelFamily; 10] = [
         KernelFamily::ScalarFma,
         KernelFamily::Tiled,
         KernelFamily::SplitKFixed(1),
@@ -48,6 +83,8 @@ impl KernelFamily {
         KernelFamily::MmaSmall,
         KernelFamily::WgmmaLarge,
         KernelFamily::WgmmaSmall,
+        KernelFamily::LadderDecode(1),
+        KernelFamily::LadderWide(1),
     ];
 
     /// The family's name without its split count (`split-k-fixed`).
@@ -61,6 +98,8 @@ impl KernelFamily {
             KernelFamily::MmaSmall => "mma-small",
             KernelFamily::WgmmaLarge => "wgmma-large",
             KernelFamily::WgmmaSmall => "wgmma-small",
+            KernelFamily::LadderDecode(_) => "ladder-decode",
+            KernelFamily::LadderWide(_) => "ladder-wide",
         }
     }
 
@@ -84,7 +123,9 @@ impl KernelFamily {
         })
     }
 
-    /// True for the split-K families.
+    /// True for the split-K families, whose split count a route choice
+    /// names (`split-k-fixed:4`). The ladder's chunk count is not named:
+    /// it follows from the shape ([`KernelFamily::for_shape`]).
     pub fn is_split(&self) -> bool {
         matches!(
             self,
@@ -92,26 +133,51 @@ impl KernelFamily {
         )
     }
 
-    /// The same family with `splits` splits (unchanged if it does not split).
+    /// The same family with `splits` splits (or ladder chunks; unchanged
+    /// if it does not split).
     pub fn with_splits(self, splits: u32) -> KernelFamily {
         match self {
             KernelFamily::SplitKFixed(_) => KernelFamily::SplitKFixed(splits),
             KernelFamily::SplitKAtomic(_) => KernelFamily::SplitKAtomic(splits),
+            KernelFamily::LadderDecode(_) => KernelFamily::LadderDecode(splits),
+            KernelFamily::LadderWide(_) => KernelFamily::LadderWide(splits),
             other => other,
         }
     }
 
-    /// Splits of the reduction (1 when not split).
+    /// The family as it serves a problem of reduction length `k` and `n`
+    /// output columns: a ladder rung with [`ladder_chunks`] chunks; any
+    /// other family unchanged.
+    pub fn for_shape(self, k: u64, n: u64) -> KernelFamily {
+        if self.is_ladder() {
+            self.with_splits(ladder_chunks(k, n))
+        } else {
+            self
+        }
+    }
+
+    /// Splits of the reduction (ladder chunks; 1 when not split).
     pub fn splits(&self) -> u32 {
         match *self {
-            KernelFamily::SplitKFixed(s) | KernelFamily::SplitKAtomic(s) => s,
+            KernelFamily::SplitKFixed(s)
+            | KernelFamily::SplitKAtomic(s)
+            | KernelFamily::LadderDecode(s)
+            | KernelFamily::LadderWide(s) => s,
             _ => 1,
         }
     }
 
-    /// True for the TMA + wgmma families.
+    /// True for the invariant ladder's rungs.
+    pub fn is_ladder(&self) -> bool {
+        matches!(
+            self,
+            KernelFamily::LadderDecode(_) | KernelFamily::LadderWide(_)
+        )
+    }
+
+    /// True for the TMA + wgmma families (the ladder's rungs included).
     pub fn is_wgmma(&self) -> bool {
-        matches!(self, KernelFamily::WgmmaLarge | KernelFamily::WgmmaSmall)
+        matches!(self, KernelFamily::WgmmaLarge | KernelFamily::WgmmaSmall) || self.is_ladder()
     }
 
     /// True for the tensor-core families (mma.sync and wgmma).
@@ -147,11 +213,17 @@ impl KernelFamily {
             ),
             // The wgmma families walk k in the same ascending k16 steps
             // from +0.0 as the mma.sync ones: the same contract, checked
-            // bit for bit by the audit's contract-parity rows.
+            // bit for bit by the audit's contract-parity rows. The ladder
+            // walks each of its chunks so and folds them in chunk order
+            // (its contract's split count); with one chunk it is the
+            // wgmma order. Its partials are scratch: one block writes
+            // each output.
             KernelFamily::MmaLarge
             | KernelFamily::MmaSmall
             | KernelFamily::WgmmaLarge
-            | KernelFamily::WgmmaSmall => (
+            | KernelFamily::WgmmaSmall
+            | KernelFamily::LadderDecode(_)
+            | KernelFamily::LadderWide(_) => (
                 ContractKind::TensorCoreTileParity,
                 OutputOwnership::OneOwnerPerTile,
             ),
@@ -219,9 +291,15 @@ mod tests {
     #[test]
     fn names_round_trip_and_bad_counts_are_refused() {
         for f in KernelFamily::ALL {
-            let f = f.with_splits(7);
+            // A named split count round-trips; a ladder's follows from
+            // the shape and is not written.
+            let f = if f.is_split() { f.with_splits(7) } else { f };
             assert_eq!(KernelFamily::parse(&f.to_string()), Some(Ok(f)));
         }
+        assert_eq!(
+            KernelFamily::parse("ladder-decode:2"),
+            Some(Err("ladder-decode takes no split count".into()))
+        );
         assert_eq!(KernelFamily::parse("cublas"), None);
         assert_eq!(KernelFamily::parse("nosuch:3"), None);
         for bad in [
@@ -233,6 +311,29 @@ mod tests {
         ] {
             assert!(matches!(KernelFamily::parse(bad), Some(Err(_))), "{bad}");
         }
+    }
+
+    #[test]
+    fn ladder_chunks_follow_k_and_n_only() {
+        // The d_model-4096 projections: narrow outputs are cut to fill
+        // the decode rung, wide ones are not.
+        assert_eq!(ladder_chunks(4096, 4096), 2);
+        assert_eq!(ladder_chunks(14336, 4096), 2);
+        assert_eq!(ladder_chunks(4096, 6144), 1);
+        assert_eq!(ladder_chunks(4096, 14336), 1);
+        assert_eq!(ladder_chunks(4096, 256), 4);
+        // Short k keeps at least 8 blocks of 64 per chunk.
+        assert_eq!(ladder_chunks(1024, 256), 2);
+        assert_eq!(ladder_chunks(64, 8), 1);
+        assert_eq!(ladder_chunks(0, 0), 1);
+        let f = KernelFamily::LadderDecode(1).for_shape(4096, 4096);
+        assert_eq!(f, KernelFamily::LadderDecode(2));
+        assert_eq!(
+            KernelFamily::Tiled.for_shape(4096, 4096),
+            KernelFamily::Tiled
+        );
+        assert!(f.is_wgmma() && f.is_mma() && !f.is_split());
+        assert!(f.promises_batch_invariance());
     }
 
     #[test]

@@ -15,13 +15,17 @@ use crate::digest::{Digest, DigestWriter, FieldValue};
 use crate::route::{GemmShape, GemmStrides};
 use crate::vocab::DType;
 
-pub use family::{KernelFamily, check_splits};
+pub use family::{
+    KernelFamily, LADDER_MAX_CHUNKS, LADDER_MIN_CHUNK_BLOCKS, LADDER_TARGET_BLOCKS, LADDER_TILE_N,
+    check_splits, ladder_chunks,
+};
 pub use operands::{
     Problem, element_size, from_storage_bytes, quantize, seeded_a, seeded_b, seeded_value,
     to_storage_bytes,
 };
 pub use spec::{
-    GemmSpec, MAX_ELEMENTS, MAX_SPLITS, RouteChoice, TimedOutput, TimingClock, ordinals_in_words,
+    GemmSpec, LADDER_DECODE_MAX_M, MAX_ELEMENTS, MAX_SPLITS, RouteChoice, TimedOutput, TimingClock,
+    ordinals_in_words,
 };
 
 /// B's seed is the launch seed plus this, so A and B differ.

@@ -29,7 +29,19 @@ pub enum RouteChoice {
     /// for every m of the problem family (op, dtype, k, n): batch invariant
     /// by construction, and audited as such (CUDA only).
     CublasLtInvariant,
+    /// The invariant ladder at its fastest rung for m
+    /// ([`RouteChoice::ladder_rung`]): every m of a problem family folds k
+    /// in one order, so it promises batch invariance and the audit fails
+    /// it when rows differ across m (CUDA sm_90 only).
+    BatchInvariant,
 }
+
+/// Largest m the ladder's decode rung serves under
+/// [`RouteChoice::BatchInvariant`]; the 128x128 rung serves larger m.
+/// The rungs give the same bits, so this changes only speed: it is where
+/// the decode rung stops being the faster one on the H200
+/// (docs/benchmarks.md, `ladder`).
+pub const LADDER_DECODE_MAX_M: u64 = 256;
 
 impl From<KernelFamily> for RouteChoice {
     fn from(family: KernelFamily) -> Self {
@@ -39,11 +51,12 @@ impl From<KernelFamily> for RouteChoice {
 
 impl RouteChoice {
     /// The choices that are not a kernel family.
-    const NAMED: [RouteChoice; 4] = [
+    const NAMED: [RouteChoice; 5] = [
         RouteChoice::Policy,
         RouteChoice::Cublas,
         RouteChoice::CublasLt,
         RouteChoice::CublasLtInvariant,
+        RouteChoice::BatchInvariant,
     ];
 
     /// The name of a choice that is not a kernel family.
@@ -53,13 +66,14 @@ impl RouteChoice {
             RouteChoice::Cublas => Some("cublas"),
             RouteChoice::CublasLt => Some("cublaslt"),
             RouteChoice::CublasLtInvariant => Some("cublaslt-invariant"),
+            RouteChoice::BatchInvariant => Some("batch-invariant"),
             RouteChoice::Kernel(_) => None,
         }
     }
 
     /// Parses `policy`, a kernel family (`scalar-fma`, `tiled`,
     /// `split-k-fixed:S`, `split-k-atomic:S`, `mma-large`, ...), `cublas`,
-    /// `cublaslt` or `cublaslt-invariant`.
+    /// `cublaslt`, `cublaslt-invariant` or `batch-invariant`.
     pub fn parse(s: &str) -> Result<Self, String> {
         if let Some(choice) = Self::NAMED.into_iter().find(|c| c.name() == Some(s)) {
             return Ok(choice);
@@ -67,7 +81,7 @@ impl RouteChoice {
         match KernelFamily::parse(s) {
             Some(family) => family.map(RouteChoice::Kernel),
             None => Err(format!(
-                "unknown route {s:?} (expected policy, scalar-fma, tiled, split-k-fixed:S, split-k-atomic:S, mma-large, mma-small, wgmma-large, wgmma-small, cublas, cublaslt or cublaslt-invariant)"
+                "unknown route {s:?} (expected policy, scalar-fma, tiled, split-k-fixed:S, split-k-atomic:S, mma-large, mma-small, wgmma-large, wgmma-small, ladder-decode, ladder-wide, cublas, cublaslt, cublaslt-invariant or batch-invariant)"
             )),
         }
     }
@@ -86,9 +100,22 @@ impl RouteChoice {
     pub fn promises_batch_invariance(&self) -> bool {
         match self {
             RouteChoice::Kernel(f) => f.promises_batch_invariance(),
-            RouteChoice::CublasLtInvariant => true,
+            RouteChoice::CublasLtInvariant | RouteChoice::BatchInvariant => true,
             RouteChoice::Policy | RouteChoice::Cublas | RouteChoice::CublasLt => false,
         }
+    }
+
+    /// The ladder rung [`RouteChoice::BatchInvariant`] serves a problem
+    /// with: the decode rung up to [`LADDER_DECODE_MAX_M`], the 128x128
+    /// rung above, each with the problem family's
+    /// [`super::ladder_chunks`].
+    pub fn ladder_rung(m: u64, k: u64, n: u64) -> KernelFamily {
+        let rung = if m <= LADDER_DECODE_MAX_M {
+            KernelFamily::LadderDecode(1)
+        } else {
+            KernelFamily::LadderWide(1)
+        };
+        rung.for_shape(k, n)
     }
 
     /// Whether the route needs a vendor policy (`cublas-fast` or `cublas-pedantic`).

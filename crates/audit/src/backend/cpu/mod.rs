@@ -425,7 +425,8 @@ impl GemmBackend for CpuBackend {
                 .map_err(|e| Error::backend("cpu", format!("GEMM {:?}: {e}", spec.name)))?,
             other @ (RouteChoice::Cublas
             | RouteChoice::CublasLt
-            | RouteChoice::CublasLtInvariant) => {
+            | RouteChoice::CublasLtInvariant
+            | RouteChoice::BatchInvariant) => {
                 return Err(Error::backend(
                     "cpu",
                     format!("GEMM {:?}: route {other} needs the CUDA backend", spec.name),
@@ -614,7 +615,10 @@ mod tests {
         let module = &cpu.context().modules[0];
         for name in crate::workload::BUILTINS {
             for g in Workload::builtin(name).unwrap().gemms {
-                if g.route.is_vendor() || g.route.family().is_some_and(|f| f.is_mma()) {
+                let cuda_only = g.route.is_vendor()
+                    || g.route == RouteChoice::BatchInvariant
+                    || g.route.family().is_some_and(|f| f.is_mma());
+                if cuda_only {
                     let e = cpu.resolve(&g).unwrap_err().to_string();
                     assert!(e.contains("needs the CUDA backend"), "{e}");
                     continue;
