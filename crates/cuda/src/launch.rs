@@ -307,31 +307,43 @@ impl Prepared {
                         return Err(cuda_err("wgmma launch without its tensor maps"));
                     }
                 };
-                lb.arg(&mut *c).arg(&m).arg(&k).arg(&n);
-                match (*kernel, scratch.as_mut()) {
+                lb.arg(&mut *c);
+                // The ladder takes its workspace and counters before the
+                // dims (null where the rung reads neither).
+                let null = 0u64;
+                match (*kernel, scratch.as_ref()) {
+                    (CudaKernel::LadderDecode(_), Some((s, counters))) => {
+                        lb.arg(s).arg(counters);
+                    }
+                    (CudaKernel::LadderDecode(_), None) => {
+                        return Err(cuda_err("ladder launch without its workspace"));
+                    }
+                    (CudaKernel::LadderWide(_), _) => {
+                        lb.arg(&null).arg(&null);
+                    }
+                    _ => {}
+                }
+                lb.arg(&m).arg(&k).arg(&n);
+                match (*kernel, scratch.as_ref()) {
                     (CudaKernel::SplitKFixed(_), _) => {
                         lb.arg(&splits);
                     }
                     (CudaKernel::SplitKAtomic(_), Some((s, counters))) => {
-                        lb.arg(&mut *s).arg(&mut *counters).arg(&splits);
+                        lb.arg(s).arg(counters).arg(&splits);
                     }
-                    (CudaKernel::SplitKAtomic(_) | CudaKernel::LadderDecode(_), None) => {
-                        return Err(cuda_err("split-K launch without scratch"));
+                    (CudaKernel::SplitKAtomic(_), None) => {
+                        return Err(cuda_err("split-K atomic launch without scratch"));
                     }
-                    (CudaKernel::LadderDecode(_), Some((s, counters))) => {
-                        lb.arg(&mut *s).arg(&mut *counters).arg(&splits);
-                    }
-                    (CudaKernel::LadderWide(_), _) => {
-                        // Folds in registers: no workspace, no counters.
-                        lb.arg(&0u64).arg(&0u64).arg(&splits);
+                    (CudaKernel::LadderDecode(_) | CudaKernel::LadderWide(_), _) => {
+                        lb.arg(&splits);
                     }
                     _ => {}
                 }
                 let _ = sh;
                 // SAFETY: the argument list matches the kernel's signature:
                 // kernels/gemm.cu (A, B, C, m, k, n[, scratch, counters][, splits])
-                // or kernels/wgmma.cu (tensor maps of A and B, C, m, k, n,
-                // and for the ladder workspace, counters and chunks).
+                // or kernels/wgmma.cu (tensor maps of A and B, C[, workspace,
+                // counters], m, k, n[, chunks]).
                 // A, B and C hold the dense operands of `shape` for the
                 // route's op and dtype, scratch m*n f32 per split plane and
                 // counters one u32 per block tile (zero between launches;
