@@ -50,7 +50,9 @@ use gemm_audit::backend::cuda::catalog::{CudaFamily, CudaKernel};
 use gemm_audit::backend::cuda::{CudaBackend, RouteTiming};
 use gemm_audit::physical::NodeKind;
 use gemm_audit::route::GemmShape;
-use gemm_audit::workload::{GemmSpec, KernelFamily, LADDER_DECODE_MAX_M, RouteChoice};
+use gemm_audit::workload::{
+    GemmSpec, KernelFamily, LADDER_DECODE_MAX_M, LADDER_MID_MAX_M, RouteChoice,
+};
 use gemm_audit::{
     DType, FingerprintMode, GemmOp, GemmPolicy, PolicyMode, PreparedGemmCaptureManifest,
     ResolvedGemmRoute, build_resolved_gemm_launch_set,
@@ -892,11 +894,14 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
     } else {
         DECODE_M.to_vec()
     };
-    let columns: [(&str, RouteChoice); 4] = [
+    let columns: [(&str, RouteChoice); 7] = [
         ("cuBLAS", RouteChoice::Cublas),
         ("cuBLASLt-inv", RouteChoice::CublasLtInvariant),
         ("wgmma-large", RouteChoice::Kernel(KernelFamily::WgmmaLarge)),
         ("ladder", RouteChoice::BatchInvariant),
+        ("decode", RouteChoice::Kernel(KernelFamily::LadderDecode(1))),
+        ("mid", RouteChoice::Kernel(KernelFamily::LadderMid(1))),
+        ("fold", RouteChoice::Kernel(KernelFamily::LadderWide(1))),
     ];
     let mut summary = Vec::new();
     let mut routes = Vec::new();
@@ -975,20 +980,27 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
         header: [
             "problem",
             "cuBLAS hot us",
-            "inv/cuBLAS hot",
-            "wgmma/cuBLAS hot",
-            "ladder/cuBLAS hot",
+            "inv hot",
+            "wgmma hot",
+            "ladder hot",
+            "decode hot",
+            "mid hot",
+            "fold hot",
             "cuBLAS cold us",
-            "inv/cuBLAS cold",
-            "wgmma/cuBLAS cold",
-            "ladder/cuBLAS cold",
+            "inv cold",
+            "wgmma cold",
+            "ladder cold",
+            "decode cold",
+            "mid cold",
+            "fold cold",
         ]
         .map(String::from)
         .to_vec(),
         rows: Vec::new(),
         notes: vec![format!(
-            "median kernel time; x/cuBLAS = cuBLAS time / route time (1.00 = vendor speed); \
-             ladder = route batch-invariant (decode rung to m = {LADDER_DECODE_MAX_M}, 128x128 above); \
+            "median kernel time; every other column is cuBLAS time / route time (1.00 = vendor speed); \
+             inv = cublaslt-invariant; ladder = route batch-invariant (its decode rung to m = {LADDER_DECODE_MAX_M}, \
+             mid to m = {LADDER_MID_MAX_M}, fold above), then each rung at every m; \
              cold: {COLD_COPIES} rotating operand copies, m <= 256 only"
         )],
     };

@@ -1863,8 +1863,11 @@ fn ladder_rungs_are_bit_identical_and_batch_invariant() {
         println!("no wgmma here ({why})");
         return;
     }
-    let decode = CudaKernel::LadderDecode(1);
-    let wide = CudaKernel::LadderWide(1);
+    let rungs_of = [
+        CudaKernel::LadderDecode(1),
+        CudaKernel::LadderMid(1),
+        CudaKernel::LadderWide(1),
+    ];
     for dtype in [DType::Bf16, DType::F16] {
         for op in OPS {
             // 4, 2, 2 and 1 chunks.
@@ -1872,22 +1875,28 @@ fn ladder_rungs_are_bit_identical_and_batch_invariant() {
                 let chunks = ladder_chunks(k, n);
                 let rungs = |m: u64| {
                     let s = shape(m, k, n);
-                    [decode, wide].map(|f| {
+                    rungs_of.map(|f| {
                         let r = route(&g, op, dtype, s, f.for_shape(k, n));
                         assert_eq!(r.contract.splits, chunks);
                         g.run(&r, SEED).unwrap()
                     })
                 };
                 let big = rungs(1000);
-                assert_eq!(
-                    differing(dtype, &big[0], &big[1]),
-                    0,
-                    "decode vs wide {op} {dtype} k={k} n={n}"
-                );
+                for r in 1..3 {
+                    assert_eq!(
+                        differing(dtype, &big[0], &big[r]),
+                        0,
+                        "decode vs {} {op} {dtype} k={k} n={n}",
+                        rungs_of[r]
+                    );
+                }
                 let row = n as usize * element_size(dtype);
                 for m in [8u64, 64, 200] {
-                    let [d, w] = rungs(m);
-                    assert!(d == w, "decode vs wide {op} {dtype} k={k} n={n} m={m}");
+                    let [d, mid, w] = rungs(m);
+                    assert!(
+                        d == w && d == mid,
+                        "decode vs mid vs wide {op} {dtype} k={k} n={n} m={m}"
+                    );
                     assert!(
                         d == big[0][..m as usize * row],
                         "{op} {dtype} k={k} n={n}: rows of m={m} differ from m=1000"
@@ -1943,14 +1952,16 @@ fn batch_invariant_plans_run_in_an_engine_graph() {
     let (k, n) = (4096u64, 4096u64);
     let (op, dtype) = (GemmOp::Nn, DType::Bf16);
     let mut outs = Vec::new();
-    for m in [1u64, 64, 256, 264, 1024] {
+    for m in [1u64, 64, 256, 520, 1024] {
         let s = shape(m, k, n);
         let plan = inv.plan_batch_invariant(&live, op, dtype, s).unwrap();
         let ours = plan.route("t");
         let rung = if m <= gemm_audit::kernels::LADDER_DECODE_MAX_M {
-            "ladder_64x64"
+            "ladder_64x64_split"
+        } else if m <= gemm_audit::kernels::LADDER_MID_MAX_M {
+            "ladder_128x128_split"
         } else {
-            "ladder_128x128"
+            "ladder_128x128_fold"
         };
         assert!(ours.kernel_symbol.contains(rung), "{}", ours.kernel_symbol);
         let theirs = g
@@ -2006,6 +2017,6 @@ fn batch_invariant_plans_run_in_an_engine_graph() {
         );
     }
     println!(
-        "batch-invariant plans: decode rung to m=256, 128x128 above, engine = backend, replays repeat, rows equal across m"
+        "batch-invariant plans: each rung for its m, engine = backend, replays repeat, rows equal across m"
     );
 }

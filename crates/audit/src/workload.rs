@@ -13,7 +13,8 @@ pub const MAX_GEMMS: usize = 4096;
 
 // What a workload asks of a backend is the model's (every backend reads it).
 pub use gemm_audit_model::kernels::{
-    GemmSpec, KernelFamily, LADDER_DECODE_MAX_M, MAX_ELEMENTS, MAX_SPLITS, RouteChoice,
+    GemmSpec, KernelFamily, LADDER_DECODE_MAX_M, LADDER_MID_MAX_M, MAX_ELEMENTS, MAX_SPLITS,
+    RouteChoice,
 };
 
 /// Longest workload or GEMM name, in bytes: names end up in tables,
@@ -511,14 +512,14 @@ fn wgmma_sweep() -> Workload {
 }
 
 /// The batch sizes `ladder-sweep` runs k = n = 4096 at: both sides of
-/// the decode rung's limit ([`crate::kernels::LADDER_DECODE_MAX_M`]).
-pub const LADDER_SWEEP_M: [u64; 7] = [1, 8, 64, 256, 264, 1024, 4096];
+/// each rung's limit ([`LADDER_DECODE_MAX_M`], [`LADDER_MID_MAX_M`]).
+pub const LADDER_SWEEP_M: [u64; 8] = [1, 8, 64, 72, 256, 512, 520, 4096];
 
 /// The invariant ladder (`route = "batch-invariant"`): NN/TN/NT bf16 and
-/// f16 at k = n = 4096 across the decode and 128x128 rungs, and the
-/// d_model-4096 projections. Each row group spans both rungs, so its
+/// f16 at k = n = 4096 across the decode, mid and folding rungs, and the
+/// d_model-4096 projections. Each row group spans every rung, so its
 /// batch-invariance rows prove the rungs agree; each rung also serves
-/// the other's batch sizes (contract parity), and on the one-chunk
+/// the others' batch sizes (contract parity), and on the one-chunk
 /// projections `wgmma-large` does too (CUDA sm_90 only).
 fn ladder_sweep() -> Workload {
     let mut gemms = Vec::new();
@@ -547,10 +548,12 @@ fn ladder_sweep() -> Workload {
         for m in [8u64, 256, 1024] {
             push(format!("{op}-f16@m{m}"), op, DType::F16, m, 4096, 4096, bi);
         }
-        // Each rung at the other's batch sizes.
+        // Each rung at the others' batch sizes.
         for (tag, family, m) in [
-            ("ladder-wide", KernelFamily::LadderWide(1), 64u64),
+            ("ladder-mid", KernelFamily::LadderMid(1), 64u64),
+            ("ladder-wide", KernelFamily::LadderWide(1), 64),
             ("ladder-decode", KernelFamily::LadderDecode(1), 1024),
+            ("ladder-mid", KernelFamily::LadderMid(1), 1024),
         ] {
             push(
                 format!("{tag}:{op}-bf16@m{m}"),
@@ -588,7 +591,7 @@ fn ladder_sweep() -> Workload {
     }
     Workload {
         name: "ladder-sweep".into(),
-        description: "the invariant ladder (batch-invariant route): NN/TN/NT bf16/f16 k=n=4096 across the decode (m<=256) and 128x128 rungs, each rung at the other's m, and the QKV/MLP projections, parity with wgmma-large where one chunk (CUDA sm_90 only)"
+        description: "the invariant ladder (batch-invariant route): NN/TN/NT bf16/f16 k=n=4096 across its decode, mid and folding rungs, each rung at the others' m, and the QKV/MLP projections, parity with wgmma-large where one chunk (CUDA sm_90 only)"
             .into(),
         seed: default_seed(),
         policy: None,

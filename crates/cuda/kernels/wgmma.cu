@@ -439,13 +439,18 @@ ALL_OPS(128, bf16, DT_BF16)
 // so the order is a property of the problem family (op, dtype, k, n).
 // With one chunk it is wgmma_gemm's order, bit for bit.
 //
-// The rungs differ only in who computes the partials:
-// - ladder_64x64 (decode sizes): a 64 x 64 tile per block, one block per
-//   chunk (grid z); each block stores its f32 partial in the workspace,
-//   and the last block of a tile to finish (an atomic count, reset by
-//   that block for the next launch) folds all of them in chunk order;
-// - ladder_128x128 (large m): a 128 x 128 tile per block walks every
-//   chunk, folding each finished partial into a second register set.
+// The rungs differ only in tile and in who computes the partials:
+// - ladder_64x64_split (decode sizes) and ladder_128x128_split (mid m):
+//   one block per tile and chunk (grid z); each block stores its f32
+//   partial in the workspace, and the last block of a tile to finish (an
+//   atomic count, reset by that block for the next launch) folds all of
+//   them in chunk order;
+// - ladder_128x128_fold (large m): one block per tile walks every chunk,
+//   folding each finished partial into a second register set.
+// Below one tile of rows, A (K-major) is loaded as boxes of m rounded up
+// to 8 rows rather than of the whole tile: the rows past them are never
+// stored, and loading fewer rows than TMA would zero-fill is what makes
+// m = 1 as fast as m = 64.
 // Which block finishes last changes nothing: the fold reads the partials
 // in chunk order whoever runs it.
 
@@ -479,6 +484,9 @@ __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap
     const u32 tile_n = (blockIdx.x % group) / rows_in_group;
     const u32 kblocks = (k + BK - 1) / BK;
     const u32 per_chunk = (kblocks + chunks - 1) / chunks;
+    // Rows of A per load (see above): the host's tensor map box agrees.
+    const u32 a_rows = OP != OP_TN && m < TBM ? (m + 7) & ~7u : TBM;
+    const u32 stage_bytes = a_rows * BK * 2 + R::B_BYTES;
     // The k blocks this block walks: its chunk's, or all of them.
     u32 first = 0, last = kblocks;
     if (GRID_CHUNKS) {
@@ -502,7 +510,7 @@ __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap
                 const u32 s = i % R::STAGES;
                 mbar_wait(bars + 8 * (R::STAGES + s), ((i / R::STAGES) & 1) ^ 1);
                 const u32 full = bars + 8 * s;
-                mbar_expect_tx(full, R::STAGE_BYTES);
+                mbar_expect_tx(full, stage_bytes);
                 const u32 a_dst = base + s * R::STAGE_BYTES;
                 const u32 b_dst = a_dst + R::A_BYTES;
                 const int kc = (int)((first + i) * BK);
@@ -644,25 +652,27 @@ __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap
     }
 }
 
-// The ladder's entries: gemm_ladder_<BM>x<BN>_<op>_<dtype>(maps of A and B,
-// C, workspace, counters, m, k, n, chunks). The workspace holds chunks x
-// m x n f32 and the counters one u32 per output tile, zero before the
-// first launch; the 128 x 128 rung reads neither.
-#define LADDER_ENTRY(tbm, bn, grid_chunks, opname, OPV, dtname, DTV)                             \
+// The ladder's entries: gemm_ladder_<BM>x<BN>_<split|fold>_<op>_<dtype>(maps
+// of A and B, C, workspace, counters, m, k, n, chunks). The workspace holds
+// chunks x m x n f32 and the counters one u32 per output tile, zero before
+// the first launch; the folding rung reads neither.
+#define LADDER_ENTRY(tbm, bn, how, grid_chunks, opname, OPV, dtname, DTV)                        \
     extern "C" __global__ void __launch_bounds__(128 * (1 + tbm / 64), 1)                        \
-        gemm_ladder_##tbm##x##bn##_##opname##_##dtname(                                           \
+        gemm_ladder_##tbm##x##bn##_##how##_##opname##_##dtname(                                   \
             const __grid_constant__ TensorMap ta, const __grid_constant__ TensorMap tb, void* C,  \
             float* ws, u32* counters, u32 m, u32 k, u32 n, u32 chunks) {                          \
         ladder_gemm<OPV, DTV, tbm, bn, grid_chunks>(ta, tb, (u16*)C, ws, counters, m, k, n,      \
                                                     chunks);                                     \
     }
 
-#define LADDER_OPS(tbm, bn, grid_chunks, dtname, DTV)            \
-    LADDER_ENTRY(tbm, bn, grid_chunks, nn, OP_NN, dtname, DTV)    \
-    LADDER_ENTRY(tbm, bn, grid_chunks, tn, OP_TN, dtname, DTV)    \
-    LADDER_ENTRY(tbm, bn, grid_chunks, nt, OP_NT, dtname, DTV)
+#define LADDER_OPS(tbm, bn, how, grid_chunks, dtname, DTV)            \
+    LADDER_ENTRY(tbm, bn, how, grid_chunks, nn, OP_NN, dtname, DTV)    \
+    LADDER_ENTRY(tbm, bn, how, grid_chunks, tn, OP_TN, dtname, DTV)    \
+    LADDER_ENTRY(tbm, bn, how, grid_chunks, nt, OP_NT, dtname, DTV)
 
-LADDER_OPS(64, 64, true, f16, DT_F16)
-LADDER_OPS(64, 64, true, bf16, DT_BF16)
-LADDER_OPS(128, 128, false, f16, DT_F16)
-LADDER_OPS(128, 128, false, bf16, DT_BF16)
+LADDER_OPS(64, 64, split, true, f16, DT_F16)
+LADDER_OPS(64, 64, split, true, bf16, DT_BF16)
+LADDER_OPS(128, 128, split, true, f16, DT_F16)
+LADDER_OPS(128, 128, split, true, bf16, DT_BF16)
+LADDER_OPS(128, 128, fold, false, f16, DT_F16)
+LADDER_OPS(128, 128, fold, false, bf16, DT_BF16)

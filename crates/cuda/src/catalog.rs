@@ -168,8 +168,9 @@ impl CudaFamily for KernelFamily {
             CudaKernel::MmaSmall => "mma_small",
             CudaKernel::WgmmaLarge => "wgmma_256",
             CudaKernel::WgmmaSmall => "wgmma_128",
-            CudaKernel::LadderDecode(_) => "ladder_64x64",
-            CudaKernel::LadderWide(_) => "ladder_128x128",
+            CudaKernel::LadderDecode(_) => "ladder_64x64_split",
+            CudaKernel::LadderMid(_) => "ladder_128x128_split",
+            CudaKernel::LadderWide(_) => "ladder_128x128_fold",
         }
     }
 
@@ -180,7 +181,7 @@ impl CudaFamily for KernelFamily {
     fn instruction(&self) -> (&'static str, &'static str) {
         match self {
             CudaKernel::WgmmaLarge => return ("wgmma.mma_async", "m64n256k16"),
-            CudaKernel::WgmmaSmall | CudaKernel::LadderWide(_) => {
+            CudaKernel::WgmmaSmall | CudaKernel::LadderMid(_) | CudaKernel::LadderWide(_) => {
                 return ("wgmma.mma_async", "m64n128k16");
             }
             CudaKernel::LadderDecode(_) => return ("wgmma.mma_async", "m64n64k16"),
@@ -206,7 +207,7 @@ impl CudaFamily for KernelFamily {
                     "mbarrier.expect_tx".to_string(),
                     format!("wgmma.mma_async.{}.{dtype}", self.instruction().1),
                 ];
-                if matches!(self, CudaKernel::LadderDecode(_)) {
+                if self.ladder_splits_on_grid() {
                     // The tile's last block is found by counting finished chunks.
                     caps.push("atom.global.add.u32".into());
                 }
@@ -275,6 +276,7 @@ impl CudaFamily for KernelFamily {
             CudaKernel::WgmmaLarge
             | CudaKernel::WgmmaSmall
             | CudaKernel::LadderDecode(_)
+            | CudaKernel::LadderMid(_)
             | CudaKernel::LadderWide(_) => return wgmma_geometry(*self, shape),
         };
         let gx = tiles(n, tn).max(1);
@@ -388,7 +390,9 @@ impl CudaFamily for KernelFamily {
 /// instruction's n; 64 rows per consumer warpgroup).
 fn wgmma_tile(kernel: KernelFamily) -> (u32, u32) {
     match kernel {
-        KernelFamily::WgmmaSmall | KernelFamily::LadderWide(_) => (WGMMA_BM, 128),
+        KernelFamily::WgmmaSmall | KernelFamily::LadderMid(_) | KernelFamily::LadderWide(_) => {
+            (WGMMA_BM, 128)
+        }
         KernelFamily::LadderDecode(_) => (64, 64),
         _ => (WGMMA_BM, 256),
     }
@@ -420,7 +424,7 @@ fn wgmma_geometry(kernel: KernelFamily, shape: GemmShape) -> Result<Geometry, St
                 kernel.splits()
             ));
         }
-        if matches!(kernel, KernelFamily::LadderDecode(_)) {
+        if kernel.ladder_splits_on_grid() {
             z = chunks;
         }
     }
@@ -577,6 +581,10 @@ pub fn tensor_maps_strided(
     let (bm, bn) = wgmma_tile(kernel);
     let a = if op == GemmOp::Tn {
         map("A", [m, k], [64, 64])
+    } else if kernel.is_ladder() && m < bm as u64 {
+        // The ladder loads only the rows below one tile, rounded up to 8
+        // (kernels/wgmma.cu `a_rows`).
+        map("A", [k, m], [64, m.next_multiple_of(8) as u32])
     } else {
         map("A", [k, m], [64, bm])
     };
@@ -983,15 +991,16 @@ mod tests {
             let entry = format!("gemm_{}_##opname##_##dtname", k.symbol_family());
             assert!(GEMM_SOURCE.contains(&entry), "{entry}");
         }
-        // The wgmma module: 2 tile variants and 2 ladder rungs x 3 ops x
+        // The wgmma module: 2 tile variants and 3 ladder rungs x 3 ops x
         // 2 dtypes, each instantiated in kernels/wgmma.cu.
         let w = module_symbols(CudaModule::Wgmma);
-        assert_eq!(w.len(), 24);
+        assert_eq!(w.len(), 30);
         assert!(w.contains(&"gemm_wgmma_256_tn_bf16".to_string()));
-        assert!(w.contains(&"gemm_ladder_64x64_nt_f16".to_string()));
-        assert!(w.contains(&"gemm_ladder_128x128_nn_bf16".to_string()));
+        assert!(w.contains(&"gemm_ladder_64x64_split_nt_f16".to_string()));
+        assert!(w.contains(&"gemm_ladder_128x128_split_tn_bf16".to_string()));
+        assert!(w.contains(&"gemm_ladder_128x128_fold_nn_bf16".to_string()));
         assert!(WGMMA_SOURCE.contains("gemm_wgmma_##bn##_##opname##_##dtname"));
-        assert!(WGMMA_SOURCE.contains("gemm_ladder_##tbm##x##bn##_##opname##_##dtname"));
+        assert!(WGMMA_SOURCE.contains("gemm_ladder_##tbm##x##bn##_##how##_##opname##_##dtname"));
         for dt in ["f16", "bf16"] {
             for bn in ["256", "128"] {
                 assert!(
@@ -1001,7 +1010,11 @@ mod tests {
             }
             // The decode rung puts its chunks on the grid; the wide one
             // folds them in registers.
-            for rung in ["64, 64, true", "128, 128, false"] {
+            for rung in [
+                "64, 64, split, true",
+                "128, 128, split, true",
+                "128, 128, fold, false",
+            ] {
                 assert!(
                     WGMMA_SOURCE.contains(&format!("LADDER_OPS({rung}, {dt},")),
                     "{rung} {dt}"
@@ -1058,6 +1071,9 @@ mod tests {
         let wide = CudaKernel::LadderWide(4).geometry(s).unwrap();
         assert_eq!(wide.grid, [8 * 5, 1, 1]);
         assert_eq!((wide.block, wide.stages), ([384, 1, 1], 6));
+        let mid = CudaKernel::LadderMid(4).geometry(s).unwrap();
+        assert_eq!(mid.grid, [8 * 5, 1, 4]);
+        assert_eq!((mid.block, mid.stages), ([384, 1, 1], 6));
         // A rung with another shape's chunk count is refused.
         let e = CudaKernel::LadderWide(2).geometry(s).unwrap_err();
         assert!(e.contains("in 4 chunks, not 2"), "{e}");
@@ -1204,6 +1220,22 @@ mod tests {
             (b.dims, b.row_stride_bytes, b.box_dims),
             ([136, 264], 272, [64, 128])
         );
+        // The ladder loads A rows below one tile as boxes of m rounded up
+        // to 8 (K-major A only), its B as boxes of its tile's columns.
+        let small = GemmShape { m: 3, ..s };
+        for (k, rows) in [
+            (CudaKernel::LadderDecode(1), 8),
+            (CudaKernel::LadderMid(1), 8),
+            (CudaKernel::LadderWide(1), 8),
+            (CudaKernel::WgmmaLarge, 128),
+        ] {
+            let [a, _] = tensor_maps(k, GemmOp::Nt, DType::Bf16, small);
+            assert_eq!(a.box_dims, [64, rows], "{k}");
+        }
+        let [a, b] = tensor_maps(CudaKernel::LadderDecode(1), GemmOp::Nt, DType::Bf16, s);
+        assert_eq!((a.box_dims, b.box_dims), ([64, 64], [64, 64]));
+        let [a, _] = tensor_maps(CudaKernel::LadderMid(1), GemmOp::Nn, DType::Bf16, s);
+        assert_eq!(a.box_dims, [64, 128]);
         // The digest follows every parameter: shape, op, dtype, variant.
         let d = |k, op, dt, s| tensor_map_digest(&tensor_maps(k, op, dt, s));
         let base = d(CudaKernel::WgmmaLarge, GemmOp::Nn, DType::Bf16, s);

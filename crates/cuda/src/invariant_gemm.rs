@@ -143,11 +143,11 @@ impl InvariantGemms {
         )
         .map_err(|e| cuda_err(format!("{symbol} cannot serve {op} {dtype} {shape:?}: {e}")))?;
         let geometry = family.geometry(shape).map_err(cuda_err)?;
-        let workspace = match family {
-            CudaKernel::LadderDecode(chunks) if chunks > 1 => {
-                Some(self.workspace(chunks, shape, &geometry)?)
-            }
-            _ => None,
+        let chunks = family.splits();
+        let workspace = if family.ladder_splits_on_grid() && chunks > 1 {
+            Some(self.workspace(chunks, shape, &geometry)?)
+        } else {
+            None
         };
         Ok(InvariantGemm {
             ctx: self.ctx.clone(),
@@ -174,7 +174,7 @@ impl InvariantGemms {
         self.plan(live, rung, op, dtype, shape)
     }
 
-    /// The decode rung's partial planes and per-tile counters, zeroed.
+    /// A splitting rung's partial planes and per-tile counters, zeroed.
     fn workspace(
         &self,
         chunks: u32,
@@ -206,8 +206,8 @@ pub struct InvariantGemm {
     func: CudaFunction,
     geometry: Geometry,
     route: ResolvedGemmRoute,
-    /// The decode rung's partial planes and tile counters (split chunks
-    /// only): one launch at a time may use them.
+    /// A splitting rung's partial planes and tile counters (more than one
+    /// chunk only): one launch at a time may use them.
     workspace: Option<(CudaSlice<f32>, CudaSlice<u32>)>,
 }
 

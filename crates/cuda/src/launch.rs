@@ -229,7 +229,10 @@ impl Prepared {
             .map_err(drv("allocating the output"))?;
         let scratch = match &target {
             Target::Nvrtc {
-                kernel: kernel @ (CudaKernel::SplitKAtomic(_) | CudaKernel::LadderDecode(_)),
+                kernel:
+                    kernel @ (CudaKernel::SplitKAtomic(_)
+                    | CudaKernel::LadderDecode(_)
+                    | CudaKernel::LadderMid(_)),
                 geometry,
                 ..
             } => {
@@ -237,7 +240,7 @@ impl Prepared {
                 // Atomic split-K accumulates into one plane; the ladder
                 // keeps one partial plane per chunk.
                 let planes = match kernel {
-                    CudaKernel::LadderDecode(c) => *c as usize,
+                    CudaKernel::LadderDecode(c) | CudaKernel::LadderMid(c) => *c as usize,
                     _ => 1,
                 };
                 Some((
@@ -312,10 +315,13 @@ impl Prepared {
                 // dims (null where the rung reads neither).
                 let null = 0u64;
                 match (*kernel, scratch.as_ref()) {
-                    (CudaKernel::LadderDecode(_), Some((s, counters))) => {
+                    (
+                        CudaKernel::LadderDecode(_) | CudaKernel::LadderMid(_),
+                        Some((s, counters)),
+                    ) => {
                         lb.arg(s).arg(counters);
                     }
-                    (CudaKernel::LadderDecode(_), None) => {
+                    (CudaKernel::LadderDecode(_) | CudaKernel::LadderMid(_), None) => {
                         return Err(cuda_err("ladder launch without its workspace"));
                     }
                     (CudaKernel::LadderWide(_), _) => {
@@ -334,7 +340,7 @@ impl Prepared {
                     (CudaKernel::SplitKAtomic(_), None) => {
                         return Err(cuda_err("split-K atomic launch without scratch"));
                     }
-                    (CudaKernel::LadderDecode(_) | CudaKernel::LadderWide(_), _) => {
+                    (k, _) if k.is_ladder() => {
                         lb.arg(&splits);
                     }
                     _ => {}

@@ -40,8 +40,10 @@ pub enum KernelFamily {
     /// chunk on its own block, the partials folded in chunk order by the
     /// tile's last block.
     LadderDecode(u32),
+    /// The ladder's mid-m rung: the decode rung's scheme on 128x128 tiles.
+    LadderMid(u32),
     /// The ladder's large-m rung (128x128 tiles): the same chunks, folded
-    /// in chunk order in registers. Bit-identical to [`KernelFamily::LadderDecode`].
+    /// in chunk order in registers. Every rung gives the same bits.
     LadderWide(u32),
 }
 
@@ -74,7 +76,7 @@ pub fn ladder_chunks(k: u64, n: u64) -> u32 {
 
 impl KernelFamily {
     /// Every family (split counts are placeholders: 1).
-    pub const ALL: [KernelFamily; 10] = [
+    pub const ALL: [KernelFamily; 11] = [
         KernelFamily::ScalarFma,
         KernelFamily::Tiled,
         KernelFamily::SplitKFixed(1),
@@ -84,6 +86,7 @@ impl KernelFamily {
         KernelFamily::WgmmaLarge,
         KernelFamily::WgmmaSmall,
         KernelFamily::LadderDecode(1),
+        KernelFamily::LadderMid(1),
         KernelFamily::LadderWide(1),
     ];
 
@@ -99,6 +102,7 @@ impl KernelFamily {
             KernelFamily::WgmmaLarge => "wgmma-large",
             KernelFamily::WgmmaSmall => "wgmma-small",
             KernelFamily::LadderDecode(_) => "ladder-decode",
+            KernelFamily::LadderMid(_) => "ladder-mid",
             KernelFamily::LadderWide(_) => "ladder-wide",
         }
     }
@@ -140,6 +144,7 @@ impl KernelFamily {
             KernelFamily::SplitKFixed(_) => KernelFamily::SplitKFixed(splits),
             KernelFamily::SplitKAtomic(_) => KernelFamily::SplitKAtomic(splits),
             KernelFamily::LadderDecode(_) => KernelFamily::LadderDecode(splits),
+            KernelFamily::LadderMid(_) => KernelFamily::LadderMid(splits),
             KernelFamily::LadderWide(_) => KernelFamily::LadderWide(splits),
             other => other,
         }
@@ -162,6 +167,7 @@ impl KernelFamily {
             KernelFamily::SplitKFixed(s)
             | KernelFamily::SplitKAtomic(s)
             | KernelFamily::LadderDecode(s)
+            | KernelFamily::LadderMid(s)
             | KernelFamily::LadderWide(s) => s,
             _ => 1,
         }
@@ -169,9 +175,15 @@ impl KernelFamily {
 
     /// True for the invariant ladder's rungs.
     pub fn is_ladder(&self) -> bool {
+        self.ladder_splits_on_grid() || matches!(self, KernelFamily::LadderWide(_))
+    }
+
+    /// True for the ladder rungs that put each k chunk on its own block
+    /// (and so need a workspace for the partials and per-tile counters).
+    pub fn ladder_splits_on_grid(&self) -> bool {
         matches!(
             self,
-            KernelFamily::LadderDecode(_) | KernelFamily::LadderWide(_)
+            KernelFamily::LadderDecode(_) | KernelFamily::LadderMid(_)
         )
     }
 
@@ -223,6 +235,7 @@ impl KernelFamily {
             | KernelFamily::WgmmaLarge
             | KernelFamily::WgmmaSmall
             | KernelFamily::LadderDecode(_)
+            | KernelFamily::LadderMid(_)
             | KernelFamily::LadderWide(_) => (
                 ContractKind::TensorCoreTileParity,
                 OutputOwnership::OneOwnerPerTile,

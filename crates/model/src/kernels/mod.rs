@@ -24,8 +24,8 @@ pub use operands::{
     to_storage_bytes,
 };
 pub use spec::{
-    GemmSpec, LADDER_DECODE_MAX_M, MAX_ELEMENTS, MAX_SPLITS, RouteChoice, TimedOutput, TimingClock,
-    ordinals_in_words,
+    GemmSpec, LADDER_DECODE_MAX_M, LADDER_MID_MAX_M, MAX_ELEMENTS, MAX_SPLITS, RouteChoice,
+    TimedOutput, TimingClock, ordinals_in_words,
 };
 
 /// B's seed is the launch seed plus this, so A and B differ.

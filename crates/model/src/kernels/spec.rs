@@ -36,12 +36,14 @@ pub enum RouteChoice {
     BatchInvariant,
 }
 
-/// Largest m the ladder's decode rung serves under
-/// [`RouteChoice::BatchInvariant`]; the 128x128 rung serves larger m.
-/// The rungs give the same bits, so this changes only speed: it is where
-/// the decode rung stops being the faster one on the H200
-/// (docs/benchmarks.md, `ladder`).
-pub const LADDER_DECODE_MAX_M: u64 = 256;
+/// Largest m the ladder's decode rung (64x64 tiles) serves under
+/// [`RouteChoice::BatchInvariant`]. The rungs give the same bits, so the
+/// limits change only speed: they are where the next rung becomes the
+/// faster one on the H200 (docs/benchmarks.md, section 1h).
+pub const LADDER_DECODE_MAX_M: u64 = 64;
+/// Largest m the ladder's mid rung (128x128 tiles, chunks on the grid)
+/// serves; the register-folding 128x128 rung serves larger m.
+pub const LADDER_MID_MAX_M: u64 = 512;
 
 impl From<KernelFamily> for RouteChoice {
     fn from(family: KernelFamily) -> Self {
@@ -106,12 +108,14 @@ impl RouteChoice {
     }
 
     /// The ladder rung [`RouteChoice::BatchInvariant`] serves a problem
-    /// with: the decode rung up to [`LADDER_DECODE_MAX_M`], the 128x128
-    /// rung above, each with the problem family's
-    /// [`super::ladder_chunks`].
+    /// with: the decode rung up to [`LADDER_DECODE_MAX_M`], the mid rung
+    /// up to [`LADDER_MID_MAX_M`], the folding rung above, each with the
+    /// problem family's [`super::ladder_chunks`].
     pub fn ladder_rung(m: u64, k: u64, n: u64) -> KernelFamily {
         let rung = if m <= LADDER_DECODE_MAX_M {
             KernelFamily::LadderDecode(1)
+        } else if m <= LADDER_MID_MAX_M {
+            KernelFamily::LadderMid(1)
         } else {
             KernelFamily::LadderWide(1)
         };
