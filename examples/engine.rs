@@ -390,11 +390,14 @@ impl Engine {
     }
 }
 
-/// The batch-invariant wgmma GEMM on the engine's own buffers and stream
-/// (Hopper only): a d_model 4096 QKV projection at batch 1 and 8, whose
-/// row 0 must be the same bits at both.
+/// The batch-invariant GEMM (the invariant ladder, Hopper only) on the
+/// engine's own buffers and stream: a d_model 4096 QKV projection at batch
+/// 1, 8, 72 and 300 (its three rungs), each recorded, captured into
+/// the engine's graph and replayed only through the validated plan; row 0
+/// must be the same bits at every batch, and a live context without the
+/// module must refuse the replay before launch.
 fn invariant_qkv(failures: &mut u32) -> Result<()> {
-    use gemm_audit::backend::cuda::catalog::{self, CudaKernel};
+    use gemm_audit::backend::cuda::catalog;
     let ctx = cu(CudaContext::new(0), "context on device 0")?;
     // SAFETY: every buffer below is used on `stream` only.
     unsafe { ctx.disable_event_tracking() };
@@ -413,7 +416,14 @@ fn invariant_qkv(failures: &mut u32) -> Result<()> {
         schedule: catalog::SCHEDULE_REVISION,
         tensor_map: catalog::TENSOR_MAP_REVISION,
     };
-    let live = GemmRouteIdentity::new(cuda::CUDA_DEFAULT_POLICY, modules, device, revisions);
+    let live = GemmRouteIdentity::new(
+        cuda::CUDA_DEFAULT_POLICY,
+        modules,
+        device.clone(),
+        revisions,
+    );
+    // A context that never loaded the module: its routes are not permitted.
+    let without = GemmRouteIdentity::new(cuda::CUDA_DEFAULT_POLICY, vec![], device, revisions);
     // bf16 bits of seeded values (truncated: any bits do).
     let bf16 = |v: &[f32]| {
         v.iter()
@@ -421,43 +431,62 @@ fn invariant_qkv(failures: &mut u32) -> Result<()> {
             .collect::<Vec<_>>()
     };
     let w_qkv = cu(stream.clone_htod(&bf16(&seeded(4096 * 6144, 21))), "upload")?;
-    let x8 = bf16(&seeded(8 * 4096, 22));
+    let xs = bf16(&seeded(300 * 4096, 22));
     let mut row0 = Vec::new();
-    for batch in [1u64, 8] {
-        let x = cu(stream.clone_htod(&x8[..(batch * 4096) as usize]), "upload")?;
+    for batch in [1u64, 8, 72, 300] {
+        let x = cu(stream.clone_htod(&xs[..(batch * 4096) as usize]), "upload")?;
         let mut y = cu(stream.alloc_zeros::<u16>((batch * 6144) as usize), "alloc")?;
         let recorder = GemmRouteRecorder::new();
-        let qkv = inv.plan(
-            &live,
-            CudaKernel::WgmmaLarge,
-            GemmOp::Nn,
-            DType::Bf16,
-            GemmShape {
-                m: batch,
-                k: 4096,
-                n: 6144,
-            },
-        )?;
+        let shape = GemmShape {
+            m: batch,
+            k: 4096,
+            n: 6144,
+        };
+        // The ladder's fastest rung for this batch; its exact route.
+        let qkv = inv.plan_batch_invariant(&live, GemmOp::Nn, DType::Bf16, shape)?;
         let ((), eager) = recorder::record_eager(&recorder, &live, || {
             qkv.run(&recorder, "qkv", &stream, &x, &w_qkv, &mut y) // push + launch on your stream
         })?;
         let out = cu(stream.clone_dtoh(&y), "download")?;
-        row0.push(out[..6144].to_vec());
+        let symbol = eager
+            .routes
+            .first()
+            .map_or("no route".to_string(), |r| r.kernel_symbol.clone());
+        let manifest = eager
+            .manifest
+            .clone()
+            .expect("an eager recording has a manifest");
+        // Captured on the engine's stream, replayed only through the plan.
+        let cs = CudaCaptureStream::new(stream.clone());
+        let ((), captured) = recorder::capture(&cs, &recorder, Some(&manifest), &live, || {
+            qkv.run(&recorder, "qkv", &stream, &x, &w_qkv, &mut y)
+        })?;
+        cu(stream.memset_zeros(&mut y), "clear y")?;
+        let launched = captured.launch_validated(&live, "qkv", |g| g.launch());
+        let replayed = cu(stream.clone_dtoh(&y), "download")?;
         check(
-            eager.routes.len() == 1,
+            matches!(launched, Ok(Ok(()))) && replayed == out,
             &format!(
-                "invariant GEMM at batch {batch}: {}",
-                eager
-                    .routes
-                    .first()
-                    .map_or("no route", |r| r.kernel_symbol.as_str())
+                "invariant GEMM at batch {batch} ({symbol}): captured, replayed through the guard, same bits"
             ),
             failures,
         );
+        let refused = captured.launch_validated(&without, "qkv", |g| g.launch());
+        check(
+            refused.is_err(),
+            &format!(
+                "invariant GEMM at batch {batch}: replay refused without its module ({})",
+                refused
+                    .err()
+                    .map_or("launched".to_string(), |e| e.to_string())
+            ),
+            failures,
+        );
+        row0.push(out[..6144].to_vec());
     }
     check(
-        row0[0] == row0[1],
-        "invariant GEMM: row 0 of the QKV projection is the same bits at batch 1 and 8",
+        row0.iter().all(|r| r == &row0[0]),
+        "invariant GEMM: row 0 of the QKV projection is the same bits at batch 1, 8, 72 and 300",
         failures,
     );
     Ok(())

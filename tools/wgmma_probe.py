@@ -30,7 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 cuda = ctypes.CDLL("libcuda.so.1")
 nvrtc = None
-for name in ("libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"):
+for name in ("libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", "/usr/local/cuda/lib64/libnvrtc.so"):
     try:
         nvrtc = ctypes.CDLL(name)
         break
@@ -128,8 +128,8 @@ def smem_bytes(bn):
 
 class Runner:
     def __init__(self, defines):
-        self.wg = Module(compile_cubin(os.path.join(ROOT, "kernels/wgmma.cu"), "sm_90a", defines))
-        self.ref = Module(compile_cubin(os.path.join(ROOT, "kernels/gemm.cu"), "sm_90", []))
+        self.wg = Module(compile_cubin(os.path.join(ROOT, "crates/cuda/kernels/wgmma.cu"), "sm_90a", defines))
+        self.ref = Module(compile_cubin(os.path.join(ROOT, "crates/cuda/kernels/gemm.cu"), "sm_90", []))
 
     def operands(self, op, m, k, n, dtype, seed):
         g = torch.Generator(device="cuda").manual_seed(seed)

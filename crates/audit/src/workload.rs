@@ -513,7 +513,7 @@ fn wgmma_sweep() -> Workload {
 
 /// The batch sizes `ladder-sweep` runs k = n = 4096 at: both sides of
 /// each rung's limit ([`LADDER_DECODE_MAX_M`], [`LADDER_MID_MAX_M`]).
-pub const LADDER_SWEEP_M: [u64; 8] = [1, 8, 64, 72, 256, 512, 520, 4096];
+pub const LADDER_SWEEP_M: [u64; 8] = [1, 8, 64, 72, 256, 264, 1024, 4096];
 
 /// The invariant ladder (`route = "batch-invariant"`): NN/TN/NT bf16 and
 /// f16 at k = n = 4096 across the decode, mid and folding rungs, and the
@@ -684,6 +684,50 @@ mod tests {
         assert_eq!(tn, 13);
         assert!(w.gemms.iter().any(|g| g.m == 8192 && g.op == GemmOp::Nn));
         assert!(w.gemms.len() < 100, "{}", w.gemms.len());
+    }
+
+    #[test]
+    fn ladder_sweep_spans_every_rung_and_pairs_them() {
+        let w = Workload::builtin("ladder-sweep").unwrap();
+        let rung = |g: &GemmSpec| match g.route {
+            RouteChoice::BatchInvariant => RouteChoice::ladder_rung(g.m, g.k, g.n),
+            RouteChoice::Kernel(f) => f.for_shape(g.k, g.n),
+            other => panic!("{}: route {other}", g.name),
+        };
+        for g in &w.gemms {
+            assert!(g.route.promises_batch_invariance(), "{}", g.name);
+            assert!(g.k % 8 == 0 && g.n % 8 == 0, "{}", g.name);
+            assert!(g.op != GemmOp::Tn || g.m % 8 == 0, "{}", g.name);
+        }
+        // Every k = n = 4096 bf16 group of the batch-invariant route runs
+        // all three rungs, so its invariance rows compare them.
+        for op in GemmOp::ALL {
+            let rungs: std::collections::HashSet<&str> = w
+                .gemms
+                .iter()
+                .filter(|g| g.op == *op && g.dtype == DType::Bf16 && g.n == 4096 && g.k == 4096)
+                .filter(|g| g.route == RouteChoice::BatchInvariant)
+                .map(|g| rung(g).name())
+                .collect();
+            assert_eq!(rungs.len(), 3, "{op}: {rungs:?}");
+        }
+        // Each explicit rung has a batch-invariant twin on another rung.
+        for g in w
+            .gemms
+            .iter()
+            .filter(|g| g.route != RouteChoice::BatchInvariant)
+        {
+            assert!(
+                w.gemms
+                    .iter()
+                    .any(|t| t.route == RouteChoice::BatchInvariant
+                        && (t.op, t.dtype, t.m, t.k, t.n) == (g.op, g.dtype, g.m, g.k, g.n)
+                        && rung(t) != rung(g)),
+                "{} has no twin",
+                g.name
+            );
+        }
+        assert!(w.gemms.len() < 60, "{}", w.gemms.len());
     }
 
     #[test]

@@ -347,6 +347,23 @@ mod tests {
         );
         assert!(f.is_wgmma() && f.is_mma() && !f.is_split());
         assert!(f.promises_batch_invariance());
+        // The batch-invariant route's rung by m; the chunks never change.
+        use super::super::{LADDER_DECODE_MAX_M as D, LADDER_MID_MAX_M as M, RouteChoice};
+        for (m, want) in [
+            (1, KernelFamily::LadderDecode(2)),
+            (D, KernelFamily::LadderDecode(2)),
+            (D + 1, KernelFamily::LadderMid(2)),
+            (M, KernelFamily::LadderMid(2)),
+            (M + 1, KernelFamily::LadderWide(2)),
+            (8192, KernelFamily::LadderWide(2)),
+        ] {
+            assert_eq!(RouteChoice::ladder_rung(m, 4096, 4096), want, "m={m}");
+        }
+        assert_eq!(
+            RouteChoice::parse("batch-invariant"),
+            Ok(RouteChoice::BatchInvariant)
+        );
+        assert!(RouteChoice::BatchInvariant.promises_batch_invariance());
     }
 
     #[test]

@@ -43,7 +43,7 @@ pub enum RouteChoice {
 pub const LADDER_DECODE_MAX_M: u64 = 64;
 /// Largest m the ladder's mid rung (128x128 tiles, chunks on the grid)
 /// serves; the register-folding 128x128 rung serves larger m.
-pub const LADDER_MID_MAX_M: u64 = 512;
+pub const LADDER_MID_MAX_M: u64 = 256;
 
 impl From<KernelFamily> for RouteChoice {
     fn from(family: KernelFamily) -> Self {
