@@ -1873,10 +1873,16 @@ fn ladder_rungs_are_bit_identical_and_batch_invariant() {
             // 4, 2, 2 and 1 chunks.
             for (k, n) in [(4096u64, 520u64), (1024, 256), (4096, 4096), (512, 8192)] {
                 let chunks = ladder_chunks(k, n);
+                // One chunk has nothing to fold: wgmma-small stands for the
+                // folding rung (refused there, checked below).
                 let rungs = |m: u64| {
                     let s = shape(m, k, n);
                     rungs_of.map(|f| {
-                        let r = route(&g, op, dtype, s, f.for_shape(k, n));
+                        let f = match f {
+                            CudaKernel::LadderWide(_) if chunks == 1 => CudaKernel::WgmmaSmall,
+                            f => f.for_shape(k, n),
+                        };
+                        let r = route(&g, op, dtype, s, f);
                         assert_eq!(r.contract.splits, chunks);
                         g.run(&r, SEED).unwrap()
                     })
@@ -1924,6 +1930,17 @@ fn ladder_rungs_are_bit_identical_and_batch_invariant() {
             }
         }
     }
+    // A folding rung with one chunk is refused, with the reason.
+    let e = g
+        .nvrtc_route(
+            "t",
+            GemmOp::Nn,
+            DType::Bf16,
+            shape(64, 512, 8192),
+            CudaKernel::LadderWide(1),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("wgmma-small"), "{e}");
     // A rung with another shape's chunk count is refused.
     let e = g
         .nvrtc_route(

@@ -330,6 +330,13 @@ impl CudaFamily for KernelFamily {
                 ));
             }
         }
+        if matches!(self, CudaKernel::LadderWide(_)) && crate::kernels::ladder_chunks(k, n) == 1 {
+            // With one chunk there is nothing to fold: the rung would be
+            // wgmma_128 under another name, which no route could tell apart.
+            return Err(format!(
+                "ladder-wide folds chunks, and k = {k} n = {n} has one: its kernel is wgmma-small's (or take wgmma-large, the batch-invariant route's pick there)"
+            ));
+        }
         Ok(())
     }
 
@@ -1094,6 +1101,21 @@ mod tests {
 
     #[test]
     fn wgmma_refuses_what_tma_cannot_read() {
+        // A folding ladder rung with nothing to fold is refused.
+        let one = GemmShape {
+            m: 4096,
+            k: 4096,
+            n: 6144,
+        };
+        let e = CudaKernel::LadderWide(1)
+            .serves_shape(GemmOp::Nn, one)
+            .unwrap_err();
+        assert!(e.contains("its kernel is wgmma-small's"), "{e}");
+        assert!(
+            CudaKernel::LadderMid(1)
+                .serves_shape(GemmOp::Nn, one)
+                .is_ok()
+        );
         let k = CudaKernel::WgmmaLarge;
         let ok = GemmShape {
             m: 3,

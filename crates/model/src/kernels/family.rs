@@ -359,6 +359,15 @@ mod tests {
         ] {
             assert_eq!(RouteChoice::ladder_rung(m, 4096, 4096), want, "m={m}");
         }
+        // One chunk: wgmma-large above the mid rung.
+        assert_eq!(
+            RouteChoice::ladder_rung(M + 1, 4096, 6144),
+            KernelFamily::WgmmaLarge
+        );
+        assert_eq!(
+            RouteChoice::ladder_rung(1, 4096, 6144),
+            KernelFamily::LadderDecode(1)
+        );
         assert_eq!(
             RouteChoice::parse("batch-invariant"),
             Ok(RouteChoice::BatchInvariant)

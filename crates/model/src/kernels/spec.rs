@@ -110,12 +110,16 @@ impl RouteChoice {
     /// The ladder rung [`RouteChoice::BatchInvariant`] serves a problem
     /// with: the decode rung up to [`LADDER_DECODE_MAX_M`], the mid rung
     /// up to [`LADDER_MID_MAX_M`], the folding rung above, each with the
-    /// problem family's [`super::ladder_chunks`].
+    /// problem family's [`super::ladder_chunks`]. A family of one chunk
+    /// has wgmma's k order, so above the mid rung `wgmma-large` (128x256
+    /// tiles, faster than the folding rung) serves it.
     pub fn ladder_rung(m: u64, k: u64, n: u64) -> KernelFamily {
         let rung = if m <= LADDER_DECODE_MAX_M {
             KernelFamily::LadderDecode(1)
         } else if m <= LADDER_MID_MAX_M {
             KernelFamily::LadderMid(1)
+        } else if super::ladder_chunks(k, n) == 1 {
+            KernelFamily::WgmmaLarge
         } else {
             KernelFamily::LadderWide(1)
         };
