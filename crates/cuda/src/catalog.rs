@@ -231,7 +231,10 @@ impl CudaFamily for KernelFamily {
             _ if self.is_ladder() => SplitRule::LadderChunks,
             _ => SplitRule::Unsplit,
         };
+        // What the declaration says holds on every shape; a ladder rung's
+        // chunk count is the declaration shape's (the split rule covers it).
         let g = self
+            .for_shape(DECLARATION_SHAPE.k, DECLARATION_SHAPE.n)
             .geometry(DECLARATION_SHAPE)
             .expect("every family serves the declaration shape");
         let bk = match self {

@@ -39,7 +39,7 @@ pub enum RouteChoice {
 /// Largest m the ladder's decode rung (64x64 tiles) serves under
 /// [`RouteChoice::BatchInvariant`]. The rungs give the same bits, so the
 /// limits change only speed: they are where the next rung becomes the
-/// faster one on the H200 (docs/benchmarks.md, section 1h).
+/// faster one on the H200 (docs/benchmarks.md, section 4e).
 pub const LADDER_DECODE_MAX_M: u64 = 64;
 /// Largest m the ladder's mid rung (128x128 tiles, chunks on the grid)
 /// serves; the register-folding 128x128 rung serves larger m.
