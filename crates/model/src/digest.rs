@@ -525,27 +525,120 @@ fn text_of_json<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Err
     })
 }
 
+/// What a field change shows for a field one side does not have.
+const ABSENT: &str = "(absent)";
+
 /// Every field that differs between `expected` and `found`, in field order.
+///
+/// The two field lists are aligned by tag, so a repeated group present on
+/// one side only (a module the live context lacks) shows as its own
+/// fields `(absent)` instead of shifting every later field against the
+/// wrong one.
 pub fn field_changes<T: Framed + ?Sized>(expected: &T, found: &T) -> Vec<FieldChange> {
     let mut a = TypedFieldList::default();
     expected.visit_fields(&mut a);
     let mut b = TypedFieldList::default();
     found.visit_fields(&mut b);
-    a.0.into_iter()
-        .zip(b.0)
-        .filter(|(x, y)| x.1 != y.1)
-        .map(|(x, y)| FieldChange {
-            field: x.0.to_string(),
-            expected: x.1,
-            found: y.1,
-            typed: Some(Box::new([x.2, y.2])),
-        })
-        .collect()
+    let (a, b) = (a.0, b.0);
+    let change = |tag: &str,
+                  x: Option<&(&str, String, serde_json::Value)>,
+                  y: Option<&(&str, String, serde_json::Value)>| {
+        let text = |f: Option<&(&str, String, serde_json::Value)>| {
+            f.map_or_else(|| ABSENT.to_string(), |f| f.1.clone())
+        };
+        let json = |f: Option<&(&str, String, serde_json::Value)>| {
+            f.map_or(serde_json::Value::Null, |f| f.2.clone())
+        };
+        FieldChange {
+            field: tag.to_string(),
+            expected: text(x),
+            found: text(y),
+            typed: Some(Box::new([json(x), json(y)])),
+        }
+    };
+    if a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| x.0 == y.0) {
+        return a
+            .iter()
+            .zip(&b)
+            .filter(|(x, y)| x.1 != y.1)
+            .map(|(x, y)| change(x.0, Some(x), Some(y)))
+            .collect();
+    }
+    // Longest common subsequence of the tags; the lists are a few hundred
+    // fields at most.
+    let (n, m) = (a.len(), b.len());
+    let mut lcs = vec![vec![0u32; m + 1]; n + 1];
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            lcs[i][j] = if a[i].0 == b[j].0 {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let (mut i, mut j, mut out) = (0, 0, Vec::new());
+    while i < n || j < m {
+        if i < n && j < m && a[i].0 == b[j].0 {
+            if a[i].1 != b[j].1 {
+                out.push(change(a[i].0, Some(&a[i]), Some(&b[j])));
+            }
+            i += 1;
+            j += 1;
+        } else if j == m || (i < n && lcs[i + 1][j] >= lcs[i][j + 1]) {
+            out.push(change(a[i].0, Some(&a[i]), None));
+            i += 1;
+        } else {
+            out.push(change(b[j].0, None, Some(&b[j])));
+            j += 1;
+        }
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A list with a repeated group, as a context's modules.
+    struct Groups(Vec<&'static str>, &'static str);
+
+    impl Framed for Groups {
+        fn visit_fields<V: FieldVisitor>(&self, v: &mut V) {
+            v.field("count", FieldValue::U64(self.0.len() as u64));
+            for g in &self.0 {
+                v.field("group.name", FieldValue::Str(g));
+            }
+            v.field("tail", FieldValue::Str(self.1));
+        }
+    }
+
+    #[test]
+    fn a_group_missing_on_one_side_does_not_shift_the_fields_after_it() {
+        let with = Groups(vec!["wgmma"], "device");
+        let without = Groups(vec![], "device");
+        let c = field_changes(&with, &without);
+        let seen: Vec<(&str, &str, &str)> = c
+            .iter()
+            .map(|c| (c.field.as_str(), c.expected.as_str(), c.found.as_str()))
+            .collect();
+        assert_eq!(
+            seen,
+            [("count", "1", "0"), ("group.name", "\"wgmma\"", ABSENT)],
+            "the tail matches itself and is not reported"
+        );
+        let c = field_changes(&without, &Groups(vec!["a"], "other"));
+        assert_eq!(c.len(), 3, "{c:?}");
+        assert_eq!(
+            (c[1].expected.as_str(), c[1].found.as_str()),
+            (ABSENT, "\"a\"")
+        );
+        assert_eq!(c[2].field, "tail");
+        // Same shape: positional, as before.
+        let c = field_changes(&Groups(vec!["a"], "x"), &Groups(vec!["b"], "x"));
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].field, "group.name");
+    }
 
     struct Two(&'static str, &'static str);
     impl Framed for Two {
