@@ -1495,11 +1495,8 @@ fn cudarc_gemm_routes_name_the_real_entry_point() {
 #[test]
 #[ignore = "needs a CUDA device"]
 fn invariant_gemms_run_on_engine_buffers_like_the_backend() {
-    use gemm_audit::backend::common::Problem;
-    use gemm_audit::backend::cuda::CudaCaptureStream;
     let g = gpu();
     let (stream, inv, live) = engine_invariant_gemms();
-    let upload = |bytes: &[u8]| stream.clone_htod(&words(bytes)).unwrap();
     let (k, n) = (512u64, 256u64);
     for (op, dtype) in [
         (GemmOp::Nn, DType::Bf16),
@@ -1517,40 +1514,7 @@ fn invariant_gemms_run_on_engine_buffers_like_the_backend() {
             assert_eq!(ours.kernel_symbol, theirs.kernel_symbol);
             assert_eq!(ours.artifact_digest, theirs.artifact_digest);
             assert_eq!(ours.launch, theirs.launch);
-            let p = Problem {
-                op,
-                m: m as usize,
-                k: k as usize,
-                n: n as usize,
-            };
-            let (a, b) = g.seeded_operands(&p, dtype, SEED).unwrap();
-            let (a, b) = (upload(&a), upload(&b));
-            let mut c = stream.alloc_zeros::<u16>((m * n) as usize).unwrap();
-            let rec = recorder::GemmRouteRecorder::new();
-            let ((), eager) = recorder::record_eager(&rec, &live, || {
-                plan.run(&rec, "t", &stream, &a, &b, &mut c)
-            })
-            .unwrap();
-            assert_eq!(eager.routes, vec![ours.clone()]);
-            let out: Vec<u8> = download_words(&stream, &c);
-            assert!(
-                out == g.run(&theirs, SEED).unwrap(),
-                "{op} {dtype} m={m}: the engine's output differs from the backend's"
-            );
-            // Captured into the engine's graph, replayed: the same bits.
-            let manifest = eager.manifest.unwrap();
-            let cs = CudaCaptureStream::new(stream.clone());
-            let ((), captured) = recorder::capture(&cs, &rec, Some(&manifest), &live, || {
-                plan.run(&rec, "t", &stream, &a, &b, &mut c)
-            })
-            .unwrap();
-            stream.memset_zeros(&mut c).unwrap();
-            captured
-                .launch_validated(&live, "replay", |g| g.launch())
-                .unwrap()
-                .unwrap();
-            let replayed: Vec<u8> = download_words(&stream, &c);
-            assert!(replayed == out, "{op} {dtype} m={m}: the replay differs");
+            let out = engine_run_and_replay(&g, &stream, &live, &plan, &theirs, 1);
             rows_by_m.push(out);
         }
         let row_bytes = (n * 2) as usize;
@@ -1623,6 +1587,63 @@ fn invariant_gemms_run_on_engine_buffers_like_the_backend() {
         .run(&rec, "wide", &stream, &a32, &b32, &mut wide)
         .unwrap_err();
     assert!(e.to_string().contains("2-byte elements"), "{e}");
+}
+
+/// `plan` on the engine's buffers (the seeded operands of its route):
+/// recorded eagerly (pushing exactly its route), its output equal to the
+/// backend's run of `theirs`, then captured on the engine's stream and
+/// replayed `replays` times only through the validated plan, each replay
+/// equal to the eager bits. Returns the eager output.
+fn engine_run_and_replay(
+    g: &CudaBackend,
+    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    live: &gemm_audit::identity::GemmRouteIdentity,
+    plan: &gemm_audit::backend::cuda::InvariantGemm,
+    theirs: &ResolvedGemmRoute,
+    replays: usize,
+) -> Vec<u8> {
+    use gemm_audit::backend::common::Problem;
+    use gemm_audit::backend::cuda::CudaCaptureStream;
+    let ours = plan.route("t");
+    let GemmShape { m, k, n } = ours.shape;
+    let what = format!("{} {} {} m={m}", ours.kernel_symbol, ours.op, ours.dtype);
+    let p = Problem {
+        op: ours.op,
+        m: m as usize,
+        k: k as usize,
+        n: n as usize,
+    };
+    let (a, b) = g.seeded_operands(&p, ours.dtype, SEED).unwrap();
+    let upload = |bytes: &[u8]| stream.clone_htod(&words(bytes)).unwrap();
+    let (a, b) = (upload(&a), upload(&b));
+    let mut c = stream.alloc_zeros::<u16>((m * n) as usize).unwrap();
+    let rec = recorder::GemmRouteRecorder::new();
+    let ((), eager) =
+        recorder::record_eager(&rec, live, || plan.run(&rec, "t", stream, &a, &b, &mut c)).unwrap();
+    assert_eq!(eager.routes, vec![ours.clone()], "{what}");
+    let out = download_words(stream, &c);
+    assert!(
+        out == g.run(theirs, SEED).unwrap(),
+        "{what}: the engine's output differs from the backend's"
+    );
+    let manifest = eager.manifest.unwrap();
+    let cs = CudaCaptureStream::new(stream.clone());
+    let ((), captured) = recorder::capture(&cs, &rec, Some(&manifest), live, || {
+        plan.run(&rec, "t", stream, &a, &b, &mut c)
+    })
+    .unwrap();
+    for replay in 0..replays {
+        stream.memset_zeros(&mut c).unwrap();
+        captured
+            .launch_validated(live, "replay", |g| g.launch())
+            .unwrap()
+            .unwrap();
+        assert!(
+            download_words(stream, &c) == out,
+            "{what}: replay {replay} differs"
+        );
+    }
+    out
 }
 
 /// 2-byte elements from their little-endian storage bytes.
@@ -1961,11 +1982,8 @@ fn ladder_rungs_are_bit_identical_and_batch_invariant() {
 #[test]
 #[ignore = "needs a CUDA device"]
 fn batch_invariant_plans_run_in_an_engine_graph() {
-    use gemm_audit::backend::common::Problem;
-    use gemm_audit::backend::cuda::CudaCaptureStream;
     let g = gpu();
     let (stream, inv, live) = engine_invariant_gemms();
-    let upload = |bytes: &[u8]| stream.clone_htod(&words(bytes)).unwrap();
     let (k, n) = (4096u64, 4096u64);
     let (op, dtype) = (GemmOp::Nn, DType::Bf16);
     let mut outs = Vec::new();
@@ -1987,41 +2005,7 @@ fn batch_invariant_plans_run_in_an_engine_graph() {
         assert_eq!(ours.kernel_symbol, theirs.kernel_symbol);
         assert_eq!(ours.launch, theirs.launch);
         assert_eq!(ours.contract, theirs.contract);
-        let p = Problem {
-            op,
-            m: m as usize,
-            k: k as usize,
-            n: n as usize,
-        };
-        let (a, b) = g.seeded_operands(&p, dtype, SEED).unwrap();
-        let (a, b) = (upload(&a), upload(&b));
-        let mut c = stream.alloc_zeros::<u16>((m * n) as usize).unwrap();
-        let rec = recorder::GemmRouteRecorder::new();
-        let ((), eager) =
-            recorder::record_eager(&rec, &live, || plan.run(&rec, "t", &stream, &a, &b, &mut c))
-                .unwrap();
-        let out = download_words(&stream, &c);
-        assert!(
-            out == g.run(&theirs, SEED).unwrap(),
-            "m={m}: engine vs backend"
-        );
-        let manifest = eager.manifest.unwrap();
-        let cs = CudaCaptureStream::new(stream.clone());
-        let ((), captured) = recorder::capture(&cs, &rec, Some(&manifest), &live, || {
-            plan.run(&rec, "t", &stream, &a, &b, &mut c)
-        })
-        .unwrap();
-        for replay in 0..3 {
-            stream.memset_zeros(&mut c).unwrap();
-            captured
-                .launch_validated(&live, "replay", |g| g.launch())
-                .unwrap()
-                .unwrap();
-            assert!(
-                download_words(&stream, &c) == out,
-                "m={m}: replay {replay} differs"
-            );
-        }
+        let out = engine_run_and_replay(&g, &stream, &live, &plan, &theirs, 3);
         outs.push(out);
     }
     let row = (n * 2) as usize;
