@@ -235,6 +235,13 @@ impl InvariantGemm {
     /// Nothing is pushed or enqueued when a buffer is too small, `T` is
     /// not 2 bytes, or `stream` is not of the context the module was
     /// loaded into; nothing is enqueued when the push is refused.
+    ///
+    /// A plan of a ladder rung that puts its k chunks on the grid
+    /// (`ladder-decode`, `ladder-mid`, more than one chunk) owns one
+    /// workspace and one set of tile counters: its launches must follow one
+    /// another (one stream, or one graph), never overlap. Counters reset
+    /// themselves, so eager runs and graph replays repeat. Make one plan
+    /// per stream to run the same problem concurrently.
     pub fn run<T: DeviceRepr>(
         &self,
         recorder: &GemmRouteRecorder,
