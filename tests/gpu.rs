@@ -1762,6 +1762,20 @@ fn invariant_gemms_read_strided_operands_like_dense_ones() {
         }
         v
     };
+    // C's rows as dense storage bytes, and whether the gaps kept the sentinel.
+    let gather = |wide: &[u16], m: u64, ldc: u64, n: u64| {
+        let (ldc, n) = (ldc as usize, n as usize);
+        let out: Vec<u8> = (0..m as usize)
+            .flat_map(|r| wide[r * ldc..r * ldc + n].to_vec())
+            .flat_map(|w| w.to_le_bytes())
+            .collect();
+        let kept = (0..m as usize - 1).all(|r| {
+            wide[r * ldc + n..(r + 1) * ldc]
+                .iter()
+                .all(|&w| w == 0x7e00)
+        });
+        (out, kept)
+    };
     let (m, k, n) = (200u64, 512u64, 256u64);
     for (op, dtype) in [
         (GemmOp::Nn, DType::Bf16),
@@ -1773,7 +1787,7 @@ fn invariant_gemms_read_strided_operands_like_dense_ones() {
         let strides = GemmStrides {
             lda: dense.lda + 64,
             ldb: dense.ldb + 128,
-            ldc: dense.ldc,
+            ldc: dense.ldc + 40,
         };
         let plan = inv
             .plan_strided(&live, CudaKernel::WgmmaLarge, op, dtype, s, strides)
@@ -1801,14 +1815,17 @@ fn invariant_gemms_read_strided_operands_like_dense_ones() {
         let b = stream
             .clone_htod(&spread(&words(&b), b_rows, b_cols, strides.ldb))
             .unwrap();
-        let mut c = stream.alloc_zeros::<u16>((m * n) as usize).unwrap();
+        // C rows ldc apart; the gaps hold a sentinel the GEMM must not touch.
+        let sentinel = vec![0x7e00u16; ((m - 1) * strides.ldc + n) as usize];
+        let mut c = stream.clone_htod(&sentinel).unwrap();
         let rec = recorder::GemmRouteRecorder::new();
         let ((), eager) = recorder::record_eager(&rec, &live, || {
             plan.run(&rec, "strided", &stream, &a, &b, &mut c)
         })
         .unwrap();
         assert_eq!(eager.routes, vec![ours]);
-        let out: Vec<u8> = download_words(&stream, &c);
+        let (out, gaps_kept) = gather(&stream.clone_dtoh(&c).unwrap(), m, strides.ldc, n);
+        assert!(gaps_kept, "{op} {dtype}: the GEMM wrote between C's rows");
         assert!(
             out == g.run(&theirs, SEED).unwrap(),
             "{op} {dtype}: strided operands give other bits than dense ones"
@@ -1827,19 +1844,59 @@ fn invariant_gemms_read_strided_operands_like_dense_ones() {
             .unwrap_err();
         assert!(e.to_string().contains("operand A holds"), "{e}");
         println!(
-            "strided {op} {dtype} lda={} ldb={}: bits equal to dense",
-            strides.lda, strides.ldb
+            "strided {op} {dtype} lda={} ldb={} ldc={}: bits equal to dense, C's gaps untouched",
+            strides.lda, strides.ldb, strides.ldc
         );
     }
+    // The ladder's splitting rung stores C rows ldc apart too (its
+    // partials stay dense in its own workspace).
+    let s2 = shape(40, 1024, 256);
+    let d2 = GemmStrides::dense(GemmOp::Nn, s2);
+    let st2 = GemmStrides {
+        ldc: d2.ldc + 40,
+        ..d2
+    };
+    let fam = CudaKernel::LadderDecode(1);
+    let plan = inv
+        .plan_strided(&live, fam, GemmOp::Nn, DType::Bf16, s2, st2)
+        .unwrap();
+    let theirs = route(&g, GemmOp::Nn, DType::Bf16, s2, fam.for_shape(1024, 256));
+    assert_eq!(theirs.contract.splits, 2);
+    let p = Problem {
+        op: GemmOp::Nn,
+        m: 40,
+        k: 1024,
+        n: 256,
+    };
+    let (a, b) = g.seeded_operands(&p, DType::Bf16, SEED).unwrap();
+    let (a, b) = (
+        stream.clone_htod(&words(&a)).unwrap(),
+        stream.clone_htod(&words(&b)).unwrap(),
+    );
+    let mut c = stream
+        .clone_htod(&vec![0x7e00u16; (39 * st2.ldc + 256) as usize])
+        .unwrap();
+    let rec = recorder::GemmRouteRecorder::new();
+    recorder::record_eager(&rec, &live, || {
+        plan.run(&rec, "ldc", &stream, &a, &b, &mut c)
+    })
+    .unwrap();
+    let (out, kept) = gather(&stream.clone_dtoh(&c).unwrap(), 40, st2.ldc, 256);
+    assert!(kept, "ladder-decode wrote between C's rows");
+    assert!(
+        out == g.run(&theirs, SEED).unwrap(),
+        "ladder-decode with ldc"
+    );
+    println!("ladder-decode nn bf16 ldc={}: bits equal to dense", st2.ldc);
     let s = shape(m, k, n);
     let dense = GemmStrides::dense(GemmOp::Nn, s);
     for (bad, why) in [
         (
             GemmStrides {
-                ldc: n + 8,
+                ldc: n + 1,
                 ..dense
             },
-            "C must be stored dense",
+            "must be at least n",
         ),
         (
             GemmStrides {

@@ -154,7 +154,7 @@ class Runner:
         c = out if out is not None else torch.empty(m, n, device="cuda", dtype=dtype)
         tiles = ((m + BM - 1) // BM) * ((n + bn - 1) // bn)
         args = [ta, tb, ctypes.c_void_p(c.data_ptr()), ctypes.c_uint32(m), ctypes.c_uint32(k),
-                ctypes.c_uint32(n)]
+                ctypes.c_uint32(n), ctypes.c_uint32(n)]  # ldc = n
         launch(f, (tiles, 1, 1), (384, 1, 1), smem, args)
         return c
 

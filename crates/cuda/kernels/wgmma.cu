@@ -27,7 +27,8 @@
 //
 // TMA needs 16-byte aligned global strides: k and n must be multiples of 8
 // (and m too for tn, whose A is m-contiguous); the host refuses other
-// shapes with that reason.
+// shapes with that reason. C's rows are `ldc` elements apart (n when
+// dense; an even ldc >= n keeps every 2-element store 4-byte aligned).
 
 typedef unsigned short u16;
 typedef unsigned int u32;
@@ -301,7 +302,7 @@ __device__ __forceinline__ u64 desc_b(u32 b_stage, u32 ks) {
 
 template <int OP, int DT, int BN>
 __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap& tb, u16* C, u32 m,
-                                           u32 k, u32 n) {
+                                           u32 k, u32 n, u32 ldc) {
     typedef Ring<BN> R;
     extern __shared__ unsigned char smem_raw[];
     const u32 base = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -395,10 +396,10 @@ __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap&
             const u32 col = col0 + 8 * j;
             if (col < n) {
                 if (row0 < m) {
-                    *(u32*)(C + (u64)row0 * n + col) = pack2(d[4 * j], d[4 * j + 1], DT);
+                    *(u32*)(C + (u64)row0 * ldc + col) = pack2(d[4 * j], d[4 * j + 1], DT);
                 }
                 if (row0 + 8 < m) {
-                    *(u32*)(C + (u64)(row0 + 8) * n + col) = pack2(d[4 * j + 2], d[4 * j + 3], DT);
+                    *(u32*)(C + (u64)(row0 + 8) * ldc + col) = pack2(d[4 * j + 2], d[4 * j + 3], DT);
                 }
             }
         }
@@ -410,8 +411,8 @@ __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap&
 #define ENTRY(bn, opname, OPV, dtname, DTV)                                                       \
     extern "C" __global__ void __launch_bounds__(THREADS, 1) gemm_wgmma_##bn##_##opname##_##dtname( \
         const __grid_constant__ TensorMap ta, const __grid_constant__ TensorMap tb, void* C, u32 m, \
-        u32 k, u32 n) {                                                                          \
-        wgmma_gemm<OPV, DTV, bn>(ta, tb, (u16*)C, m, k, n);                                      \
+        u32 k, u32 n, u32 ldc) {                                                                 \
+        wgmma_gemm<OPV, DTV, bn>(ta, tb, (u16*)C, m, k, n, ldc);                                 \
     }
 
 #define ALL_OPS(bn, dtname, DTV)     \
@@ -465,7 +466,7 @@ struct LadderRing {
 template <int OP, int DT, int TBM, int BN, bool GRID_CHUNKS>
 __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap& tb, u16* C,
                                             float* ws, u32* counters, u32 m, u32 k, u32 n,
-                                            u32 chunks) {
+                                            u32 ldc, u32 chunks) {
     typedef LadderRing<TBM, BN> R;
     constexpr u32 CONSUMERS = TBM / 64;
     extern __shared__ unsigned char smem_raw[];
@@ -643,25 +644,26 @@ __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap
         const u32 col = col0 + 8 * j;
         if (col < n) {
             if (row0 < m) {
-                *(u32*)(C + (u64)row0 * n + col) = pack2(d[4 * j], d[4 * j + 1], DT);
+                *(u32*)(C + (u64)row0 * ldc + col) = pack2(d[4 * j], d[4 * j + 1], DT);
             }
             if (row0 + 8 < m) {
-                *(u32*)(C + (u64)(row0 + 8) * n + col) = pack2(d[4 * j + 2], d[4 * j + 3], DT);
+                *(u32*)(C + (u64)(row0 + 8) * ldc + col) = pack2(d[4 * j + 2], d[4 * j + 3], DT);
             }
         }
     }
 }
 
 // The ladder's entries: gemm_ladder_<BM>x<BN>_<split|fold>_<op>_<dtype>(maps
-// of A and B, C, workspace, counters, m, k, n, chunks). The workspace holds
-// chunks x m x n f32 and the counters one u32 per output tile, zero before
-// the first launch; the folding rung reads neither.
+// of A and B, C, workspace, counters, m, k, n, ldc, chunks). The workspace
+// holds chunks x m x n f32 (dense, whatever ldc is) and the counters one u32
+// per output tile, zero before the first launch; the folding rung reads
+// neither.
 #define LADDER_ENTRY(tbm, bn, how, grid_chunks, opname, OPV, dtname, DTV)                        \
     extern "C" __global__ void __launch_bounds__(128 * (1 + tbm / 64), 1)                        \
         gemm_ladder_##tbm##x##bn##_##how##_##opname##_##dtname(                                   \
             const __grid_constant__ TensorMap ta, const __grid_constant__ TensorMap tb, void* C,  \
-            float* ws, u32* counters, u32 m, u32 k, u32 n, u32 chunks) {                          \
-        ladder_gemm<OPV, DTV, tbm, bn, grid_chunks>(ta, tb, (u16*)C, ws, counters, m, k, n,      \
+            float* ws, u32* counters, u32 m, u32 k, u32 n, u32 ldc, u32 chunks) {                 \
+        ladder_gemm<OPV, DTV, tbm, bn, grid_chunks>(ta, tb, (u16*)C, ws, counters, m, k, n, ldc, \
                                                     chunks);                                     \
     }
 

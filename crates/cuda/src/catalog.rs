@@ -606,17 +606,17 @@ pub fn tensor_maps_strided(
     [a, b]
 }
 
-/// Checks leading dimensions for the wgmma kernels: A and B may be
-/// stored with rows further apart than dense (a view into a wider buffer),
-/// each at least its stored row's extent and a multiple of 8 elements
-/// (TMA row strides are multiples of 16 bytes); C is stored dense (the
-/// kernels store rows `n` apart).
+/// Checks leading dimensions for the wgmma kernels: A, B and C may be
+/// stored with rows further apart than dense (a view into a wider buffer).
+/// A and B: each at least its stored row's extent and a multiple of 8
+/// elements (TMA row strides are multiples of 16 bytes). C: at least n and
+/// even (the kernels store 2 elements, 4 bytes, at a time).
 pub fn wgmma_strides(op: GemmOp, shape: GemmShape, strides: GemmStrides) -> Result<(), String> {
     let dense = GemmStrides::dense(op, shape);
-    if strides.ldc != dense.ldc {
+    if strides.ldc < dense.ldc || strides.ldc % 2 != 0 || strides.ldc > u64::from(u32::MAX) {
         return Err(format!(
-            "C must be stored dense (ldc = n = {}), not with ldc = {}: the wgmma kernels store rows n apart",
-            dense.ldc, strides.ldc
+            "ldc = {} must be at least n = {} and even (the wgmma kernels store two elements at a time, {}-bit row strides)",
+            strides.ldc, dense.ldc, 32
         ));
     }
     for (what, ld, extent) in [
@@ -1190,13 +1190,24 @@ mod tests {
                 (da.dims, db.dims, da.box_dims)
             );
             assert_ne!(tensor_map_digest(&[a, b]), tensor_map_digest(&[da, db]));
+            // C may be wider than dense, by an even count.
+            for ldc in [dense.ldc + 2, dense.ldc + 8, 3 * dense.ldc] {
+                assert!(wgmma_strides(op, s, GemmStrides { ldc, ..dense }).is_ok());
+            }
             for (bad, why) in [
                 (
                     GemmStrides {
-                        ldc: dense.ldc + 8,
+                        ldc: dense.ldc + 1,
                         ..dense
                     },
-                    "C must be stored dense",
+                    "must be at least n",
+                ),
+                (
+                    GemmStrides {
+                        ldc: dense.ldc - 2,
+                        ..dense
+                    },
+                    "must be at least n",
                 ),
                 (
                     GemmStrides {

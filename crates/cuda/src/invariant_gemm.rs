@@ -103,12 +103,12 @@ impl InvariantGemms {
         )
     }
 
-    /// [`InvariantGemms::plan`] of operands A and B stored with leading
-    /// dimensions `strides.lda` and `strides.ldb` (views into wider
-    /// buffers, e.g. one projection's columns of a fused output): each at
-    /// least its stored row's extent and a multiple of 8 elements; C
-    /// dense (`ldc = n`). The kernel, its k order and so the output bits
-    /// are those of the dense problem; the route records the strides.
+    /// [`InvariantGemms::plan`] of operands stored with leading
+    /// dimensions `strides` (views into wider buffers, e.g. one
+    /// projection's columns of a fused QKV output): `lda` and `ldb` each at
+    /// least its stored row's extent and a multiple of 8 elements (TMA),
+    /// `ldc` at least n and even. The kernel, its k order and so the output
+    /// bits are those of the dense problem; the route records the strides.
     pub fn plan_strided(
         &self,
         live: &GemmRouteIdentity,
@@ -120,7 +120,7 @@ impl InvariantGemms {
     ) -> Result<InvariantGemm> {
         if !family.is_wgmma() {
             return Err(cuda_err(format!(
-                "{} is not a batch-invariant wgmma family (wgmma-large, wgmma-small, ladder-decode, ladder-wide)",
+                "{} is not a batch-invariant wgmma family (wgmma-large, wgmma-small, ladder-decode, ladder-mid, ladder-wide)",
                 family.name()
             )));
         }
@@ -278,7 +278,7 @@ impl InvariantGemm {
         for (what, buf, want) in [
             ("A", a, span(a_rows, st.lda, a_cols)),
             ("B", b, span(b_rows, st.ldb, b_cols)),
-            ("C", &*c, m * n),
+            ("C", &*c, span(m, st.ldc, n)),
         ] {
             if (buf.len() as u64) < want {
                 return Err(cuda_err(format!(
@@ -323,19 +323,21 @@ impl InvariantGemm {
         if self.family.is_ladder() {
             lb.arg(&ws).arg(&counters);
         }
-        lb.arg(&m).arg(&k).arg(&n);
+        let ldc = st.ldc as u32;
+        lb.arg(&m).arg(&k).arg(&n).arg(&ldc);
         if self.family.is_ladder() {
             lb.arg(&chunks);
         }
         // SAFETY: the arguments match kernels/wgmma.cu's signature (tensor
-        // maps of A and B, C, m, k, n; for the ladder also its workspace of
+        // maps of A and B, C, m, k, n, ldc; for the ladder also its workspace of
         // chunks x m x n f32 and one zeroed counter per tile, allocated by
         // the plan, or null where the rung reads neither, and the chunks
         // its geometry was checked for); the maps were encoded over A and B
         // with the planned problem's dims and leading dimensions, which
         // the buffers span (checked above; TMA zero-fills reads past the dims)
-        // and are passed by value; C holds at least m * n elements of the
-        // dtype (checked above) and the kernel bounds-checks every store;
+        // and are passed by value; C spans m rows ldc apart of n elements
+        // of the dtype (checked above; ldc >= n and even, checked when
+        // planned) and the kernel bounds-checks every store against m and n;
         // the function was loaded into this stream's context (checked
         // above) and allowed the geometry's dynamic shared memory when its
         // module was loaded.

@@ -330,6 +330,10 @@ impl Prepared {
                     _ => {}
                 }
                 lb.arg(&m).arg(&k).arg(&n);
+                if kernel.is_wgmma() {
+                    // C's row stride: the backend's outputs are dense.
+                    lb.arg(&n);
+                }
                 match (*kernel, scratch.as_ref()) {
                     (CudaKernel::SplitKFixed(_), _) => {
                         lb.arg(&splits);
@@ -349,7 +353,7 @@ impl Prepared {
                 // SAFETY: the argument list matches the kernel's signature:
                 // kernels/gemm.cu (A, B, C, m, k, n[, scratch, counters][, splits])
                 // or kernels/wgmma.cu (tensor maps of A and B, C[, workspace,
-                // counters], m, k, n[, chunks]).
+                // counters], m, k, n, ldc = n[, chunks]).
                 // A, B and C hold the dense operands of `shape` for the
                 // route's op and dtype, scratch m*n f32 per split plane and
                 // counters one u32 per block tile (zero between launches;
