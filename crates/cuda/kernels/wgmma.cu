@@ -300,6 +300,78 @@ __device__ __forceinline__ u64 desc_b(u32 b_stage, u32 ks) {
 // the order blocks run in depends on m, never an output's arithmetic.
 #define GROUP_M 16
 
+// The output tile (row, column) of block `b` among the TBM x BN tiles.
+template <int TBM, int BN>
+__device__ __forceinline__ void tile_of(u32 b, u32 m, u32 n, u32& tile_m, u32& tile_n) {
+    const u32 tiles_m = (m + TBM - 1) / TBM;
+    const u32 tiles_n = (n + BN - 1) / BN;
+    const u32 group = GROUP_M * tiles_n;
+    const u32 first_m = (b / group) * GROUP_M;
+    const u32 rows_in_group = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;
+    tile_m = first_m + (b % group) % rows_in_group;
+    tile_n = (b % group) / rows_in_group;
+}
+
+// The producer's TMA loads of one stage: A' (TBM rows; TN's m-contiguous
+// A as 64-wide boxes) at a_dst, B' (BN columns) at b_dst, k block at kc.
+template <int OP, int TBM, int BN>
+__device__ __forceinline__ void load_stage(const TensorMap& ta, const TensorMap& tb, u32 a_dst,
+                                           u32 b_dst, u32 full, int kc, u32 tile_m, u32 tile_n) {
+    if (OP == OP_TN) {
+#pragma unroll
+        for (u32 j = 0; j < TBM / 64; ++j) {
+            tma_load(a_dst + j * 8192, &ta, full, (int)(tile_m * TBM + 64 * j), kc);
+        }
+    } else {
+        tma_load(a_dst, &ta, full, kc, (int)(tile_m * TBM));
+    }
+    if (OP == OP_NT) {
+        tma_load(b_dst, &tb, full, kc, (int)(tile_n * BN));
+    } else {
+#pragma unroll
+        for (int j = 0; j < BN / 64; ++j) {
+            tma_load(b_dst + j * 8192, &tb, full, (int)(tile_n * BN + 64 * j), kc);
+        }
+    }
+}
+
+// One consumer's wgmma group over one stage (four k16 steps onto d), then
+// a wait until at most this group is in flight: the previous stage's group
+// has retired and its stage may go back to the producer.
+template <int OP, int DT, int BN>
+__device__ __forceinline__ void consume_stage(float* d, u32 a_stage, u32 b_stage, u32 consumer) {
+    constexpr int TA = OP == OP_TN ? 1 : 0;
+    constexpr int TB = OP == OP_NT ? 0 : 1;
+    wgmma_fence();
+#pragma unroll
+    for (u32 ks = 0; ks < BK / 16; ++ks) {
+        wgmma_tile<BN, DT, TA, TB>(d, desc_a<OP, BN>(a_stage, consumer, ks),
+                                   desc_b<OP, BN>(b_stage, ks));
+    }
+    wgmma_commit();
+    wgmma_wait<1>();
+}
+
+// Epilogue: the fragment (row 16 w + l/4 [+8], columns 8 j + 2 (l%4) [+1],
+// from row0 and col0) rounded and stored straight from registers, C's rows
+// ldc apart.
+template <int DT, int BN>
+__device__ __forceinline__ void store_tile(u16* C, const float* d, u32 row0, u32 col0, u32 m,
+                                           u32 n, u32 ldc) {
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+        const u32 col = col0 + 8 * j;
+        if (col < n) {
+            if (row0 < m) {
+                *(u32*)(C + (u64)row0 * ldc + col) = pack2(d[4 * j], d[4 * j + 1], DT);
+            }
+            if (row0 + 8 < m) {
+                *(u32*)(C + (u64)(row0 + 8) * ldc + col) = pack2(d[4 * j + 2], d[4 * j + 3], DT);
+            }
+        }
+    }
+}
+
 template <int OP, int DT, int BN>
 __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap& tb, u16* C, u32 m,
                                            u32 k, u32 n, u32 ldc) {
@@ -310,14 +382,8 @@ __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap&
     // full[s] at bars + 8 s, empty[s] at bars + 8 (STAGES + s).
     const u32 tid = threadIdx.x;
     const u32 wg = tid / 128;
-
-    const u32 tiles_m = (m + BM - 1) / BM;
-    const u32 tiles_n = (n + BN - 1) / BN;
-    const u32 group = GROUP_M * tiles_n;
-    const u32 first_m = (blockIdx.x / group) * GROUP_M;
-    const u32 rows_in_group = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;
-    const u32 tile_m = first_m + (blockIdx.x % group) % rows_in_group;
-    const u32 tile_n = (blockIdx.x % group) / rows_in_group;
+    u32 tile_m, tile_n;
+    tile_of<BM, BN>(blockIdx.x, m, n, tile_m, tile_n);
     const u32 kblocks = (k + BK - 1) / BK;
 
     if (tid == 0) {
@@ -338,22 +404,8 @@ __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap&
                 const u32 full = bars + 8 * s;
                 mbar_expect_tx(full, R::STAGE_BYTES);
                 const u32 a_dst = base + s * R::STAGE_BYTES;
-                const u32 b_dst = a_dst + R::A_BYTES;
-                const int kc = (int)(it * BK);
-                if (OP == OP_TN) {
-                    tma_load(a_dst, &ta, full, (int)(tile_m * BM), kc);
-                    tma_load(a_dst + 8192, &ta, full, (int)(tile_m * BM + 64), kc);
-                } else {
-                    tma_load(a_dst, &ta, full, kc, (int)(tile_m * BM));
-                }
-                if (OP == OP_NT) {
-                    tma_load(b_dst, &tb, full, kc, (int)(tile_n * BN));
-                } else {
-#pragma unroll
-                    for (int j = 0; j < BN / 64; ++j) {
-                        tma_load(b_dst + j * 8192, &tb, full, (int)(tile_n * BN + 64 * j), kc);
-                    }
-                }
+                load_stage<OP, BM, BN>(ta, tb, a_dst, a_dst + R::A_BYTES, full, (int)(it * BK),
+                                       tile_m, tile_n);
             }
         }
     } else {
@@ -362,47 +414,20 @@ __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap&
         float d[BN / 2];
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
-        constexpr int TA = OP == OP_TN ? 1 : 0;
-        constexpr int TB = OP == OP_NT ? 0 : 1;
         const u32 lane = tid % 32;
         for (u32 it = 0; it < kblocks; ++it) {
             const u32 s = it % R::STAGES;
             mbar_wait(bars + 8 * s, (it / R::STAGES) & 1);
             const u32 a_stage = base + s * R::STAGE_BYTES;
-            const u32 b_stage = a_stage + R::A_BYTES;
-            wgmma_fence();
-#pragma unroll
-            for (u32 ks = 0; ks < BK / 16; ++ks) {
-                wgmma_tile<BN, DT, TA, TB>(d, desc_a<OP, BN>(a_stage, consumer, ks),
-                                           desc_b<OP, BN>(b_stage, ks));
-            }
-            wgmma_commit();
-            // The previous stage's group has retired once at most this
-            // one is in flight: hand that stage back to the producer.
-            wgmma_wait<1>();
+            consume_stage<OP, DT, BN>(d, a_stage, a_stage + R::A_BYTES, consumer);
             if (it > 0 && lane == 0) {
                 mbar_arrive(bars + 8 * (R::STAGES + (it - 1) % R::STAGES));
             }
         }
         wgmma_wait<0>();
-
-        // Epilogue: fragment (row 16 w + l/4 [+8], columns 8 j + 2 (l%4)
-        // [+1]) rounded and stored straight from registers.
         const u32 warp = (tid % 128) / 32;
-        const u32 row0 = tile_m * BM + consumer * 64 + warp * 16 + lane / 4;
-        const u32 col0 = tile_n * BN + 2 * (lane % 4);
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-            const u32 col = col0 + 8 * j;
-            if (col < n) {
-                if (row0 < m) {
-                    *(u32*)(C + (u64)row0 * ldc + col) = pack2(d[4 * j], d[4 * j + 1], DT);
-                }
-                if (row0 + 8 < m) {
-                    *(u32*)(C + (u64)(row0 + 8) * ldc + col) = pack2(d[4 * j + 2], d[4 * j + 3], DT);
-                }
-            }
-        }
+        store_tile<DT, BN>(C, d, tile_m * BM + consumer * 64 + warp * 16 + lane / 4,
+                           tile_n * BN + 2 * (lane % 4), m, n, ldc);
     }
 }
 
@@ -476,13 +501,8 @@ __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap
     const u32 tid = threadIdx.x;
     const u32 wg = tid / 128;
 
-    const u32 tiles_m = (m + TBM - 1) / TBM;
-    const u32 tiles_n = (n + BN - 1) / BN;
-    const u32 group = GROUP_M * tiles_n;
-    const u32 first_m = (blockIdx.x / group) * GROUP_M;
-    const u32 rows_in_group = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;
-    const u32 tile_m = first_m + (blockIdx.x % group) % rows_in_group;
-    const u32 tile_n = (blockIdx.x % group) / rows_in_group;
+    u32 tile_m, tile_n;
+    tile_of<TBM, BN>(blockIdx.x, m, n, tile_m, tile_n);
     const u32 kblocks = (k + BK - 1) / BK;
     const u32 per_chunk = (kblocks + chunks - 1) / chunks;
     // Rows of A per load (see above): the host's tensor map box agrees.
@@ -513,32 +533,14 @@ __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap
                 const u32 full = bars + 8 * s;
                 mbar_expect_tx(full, stage_bytes);
                 const u32 a_dst = base + s * R::STAGE_BYTES;
-                const u32 b_dst = a_dst + R::A_BYTES;
-                const int kc = (int)((first + i) * BK);
-                if (OP == OP_TN) {
-#pragma unroll
-                    for (u32 j = 0; j < CONSUMERS; ++j) {
-                        tma_load(a_dst + j * 8192, &ta, full, (int)(tile_m * TBM + 64 * j), kc);
-                    }
-                } else {
-                    tma_load(a_dst, &ta, full, kc, (int)(tile_m * TBM));
-                }
-                if (OP == OP_NT) {
-                    tma_load(b_dst, &tb, full, kc, (int)(tile_n * BN));
-                } else {
-#pragma unroll
-                    for (int j = 0; j < BN / 64; ++j) {
-                        tma_load(b_dst + j * 8192, &tb, full, (int)(tile_n * BN + 64 * j), kc);
-                    }
-                }
+                load_stage<OP, TBM, BN>(ta, tb, a_dst, a_dst + R::A_BYTES, full,
+                                        (int)((first + i) * BK), tile_m, tile_n);
             }
         }
         return;
     }
     if (CONSUMERS == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     const u32 consumer = wg - 1;
-    constexpr int TA = OP == OP_TN ? 1 : 0;
-    constexpr int TB = OP == OP_NT ? 0 : 1;
     const u32 lane = tid % 32;
     float d[BN / 2];
     // The fold of finished chunks (register-folding rung only).
@@ -559,15 +561,7 @@ __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap
             const u32 s = i % R::STAGES;
             mbar_wait(bars + 8 * s, (i / R::STAGES) & 1);
             const u32 a_stage = base + s * R::STAGE_BYTES;
-            const u32 b_stage = a_stage + R::A_BYTES;
-            wgmma_fence();
-#pragma unroll
-            for (u32 ks = 0; ks < BK / 16; ++ks) {
-                wgmma_tile<BN, DT, TA, TB>(d, desc_a<OP, BN>(a_stage, consumer, ks),
-                                           desc_b<OP, BN>(b_stage, ks));
-            }
-            wgmma_commit();
-            wgmma_wait<1>();
+            consume_stage<OP, DT, BN>(d, a_stage, a_stage + R::A_BYTES, consumer);
             if (i > 0 && lane == 0) {
                 mbar_arrive(bars + 8 * (R::STAGES + (i - 1) % R::STAGES));
             }
@@ -639,18 +633,7 @@ __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap
         }
         if (tid == 128) counters[blockIdx.x] = 0;
     }
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-        const u32 col = col0 + 8 * j;
-        if (col < n) {
-            if (row0 < m) {
-                *(u32*)(C + (u64)row0 * ldc + col) = pack2(d[4 * j], d[4 * j + 1], DT);
-            }
-            if (row0 + 8 < m) {
-                *(u32*)(C + (u64)(row0 + 8) * ldc + col) = pack2(d[4 * j + 2], d[4 * j + 3], DT);
-            }
-        }
-    }
+    store_tile<DT, BN>(C, d, row0, col0, m, n, ldc);
 }
 
 // The ladder's entries: gemm_ladder_<BM>x<BN>_<split|fold>_<op>_<dtype>(maps

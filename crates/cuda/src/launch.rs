@@ -239,9 +239,10 @@ impl Prepared {
                 let tiles = geometry.grid[0] as usize * geometry.grid[1] as usize;
                 // Atomic split-K accumulates into one plane; the ladder
                 // keeps one partial plane per chunk.
-                let planes = match kernel {
-                    CudaKernel::LadderDecode(c) | CudaKernel::LadderMid(c) => *c as usize,
-                    _ => 1,
+                let planes = if kernel.ladder_splits_on_grid() {
+                    kernel.splits() as usize
+                } else {
+                    1
                 };
                 Some((
                     sh.stream
