@@ -30,7 +30,8 @@
 //!   invariant ladder (`batch-invariant`) by m for NN/TN/NT x bf16/f16 at
 //!   k = n = 4096 and the QKV / MLP projections (bf16 NN), L2-hot (one operand copy) and,
 //!   for m <= 256, L2-cold (six rotating copies, each launch streaming its
-//!   weights from memory).
+//!   weights from memory). A full run takes every m of 1..8192 (5 samples
+//!   of about 10 ms each per route), `--quick` five of them.
 //! - `report-clock`: the audit report's kernel time (`run_timed`) against
 //!   this bench's, interleaved, with the bench also at 1 ms samples.
 //! - `replay-graph`: validated replay (`CudaBackend::launch_validated`,
@@ -894,14 +895,23 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
     } else {
         DECODE_M.to_vec()
     };
-    let columns: [(&str, RouteChoice); 7] = [
+    // A full run adds batch sizes, not longer samples: about 900 routes
+    // at the full run's 11 samples of 50 ms would take 15 minutes.
+    let cfg = &Config {
+        samples: cfg.samples.min(5),
+        sample_secs: cfg.sample_secs.min(0.01),
+        ..*cfg
+    };
+    // The columns (cuBLAS first: every other is timed against it).
+    let columns: [(&str, RouteChoice); 8] = [
         ("cuBLAS", RouteChoice::Cublas),
-        ("cuBLASLt-inv", RouteChoice::CublasLtInvariant),
-        ("wgmma-large", RouteChoice::Kernel(KernelFamily::WgmmaLarge)),
+        ("inv", RouteChoice::CublasLtInvariant),
+        ("wgmma", RouteChoice::Kernel(KernelFamily::WgmmaLarge)),
         ("ladder", RouteChoice::BatchInvariant),
         ("decode", RouteChoice::Kernel(KernelFamily::LadderDecode(1))),
         ("mid", RouteChoice::Kernel(KernelFamily::LadderMid(1))),
-        ("fold", RouteChoice::Kernel(KernelFamily::LadderWide(1))),
+        ("band", RouteChoice::Kernel(KernelFamily::LadderBand(1))),
+        ("wide", RouteChoice::Kernel(KernelFamily::LadderWide(1))),
     ];
     let mut summary = Vec::new();
     let mut routes = Vec::new();
@@ -920,6 +930,13 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
     }
     for (op, dtype, k, n) in problems {
         for &m in &ms {
+            if m * k.max(n) > gemm_audit::kernels::MAX_ELEMENTS {
+                summary.push(format!(
+                    "decode-by-m {op} {dtype} k={k} n={n} m={m}: left out (an operand is over the backend's {} elements)",
+                    gemm_audit::kernels::MAX_ELEMENTS
+                ));
+                continue;
+            }
             let mut cells = Vec::new();
             for (label, route) in columns {
                 let backend = if route.is_vendor() {
@@ -954,54 +971,56 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
         }
     }
     let (_, hot) = time_routes(gpu, cfg, &routes, "decode by m, hot")?;
-    let cold_routes: Vec<usize> = (0..routes.len())
-        .filter(|&i| routes[i].shape.m <= 256)
-        .collect();
-    let cold_timings = gpu
-        .det
-        .time_routes_rotating(
-            &cold_routes
-                .iter()
-                .map(|&i| routes[i].clone())
-                .collect::<Vec<_>>(),
-            SEED,
-            COLD_COPIES,
-            !cfg.eager,
-            cfg.warmup,
-            cfg.samples,
-            cfg.sample_secs,
-        )
-        .map_err(|e| format!("timing decode by m, cold: {e}"))?;
+    // Cold: one interleaved run per problem (op, dtype, k, n), since six
+    // copies of every route's operands at once would not fit the GPU.
     let mut cold: Vec<Option<Stats>> = vec![None; routes.len()];
-    for (j, &i) in cold_routes.iter().enumerate() {
-        cold[i] = Some(Stats::of(&cold_timings[j].samples));
+    let family = |i: usize| {
+        (
+            routes[i].op,
+            routes[i].dtype,
+            routes[i].shape.k,
+            routes[i].shape.n,
+        )
+    };
+    let mut families: Vec<_> = (0..routes.len()).map(family).collect();
+    families.dedup();
+    for f in families {
+        let group: Vec<usize> = (0..routes.len())
+            .filter(|&i| family(i) == f && routes[i].shape.m <= 256)
+            .collect();
+        let timings = gpu
+            .det
+            .time_routes_rotating(
+                &group.iter().map(|&i| routes[i].clone()).collect::<Vec<_>>(),
+                SEED,
+                COLD_COPIES,
+                !cfg.eager,
+                cfg.warmup,
+                cfg.samples,
+                cfg.sample_secs,
+            )
+            .map_err(|e| format!("timing decode by m, cold: {e}"))?;
+        for (j, &i) in group.iter().enumerate() {
+            cold[i] = Some(Stats::of(&timings[j].samples));
+        }
     }
     let mut table = Table {
-        header: [
-            "problem",
-            "cuBLAS hot us",
-            "inv hot",
-            "wgmma hot",
-            "ladder hot",
-            "decode hot",
-            "mid hot",
-            "fold hot",
-            "cuBLAS cold us",
-            "inv cold",
-            "wgmma cold",
-            "ladder cold",
-            "decode cold",
-            "mid cold",
-            "fold cold",
-        ]
-        .map(String::from)
-        .to_vec(),
+        header: std::iter::once("problem".to_string())
+            .chain(["hot", "cold"].into_iter().flat_map(|clock| {
+                std::iter::once(format!("cuBLAS {clock} us")).chain(
+                    columns[1..]
+                        .iter()
+                        .map(move |(l, _)| format!("{l} {clock}")),
+                )
+            }))
+            .collect(),
         rows: Vec::new(),
         notes: vec![format!(
             "median kernel time; every other column is cuBLAS time / route time (1.00 = vendor speed); \
-             inv = cublaslt-invariant; ladder = route batch-invariant (its decode rung to m = {LADDER_DECODE_MAX_M}, \
-             mid to m = {LADDER_MID_MAX_M}, fold above), then each rung at every m; \
-             cold: {COLD_COPIES} rotating operand copies, m <= 256 only"
+             inv = cublaslt-invariant; wgmma = wgmma-large; ladder = route batch-invariant (its decode rung to \
+             m = {LADDER_DECODE_MAX_M}, band (mid where k has one chunk) to m = {LADDER_MID_MAX_M}, wide \
+             (wgmma-large where one chunk) above), then each rung at every m; \
+             cold: {COLD_COPIES} rotating operand copies, m <= 256 only, one interleaved run per problem"
         )],
     };
     let fmt_x = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2}"));

@@ -1927,11 +1927,11 @@ fn invariant_gemms_read_strided_operands_like_dense_ones() {
     }
 }
 
-/// The invariant ladder: its decode rung (chunks on the grid, folded by
-/// the tile's last block) and its 128x128 rung (chunks folded in
-/// registers) give the same bits on the same problem, the same rows at
-/// every m, and with one chunk the bits of wgmma-large; near the CPU's
-/// f32 reference.
+/// The invariant ladder: its grid-splitting rungs (decode 64x64, mid
+/// 128x128: chunks on the grid, folded by the tile's last block) and its
+/// register-folding rungs (wide 128x128, band 64x128) give the same bits
+/// on the same problem, the same rows at every m, and with one chunk the
+/// bits of wgmma-large; near the CPU's f32 reference.
 #[test]
 #[ignore = "needs a CUDA device"]
 fn ladder_rungs_are_bit_identical_and_batch_invariant() {
@@ -1945,6 +1945,7 @@ fn ladder_rungs_are_bit_identical_and_batch_invariant() {
         CudaKernel::LadderDecode(1),
         CudaKernel::LadderMid(1),
         CudaKernel::LadderWide(1),
+        CudaKernel::LadderBand(1),
     ];
     for dtype in [DType::Bf16, DType::F16] {
         for op in OPS {
@@ -1952,12 +1953,14 @@ fn ladder_rungs_are_bit_identical_and_batch_invariant() {
             for (k, n) in [(4096u64, 520u64), (1024, 256), (4096, 4096), (512, 8192)] {
                 let chunks = ladder_chunks(k, n);
                 // One chunk has nothing to fold: wgmma-small stands for the
-                // folding rung (refused there, checked below).
+                // folding rungs (refused there, checked below).
                 let rungs = |m: u64| {
                     let s = shape(m, k, n);
                     rungs_of.map(|f| {
                         let f = match f {
-                            CudaKernel::LadderWide(_) if chunks == 1 => CudaKernel::WgmmaSmall,
+                            f if f.ladder_folds_in_registers() && chunks == 1 => {
+                                CudaKernel::WgmmaSmall
+                            }
                             f => f.for_shape(k, n),
                         };
                         let r = route(&g, op, dtype, s, f);
@@ -1966,7 +1969,7 @@ fn ladder_rungs_are_bit_identical_and_batch_invariant() {
                     })
                 };
                 let big = rungs(1000);
-                for r in 1..3 {
+                for r in 1..rungs_of.len() {
                     assert_eq!(
                         differing(dtype, &big[0], &big[r]),
                         0,
@@ -1976,10 +1979,10 @@ fn ladder_rungs_are_bit_identical_and_batch_invariant() {
                 }
                 let row = n as usize * element_size(dtype);
                 for m in [8u64, 64, 200] {
-                    let [d, mid, w] = rungs(m);
+                    let [d, mid, w, band] = rungs(m);
                     assert!(
-                        d == w && d == mid,
-                        "decode vs mid vs wide {op} {dtype} k={k} n={n} m={m}"
+                        d == w && d == mid && d == band,
+                        "decode vs mid vs wide vs band {op} {dtype} k={k} n={n} m={m}"
                     );
                     assert!(
                         d == big[0][..m as usize * row],
@@ -2009,16 +2012,12 @@ fn ladder_rungs_are_bit_identical_and_batch_invariant() {
         }
     }
     // A folding rung with one chunk is refused, with the reason.
-    let e = g
-        .nvrtc_route(
-            "t",
-            GemmOp::Nn,
-            DType::Bf16,
-            shape(64, 512, 8192),
-            CudaKernel::LadderWide(1),
-        )
-        .unwrap_err();
-    assert!(e.to_string().contains("wgmma-small"), "{e}");
+    for fold in [CudaKernel::LadderWide(1), CudaKernel::LadderBand(1)] {
+        let e = g
+            .nvrtc_route("t", GemmOp::Nn, DType::Bf16, shape(64, 512, 8192), fold)
+            .unwrap_err();
+        assert!(e.to_string().contains("folds chunks"), "{e}");
+    }
     // A rung with another shape's chunk count is refused.
     let e = g
         .nvrtc_route(
@@ -2051,7 +2050,7 @@ fn batch_invariant_plans_run_in_an_engine_graph() {
         let rung = if m <= gemm_audit::kernels::LADDER_DECODE_MAX_M {
             "ladder_64x64_split"
         } else if m <= gemm_audit::kernels::LADDER_MID_MAX_M {
-            "ladder_128x128_split"
+            "ladder_64x128_fold"
         } else {
             "ladder_128x128_fold"
         };

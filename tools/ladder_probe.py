@@ -2,14 +2,15 @@
 """Independent cross-check of the invariant ladder (kernels/wgmma.cu,
 `gemm_ladder_*`) with PyTorch (device only).
 
-Launches the three rungs (64x64 split, 128x128 split, 128x128 fold) through
+Launches the four rungs (64x64 split, 128x128 split, 128x128 fold, 64x128
+fold) through
 ctypes (NVRTC, cuTensorMapEncodeTiled, cuLaunchKernel: the helpers of
 tools/wgmma_probe.py) on PyTorch tensors, with its own statement of the
 chunk rule and launch geometry from docs/design.md, and checks:
 
 - every rung against a float64 PyTorch reference (relative error, next to
   the mma_large family's);
-- the three rungs bit-identical on the same problem;
+- the four rungs bit-identical on the same problem;
 - batch invariance: the rows of every m (1 .. 264) against an m = 1024
   product, across rungs;
 - run to run, which for the splitting rungs also proves that the per-tile
@@ -45,6 +46,7 @@ RUNGS = {  # name: (rows, cols, chunks on the grid)
     "64x64_split": (64, 64, True),
     "128x128_split": (128, 128, True),
     "128x128_fold": (128, 128, False),
+    "64x128_fold": (64, 128, False),
 }
 
 

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Explores launch configurations of the invariant ladder's splitting rungs
+"""Explores tiles, stage rings and chunk counts of the invariant ladder
 against cuBLAS (torch.matmul) on the device, without touching the crate.
 
-The kernel source is read from crates/cuda/kernels/wgmma.cu and, for a
-ring-size variant, patched in memory (the ladder's stage ring, which sets
-how many blocks share an SM); the chunk count is a launch argument. Each
-configuration is timed as CUDA events around a CUDA graph of 20 launches,
-interleaved with cuBLAS in rounds, hot L2. Outputs of every variant are
-compared bit for bit with the baseline's at the same chunk count.
+The kernel source is read from crates/cuda/kernels/wgmma.cu and patched in
+memory: the ladder's stage ring (which sets how many blocks share an SM)
+and extra instantiations of `ladder_gemm` for tiles the crate does not
+ship (TBM x BN, split on the grid or folded in registers). The chunk count
+is a launch argument. Each configuration is timed as CUDA events around a
+CUDA graph of 20 launches, interleaved with cuBLAS in rounds, hot L2.
+Every output is compared bit for bit with the shipped 128x128 fold rung at
+the same chunk count: any tile of the ladder must give the same bits.
 
     python3 tools/ladder_tune.py
 """
@@ -23,6 +25,11 @@ import wgmma_probe as wp  # noqa: E402
 
 SRC = os.path.join(wp.ROOT, "crates/cuda/kernels/wgmma.cu")
 LADDER_RING = "    static constexpr u32 STAGES = RING_BYTES / STAGE_BYTES;\n};\n\ntemplate <int OP, int DT, int TBM, int BN, bool GRID_CHUNKS>"
+SHIPPED = {(64, 64, "split"), (128, 128, "split"), (128, 128, "fold")}
+# Tiles explored beside the shipped ones.
+EXTRA = [(64, 64, "fold"), (128, 64, "split"), (128, 64, "fold"), (64, 128, "split"),
+         (64, 128, "fold"), (64, 256, "split")]
+RINGS = (0, 96 * 1024, 64 * 1024)
 
 
 def module(ring):
@@ -30,17 +37,19 @@ def module(ring):
     assert LADDER_RING in src
     if ring:
         src = src.replace(LADDER_RING, LADDER_RING.replace("RING_BYTES /", f"{ring} /"))
+    for (tbm, bn, how) in EXTRA:
+        src += f"LADDER_OPS({tbm}, {bn}, {how}, {'true' if how == 'split' else 'false'}, bf16, DT_BF16)\n"
     path = f"/tmp/wgmma_ring{ring}.cu"
     open(path, "w").write(src)
     return wp.Module(wp.compile_cubin(path, "sm_90a", []))
 
 
 def launcher(mod, ring, rung, op, a_st, b_st, m, k, n, chunks):
-    bm, bn = (64, 64) if rung == "64x64_split" else (128, 128)
+    bm, bn, how = rung
     stage = (bm + bn) * 64 * 2
     stages = (ring or 192 * 1024) // stage
     smem = stages * stage + 1024 + 16 * stages
-    f = mod.func(f"gemm_ladder_{rung}_{op}_bf16", smem)
+    f = mod.func(f"gemm_ladder_{bm}x{bn}_{how}_{op}_bf16", smem)
     dt = torch.bfloat16
     rows = bm if m >= bm else -(-m // 8) * 8
     ta = wp.tensor_map(a_st, (k, m, k), (64, rows), dt)
@@ -53,15 +62,16 @@ def launcher(mod, ring, rung, op, a_st, b_st, m, k, n, chunks):
             ctypes.c_void_p(counters.data_ptr()), ctypes.c_uint32(m), ctypes.c_uint32(k),
             ctypes.c_uint32(n), ctypes.c_uint32(n), ctypes.c_uint32(chunks)]  # ldc = n
     keep = (ws, counters)
+    grid = (tiles, 1, chunks if how == "split" else 1)
 
     def run():
-        wp.launch(f, (tiles, 1, chunks), (128 * (1 + bm // 64), 1, 1), smem, args)
+        wp.launch(f, grid, (128 * (1 + bm // 64), 1, 1), smem, args)
         return keep
 
     return run, c
 
 
-def graph_time(fn, reps=20, rounds=5):
+def graph_time(fn, reps=20):
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -75,9 +85,8 @@ def graph_time(fn, reps=20, rounds=5):
     torch.cuda.synchronize()
     g.replay()
     torch.cuda.synchronize()
+
     def sample():
-        # The graph reads the buffers fn holds: keep them alive with it.
-        sample.keep = fn
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         g.replay()
@@ -92,14 +101,29 @@ def graph_time(fn, reps=20, rounds=5):
 KEEP = []
 
 
+def configs():
+    rungs = sorted(SHIPPED) + EXTRA
+    out = []
+    for rung in rungs:
+        for ring in RINGS:
+            # Rings below 192 KiB only matter where blocks are small.
+            if ring and rung[0] * rung[1] > 64 * 128:
+                continue
+            for ch in (1, 2, 4, 8):
+                if rung[2] == "fold" and ch == 1 and ring:
+                    continue
+                out.append((rung, ring, ch))
+    return out
+
+
 def main():
     torch.zeros(1, device="cuda")
     print(torch.cuda.get_device_name(), "torch", torch.__version__)
-    mods = {ring: module(ring) for ring in (0, 96 * 1024, 64 * 1024)}
+    mods = {ring: module(ring) for ring in RINGS}
     dt = torch.bfloat16
-    cases = [(m, 4096, 4096) for m in (1, 8, 32, 64, 128, 256)] + [(64, 14336, 4096), (64, 4096, 6144), (256, 4096, 6144)]
-    configs = [("64x64_split", ring, ch) for ring in (0, 96 * 1024, 64 * 1024) for ch in (1, 2, 4, 8)]
-    configs += [("128x128_split", 0, ch) for ch in (1, 2, 4)]
+    ms = [int(x) for x in os.environ.get("TUNE_M", "1,8,16,32,64,128,256").split(",")]
+    cases = [(m, 4096, 4096) for m in ms]
+    cases += [(m, k, n) for m in (64, 256) for (k, n) in ((4096, 6144), (4096, 14336), (14336, 4096))]
     for (m, k, n) in cases:
         g = torch.Generator(device="cuda").manual_seed(3)
         a = torch.randn(m, k, device="cuda", generator=g).to(dt)
@@ -110,7 +134,7 @@ def main():
         # capture: keep every graph until the end.
         KEEP.append(samplers)
         outs = {}
-        for (rung, ring, ch) in configs:
+        for (rung, ring, ch) in configs():
             if (-(-k // 64)) // ch < 8:
                 continue
             run, out = launcher(mods[ring], ring, rung, "nn", a, b, m, k, n, ch)
@@ -122,13 +146,12 @@ def main():
                 best[key] = min(best[key], smp())
         base = best["cublas"]
         line = [f"m={m} k={k} n={n}: cuBLAS {base:.1f} us"]
-        for key in samplers:
-            if key == "cublas":
-                continue
+        ranked = sorted((best[key], key) for key in samplers if key != "cublas")
+        for t, key in ranked:
             rung, ring, ch = key
-            ref = outs.get(("64x64_split", 0, ch))
+            ref = outs.get(((128, 128, "fold"), 0, ch))
             same = "" if ref is None or torch.equal(outs[key].view(torch.int16), ref.view(torch.int16)) else " BITS DIFFER"
-            line.append(f"  {rung} ring={ring // 1024 or 192}K chunks={ch}: {best[key]:.1f} us = {base / best[key]:.2f}x{same}")
+            line.append(f"  {rung[0]}x{rung[1]}_{rung[2]} ring={ring // 1024 or 192}K chunks={ch}: {t:.1f} us = {base / t:.2f}x{same}")
         print("\n".join(line), flush=True)
 
 

@@ -516,7 +516,8 @@ fn wgmma_sweep() -> Workload {
 pub const LADDER_SWEEP_M: [u64; 8] = [1, 8, 64, 72, 256, 264, 1024, 4096];
 
 /// The invariant ladder (`route = "batch-invariant"`): NN/TN/NT bf16 and
-/// f16 at k = n = 4096 across the decode, mid and folding rungs, and the
+/// f16 at k = n = 4096 across the decode, band and folding rungs (the mid
+/// rung explicitly, and on the one-chunk QKV projection), and the
 /// d_model-4096 projections. Each row group spans every rung, so its
 /// batch-invariance rows prove the rungs agree; each rung also serves
 /// the others' batch sizes (contract parity), and on the one-chunk
@@ -552,8 +553,11 @@ fn ladder_sweep() -> Workload {
         for (tag, family, m) in [
             ("ladder-mid", KernelFamily::LadderMid(1), 64u64),
             ("ladder-wide", KernelFamily::LadderWide(1), 64),
+            ("ladder-band", KernelFamily::LadderBand(1), 64),
+            ("ladder-wide", KernelFamily::LadderWide(1), 256),
             ("ladder-decode", KernelFamily::LadderDecode(1), 1024),
             ("ladder-mid", KernelFamily::LadderMid(1), 1024),
+            ("ladder-band", KernelFamily::LadderBand(1), 1024),
         ] {
             push(
                 format!("{tag}:{op}-bf16@m{m}"),
@@ -573,7 +577,7 @@ fn ladder_sweep() -> Workload {
     for (tag, k, n, ms) in [
         ("qkv", 4096u64, 6144u64, &[1u64, 256, 1024][..]),
         ("mlp-up", 4096, 14336, &[16, 2048]),
-        ("mlp-down", 14336, 4096, &[1, 64, 1024]),
+        ("mlp-down", 14336, 4096, &[1, 64, 256, 1024]),
     ] {
         for &m in ms {
             push(format!("{tag}@m{m}"), GemmOp::Nn, DType::Bf16, m, k, n, bi);
@@ -592,7 +596,7 @@ fn ladder_sweep() -> Workload {
     }
     Workload {
         name: "ladder-sweep".into(),
-        description: "the invariant ladder (batch-invariant route): NN/TN/NT bf16/f16 k=n=4096 across its decode, mid and folding rungs, each rung at the others' m, and the QKV/MLP projections, parity with wgmma-large where one chunk (CUDA sm_90 only)"
+        description: "the invariant ladder (batch-invariant route): NN/TN/NT bf16/f16 k=n=4096 across its decode, band and folding rungs, each rung at the others' m, and the QKV/MLP projections, parity with wgmma-large where one chunk (CUDA sm_90 only)"
             .into(),
         seed: default_seed(),
         policy: None,
@@ -712,6 +716,11 @@ mod tests {
                 .collect();
             assert_eq!(rungs.len(), 3, "{op}: {rungs:?}");
         }
+        // Every rung of the ladder runs somewhere in the sweep.
+        let ran: std::collections::HashSet<&str> = w.gemms.iter().map(|g| rung(g).name()).collect();
+        for f in KernelFamily::ALL.iter().filter(|f| f.is_ladder()) {
+            assert!(ran.contains(f.name()), "{f} never runs");
+        }
         // Each explicit rung has a batch-invariant twin on another rung.
         for g in w
             .gemms
@@ -728,7 +737,8 @@ mod tests {
                 g.name
             );
         }
-        assert!(w.gemms.len() < 60, "{}", w.gemms.len());
+        // Small enough to stay a few seconds of the GPU audit.
+        assert!(w.gemms.len() <= 72, "{}", w.gemms.len());
     }
 
     #[test]

@@ -471,8 +471,9 @@ ALL_OPS(128, bf16, DT_BF16)
 //   partial in the workspace, and the last block of a tile to finish (an
 //   atomic count, reset by that block for the next launch) folds all of
 //   them in chunk order;
-// - ladder_128x128_fold (large m): one block per tile walks every chunk,
-//   folding each finished partial into a second register set.
+// - ladder_128x128_fold (large m) and ladder_64x128_fold (m = 65..256,
+//   twice the blocks): one block per tile walks every chunk, folding
+//   each finished partial into a second register set.
 // Below one tile of rows, A (K-major) is loaded as boxes of m rounded up
 // to 8 rows rather than of the whole tile: the rows past them are never
 // stored, and loading fewer rows than TMA would zero-fill is what makes
@@ -661,3 +662,5 @@ LADDER_OPS(128, 128, split, true, f16, DT_F16)
 LADDER_OPS(128, 128, split, true, bf16, DT_BF16)
 LADDER_OPS(128, 128, fold, false, f16, DT_F16)
 LADDER_OPS(128, 128, fold, false, bf16, DT_BF16)
+LADDER_OPS(64, 128, fold, false, f16, DT_F16)
+LADDER_OPS(64, 128, fold, false, bf16, DT_BF16)

@@ -171,6 +171,7 @@ impl CudaFamily for KernelFamily {
             CudaKernel::LadderDecode(_) => "ladder_64x64_split",
             CudaKernel::LadderMid(_) => "ladder_128x128_split",
             CudaKernel::LadderWide(_) => "ladder_128x128_fold",
+            CudaKernel::LadderBand(_) => "ladder_64x128_fold",
         }
     }
 
@@ -181,7 +182,10 @@ impl CudaFamily for KernelFamily {
     fn instruction(&self) -> (&'static str, &'static str) {
         match self {
             CudaKernel::WgmmaLarge => return ("wgmma.mma_async", "m64n256k16"),
-            CudaKernel::WgmmaSmall | CudaKernel::LadderMid(_) | CudaKernel::LadderWide(_) => {
+            CudaKernel::WgmmaSmall
+            | CudaKernel::LadderMid(_)
+            | CudaKernel::LadderWide(_)
+            | CudaKernel::LadderBand(_) => {
                 return ("wgmma.mma_async", "m64n128k16");
             }
             CudaKernel::LadderDecode(_) => return ("wgmma.mma_async", "m64n64k16"),
@@ -280,7 +284,8 @@ impl CudaFamily for KernelFamily {
             | CudaKernel::WgmmaSmall
             | CudaKernel::LadderDecode(_)
             | CudaKernel::LadderMid(_)
-            | CudaKernel::LadderWide(_) => return wgmma_geometry(*self, shape),
+            | CudaKernel::LadderWide(_)
+            | CudaKernel::LadderBand(_) => return wgmma_geometry(*self, shape),
         };
         let gx = tiles(n, tn).max(1);
         let gy = tiles(m, tm).max(1);
@@ -333,11 +338,13 @@ impl CudaFamily for KernelFamily {
                 ));
             }
         }
-        if matches!(self, CudaKernel::LadderWide(_)) && crate::kernels::ladder_chunks(k, n) == 1 {
+        if self.ladder_folds_in_registers() && crate::kernels::ladder_chunks(k, n) == 1 {
             // With one chunk there is nothing to fold: the rung would be
-            // wgmma_128 under another name, which no route could tell apart.
+            // an unsplit kernel under another name (ladder-wide is
+            // wgmma_128's), which no route could tell apart.
             return Err(format!(
-                "ladder-wide folds chunks, and k = {k} n = {n} has one: its kernel is wgmma-small's (or take wgmma-large, the batch-invariant route's pick there)"
+                "{} folds chunks, and k = {k} n = {n} has one: take ladder-mid or wgmma-large (the batch-invariant route's picks there)",
+                self.name()
             ));
         }
         Ok(())
@@ -404,6 +411,7 @@ fn wgmma_tile(kernel: KernelFamily) -> (u32, u32) {
             (WGMMA_BM, 128)
         }
         KernelFamily::LadderDecode(_) => (64, 64),
+        KernelFamily::LadderBand(_) => (64, 128),
         _ => (WGMMA_BM, 256),
     }
 }
@@ -1001,10 +1009,24 @@ mod tests {
             let entry = format!("gemm_{}_##opname##_##dtname", k.symbol_family());
             assert!(GEMM_SOURCE.contains(&entry), "{entry}");
         }
-        // The wgmma module: 2 tile variants and 3 ladder rungs x 3 ops x
+        // The wgmma module: 2 tile variants and 4 ladder rungs x 3 ops x
         // 2 dtypes, each instantiated in kernels/wgmma.cu.
         let w = module_symbols(CudaModule::Wgmma);
-        assert_eq!(w.len(), 30);
+        assert_eq!(w.len(), 36);
+        for &k in CudaModule::Wgmma.families() {
+            let Some(rung) = k.symbol_family().strip_prefix("ladder_") else {
+                continue;
+            };
+            let (tile, how) = rung.split_once('_').unwrap();
+            let (tbm, bn) = tile.split_once('x').unwrap();
+            for dt in ["f16", "bf16"] {
+                let on_grid = if how == "split" { "true" } else { "false" };
+                let entry = format!("LADDER_OPS({tbm}, {bn}, {how}, {on_grid}, {dt},");
+                assert!(WGMMA_SOURCE.contains(&entry), "{entry}");
+            }
+            assert_eq!(how == "split", k.ladder_splits_on_grid(), "{k}");
+            assert_eq!(wgmma_tile(k), (tbm.parse().unwrap(), bn.parse().unwrap()));
+        }
         assert!(w.contains(&"gemm_wgmma_256_tn_bf16".to_string()));
         assert!(w.contains(&"gemm_ladder_64x64_split_nt_f16".to_string()));
         assert!(w.contains(&"gemm_ladder_128x128_split_tn_bf16".to_string()));
@@ -1084,17 +1106,22 @@ mod tests {
         let mid = CudaKernel::LadderMid(4).geometry(s).unwrap();
         assert_eq!(mid.grid, [8 * 5, 1, 4]);
         assert_eq!((mid.block, mid.stages), ([384, 1, 1], 6));
+        // The band rung: 64x128 tiles, one consumer, chunks in registers.
+        let band = CudaKernel::LadderBand(4).geometry(s).unwrap();
+        assert_eq!(band.grid, [16 * 5, 1, 1]);
+        assert_eq!((band.block, band.stages), ([256, 1, 1], 8));
+        assert_eq!((band.tile.m, band.tile.n), (64, 128));
         // A rung with another shape's chunk count is refused.
         let e = CudaKernel::LadderWide(2).geometry(s).unwrap_err();
         assert!(e.contains("in 4 chunks, not 2"), "{e}");
-        for g in [large, small, decode, wide] {
+        for g in [large, small, decode, wide, band] {
             // Under 227 KiB with the decode rung's 16 bytes of static shared memory.
             assert!(g.dynamic_shared_bytes + 16 <= 227 * 1024, "{g:?}");
         }
         assert_eq!(max_dynamic_shared_bytes(CudaModule::Gemm), 0);
         assert_eq!(
             max_dynamic_shared_bytes(CudaModule::Wgmma),
-            [large, small, decode, wide]
+            [large, small, decode, wide, band]
                 .iter()
                 .map(|g| g.dynamic_shared_bytes)
                 .max()
@@ -1110,10 +1137,10 @@ mod tests {
             k: 4096,
             n: 6144,
         };
-        let e = CudaKernel::LadderWide(1)
-            .serves_shape(GemmOp::Nn, one)
-            .unwrap_err();
-        assert!(e.contains("its kernel is wgmma-small's"), "{e}");
+        for fold in [CudaKernel::LadderWide(1), CudaKernel::LadderBand(1)] {
+            let e = fold.serves_shape(GemmOp::Nn, one).unwrap_err();
+            assert!(e.contains("folds chunks") && e.contains("has one"), "{e}");
+        }
         assert!(
             CudaKernel::LadderMid(1)
                 .serves_shape(GemmOp::Nn, one)

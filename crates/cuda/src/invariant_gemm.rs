@@ -1,7 +1,8 @@
 #![allow(unsafe_code)]
 //! Batch-invariant GEMMs an engine calls on its own buffers and stream:
 //! the TMA + wgmma families (`wgmma-large`, `wgmma-small`, and the
-//! invariant ladder's rungs `ladder-decode` and `ladder-wide`; Hopper
+//! invariant ladder's rungs `ladder-decode`, `ladder-mid`, `ladder-band`
+//! and `ladder-wide`; Hopper
 //! only), whose every output element sums k in one fixed order whatever m
 //! is, so a row's bits do not depend on the batch it is computed in (the
 //! audit's `wgmma-sweep` and `ladder-sweep` prove it on the device).
@@ -119,9 +120,15 @@ impl InvariantGemms {
         strides: GemmStrides,
     ) -> Result<InvariantGemm> {
         if !family.is_wgmma() {
+            let wgmma: Vec<&str> = CudaKernel::ALL
+                .iter()
+                .filter(|f| f.is_wgmma())
+                .map(|f| f.name())
+                .collect();
             return Err(cuda_err(format!(
-                "{} is not a batch-invariant wgmma family (wgmma-large, wgmma-small, ladder-decode, ladder-mid, ladder-wide)",
-                family.name()
+                "{} is not a batch-invariant wgmma family ({})",
+                family.name(),
+                wgmma.join(", ")
             )));
         }
         let family = family.for_shape(shape.k, shape.n);

@@ -316,16 +316,13 @@ impl Prepared {
                 // dims (null where the rung reads neither).
                 let null = 0u64;
                 match (*kernel, scratch.as_ref()) {
-                    (
-                        CudaKernel::LadderDecode(_) | CudaKernel::LadderMid(_),
-                        Some((s, counters)),
-                    ) => {
+                    (k, Some((s, counters))) if k.ladder_splits_on_grid() => {
                         lb.arg(s).arg(counters);
                     }
-                    (CudaKernel::LadderDecode(_) | CudaKernel::LadderMid(_), None) => {
+                    (k, None) if k.ladder_splits_on_grid() => {
                         return Err(cuda_err("ladder launch without its workspace"));
                     }
-                    (CudaKernel::LadderWide(_), _) => {
+                    (k, _) if k.ladder_folds_in_registers() => {
                         lb.arg(&null).arg(&null);
                     }
                     _ => {}

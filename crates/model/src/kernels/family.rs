@@ -45,6 +45,10 @@ pub enum KernelFamily {
     /// The ladder's large-m rung (128x128 tiles): the same chunks, folded
     /// in chunk order in registers. Every rung gives the same bits.
     LadderWide(u32),
+    /// The ladder's band rung (64x128 tiles, chunks folded in registers
+    /// as by [`KernelFamily::LadderWide`]): twice the blocks of the wide
+    /// rung at m = 65..256, where the grid-split rungs' fold is slow.
+    LadderBand(u32),
 }
 
 /// Output columns of the ladder's decode tile: the unit [`ladder_chunks`]
@@ -76,7 +80,7 @@ pub fn ladder_chunks(k: u64, n: u64) -> u32 {
 
 impl KernelFamily {
     /// Every family (split counts are placeholders: 1).
-    pub const ALL: [KernelFamily; 11] = [
+    pub const ALL: [KernelFamily; 12] = [
         KernelFamily::ScalarFma,
         KernelFamily::Tiled,
         KernelFamily::SplitKFixed(1),
@@ -88,6 +92,7 @@ impl KernelFamily {
         KernelFamily::LadderDecode(1),
         KernelFamily::LadderMid(1),
         KernelFamily::LadderWide(1),
+        KernelFamily::LadderBand(1),
     ];
 
     /// The family's name without its split count (`split-k-fixed`).
@@ -104,6 +109,7 @@ impl KernelFamily {
             KernelFamily::LadderDecode(_) => "ladder-decode",
             KernelFamily::LadderMid(_) => "ladder-mid",
             KernelFamily::LadderWide(_) => "ladder-wide",
+            KernelFamily::LadderBand(_) => "ladder-band",
         }
     }
 
@@ -146,6 +152,7 @@ impl KernelFamily {
             KernelFamily::LadderDecode(_) => KernelFamily::LadderDecode(splits),
             KernelFamily::LadderMid(_) => KernelFamily::LadderMid(splits),
             KernelFamily::LadderWide(_) => KernelFamily::LadderWide(splits),
+            KernelFamily::LadderBand(_) => KernelFamily::LadderBand(splits),
             other => other,
         }
     }
@@ -168,14 +175,25 @@ impl KernelFamily {
             | KernelFamily::SplitKAtomic(s)
             | KernelFamily::LadderDecode(s)
             | KernelFamily::LadderMid(s)
-            | KernelFamily::LadderWide(s) => s,
+            | KernelFamily::LadderWide(s)
+            | KernelFamily::LadderBand(s) => s,
             _ => 1,
         }
     }
 
     /// True for the invariant ladder's rungs.
     pub fn is_ladder(&self) -> bool {
-        self.ladder_splits_on_grid() || matches!(self, KernelFamily::LadderWide(_))
+        self.ladder_splits_on_grid() || self.ladder_folds_in_registers()
+    }
+
+    /// True for the ladder rungs that walk every k chunk in one block and
+    /// fold the partials in registers (no workspace). With one chunk
+    /// there is nothing to fold, and the backend refuses them.
+    pub fn ladder_folds_in_registers(&self) -> bool {
+        matches!(
+            self,
+            KernelFamily::LadderWide(_) | KernelFamily::LadderBand(_)
+        )
     }
 
     /// True for the ladder rungs that put each k chunk on its own block
@@ -236,7 +254,8 @@ impl KernelFamily {
             | KernelFamily::WgmmaSmall
             | KernelFamily::LadderDecode(_)
             | KernelFamily::LadderMid(_)
-            | KernelFamily::LadderWide(_) => (
+            | KernelFamily::LadderWide(_)
+            | KernelFamily::LadderBand(_) => (
                 ContractKind::TensorCoreTileParity,
                 OutputOwnership::OneOwnerPerTile,
             ),
@@ -352,8 +371,8 @@ mod tests {
         for (m, want) in [
             (1, KernelFamily::LadderDecode(2)),
             (D, KernelFamily::LadderDecode(2)),
-            (D + 1, KernelFamily::LadderMid(2)),
-            (M, KernelFamily::LadderMid(2)),
+            (D + 1, KernelFamily::LadderBand(2)),
+            (M, KernelFamily::LadderBand(2)),
             (M + 1, KernelFamily::LadderWide(2)),
             (8192, KernelFamily::LadderWide(2)),
         ] {
@@ -368,6 +387,18 @@ mod tests {
             RouteChoice::ladder_rung(1, 4096, 6144),
             KernelFamily::LadderDecode(1)
         );
+        // One chunk: nothing to fold, so the mid rung between.
+        assert_eq!(
+            RouteChoice::ladder_rung(M, 4096, 6144),
+            KernelFamily::LadderMid(1)
+        );
+        for f in KernelFamily::ALL.into_iter().filter(|f| f.is_ladder()) {
+            assert_ne!(
+                f.ladder_splits_on_grid(),
+                f.ladder_folds_in_registers(),
+                "{f}"
+            );
+        }
         assert_eq!(
             RouteChoice::parse("batch-invariant"),
             Ok(RouteChoice::BatchInvariant)

@@ -39,10 +39,12 @@ pub enum RouteChoice {
 /// Largest m the ladder's decode rung (64x64 tiles) serves under
 /// [`RouteChoice::BatchInvariant`]. The rungs give the same bits, so the
 /// limits change only speed: they are where the next rung becomes the
-/// faster one on the H200 (docs/benchmarks.md, section 4e).
+/// faster one on the H200 (docs/benchmarks.md, sections 4e and 4f).
 pub const LADDER_DECODE_MAX_M: u64 = 64;
-/// Largest m the ladder's mid rung (128x128 tiles, chunks on the grid)
-/// serves; the register-folding 128x128 rung serves larger m.
+/// Largest m the ladder's middle rungs serve: the band rung (64x128,
+/// chunks folded in registers) where k has more than one chunk, the mid
+/// rung (128x128, nothing to fold) where it has one. The register-folding
+/// 128x128 rung serves larger m.
 pub const LADDER_MID_MAX_M: u64 = 256;
 
 impl From<KernelFamily> for RouteChoice {
@@ -83,9 +85,28 @@ impl RouteChoice {
         match KernelFamily::parse(s) {
             Some(family) => family.map(RouteChoice::Kernel),
             None => Err(format!(
-                "unknown route {s:?} (expected policy, scalar-fma, tiled, split-k-fixed:S, split-k-atomic:S, mma-large, mma-small, wgmma-large, wgmma-small, ladder-decode, ladder-wide, cublas, cublaslt, cublaslt-invariant or batch-invariant)"
+                "unknown route {s:?} (expected {})",
+                Self::expected_names()
             )),
         }
+    }
+
+    /// Every route name `parse` takes, for its error message: `policy`,
+    /// each family (`:S` where it takes a split count), then the vendor
+    /// and batch-invariant choices.
+    fn expected_names() -> String {
+        let named = |c: &RouteChoice| c.name().unwrap_or_default().to_string();
+        let (policy, others) = Self::NAMED.split_first().expect("NAMED is not empty");
+        let families = KernelFamily::ALL.into_iter().map(|f| match f.is_split() {
+            true => format!("{}:S", f.name()),
+            false => f.name().to_string(),
+        });
+        let mut names: Vec<String> = std::iter::once(named(policy))
+            .chain(families)
+            .chain(others.iter().map(named))
+            .collect();
+        let last = names.pop().unwrap_or_default();
+        format!("{} or {last}", names.join(", "))
     }
 
     /// The kernel family this choice names, if it names one.
@@ -108,17 +129,21 @@ impl RouteChoice {
     }
 
     /// The ladder rung [`RouteChoice::BatchInvariant`] serves a problem
-    /// with: the decode rung up to [`LADDER_DECODE_MAX_M`], the mid rung
-    /// up to [`LADDER_MID_MAX_M`], the folding rung above, each with the
-    /// problem family's [`super::ladder_chunks`]. A family of one chunk
-    /// has wgmma's k order, so above the mid rung `wgmma-large` (128x256
-    /// tiles, faster than the folding rung) serves it.
+    /// with, each with the problem family's [`super::ladder_chunks`]: the
+    /// decode rung up to [`LADDER_DECODE_MAX_M`]; up to
+    /// [`LADDER_MID_MAX_M`] the band rung (or, with one chunk, the mid
+    /// rung); above, the folding 128x128 rung. A family of one chunk has
+    /// wgmma's k order, so there `wgmma-large` (128x256 tiles, faster than
+    /// the folding rung) serves the largest m.
     pub fn ladder_rung(m: u64, k: u64, n: u64) -> KernelFamily {
+        let one_chunk = super::ladder_chunks(k, n) == 1;
         let rung = if m <= LADDER_DECODE_MAX_M {
             KernelFamily::LadderDecode(1)
-        } else if m <= LADDER_MID_MAX_M {
+        } else if m <= LADDER_MID_MAX_M && one_chunk {
             KernelFamily::LadderMid(1)
-        } else if super::ladder_chunks(k, n) == 1 {
+        } else if m <= LADDER_MID_MAX_M {
+            KernelFamily::LadderBand(1)
+        } else if one_chunk {
             KernelFamily::WgmmaLarge
         } else {
             KernelFamily::LadderWide(1)
