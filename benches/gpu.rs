@@ -1016,11 +1016,14 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
             .collect(),
         rows: Vec::new(),
         notes: vec![format!(
-            "median kernel time; every other column is cuBLAS time / route time (1.00 = vendor speed); \
-             inv = cublaslt-invariant; wgmma = wgmma-large; ladder = route batch-invariant (its decode rung to \
-             m = {LADDER_DECODE_MAX_M}, band (mid where k has one chunk) to m = {LADDER_MID_MAX_M}, wide \
-             (wgmma-large where one chunk) above), then each rung at every m; \
-             cold: {COLD_COPIES} rotating operand copies, m <= 256 only, one interleaved run per problem"
+            "median kernel time of {} samples of ~{:.0} ms per route; every other column is cuBLAS time / \
+             route time (1.00 = vendor speed); inv = cublaslt-invariant; wgmma = wgmma-large; ladder = route \
+             batch-invariant (its decode rung to m = {LADDER_DECODE_MAX_M}, to m = {LADDER_MID_MAX_M} band or \
+             the 128x128 rung by waves, above wide, or wgmma-large where k has one chunk), then each rung \
+             at every m; cold: {COLD_COPIES} rotating operand copies, m <= 256 only, one interleaved run per \
+             problem",
+            cfg.samples,
+            cfg.sample_secs * 1e3
         )],
     };
     let fmt_x = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2}"));

@@ -1953,14 +1953,12 @@ fn ladder_rungs_are_bit_identical_and_batch_invariant() {
             for (k, n) in [(4096u64, 520u64), (1024, 256), (4096, 4096), (512, 8192)] {
                 let chunks = ladder_chunks(k, n);
                 // One chunk has nothing to fold: wgmma-small stands for the
-                // folding rungs (refused there, checked below).
+                // 128x128 folding rung (refused there, checked below).
                 let rungs = |m: u64| {
                     let s = shape(m, k, n);
                     rungs_of.map(|f| {
                         let f = match f {
-                            f if f.ladder_folds_in_registers() && chunks == 1 => {
-                                CudaKernel::WgmmaSmall
-                            }
+                            CudaKernel::LadderWide(_) if chunks == 1 => CudaKernel::WgmmaSmall,
                             f => f.for_shape(k, n),
                         };
                         let r = route(&g, op, dtype, s, f);
@@ -2011,13 +2009,17 @@ fn ladder_rungs_are_bit_identical_and_batch_invariant() {
             }
         }
     }
-    // A folding rung with one chunk is refused, with the reason.
-    for fold in [CudaKernel::LadderWide(1), CudaKernel::LadderBand(1)] {
-        let e = g
-            .nvrtc_route("t", GemmOp::Nn, DType::Bf16, shape(64, 512, 8192), fold)
-            .unwrap_err();
-        assert!(e.to_string().contains("folds chunks"), "{e}");
-    }
+    // The 128x128 folding rung with one chunk is refused, with the reason.
+    let e = g
+        .nvrtc_route(
+            "t",
+            GemmOp::Nn,
+            DType::Bf16,
+            shape(64, 512, 8192),
+            CudaKernel::LadderWide(1),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("wgmma-small"), "{e}");
     // A rung with another shape's chunk count is refused.
     let e = g
         .nvrtc_route(

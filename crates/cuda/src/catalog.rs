@@ -338,13 +338,12 @@ impl CudaFamily for KernelFamily {
                 ));
             }
         }
-        if self.ladder_folds_in_registers() && crate::kernels::ladder_chunks(k, n) == 1 {
+        if matches!(self, CudaKernel::LadderWide(_)) && crate::kernels::ladder_chunks(k, n) == 1 {
             // With one chunk there is nothing to fold: the rung would be
-            // an unsplit kernel under another name (ladder-wide is
-            // wgmma_128's), which no route could tell apart.
+            // wgmma_128 under another name, which no route could tell
+            // apart. (The band rung's 64x128 tile is no other kernel's.)
             return Err(format!(
-                "{} folds chunks, and k = {k} n = {n} has one: take ladder-mid or wgmma-large (the batch-invariant route's picks there)",
-                self.name()
+                "ladder-wide folds chunks, and k = {k} n = {n} has one: its kernel is wgmma-small's (take ladder-mid or wgmma-large, the batch-invariant route's picks there)"
             ));
         }
         Ok(())
@@ -1137,10 +1136,16 @@ mod tests {
             k: 4096,
             n: 6144,
         };
-        for fold in [CudaKernel::LadderWide(1), CudaKernel::LadderBand(1)] {
-            let e = fold.serves_shape(GemmOp::Nn, one).unwrap_err();
-            assert!(e.contains("folds chunks") && e.contains("has one"), "{e}");
-        }
+        let e = CudaKernel::LadderWide(1)
+            .serves_shape(GemmOp::Nn, one)
+            .unwrap_err();
+        assert!(e.contains("its kernel is wgmma-small's"), "{e}");
+        // The band rung's tile is no other kernel's: it serves one chunk.
+        assert!(
+            CudaKernel::LadderBand(1)
+                .serves_shape(GemmOp::Nn, one)
+                .is_ok()
+        );
         assert!(
             CudaKernel::LadderMid(1)
                 .serves_shape(GemmOp::Nn, one)

@@ -188,7 +188,8 @@ impl KernelFamily {
 
     /// True for the ladder rungs that walk every k chunk in one block and
     /// fold the partials in registers (no workspace). With one chunk
-    /// there is nothing to fold, and the backend refuses them.
+    /// there is nothing to fold: the 128x128 one would be `wgmma-small`
+    /// under another name, and the backend refuses it.
     pub fn ladder_folds_in_registers(&self) -> bool {
         matches!(
             self,
@@ -387,11 +388,19 @@ mod tests {
             RouteChoice::ladder_rung(1, 4096, 6144),
             KernelFamily::LadderDecode(1)
         );
-        // One chunk: nothing to fold, so the mid rung between.
-        assert_eq!(
-            RouteChoice::ladder_rung(M, 4096, 6144),
-            KernelFamily::LadderMid(1)
-        );
+        // Between the limits, the band or the 128x128 rung by waves of
+        // 128 blocks (one chunk: the mid rung, nothing to fold).
+        for (m, n, want) in [
+            (72, 6144, KernelFamily::LadderBand(1)),   // 96 blocks vs 48
+            (128, 6144, KernelFamily::LadderBand(1)),  // 96 vs 48
+            (192, 6144, KernelFamily::LadderMid(1)),   // 144 (2 waves) vs 96
+            (M, 6144, KernelFamily::LadderMid(1)),     // 192 vs 96
+            (72, 14336, KernelFamily::LadderMid(1)),   // 224 vs 112
+            (192, 14336, KernelFamily::LadderBand(1)), // 336 (3 waves) vs 224 (2 x 2)
+            (M, 14336, KernelFamily::LadderMid(1)),    // 448 vs 224: a tie
+        ] {
+            assert_eq!(RouteChoice::ladder_rung(m, 4096, n), want, "m={m} n={n}");
+        }
         for f in KernelFamily::ALL.into_iter().filter(|f| f.is_ladder()) {
             assert_ne!(
                 f.ladder_splits_on_grid(),

@@ -41,10 +41,11 @@ pub enum RouteChoice {
 /// limits change only speed: they are where the next rung becomes the
 /// faster one on the H200 (docs/benchmarks.md, sections 4e and 4f).
 pub const LADDER_DECODE_MAX_M: u64 = 64;
-/// Largest m the ladder's middle rungs serve: the band rung (64x128,
-/// chunks folded in registers) where k has more than one chunk, the mid
-/// rung (128x128, nothing to fold) where it has one. The register-folding
-/// 128x128 rung serves larger m.
+/// Largest m the ladder's middle rungs serve: the band rung (64x128
+/// tiles) or a 128x128 one (the mid rung where k has one chunk, the
+/// register-folding rung where it has more), whichever
+/// [`RouteChoice::ladder_rung`] expects to take fewer waves. Above it the
+/// larger tiles' efficiency wins.
 pub const LADDER_MID_MAX_M: u64 = 256;
 
 impl From<KernelFamily> for RouteChoice {
@@ -131,18 +132,32 @@ impl RouteChoice {
     /// The ladder rung [`RouteChoice::BatchInvariant`] serves a problem
     /// with, each with the problem family's [`super::ladder_chunks`]: the
     /// decode rung up to [`LADDER_DECODE_MAX_M`]; up to
-    /// [`LADDER_MID_MAX_M`] the band rung (or, with one chunk, the mid
-    /// rung); above, the folding 128x128 rung. A family of one chunk has
-    /// wgmma's k order, so there `wgmma-large` (128x256 tiles, faster than
-    /// the folding rung) serves the largest m.
+    /// [`LADDER_MID_MAX_M`] the band rung (64x128) or the 128x128 rung of
+    /// the family (mid with one chunk, wide with more), whichever takes
+    /// fewer waves of [`super::LADDER_TARGET_BLOCKS`] blocks weighted by
+    /// its tile's rows (ties to the larger tile); above, the 128x128
+    /// folding rung, or `wgmma-large` (128x256 tiles, faster) for a family
+    /// of one chunk, whose k order is wgmma's. The rungs give the same
+    /// bits: the choice changes only speed, and never looks at the device.
     pub fn ladder_rung(m: u64, k: u64, n: u64) -> KernelFamily {
         let one_chunk = super::ladder_chunks(k, n) == 1;
+        let square = if one_chunk {
+            KernelFamily::LadderMid(1)
+        } else {
+            KernelFamily::LadderWide(1)
+        };
+        // Waves of the target grid, times the tile's 64-row bands: the
+        // time a tile shape takes while blocks do not outnumber the SMs.
+        let cost = |rows: u64, cols: u64| {
+            let blocks = m.div_ceil(rows) * n.div_ceil(cols);
+            blocks.div_ceil(super::LADDER_TARGET_BLOCKS) * (rows / 64)
+        };
         let rung = if m <= LADDER_DECODE_MAX_M {
             KernelFamily::LadderDecode(1)
-        } else if m <= LADDER_MID_MAX_M && one_chunk {
-            KernelFamily::LadderMid(1)
-        } else if m <= LADDER_MID_MAX_M {
+        } else if m <= LADDER_MID_MAX_M && cost(64, 128) < cost(128, 128) {
             KernelFamily::LadderBand(1)
+        } else if m <= LADDER_MID_MAX_M {
+            square
         } else if one_chunk {
             KernelFamily::WgmmaLarge
         } else {
