@@ -903,11 +903,12 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
         ..*cfg
     };
     // The columns (cuBLAS first: every other is timed against it).
-    let columns: [(&str, RouteChoice); 8] = [
+    let columns: [(&str, RouteChoice); 9] = [
         ("cuBLAS", RouteChoice::Cublas),
         ("inv", RouteChoice::CublasLtInvariant),
         ("wgmma", RouteChoice::Kernel(KernelFamily::WgmmaLarge)),
         ("ladder", RouteChoice::BatchInvariant),
+        ("narrow", RouteChoice::Kernel(KernelFamily::LadderNarrow(1))),
         ("decode", RouteChoice::Kernel(KernelFamily::LadderDecode(1))),
         ("mid", RouteChoice::Kernel(KernelFamily::LadderMid(1))),
         ("band", RouteChoice::Kernel(KernelFamily::LadderBand(1))),
@@ -1018,7 +1019,7 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
         notes: vec![format!(
             "median kernel time of {} samples of ~{:.0} ms per route; every other column is cuBLAS time / \
              route time (1.00 = vendor speed); inv = cublaslt-invariant; wgmma = wgmma-large; ladder = route \
-             batch-invariant (its decode rung to m = {LADDER_DECODE_MAX_M}, to m = {LADDER_MID_MAX_M} band or \
+             batch-invariant (to m = {LADDER_DECODE_MAX_M} narrow or decode by blocks, to m = {LADDER_MID_MAX_M} band or \
              the 128x128 rung by waves, above wide, or wgmma-large where k has one chunk), then each rung \
              at every m; cold: {COLD_COPIES} rotating operand copies, m <= 256 only, one interleaved run per \
              problem",

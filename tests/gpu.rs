@@ -1929,7 +1929,7 @@ fn invariant_gemms_read_strided_operands_like_dense_ones() {
 
 /// The invariant ladder: its grid-splitting rungs (decode 64x64, mid
 /// 128x128: chunks on the grid, folded by the tile's last block) and its
-/// register-folding rungs (wide 128x128, band 64x128) give the same bits
+/// register-folding rungs (wide 128x128, band 64x128, narrow 64x32) give the same bits
 /// on the same problem, the same rows at every m, and with one chunk the
 /// bits of wgmma-large; near the CPU's f32 reference.
 #[test]
@@ -1946,6 +1946,7 @@ fn ladder_rungs_are_bit_identical_and_batch_invariant() {
         CudaKernel::LadderMid(1),
         CudaKernel::LadderWide(1),
         CudaKernel::LadderBand(1),
+        CudaKernel::LadderNarrow(1),
     ];
     for dtype in [DType::Bf16, DType::F16] {
         for op in OPS {
@@ -1977,10 +1978,10 @@ fn ladder_rungs_are_bit_identical_and_batch_invariant() {
                 }
                 let row = n as usize * element_size(dtype);
                 for m in [8u64, 64, 200] {
-                    let [d, mid, w, band] = rungs(m);
+                    let [d, mid, w, band, narrow] = rungs(m);
                     assert!(
-                        d == w && d == mid && d == band,
-                        "decode vs mid vs wide vs band {op} {dtype} k={k} n={n} m={m}"
+                        d == w && d == mid && d == band && d == narrow,
+                        "decode vs mid vs wide vs band vs narrow {op} {dtype} k={k} n={n} m={m}"
                     );
                     assert!(
                         d == big[0][..m as usize * row],
@@ -2050,7 +2051,7 @@ fn batch_invariant_plans_run_in_an_engine_graph() {
         let plan = inv.plan_batch_invariant(&live, op, dtype, s).unwrap();
         let ours = plan.route("t");
         let rung = if m <= gemm_audit::kernels::LADDER_DECODE_MAX_M {
-            "ladder_64x64_split"
+            "ladder_64x32_fold"
         } else if m <= gemm_audit::kernels::LADDER_MID_MAX_M {
             "ladder_64x128_fold"
         } else {

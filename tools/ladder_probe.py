@@ -2,15 +2,15 @@
 """Independent cross-check of the invariant ladder (kernels/wgmma.cu,
 `gemm_ladder_*`) with PyTorch (device only).
 
-Launches the four rungs (64x64 split, 128x128 split, 128x128 fold, 64x128
-fold) through
+Launches the five rungs (64x64 split, 128x128 split, 128x128 fold, 64x128
+fold, 64x32 fold) through
 ctypes (NVRTC, cuTensorMapEncodeTiled, cuLaunchKernel: the helpers of
 tools/wgmma_probe.py) on PyTorch tensors, with its own statement of the
 chunk rule and launch geometry from docs/design.md, and checks:
 
 - every rung against a float64 PyTorch reference (relative error, next to
   the mma_large family's);
-- the four rungs bit-identical on the same problem;
+- the five rungs bit-identical on the same problem;
 - batch invariance: the rows of every m (1 .. 264) against an m = 1024
   product, across rungs;
 - run to run, which for the splitting rungs also proves that the per-tile
@@ -47,6 +47,7 @@ RUNGS = {  # name: (rows, cols, chunks on the grid)
     "128x128_split": (128, 128, True),
     "128x128_fold": (128, 128, False),
     "64x128_fold": (64, 128, False),
+    "64x32_fold": (64, 32, False),
 }
 
 
@@ -64,6 +65,9 @@ def ladder(r, rung, op, dtype, a_st, b_st, m, k, n):
         ta = tensor_map(a_st, (k, m, k), (64, rows), dtype)
     if op == "nt":
         tb = tensor_map(b_st, (k, n, k), (64, bn), dtype)
+    elif bn == 32:
+        # One 32-wide box: 64-byte rows, 64-byte swizzle (design.md).
+        tb = tensor_map(b_st, (n, k, n), (32, 64), dtype, swizzle=2)
     else:
         tb = tensor_map(b_st, (n, k, n), (64, 64), dtype)
     c = torch.empty(m, n, device="cuda", dtype=dtype)

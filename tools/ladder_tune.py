@@ -26,7 +26,8 @@ import wgmma_probe as wp  # noqa: E402
 
 SRC = os.path.join(wp.ROOT, "crates/cuda/kernels/wgmma.cu")
 LADDER_RING = "    static constexpr u32 STAGES = RING_BYTES / STAGE_BYTES;\n};\n\ntemplate <int OP, int DT, int TBM, int BN, bool GRID_CHUNKS>"
-SHIPPED = {(64, 64, "split"), (128, 128, "split"), (128, 128, "fold"), (64, 128, "fold")}
+SHIPPED = {(64, 64, "split"), (128, 128, "split"), (128, 128, "fold"), (64, 128, "fold"),
+           (64, 32, "fold")}
 # Tiles explored beside the shipped ones.
 EXTRA = [(64, 64, "fold"), (128, 64, "split"), (128, 64, "fold"), (64, 128, "split"),
          (64, 256, "split")]
@@ -55,7 +56,8 @@ def launcher(mod, ring, rung, op, a_st, b_st, m, k, n, chunks):
     dt = torch.bfloat16
     rows = bm if m >= bm else -(-m // 8) * 8
     ta = wp.tensor_map(a_st, (k, m, k), (64, rows), dt)
-    tb = wp.tensor_map(b_st, (n, k, n), (64, 64), dt)
+    # NN's B: 64-wide boxes, or one 32-wide box with a 64-byte swizzle.
+    tb = wp.tensor_map(b_st, (n, k, n), (min(bn, 64), 64), dt, swizzle=3 if bn >= 64 else 2)
     c = torch.empty(m, n, device="cuda", dtype=dt)
     tiles = (-(-m // bm)) * (-(-n // bn))
     ws = torch.zeros(chunks * m * n, device="cuda", dtype=torch.float32)

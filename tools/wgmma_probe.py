@@ -99,8 +99,9 @@ def launch(f, grid, block, smem, args):
                               stream, ptrs, None), "cuLaunchKernel")
 
 
-def tensor_map(t, dims, box, dtype):
-    """dims: (inner, outer) in elements; row stride = inner leading dim."""
+def tensor_map(t, dims, box, dtype, swizzle=3):
+    """dims: (inner, outer) in elements; row stride = inner leading dim;
+    swizzle: 3 = 128 bytes, 2 = 64 bytes (a 32-wide box of 2-byte values)."""
     # CUtensorMap must be 64-byte aligned: carve it out of a larger buffer.
     raw = ctypes.create_string_buffer(192)
     addr = (ctypes.addressof(raw) + 63) & ~63
@@ -113,7 +114,7 @@ def tensor_map(t, dims, box, dtype):
     dt = 9 if dtype == torch.bfloat16 else 6
     # interleave none, swizzle 128B (3), L2 promotion 256B (3), OOB fill zeros (0)
     check(cuda.cuTensorMapEncodeTiled(tm, dt, 2, ctypes.c_void_p(t.data_ptr()), gdim, gstride, boxd,
-                                      estr, 0, 3, 3, 0), f"cuTensorMapEncodeTiled {dims} {box}")
+                                      estr, 0, swizzle, 3, 0), f"cuTensorMapEncodeTiled {dims} {box}")
     return tm
 
 

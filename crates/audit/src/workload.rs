@@ -516,8 +516,8 @@ fn wgmma_sweep() -> Workload {
 pub const LADDER_SWEEP_M: [u64; 8] = [1, 8, 64, 72, 256, 264, 1024, 4096];
 
 /// The invariant ladder (`route = "batch-invariant"`): NN/TN/NT bf16 and
-/// f16 at k = n = 4096 across the decode, band and folding rungs (the mid
-/// rung explicitly, and on the one-chunk QKV projection), and the
+/// f16 at k = n = 4096 across the narrow, band and folding rungs (the
+/// decode and mid rungs explicitly, and on the one-chunk QKV projection), and the
 /// d_model-4096 projections. Each row group spans every rung, so its
 /// batch-invariance rows prove the rungs agree; each rung also serves
 /// the others' batch sizes (contract parity), and on the one-chunk
@@ -558,6 +558,8 @@ fn ladder_sweep() -> Workload {
             ("ladder-decode", KernelFamily::LadderDecode(1), 1024),
             ("ladder-mid", KernelFamily::LadderMid(1), 1024),
             ("ladder-band", KernelFamily::LadderBand(1), 1024),
+            ("ladder-decode", KernelFamily::LadderDecode(1), 8),
+            ("ladder-narrow", KernelFamily::LadderNarrow(1), 256),
         ] {
             push(
                 format!("{tag}:{op}-bf16@m{m}"),
@@ -596,7 +598,7 @@ fn ladder_sweep() -> Workload {
     }
     Workload {
         name: "ladder-sweep".into(),
-        description: "the invariant ladder (batch-invariant route): NN/TN/NT bf16/f16 k=n=4096 across its decode, band and folding rungs, each rung at the others' m, and the QKV/MLP projections, parity with wgmma-large where one chunk (CUDA sm_90 only)"
+        description: "the invariant ladder (batch-invariant route): NN/TN/NT bf16/f16 k=n=4096 across its narrow, band and folding rungs, each rung at the others' m, and the QKV/MLP projections, parity with wgmma-large where one chunk (CUDA sm_90 only)"
             .into(),
         seed: default_seed(),
         policy: None,

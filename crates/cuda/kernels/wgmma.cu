@@ -239,6 +239,30 @@ __device__ __forceinline__ void wgmma_n64_f16(float* d, u64 da, u64 db) {
         : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(TB));
 }
 
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_n32_bf16(float* d, u64 da, u64 db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+        "%16, %17, p, 1, 1, %19, %20;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(TB));
+}
+
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_n32_f16(float* d, u64 da, u64 db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+        "%16, %17, p, 1, 1, %19, %20;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(TB));
+}
+
 template <int BN, int DT, int TA, int TB>
 __device__ __forceinline__ void wgmma_tile(float* d, u64 da, u64 db) {
     if (BN == 256) {
@@ -247,6 +271,9 @@ __device__ __forceinline__ void wgmma_tile(float* d, u64 da, u64 db) {
     } else if (BN == 64) {
         if (DT == DT_BF16) wgmma_n64_bf16<TA, TB>(d, da, db);
         else wgmma_n64_f16<TA, TB>(d, da, db);
+    } else if (BN == 32) {
+        if (DT == DT_BF16) wgmma_n32_bf16<TA, TB>(d, da, db);
+        else wgmma_n32_f16<TA, TB>(d, da, db);
     } else {
         if (DT == DT_BF16) wgmma_n128_bf16<TA, TB>(d, da, db);
         else wgmma_n128_f16<TA, TB>(d, da, db);
@@ -288,6 +315,12 @@ __device__ __forceinline__ u64 desc_b(u32 b_stage, u32 ks) {
     if (OP == OP_NT) {
         return smem_desc(b_stage + ks * 32, 16, 1024);
     }
+    if (BN == 32) {
+        // One TMA box of 64 k rows x 32 n values (64-byte rows, 64-byte
+        // swizzle, layout type 2): a k16 step advances 16 rows (1024
+        // bytes), 8-k groups are 512 bytes apart.
+        return (smem_desc(b_stage + ks * 1024, 4096, 512) & ~(3ull << 62)) | (2ull << 62);
+    }
 #ifdef MN_DESC_SWAP
     return smem_desc(b_stage + ks * 2048, 1024, 8192);
 #else
@@ -327,6 +360,8 @@ __device__ __forceinline__ void load_stage(const TensorMap& ta, const TensorMap&
     }
     if (OP == OP_NT) {
         tma_load(b_dst, &tb, full, kc, (int)(tile_n * BN));
+    } else if (BN == 32) {
+        tma_load(b_dst, &tb, full, (int)(tile_n * BN), kc);
     } else {
 #pragma unroll
         for (int j = 0; j < BN / 64; ++j) {
@@ -471,9 +506,11 @@ ALL_OPS(128, bf16, DT_BF16)
 //   partial in the workspace, and the last block of a tile to finish (an
 //   atomic count, reset by that block for the next launch) folds all of
 //   them in chunk order;
-// - ladder_128x128_fold (large m) and ladder_64x128_fold (m = 65..256,
-//   twice the blocks): one block per tile walks every chunk, folding
-//   each finished partial into a second register set.
+// - ladder_128x128_fold (large m), ladder_64x128_fold (m = 65..256,
+//   twice the blocks) and ladder_64x32_fold (decode sizes: as many
+//   blocks as the split rung has, without its fold): one block per tile
+//   walks every chunk, folding each finished partial into a second
+//   register set.
 // Below one tile of rows, A (K-major) is loaded as boxes of m rounded up
 // to 8 rows rather than of the whole tile: the rows past them are never
 // stored, and loading fewer rows than TMA would zero-fill is what makes
@@ -664,3 +701,5 @@ LADDER_OPS(128, 128, fold, false, f16, DT_F16)
 LADDER_OPS(128, 128, fold, false, bf16, DT_BF16)
 LADDER_OPS(64, 128, fold, false, f16, DT_F16)
 LADDER_OPS(64, 128, fold, false, bf16, DT_BF16)
+LADDER_OPS(64, 32, fold, false, f16, DT_F16)
+LADDER_OPS(64, 32, fold, false, bf16, DT_BF16)

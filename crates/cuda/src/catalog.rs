@@ -172,6 +172,7 @@ impl CudaFamily for KernelFamily {
             CudaKernel::LadderMid(_) => "ladder_128x128_split",
             CudaKernel::LadderWide(_) => "ladder_128x128_fold",
             CudaKernel::LadderBand(_) => "ladder_64x128_fold",
+            CudaKernel::LadderNarrow(_) => "ladder_64x32_fold",
         }
     }
 
@@ -189,6 +190,7 @@ impl CudaFamily for KernelFamily {
                 return ("wgmma.mma_async", "m64n128k16");
             }
             CudaKernel::LadderDecode(_) => return ("wgmma.mma_async", "m64n64k16"),
+            CudaKernel::LadderNarrow(_) => return ("wgmma.mma_async", "m64n32k16"),
             _ => {}
         }
         if self.is_mma() {
@@ -285,7 +287,8 @@ impl CudaFamily for KernelFamily {
             | CudaKernel::LadderDecode(_)
             | CudaKernel::LadderMid(_)
             | CudaKernel::LadderWide(_)
-            | CudaKernel::LadderBand(_) => return wgmma_geometry(*self, shape),
+            | CudaKernel::LadderBand(_)
+            | CudaKernel::LadderNarrow(_) => return wgmma_geometry(*self, shape),
         };
         let gx = tiles(n, tn).max(1);
         let gy = tiles(m, tm).max(1);
@@ -411,6 +414,7 @@ fn wgmma_tile(kernel: KernelFamily) -> (u32, u32) {
         }
         KernelFamily::LadderDecode(_) => (64, 64),
         KernelFamily::LadderBand(_) => (64, 128),
+        KernelFamily::LadderNarrow(_) => (64, 32),
         _ => (WGMMA_BM, 256),
     }
 }
@@ -545,7 +549,8 @@ pub struct TensorMapSpec {
     /// Bytes from one row (step of the strided dimension) to the next.
     pub row_stride_bytes: u64,
     /// The box one TMA load copies: elements of the contiguous dimension
-    /// (64 = one 128-byte swizzle row), then rows.
+    /// (64 = one 128-byte swizzle row; 32, the narrow rung's MN-major B,
+    /// one 64-byte row), then rows.
     pub box_dims: [u32; 2],
 }
 
@@ -554,10 +559,18 @@ pub struct TensorMapSpec {
 pub const TENSOR_MAP_SETTINGS: [&str; 5] = [
     "element-strides=1,1",
     "interleave=none",
-    "swizzle=128B",
+    "swizzle=box-row-bytes",
     "l2-promotion=256B",
     "oob-fill=zero",
 ];
+
+impl TensorMapSpec {
+    /// Bytes of one box row, which is also the map's swizzle span (128 or
+    /// 64; the kernels' shared-memory descriptors assume the same).
+    pub fn swizzle_bytes(&self) -> u64 {
+        self.box_dims[0] as u64 * crate::kernels::element_size(self.dtype) as u64
+    }
+}
 
 /// The two tensor maps (A then B) a wgmma kernel reads on one problem.
 /// A K-major operand (A of nn/nt, B of nt) is loaded as boxes of 64 k x
@@ -608,7 +621,8 @@ pub fn tensor_maps_strided(
     let b = if op == GemmOp::Nt {
         map("B", [k, n], [64, bn])
     } else {
-        map("B", [n, k], [64, 64])
+        // MN-major B: 64-wide boxes, or one 32-wide box (64-byte rows).
+        map("B", [n, k], [bn.min(64), 64])
     };
     [a, b]
 }
@@ -1008,10 +1022,10 @@ mod tests {
             let entry = format!("gemm_{}_##opname##_##dtname", k.symbol_family());
             assert!(GEMM_SOURCE.contains(&entry), "{entry}");
         }
-        // The wgmma module: 2 tile variants and 4 ladder rungs x 3 ops x
+        // The wgmma module: 2 tile variants and 5 ladder rungs x 3 ops x
         // 2 dtypes, each instantiated in kernels/wgmma.cu.
         let w = module_symbols(CudaModule::Wgmma);
-        assert_eq!(w.len(), 36);
+        assert_eq!(w.len(), 42);
         for &k in CudaModule::Wgmma.families() {
             let Some(rung) = k.symbol_family().strip_prefix("ladder_") else {
                 continue;
@@ -1110,17 +1124,21 @@ mod tests {
         assert_eq!(band.grid, [16 * 5, 1, 1]);
         assert_eq!((band.block, band.stages), ([256, 1, 1], 8));
         assert_eq!((band.tile.m, band.tile.n), (64, 128));
+        // The narrow rung: 64x32 tiles, 12 KiB stages.
+        let narrow = CudaKernel::LadderNarrow(4).geometry(s).unwrap();
+        assert_eq!(narrow.grid, [16 * 17, 1, 1]);
+        assert_eq!((narrow.block, narrow.stages), ([256, 1, 1], 16));
         // A rung with another shape's chunk count is refused.
         let e = CudaKernel::LadderWide(2).geometry(s).unwrap_err();
         assert!(e.contains("in 4 chunks, not 2"), "{e}");
-        for g in [large, small, decode, wide, band] {
+        for g in [large, small, decode, wide, band, narrow] {
             // Under 227 KiB with the decode rung's 16 bytes of static shared memory.
             assert!(g.dynamic_shared_bytes + 16 <= 227 * 1024, "{g:?}");
         }
         assert_eq!(max_dynamic_shared_bytes(CudaModule::Gemm), 0);
         assert_eq!(
             max_dynamic_shared_bytes(CudaModule::Wgmma),
-            [large, small, decode, wide, band]
+            [large, small, decode, wide, band, narrow]
                 .iter()
                 .map(|g| g.dynamic_shared_bytes)
                 .max()
@@ -1304,6 +1322,15 @@ mod tests {
         assert_eq!((a.box_dims, b.box_dims), ([64, 64], [64, 64]));
         let [a, _] = tensor_maps(CudaKernel::LadderMid(1), GemmOp::Nn, DType::Bf16, s);
         assert_eq!(a.box_dims, [64, 128]);
+        // The narrow rung's MN-major B is one box of 32 columns: 64-byte
+        // rows, so a 64-byte swizzle; its K-major B keeps 128-byte rows.
+        for op in [GemmOp::Nn, GemmOp::Tn] {
+            let [_, b] = tensor_maps(CudaKernel::LadderNarrow(1), op, DType::F16, s);
+            assert_eq!((b.box_dims, b.swizzle_bytes()), ([32, 64], 64), "{op}");
+        }
+        let [a, b] = tensor_maps(CudaKernel::LadderNarrow(1), GemmOp::Nt, DType::Bf16, s);
+        assert_eq!((b.box_dims, b.swizzle_bytes()), ([64, 32], 128));
+        assert_eq!((a.box_dims, a.swizzle_bytes()), ([64, 64], 128));
         // The digest follows every parameter: shape, op, dtype, variant.
         let d = |k, op, dt, s| tensor_map_digest(&tensor_maps(k, op, dt, s));
         let base = d(CudaKernel::WgmmaLarge, GemmOp::Nn, DType::Bf16, s);

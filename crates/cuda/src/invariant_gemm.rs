@@ -1,7 +1,7 @@
 #![allow(unsafe_code)]
 //! Batch-invariant GEMMs an engine calls on its own buffers and stream:
 //! the TMA + wgmma families (`wgmma-large`, `wgmma-small`, and the
-//! invariant ladder's rungs `ladder-decode`, `ladder-mid`, `ladder-band`
+//! invariant ladder's rungs `ladder-narrow`, `ladder-decode`, `ladder-mid`, `ladder-band`
 //! and `ladder-wide`; Hopper
 //! only), whose every output element sums k in one fixed order whatever m
 //! is, so a row's bits do not depend on the batch it is computed in (the

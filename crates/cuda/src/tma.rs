@@ -30,8 +30,8 @@ unsafe impl DeviceRepr for TensorMapArg {}
 
 /// Encodes `spec` over the operand at device address `base`. The settings
 /// are [`super::catalog::TENSOR_MAP_SETTINGS`] (element strides 1, no
-/// interleave, 128-byte swizzle, 256-byte L2 promotion, zero fill); keep
-/// the two in step.
+/// interleave, the swizzle of one box row (128 or 64 bytes), 256-byte L2
+/// promotion, zero fill); keep the two in step.
 pub(super) fn encode(
     spec: &TensorMapSpec,
     base: sys::CUdeviceptr,
@@ -44,6 +44,17 @@ pub(super) fn encode(
             return Err(CudaError::msg(
                 "the wgmma kernels read bf16 or f16 operands, not f32",
             ));
+        }
+    };
+    use sys::CUtensorMapSwizzle as S;
+    let swizzle = match spec.swizzle_bytes() {
+        128 => S::CU_TENSOR_MAP_SWIZZLE_128B,
+        64 => S::CU_TENSOR_MAP_SWIZZLE_64B,
+        other => {
+            return Err(CudaError::msg(format!(
+                "tensor map of operand {}: a box row of {other} bytes has no swizzle the wgmma kernels read",
+                spec.operand
+            )));
         }
     };
     let dims: [u64; 2] = spec.dims;
@@ -66,7 +77,7 @@ pub(super) fn encode(
             boxes.as_ptr(),
             element_strides.as_ptr(),
             sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            swizzle,
             sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
             sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
         )

@@ -49,6 +49,10 @@ pub enum KernelFamily {
     /// as by [`KernelFamily::LadderWide`]): twice the blocks of the wide
     /// rung at m = 65..256, where the grid-split rungs' fold is slow.
     LadderBand(u32),
+    /// The ladder's narrow rung (64x32 tiles, chunks folded in registers):
+    /// at decode sizes as many blocks as the decode rung puts on the grid,
+    /// without its fold.
+    LadderNarrow(u32),
 }
 
 /// Output columns of the ladder's decode tile: the unit [`ladder_chunks`]
@@ -80,7 +84,7 @@ pub fn ladder_chunks(k: u64, n: u64) -> u32 {
 
 impl KernelFamily {
     /// Every family (split counts are placeholders: 1).
-    pub const ALL: [KernelFamily; 12] = [
+    pub const ALL: [KernelFamily; 13] = [
         KernelFamily::ScalarFma,
         KernelFamily::Tiled,
         KernelFamily::SplitKFixed(1),
@@ -93,6 +97,7 @@ impl KernelFamily {
         KernelFamily::LadderMid(1),
         KernelFamily::LadderWide(1),
         KernelFamily::LadderBand(1),
+        KernelFamily::LadderNarrow(1),
     ];
 
     /// The family's name without its split count (`split-k-fixed`).
@@ -110,6 +115,7 @@ impl KernelFamily {
             KernelFamily::LadderMid(_) => "ladder-mid",
             KernelFamily::LadderWide(_) => "ladder-wide",
             KernelFamily::LadderBand(_) => "ladder-band",
+            KernelFamily::LadderNarrow(_) => "ladder-narrow",
         }
     }
 
@@ -153,6 +159,7 @@ impl KernelFamily {
             KernelFamily::LadderMid(_) => KernelFamily::LadderMid(splits),
             KernelFamily::LadderWide(_) => KernelFamily::LadderWide(splits),
             KernelFamily::LadderBand(_) => KernelFamily::LadderBand(splits),
+            KernelFamily::LadderNarrow(_) => KernelFamily::LadderNarrow(splits),
             other => other,
         }
     }
@@ -176,7 +183,8 @@ impl KernelFamily {
             | KernelFamily::LadderDecode(s)
             | KernelFamily::LadderMid(s)
             | KernelFamily::LadderWide(s)
-            | KernelFamily::LadderBand(s) => s,
+            | KernelFamily::LadderBand(s)
+            | KernelFamily::LadderNarrow(s) => s,
             _ => 1,
         }
     }
@@ -193,7 +201,9 @@ impl KernelFamily {
     pub fn ladder_folds_in_registers(&self) -> bool {
         matches!(
             self,
-            KernelFamily::LadderWide(_) | KernelFamily::LadderBand(_)
+            KernelFamily::LadderWide(_)
+                | KernelFamily::LadderBand(_)
+                | KernelFamily::LadderNarrow(_)
         )
     }
 
@@ -256,7 +266,8 @@ impl KernelFamily {
             | KernelFamily::LadderDecode(_)
             | KernelFamily::LadderMid(_)
             | KernelFamily::LadderWide(_)
-            | KernelFamily::LadderBand(_) => (
+            | KernelFamily::LadderBand(_)
+            | KernelFamily::LadderNarrow(_) => (
                 ContractKind::TensorCoreTileParity,
                 OutputOwnership::OneOwnerPerTile,
             ),
@@ -370,8 +381,9 @@ mod tests {
         // The batch-invariant route's rung by m; the chunks never change.
         use super::super::{LADDER_DECODE_MAX_M as D, LADDER_MID_MAX_M as M, RouteChoice};
         for (m, want) in [
-            (1, KernelFamily::LadderDecode(2)),
-            (D, KernelFamily::LadderDecode(2)),
+            // 128 narrow blocks, as many as the decode rung's 64 x 2.
+            (1, KernelFamily::LadderNarrow(2)),
+            (D, KernelFamily::LadderNarrow(2)),
             (D + 1, KernelFamily::LadderBand(2)),
             (M, KernelFamily::LadderBand(2)),
             (M + 1, KernelFamily::LadderWide(2)),
@@ -384,9 +396,16 @@ mod tests {
             RouteChoice::ladder_rung(M + 1, 4096, 6144),
             KernelFamily::WgmmaLarge
         );
+        // 192 narrow blocks would be two waves: the decode rung.
         assert_eq!(
             RouteChoice::ladder_rung(1, 4096, 6144),
             KernelFamily::LadderDecode(1)
+        );
+        // n = 1024 cuts k in 4: the decode rung's 64 blocks beat 32.
+        assert_eq!(ladder_chunks(4096, 1024), 4);
+        assert_eq!(
+            RouteChoice::ladder_rung(8, 4096, 1024),
+            KernelFamily::LadderDecode(4)
         );
         // Between the limits, the band or the 128x128 rung by waves of
         // 128 blocks (one chunk: the mid rung, nothing to fold).

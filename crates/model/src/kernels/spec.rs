@@ -36,7 +36,7 @@ pub enum RouteChoice {
     BatchInvariant,
 }
 
-/// Largest m the ladder's decode rung (64x64 tiles) serves under
+/// Largest m the ladder's decode rungs (narrow 64x32, decode 64x64) serve under
 /// [`RouteChoice::BatchInvariant`]. The rungs give the same bits, so the
 /// limits change only speed: they are where the next rung becomes the
 /// faster one on the H200 (docs/benchmarks.md, sections 4e and 4f).
@@ -130,8 +130,10 @@ impl RouteChoice {
     }
 
     /// The ladder rung [`RouteChoice::BatchInvariant`] serves a problem
-    /// with, each with the problem family's [`super::ladder_chunks`]: the
-    /// decode rung up to [`LADDER_DECODE_MAX_M`]; up to
+    /// with, each with the problem family's [`super::ladder_chunks`]: up
+    /// to [`LADDER_DECODE_MAX_M`] the narrow rung (64x32) where its blocks
+    /// are as many as the decode rung's and fit one wave of
+    /// [`super::LADDER_TARGET_BLOCKS`], else the decode rung; up to
     /// [`LADDER_MID_MAX_M`] the band rung (64x128) or the 128x128 rung of
     /// the family (mid with one chunk, wide with more), whichever takes
     /// fewer waves of [`super::LADDER_TARGET_BLOCKS`] blocks weighted by
@@ -152,7 +154,18 @@ impl RouteChoice {
             let blocks = m.div_ceil(rows) * n.div_ceil(cols);
             blocks.div_ceil(super::LADDER_TARGET_BLOCKS) * (rows / 64)
         };
-        let rung = if m <= LADDER_DECODE_MAX_M {
+        // At decode sizes the narrow tile folds in registers what the
+        // decode rung splits over the grid: the pick where it has as many
+        // blocks, within one wave.
+        let chunks = super::ladder_chunks(k, n) as u64;
+        let narrow = m.div_ceil(64) * n.div_ceil(32);
+        let decode = m.div_ceil(64) * n.div_ceil(64) * chunks;
+        let rung = if m <= LADDER_DECODE_MAX_M
+            && decode <= narrow
+            && narrow <= super::LADDER_TARGET_BLOCKS
+        {
+            KernelFamily::LadderNarrow(1)
+        } else if m <= LADDER_DECODE_MAX_M {
             KernelFamily::LadderDecode(1)
         } else if m <= LADDER_MID_MAX_M && cost(64, 128) < cost(128, 128) {
             KernelFamily::LadderBand(1)
