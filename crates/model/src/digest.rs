@@ -526,7 +526,7 @@ fn text_of_json<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Err
 }
 
 /// What a field change shows for a field one side does not have.
-const ABSENT: &str = "(absent)";
+pub(crate) const ABSENT: &str = "(absent)";
 
 /// Every field that differs between `expected` and `found`, in field order.
 ///

@@ -1,6 +1,6 @@
 //! The library's error type. The binary maps it to exit codes.
 
-use crate::digest::FieldChange;
+use crate::digest::{ABSENT, FieldChange};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::PathBuf;
@@ -344,15 +344,130 @@ impl fmt::Display for Refusal {
         if let Some(i) = self.route_index {
             write!(f, ": route {i}")?;
         }
-        for (i, c) in self.changes.iter().enumerate() {
-            let sep = if i == 0 { ": " } else { "; " };
+        write_changes(f, &self.changes)
+    }
+}
+
+/// Fields shown of a group one side lacks; [`Refusal::changes`] keeps all.
+const ABSENT_GROUP_SHOWN: usize = 2;
+
+/// The changes as `field expected X, found Y; ...`, except that a run of
+/// fields of one group (`module.*`) that one side lacks is written once,
+/// `module absent: expected module.backend "cuda-nvrtc", module.kind
+/// "nvrtc" and 10 more fields`: a missing module is one fact, not twelve.
+fn write_changes(f: &mut fmt::Formatter<'_>, changes: &[FieldChange]) -> fmt::Result {
+    let group = |c: &FieldChange| c.field.split_once('.').map(|(g, _)| g.to_string());
+    let lacking = |c: &FieldChange| c.found == ABSENT || c.expected == ABSENT;
+    let mut i = 0;
+    while i < changes.len() {
+        let sep = if i == 0 { ": " } else { "; " };
+        let c = &changes[i];
+        let run = match group(c) {
+            Some(g) if lacking(c) => changes[i..]
+                .iter()
+                .take_while(|d| lacking(d) && group(d).as_deref() == Some(g.as_str()))
+                .take_while(|d| (d.found == ABSENT) == (c.found == ABSENT))
+                .count(),
+            _ => 1,
+        };
+        if run <= ABSENT_GROUP_SHOWN {
+            for (j, c) in changes[i..i + run].iter().enumerate() {
+                let sep = if j == 0 { sep } else { "; " };
+                write!(
+                    f,
+                    "{sep}{} expected {}, found {}",
+                    c.field, c.expected, c.found
+                )?;
+            }
+        } else {
+            let g = group(c).unwrap_or_default();
+            let (state, side, value): (_, _, fn(&FieldChange) -> &str) = if c.found == ABSENT {
+                ("absent", "expected", |c| c.expected.as_str())
+            } else {
+                ("unexpected", "found", |c| c.found.as_str())
+            };
+            let shown: Vec<String> = changes[i..i + ABSENT_GROUP_SHOWN]
+                .iter()
+                .map(|c| format!("{} {}", c.field, value(c)))
+                .collect();
             write!(
                 f,
-                "{sep}{} expected {}, found {}",
-                c.field, c.expected, c.found
+                "{sep}{g} {state}: {side} {} and {} more fields",
+                shown.join(", "),
+                run - ABSENT_GROUP_SHOWN
             )?;
         }
-        Ok(())
+        i += run;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod refusal_text_tests {
+    use super::*;
+
+    fn change(field: &str, expected: &str, found: &str) -> FieldChange {
+        FieldChange::text(field, expected.to_string(), found.to_string())
+    }
+
+    fn refusal(changes: Vec<FieldChange>) -> Refusal {
+        Refusal::with_changes(RefusalStage::ReplayValidation, None, changes).unwrap()
+    }
+
+    #[test]
+    fn a_missing_group_is_written_once_and_kept_whole() {
+        let mut changes = vec![change("modules.count", "1", "0")];
+        for (field, v) in [
+            ("module.backend", "\"cuda-nvrtc\""),
+            ("module.kind", "\"nvrtc\""),
+            ("module.digest", "bd43"),
+            ("module.symbols", "[\"a\", \"b\"]"),
+        ] {
+            changes.push(change(field, v, ABSENT));
+        }
+        changes.push(change("device.name", "\"H200\"", "\"H100\""));
+        let r = refusal(changes);
+        let text = r.to_string();
+        assert!(
+            text.ends_with(
+                "modules.count expected 1, found 0; module absent: expected module.backend \"cuda-nvrtc\", module.kind \"nvrtc\" and 2 more fields; device.name expected \"H200\", found \"H100\""
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("bd43"), "{text}");
+        // Nothing is lost for machines: every field is still listed.
+        assert_eq!(r.changes().len(), 6);
+    }
+
+    #[test]
+    fn short_or_present_runs_are_written_field_by_field() {
+        let r = refusal(vec![
+            change("module.digest", "aa", ABSENT),
+            change("module.kind", "\"nvrtc\"", ABSENT),
+            change("tile.m", "64", "128"),
+            change("tile.n", "32", "128"),
+            change("tile.k", "64", "32"),
+        ]);
+        let text = r.to_string();
+        assert!(
+            text.contains("module.digest expected aa, found (absent); module.kind"),
+            "{text}"
+        );
+        assert!(
+            text.contains("tile.m expected 64, found 128; tile.n expected 32, found 128; tile.k"),
+            "{text}"
+        );
+        // A group only the live side has.
+        let r = refusal(vec![
+            change("module.a", ABSENT, "1"),
+            change("module.b", ABSENT, "2"),
+            change("module.c", ABSENT, "3"),
+        ]);
+        assert!(
+            r.to_string()
+                .ends_with(": module unexpected: found module.a 1, module.b 2 and 1 more fields"),
+            "{r}"
+        );
     }
 }
 
