@@ -405,18 +405,9 @@ impl CudaFamily for KernelFamily {
     }
 }
 
-/// Rows and columns of a wgmma block tile (the columns are its wgmma
-/// instruction's n; 64 rows per consumer warpgroup).
+/// Rows and columns of a wgmma block tile ([`KernelFamily::wgmma_tile`]).
 fn wgmma_tile(kernel: KernelFamily) -> (u32, u32) {
-    match kernel {
-        KernelFamily::WgmmaSmall | KernelFamily::LadderMid(_) | KernelFamily::LadderWide(_) => {
-            (WGMMA_BM, 128)
-        }
-        KernelFamily::LadderDecode(_) => (64, 64),
-        KernelFamily::LadderBand(_) => (64, 128),
-        KernelFamily::LadderNarrow(_) => (64, 32),
-        _ => (WGMMA_BM, 256),
-    }
+    kernel.wgmma_tile().unwrap_or((WGMMA_BM, 256))
 }
 
 /// One block per BM x BN output tile (a 1-D grid: the kernel orders
@@ -1128,6 +1119,14 @@ mod tests {
         let narrow = CudaKernel::LadderNarrow(4).geometry(s).unwrap();
         assert_eq!(narrow.grid, [16 * 17, 1, 1]);
         assert_eq!((narrow.block, narrow.stages), ([256, 1, 1], 16));
+        // The model's block count (what the batch-invariant policy weighs)
+        // is the grid the catalog launches.
+        for f in CudaModule::Wgmma.families() {
+            let f = f.for_shape(s.k, s.n);
+            let g = f.geometry(s).unwrap();
+            let grid = g.grid[0] as u64 * g.grid[1] as u64 * g.grid[2] as u64;
+            assert_eq!(f.wgmma_blocks(s.m, s.n), Some(grid), "{f}");
+        }
         // A rung with another shape's chunk count is refused.
         let e = CudaKernel::LadderWide(2).geometry(s).unwrap_err();
         assert!(e.contains("in 4 chunks, not 2"), "{e}");

@@ -216,6 +216,34 @@ impl KernelFamily {
         )
     }
 
+    /// Rows and columns of a TMA + wgmma family's block tile (the columns
+    /// are its wgmma instruction's n; 64 rows per consumer warpgroup);
+    /// `None` for the other families. The kernels' instantiations in
+    /// kernels/wgmma.cu agree (a test of the CUDA catalog checks it).
+    pub fn wgmma_tile(&self) -> Option<(u32, u32)> {
+        Some(match self {
+            KernelFamily::WgmmaLarge => (128, 256),
+            KernelFamily::WgmmaSmall | KernelFamily::LadderMid(_) | KernelFamily::LadderWide(_) => {
+                (128, 128)
+            }
+            KernelFamily::LadderDecode(_) => (64, 64),
+            KernelFamily::LadderBand(_) => (64, 128),
+            KernelFamily::LadderNarrow(_) => (64, 32),
+            _ => return None,
+        })
+    }
+
+    /// Blocks a TMA + wgmma family launches on an m x n output: one per
+    /// tile, times the chunks where a ladder rung puts them on the grid.
+    pub fn wgmma_blocks(&self, m: u64, n: u64) -> Option<u64> {
+        let (bm, bn) = self.wgmma_tile()?;
+        let tiles = m.div_ceil(bm as u64) * n.div_ceil(bn as u64);
+        Some(match self.ladder_splits_on_grid() {
+            true => tiles * self.splits() as u64,
+            false => tiles,
+        })
+    }
+
     /// True for the TMA + wgmma families (the ladder's rungs included).
     pub fn is_wgmma(&self) -> bool {
         matches!(self, KernelFamily::WgmmaLarge | KernelFamily::WgmmaSmall) || self.is_ladder()

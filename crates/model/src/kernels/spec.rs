@@ -143,40 +143,42 @@ impl RouteChoice {
     /// bits: the choice changes only speed, and never looks at the device.
     pub fn ladder_rung(m: u64, k: u64, n: u64) -> KernelFamily {
         let one_chunk = super::ladder_chunks(k, n) == 1;
-        let square = if one_chunk {
-            KernelFamily::LadderMid(1)
-        } else {
-            KernelFamily::LadderWide(1)
-        };
+        let rung = |f: KernelFamily| f.for_shape(k, n);
+        let blocks = |f: KernelFamily| rung(f).wgmma_blocks(m, n).unwrap_or(u64::MAX);
         // Waves of the target grid, times the tile's 64-row bands: the
         // time a tile shape takes while blocks do not outnumber the SMs.
-        let cost = |rows: u64, cols: u64| {
-            let blocks = m.div_ceil(rows) * n.div_ceil(cols);
-            blocks.div_ceil(super::LADDER_TARGET_BLOCKS) * (rows / 64)
+        let cost = |f: KernelFamily| {
+            let rows = f.wgmma_tile().map_or(128, |t| t.0) as u64;
+            blocks(f).div_ceil(super::LADDER_TARGET_BLOCKS) * (rows / 64)
         };
-        // At decode sizes the narrow tile folds in registers what the
-        // decode rung splits over the grid: the pick where it has as many
-        // blocks, within one wave.
-        let chunks = super::ladder_chunks(k, n) as u64;
-        let narrow = m.div_ceil(64) * n.div_ceil(32);
-        let decode = m.div_ceil(64) * n.div_ceil(64) * chunks;
-        let rung = if m <= LADDER_DECODE_MAX_M
-            && decode <= narrow
-            && narrow <= super::LADDER_TARGET_BLOCKS
-        {
-            KernelFamily::LadderNarrow(1)
-        } else if m <= LADDER_DECODE_MAX_M {
-            KernelFamily::LadderDecode(1)
-        } else if m <= LADDER_MID_MAX_M && cost(64, 128) < cost(128, 128) {
-            KernelFamily::LadderBand(1)
+        let (narrow, decode, band) = (
+            KernelFamily::LadderNarrow(1),
+            KernelFamily::LadderDecode(1),
+            KernelFamily::LadderBand(1),
+        );
+        let square = match one_chunk {
+            true => KernelFamily::LadderMid(1),
+            false => KernelFamily::LadderWide(1),
+        };
+        rung(if m <= LADDER_DECODE_MAX_M {
+            // The narrow tile folds in registers what the decode rung
+            // splits over the grid: the pick where it has as many blocks,
+            // within one wave.
+            let fits = blocks(narrow) <= super::LADDER_TARGET_BLOCKS;
+            match fits && blocks(decode) <= blocks(narrow) {
+                true => narrow,
+                false => decode,
+            }
         } else if m <= LADDER_MID_MAX_M {
-            square
+            match cost(band) < cost(square) {
+                true => band,
+                false => square,
+            }
         } else if one_chunk {
             KernelFamily::WgmmaLarge
         } else {
             KernelFamily::LadderWide(1)
-        };
-        rung.for_shape(k, n)
+        })
     }
 
     /// Whether the route needs a vendor policy (`cublas-fast` or `cublas-pedantic`).
