@@ -417,7 +417,9 @@ fn wgmma_tile(kernel: KernelFamily) -> (u32, u32) {
 /// [`crate::kernels::ladder_chunks`].
 fn wgmma_geometry(kernel: KernelFamily, shape: GemmShape) -> Result<Geometry, String> {
     let (bm, bn) = wgmma_tile(kernel);
-    let tiles = shape.m.div_ceil(bm as u64) * shape.n.div_ceil(bn as u64);
+    let tiles = kernel
+        .wgmma_tiles(shape.m, shape.n)
+        .ok_or_else(|| format!("{} is not a wgmma family", kernel.name()))?;
     if tiles > i32::MAX as u64 {
         return Err(format!(
             "{tiles} output tiles exceed CUDA's grid limit (m = {} is too large for this kernel)",

@@ -229,13 +229,10 @@ impl Prepared {
             .map_err(drv("allocating the output"))?;
         let scratch = match &target {
             Target::Nvrtc {
-                kernel:
-                    kernel @ (CudaKernel::SplitKAtomic(_)
-                    | CudaKernel::LadderDecode(_)
-                    | CudaKernel::LadderMid(_)),
-                geometry,
-                ..
-            } => {
+                kernel, geometry, ..
+            } if matches!(kernel, CudaKernel::SplitKAtomic(_))
+                || kernel.ladder_splits_on_grid() =>
+            {
                 let tiles = geometry.grid[0] as usize * geometry.grid[1] as usize;
                 // Atomic split-K accumulates into one plane; the ladder
                 // keeps one partial plane per chunk.

@@ -233,11 +233,16 @@ impl KernelFamily {
         })
     }
 
+    /// Output tiles of a TMA + wgmma family on an m x n output.
+    pub fn wgmma_tiles(&self, m: u64, n: u64) -> Option<u64> {
+        let (bm, bn) = self.wgmma_tile()?;
+        Some(m.div_ceil(bm as u64) * n.div_ceil(bn as u64))
+    }
+
     /// Blocks a TMA + wgmma family launches on an m x n output: one per
     /// tile, times the chunks where a ladder rung puts them on the grid.
     pub fn wgmma_blocks(&self, m: u64, n: u64) -> Option<u64> {
-        let (bm, bn) = self.wgmma_tile()?;
-        let tiles = m.div_ceil(bm as u64) * n.div_ceil(bn as u64);
+        let tiles = self.wgmma_tiles(m, n)?;
         Some(match self.ladder_splits_on_grid() {
             true => tiles * self.splits() as u64,
             false => tiles,
