@@ -26,9 +26,10 @@
 //!   of every route of the section, starting at the next route each round.
 //!   Reported: median and min ms per launch, TFLOP/s (2mnk / median) and
 //!   the tax = kernel time / vendor time (median over median).
-//! - `decode-by-m`: cuBLAS, cublaslt-invariant, wgmma-large and the
-//!   invariant ladder (`batch-invariant`) by m for NN/TN/NT x bf16/f16 at
-//!   k = n = 4096 and the QKV / MLP projections (bf16 NN), L2-hot (one operand copy) and,
+//! - `decode-by-m`: cuBLAS, cublaslt-invariant, wgmma-large and -small and
+//!   the invariant ladder (`batch-invariant`, then each rung) by m for
+//!   NN/TN/NT x bf16/f16 at k = n = 4096 and the QKV / MLP / KV (n = 1024)
+//!   projections (bf16 NN), L2-hot (one operand copy) and,
 //!   for m <= 256, L2-cold (six rotating copies, each launch streaming its
 //!   weights from memory). A full run takes every m of 1..8192 (5 samples
 //!   of about 10 ms each per route), `--quick` five of them.
@@ -878,7 +879,8 @@ fn bench_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
 const DECODE_M: &[u64] = &[1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096, 8192];
 /// The d_model-4096 projections besides k = n = 4096 (attention out):
 /// QKV 4096 -> 6144, MLP up 4096 -> 14336, MLP down 14336 -> 4096.
-const DECODE_PROJECTIONS: [(u64, u64); 3] = [(4096, 6144), (4096, 14336), (14336, 4096)];
+const DECODE_PROJECTIONS: [(u64, u64); 4] =
+    [(4096, 6144), (4096, 14336), (14336, 4096), (4096, 1024)];
 /// Weight copies the L2-cold rows rotate through: 6 x 32 MiB of bf16
 /// weights is well past the H200's 60 MiB L2.
 const COLD_COPIES: usize = 6;
@@ -903,10 +905,11 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
         ..*cfg
     };
     // The columns (cuBLAS first: every other is timed against it).
-    let columns: [(&str, RouteChoice); 9] = [
+    let columns: [(&str, RouteChoice); 10] = [
         ("cuBLAS", RouteChoice::Cublas),
         ("inv", RouteChoice::CublasLtInvariant),
         ("wgmma", RouteChoice::Kernel(KernelFamily::WgmmaLarge)),
+        ("small", RouteChoice::Kernel(KernelFamily::WgmmaSmall)),
         ("ladder", RouteChoice::BatchInvariant),
         ("narrow", RouteChoice::Kernel(KernelFamily::LadderNarrow(1))),
         ("decode", RouteChoice::Kernel(KernelFamily::LadderDecode(1))),
@@ -1018,10 +1021,10 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
         rows: Vec::new(),
         notes: vec![format!(
             "median kernel time of {} samples of ~{:.0} ms per route; every other column is cuBLAS time / \
-             route time (1.00 = vendor speed); inv = cublaslt-invariant; wgmma = wgmma-large; ladder = route \
-             batch-invariant (to m = {LADDER_DECODE_MAX_M} narrow or decode by blocks, to m = {LADDER_MID_MAX_M} band or \
-             the 128x128 rung by waves, above wide, or wgmma-large where k has one chunk), then each rung \
-             at every m; cold: {COLD_COPIES} rotating operand copies, m <= 256 only, one interleaved run per \
+             route time (1.00 = vendor speed); inv = cublaslt-invariant; wgmma = wgmma-large; small = \
+             wgmma-small; ladder = route batch-invariant (to m = {LADDER_DECODE_MAX_M} narrow, decode or band by \
+             waves and blocks, to m = {LADDER_MID_MAX_M} band or the 128x128 rung by waves, above wide, or \
+             wgmma-large or -small by waves where k has one chunk), then each rung at every m; cold: {COLD_COPIES} rotating operand copies, m <= 256 only, one interleaved run per \
              problem",
             cfg.samples,
             cfg.sample_secs * 1e3

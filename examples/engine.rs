@@ -392,7 +392,7 @@ impl Engine {
 
 /// The batch-invariant GEMM (the invariant ladder, Hopper only) on the
 /// engine's own buffers and stream: a d_model 4096 QKV projection at batch
-/// 1, 8, 72 and 300 (the decode and mid rungs, and wgmma-large, which
+/// 1, 8, 72 and 300 (the decode and band rungs, and wgmma-large, which
 /// serves this one-chunk family above m = 256), each recorded, captured into
 /// the engine's graph and replayed only through the validated plan; row 0
 /// must be the same bits at every batch, and a live context without the

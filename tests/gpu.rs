@@ -1950,8 +1950,14 @@ fn ladder_rungs_are_bit_identical_and_batch_invariant() {
     ];
     for dtype in [DType::Bf16, DType::F16] {
         for op in OPS {
-            // 4, 2, 2 and 1 chunks.
-            for (k, n) in [(4096u64, 520u64), (1024, 256), (4096, 4096), (512, 8192)] {
+            // 4, 2, 2, 1 and 1 chunks.
+            for (k, n) in [
+                (4096u64, 520u64),
+                (1024, 256),
+                (4096, 3072),
+                (4096, 4096),
+                (512, 8192),
+            ] {
                 let chunks = ladder_chunks(k, n);
                 // One chunk has nothing to fold: wgmma-small stands for the
                 // 128x128 folding rung (refused there, checked below).
@@ -2027,7 +2033,7 @@ fn ladder_rungs_are_bit_identical_and_batch_invariant() {
             "t",
             GemmOp::Nn,
             DType::Bf16,
-            shape(64, 4096, 4096),
+            shape(64, 4096, 3072),
             CudaKernel::LadderWide(3),
         )
         .unwrap_err();
@@ -2036,45 +2042,64 @@ fn ladder_rungs_are_bit_identical_and_batch_invariant() {
 
 /// The engine's call of the ladder (`plan_batch_invariant`): the rung for
 /// m, the backend's bits, and replays of the captured step that repeat
-/// them (the decode rung's tile counters reset themselves), rows equal
-/// across the rungs.
+/// them, rows equal across the rungs. k = n = 4096 (one chunk) runs the
+/// narrow, band and wgmma-large rungs; the KV projection (n = 1024, four
+/// chunks) the decode rung, whose tile counters must reset themselves
+/// between replays, the band and the folding wide rung.
 #[test]
 #[ignore = "needs a CUDA device"]
 fn batch_invariant_plans_run_in_an_engine_graph() {
     let g = gpu();
     let (stream, inv, live) = engine_invariant_gemms();
-    let (k, n) = (4096u64, 4096u64);
     let (op, dtype) = (GemmOp::Nn, DType::Bf16);
-    let mut outs = Vec::new();
-    for m in [1u64, 64, 256, 520, 1024] {
-        let s = shape(m, k, n);
-        let plan = inv.plan_batch_invariant(&live, op, dtype, s).unwrap();
-        let ours = plan.route("t");
-        let rung = if m <= gemm_audit::kernels::LADDER_DECODE_MAX_M {
-            "ladder_64x32_fold"
-        } else if m <= gemm_audit::kernels::LADDER_MID_MAX_M {
-            "ladder_64x128_fold"
-        } else {
-            "ladder_128x128_fold"
-        };
-        assert!(ours.kernel_symbol.contains(rung), "{}", ours.kernel_symbol);
-        let theirs = g
-            .resolve(&spec("t", op, dtype, s, RouteChoice::BatchInvariant))
-            .unwrap();
-        assert_eq!(ours.kernel_symbol, theirs.kernel_symbol);
-        assert_eq!(ours.launch, theirs.launch);
-        assert_eq!(ours.contract, theirs.contract);
-        let out = engine_run_and_replay(&g, &stream, &live, &plan, &theirs, 3);
-        outs.push(out);
-    }
-    let row = (n * 2) as usize;
-    for (i, o) in outs.iter().enumerate() {
-        assert!(o[..row] == outs[0][..row], "row 0 differs in plan {i}");
-        assert!(o.len() < outs[4].len() || o == &outs[4]);
-        assert!(
-            outs[4][..o.len()] == o[..],
-            "rows of plan {i} differ from m=1024"
-        );
+    let k = 4096u64;
+    for (n, rungs) in [
+        (
+            4096u64,
+            &[
+                (1u64, "ladder_64x32_fold"),
+                (64, "ladder_64x32_fold"),
+                (256, "ladder_64x128_fold"),
+                // 80 blocks of 128x256 against 160 of 128x128.
+                (520, "wgmma_256"),
+                (1024, "wgmma_256"),
+            ][..],
+        ),
+        (
+            1024,
+            &[
+                (16, "ladder_64x64_split"),
+                (256, "ladder_64x128_fold"),
+                (1024, "ladder_128x128_fold"),
+            ][..],
+        ),
+    ] {
+        let mut outs = Vec::new();
+        for &(m, rung) in rungs {
+            let s = shape(m, k, n);
+            let plan = inv.plan_batch_invariant(&live, op, dtype, s).unwrap();
+            let ours = plan.route("t");
+            assert!(ours.kernel_symbol.contains(rung), "{}", ours.kernel_symbol);
+            let theirs = g
+                .resolve(&spec("t", op, dtype, s, RouteChoice::BatchInvariant))
+                .unwrap();
+            assert_eq!(ours.kernel_symbol, theirs.kernel_symbol);
+            assert_eq!(ours.launch, theirs.launch);
+            assert_eq!(ours.contract, theirs.contract);
+            outs.push(engine_run_and_replay(&g, &stream, &live, &plan, &theirs, 3));
+        }
+        let row = (n * 2) as usize;
+        let last = outs.last().expect("rungs").clone();
+        for (i, o) in outs.iter().enumerate() {
+            assert!(
+                o[..row] == outs[0][..row],
+                "n={n}: row 0 differs in plan {i}"
+            );
+            assert!(
+                last[..o.len()] == o[..],
+                "n={n}: rows of plan {i} differ from the largest m"
+            );
+        }
     }
     println!(
         "batch-invariant plans: each rung for its m, engine = backend, replays repeat, rows equal across m"

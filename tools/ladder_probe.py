@@ -36,7 +36,10 @@ RING = 192 * 1024
 
 
 def chunks(k, n):
-    """docs/design.md: 128 / ceil(n / 64) blocks, 1..4, each chunk >= 8 blocks of 64 k."""
+    """docs/design.md: 1 where n has 128 tiles of 32 columns; else 128 / ceil(n / 64)
+    blocks, 1..4, each chunk >= 8 blocks of 64 k."""
+    if -(-n // 32) >= 128:
+        return 1
     tiles = max(1, -(-n // 64))
     by_k = max(1, (-(-k // 64)) // 8)
     return min(max(1, min(4, 128 // tiles)), by_k)
@@ -95,7 +98,8 @@ def main():
     ok = True
     for dtype in (torch.bfloat16, torch.float16):
         for op in ("nn", "tn", "nt"):
-            for (k, n) in ((4096, 4096), (4096, 6144), (14336, 4096), (1024, 256), (512, 8192)):
+            for (k, n) in ((4096, 4096), (4096, 3072), (4096, 1024), (4096, 6144), (14336, 4096),
+                           (1024, 256), (512, 8192)):
                 big_m = 1024
                 a, b, a_st, b_st = r.operands(op, big_m, k, n, dtype, 5)
                 ref = a.double() @ b.double()

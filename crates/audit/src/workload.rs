@@ -516,12 +516,13 @@ fn wgmma_sweep() -> Workload {
 pub const LADDER_SWEEP_M: [u64; 8] = [1, 8, 64, 72, 256, 264, 1024, 4096];
 
 /// The invariant ladder (`route = "batch-invariant"`): NN/TN/NT bf16 and
-/// f16 at k = n = 4096 across the narrow, band and folding rungs (the
-/// decode and mid rungs explicitly, and on the one-chunk QKV projection), and the
-/// d_model-4096 projections. Each row group spans every rung, so its
-/// batch-invariance rows prove the rungs agree; each rung also serves
-/// the others' batch sizes (contract parity), and on the one-chunk
-/// projections `wgmma-large` does too (CUDA sm_90 only).
+/// f16 at k = n = 4096 (one chunk: the narrow, band and wgmma rungs by m,
+/// and each ladder rung and `wgmma-large` at the others' batch sizes),
+/// every ladder rung on the four-chunk KV projection (k = 4096, n = 1024),
+/// and the d_model-4096 projections. Each batch-invariant row group spans
+/// several rungs, so its batch-invariance rows prove the rungs agree; the
+/// explicit rungs prove it at one m too (contract parity) (CUDA sm_90
+/// only).
 fn ladder_sweep() -> Workload {
     let mut gemms = Vec::new();
     let bi = RouteChoice::BatchInvariant;
@@ -546,36 +547,48 @@ fn ladder_sweep() -> Workload {
                 bi,
             );
         }
-        for m in [8u64, 256, 1024] {
+        for m in [8u64, 256] {
             push(format!("{op}-f16@m{m}"), op, DType::F16, m, 4096, 4096, bi);
         }
-        // Each rung at the others' batch sizes.
-        for (tag, family, m) in [
-            ("ladder-mid", KernelFamily::LadderMid(1), 64u64),
-            ("ladder-wide", KernelFamily::LadderWide(1), 64),
-            ("ladder-band", KernelFamily::LadderBand(1), 64),
-            ("ladder-wide", KernelFamily::LadderWide(1), 256),
-            ("ladder-decode", KernelFamily::LadderDecode(1), 1024),
-            ("ladder-mid", KernelFamily::LadderMid(1), 1024),
-            ("ladder-band", KernelFamily::LadderBand(1), 1024),
-            ("ladder-decode", KernelFamily::LadderDecode(1), 8),
-            ("ladder-narrow", KernelFamily::LadderNarrow(1), 256),
+        // Each rung at the others' batch sizes: the one-chunk family
+        // (wgmma's k order) and the four-chunk KV projection.
+        for (tag, family, m, n) in [
+            ("ladder-mid", KernelFamily::LadderMid(1), 64u64, 4096u64),
+            ("ladder-band", KernelFamily::LadderBand(1), 64, 4096),
+            ("wgmma-large", KernelFamily::WgmmaLarge, 64, 4096),
+            ("ladder-decode", KernelFamily::LadderDecode(1), 1024, 4096),
+            ("ladder-mid", KernelFamily::LadderMid(1), 1024, 4096),
+            ("ladder-band", KernelFamily::LadderBand(1), 1024, 4096),
+            ("ladder-decode", KernelFamily::LadderDecode(1), 8, 4096),
+            ("ladder-narrow", KernelFamily::LadderNarrow(1), 256, 4096),
+            ("ladder-narrow", KernelFamily::LadderNarrow(1), 1024, 1024),
+            ("ladder-mid", KernelFamily::LadderMid(1), 16, 1024),
         ] {
             push(
-                format!("{tag}:{op}-bf16@m{m}"),
+                format!("{tag}:{op}-bf16@m{m}n{n}"),
                 op,
                 DType::Bf16,
                 m,
                 4096,
-                4096,
+                n,
                 RouteChoice::Kernel(family),
             );
         }
+        // KV (4 chunks): the decode, band and wide rungs by m.
+        for m in [16u64, 256, 1024] {
+            push(
+                format!("kv:{op}-bf16@m{m}"),
+                op,
+                DType::Bf16,
+                m,
+                4096,
+                1024,
+                bi,
+            );
+        }
     }
-    // The d_model-4096 projections (NN bf16): QKV and MLP up are wide
-    // enough for one chunk (wgmma's order: wgmma-large must agree with the
-    // decode and mid rungs, and serves them above m = 256), MLP down is
-    // cut in two.
+    // The d_model-4096 projections (NN bf16, one chunk each: wgmma's
+    // order, so wgmma-large must agree with the ladder's rungs).
     for (tag, k, n, ms) in [
         ("qkv", 4096u64, 6144u64, &[1u64, 256, 1024][..]),
         ("mlp-up", 4096, 14336, &[16, 2048]),
@@ -598,7 +611,7 @@ fn ladder_sweep() -> Workload {
     }
     Workload {
         name: "ladder-sweep".into(),
-        description: "the invariant ladder (batch-invariant route): NN/TN/NT bf16/f16 k=n=4096 across its narrow, band and folding rungs, each rung at the others' m, and the QKV/MLP projections, parity with wgmma-large where one chunk (CUDA sm_90 only)"
+        description: "the invariant ladder (batch-invariant route): NN/TN/NT bf16/f16 k=n=4096 (one chunk) across its narrow, band and wgmma rungs, every rung on the 4-chunk KV projection, each rung at the others' m, and the QKV/MLP projections (CUDA sm_90 only)"
             .into(),
         seed: default_seed(),
         policy: None,
@@ -697,7 +710,7 @@ mod tests {
     fn ladder_sweep_spans_every_rung_and_pairs_them() {
         let w = Workload::builtin("ladder-sweep").unwrap();
         let rung = |g: &GemmSpec| match g.route {
-            RouteChoice::BatchInvariant => RouteChoice::ladder_rung(g.m, g.k, g.n),
+            RouteChoice::BatchInvariant => RouteChoice::ladder_rung(g.op, g.m, g.k, g.n),
             RouteChoice::Kernel(f) => f.for_shape(g.k, g.n),
             other => panic!("{}: route {other}", g.name),
         };
@@ -706,17 +719,29 @@ mod tests {
             assert!(g.k % 8 == 0 && g.n % 8 == 0, "{}", g.name);
             assert!(g.op != GemmOp::Tn || g.m % 8 == 0, "{}", g.name);
         }
-        // Every k = n = 4096 bf16 group of the batch-invariant route runs
-        // all three rungs, so its invariance rows compare them.
+        // Every bf16 group of the batch-invariant route at k = 4096 runs
+        // three rungs or more, so its invariance rows compare them.
         for op in GemmOp::ALL {
-            let rungs: std::collections::HashSet<&str> = w
+            for n in [4096, 1024] {
+                let rungs: std::collections::HashSet<&str> = w
+                    .gemms
+                    .iter()
+                    .filter(|g| g.op == *op && g.dtype == DType::Bf16 && g.n == n && g.k == 4096)
+                    .filter(|g| g.route == RouteChoice::BatchInvariant)
+                    .map(|g| rung(g).name())
+                    .collect();
+                assert!(rungs.len() >= 3, "{op} n={n}: {rungs:?}");
+            }
+            // Every ladder rung runs on a family of more than one chunk.
+            let chunked: std::collections::HashSet<&str> = w
                 .gemms
                 .iter()
-                .filter(|g| g.op == *op && g.dtype == DType::Bf16 && g.n == 4096 && g.k == 4096)
-                .filter(|g| g.route == RouteChoice::BatchInvariant)
-                .map(|g| rung(g).name())
+                .filter(|g| g.op == *op)
+                .map(rung)
+                .filter(|f| f.is_ladder() && f.splits() > 1)
+                .map(|f| f.name())
                 .collect();
-            assert_eq!(rungs.len(), 3, "{op}: {rungs:?}");
+            assert_eq!(chunked.len(), 5, "{op}: {chunked:?}");
         }
         // Every rung of the ladder runs somewhere in the sweep.
         let ran: std::collections::HashSet<&str> = w.gemms.iter().map(|g| rung(g).name()).collect();
@@ -740,7 +765,7 @@ mod tests {
             );
         }
         // Small enough to stay a few seconds of the GPU audit.
-        assert!(w.gemms.len() <= 72, "{}", w.gemms.len());
+        assert!(w.gemms.len() <= 80, "{}", w.gemms.len());
     }
 
     #[test]

@@ -234,6 +234,9 @@ impl CudaFamily for KernelFamily {
         let splits = match self {
             CudaKernel::SplitKFixed(_) => SplitRule::KBlock,
             CudaKernel::SplitKAtomic(_) => SplitRule::GridZ,
+            // The 128x128 folding rung has wgmma-small's tile: one chunk
+            // would make it that kernel under another name.
+            CudaKernel::LadderWide(_) => SplitRule::LadderFoldChunks,
             _ if self.is_ladder() => SplitRule::LadderChunks,
             _ => SplitRule::Unsplit,
         };

@@ -166,10 +166,11 @@ impl InvariantGemms {
         })
     }
 
-    /// [`InvariantGemms::plan`] with the invariant ladder's rung for m
-    /// (`route = "batch-invariant"`: the decode rung up to
-    /// [`crate::kernels::LADDER_DECODE_MAX_M`], the 128x128 rung above).
-    /// Plans of one (op, dtype, k, n) give the same bits at every m.
+    /// [`InvariantGemms::plan`] with the rung `route = "batch-invariant"`
+    /// serves the problem with ([`crate::kernels::RouteChoice::ladder_rung`]:
+    /// a decode-size rung up to [`crate::kernels::LADDER_DECODE_MAX_M`],
+    /// larger tiles above). Plans of one (op, dtype, k, n) give the same
+    /// bits at every m.
     pub fn plan_batch_invariant(
         &self,
         live: &GemmRouteIdentity,
@@ -177,7 +178,7 @@ impl InvariantGemms {
         dtype: DType,
         shape: GemmShape,
     ) -> Result<InvariantGemm> {
-        let rung = crate::kernels::RouteChoice::ladder_rung(shape.m, shape.k, shape.n);
+        let rung = crate::kernels::RouteChoice::ladder_rung(op, shape.m, shape.k, shape.n);
         self.plan(live, rung, op, dtype, shape)
     }
 

@@ -38,6 +38,12 @@ pub enum SplitRule {
     /// [`crate::kernels::ladder_chunks`] of the route's k and n, so no
     /// route of one problem family may fold its k in another order.
     LadderChunks,
+    /// [`SplitRule::LadderChunks`], and more than one: a rung that folds
+    /// the chunks in registers on another kernel's tile (the 128x128
+    /// folding rung, `wgmma-small`'s tile) would be that kernel under
+    /// another name with one chunk, which no other route field tells
+    /// apart.
+    LadderFoldChunks,
 }
 
 impl SplitRule {
@@ -49,6 +55,7 @@ impl SplitRule {
             SplitRule::KBlock => "k-block",
             SplitRule::Vendor => "vendor",
             SplitRule::LadderChunks => "ladder-chunks",
+            SplitRule::LadderFoldChunks => "ladder-fold-chunks",
         }
     }
 }
@@ -319,15 +326,21 @@ impl SymbolDeclaration {
                     .as_ref()
                     .map_or(1, |v| v.split_k.clamp(1, u32::MAX as i64) as u64),
             ),
-            SplitRule::LadderChunks => Some(u64::from(crate::kernels::ladder_chunks(
-                route.shape.k,
-                route.shape.n,
-            ))),
+            SplitRule::LadderChunks | SplitRule::LadderFoldChunks => Some(u64::from(
+                crate::kernels::ladder_chunks(route.shape.k, route.shape.n),
+            )),
         };
-        let bad = splits == 0 || expected.is_some_and(|e| e != splits as u64);
+        let one_fold = self.splits == SplitRule::LadderFoldChunks && expected == Some(1);
+        let bad = splits == 0 || one_fold || expected.is_some_and(|e| e != splits as u64);
         bad.then(|| Contradiction {
             field: "contract.splits",
             expected: match expected {
+                _ if one_fold => format!(
+                    "more than 1 ({} split rule; k = {} n = {} has 1 chunk)",
+                    self.splits.as_str(),
+                    route.shape.k,
+                    route.shape.n
+                ),
                 Some(e) => format!("{e} ({} split rule)", self.splits.as_str()),
                 None => "at least 1".into(),
             },

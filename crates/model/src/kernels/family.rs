@@ -58,6 +58,10 @@ pub enum KernelFamily {
 /// Output columns of the ladder's decode tile: the unit [`ladder_chunks`]
 /// counts n in.
 pub const LADDER_TILE_N: u64 = 64;
+/// Output columns of the ladder's narrow tile (64x32), whose blocks walk
+/// every chunk: where it alone puts [`LADDER_TARGET_BLOCKS`] blocks on
+/// the grid, [`ladder_chunks`] cuts k no more.
+pub const LADDER_NARROW_TILE_N: u64 = 32;
 /// The decode rung's blocks [`ladder_chunks`] aims for at m <= 64 (a
 /// constant, not the device's SM count: the k order must not depend on
 /// the device).
@@ -69,12 +73,18 @@ pub const LADDER_MIN_CHUNK_BLOCKS: u64 = 8;
 
 /// The ladder's k chunks for a problem family: a function of k and n
 /// only, never of m or the device, so every rung and every batch size of
-/// one (op, dtype, k, n) sums each output in the same order. Narrow
-/// outputs are cut into more chunks so that the decode rung fills the
-/// GPU: `LADDER_TARGET_BLOCKS / ceil(n / 64)`, at most
+/// one (op, dtype, k, n) sums each output in the same order. One chunk
+/// (wgmma's order, so `wgmma-large` serves large m without a fold) where
+/// the narrow rung alone has [`LADDER_TARGET_BLOCKS`] tiles (n > 4064).
+/// Narrower outputs are cut into more chunks so that the decode rung
+/// fills the GPU: `LADDER_TARGET_BLOCKS / ceil(n / 64)`, at most
 /// [`LADDER_MAX_CHUNKS`], and no more than leaves each chunk
-/// [`LADDER_MIN_CHUNK_BLOCKS`] blocks of 64 k. E.g. k = n = 4096: 2.
+/// [`LADDER_MIN_CHUNK_BLOCKS`] blocks of 64 k. E.g. k = 4096, n = 1024:
+/// 4; n = 3072: 2; n = 4096: 1.
 pub fn ladder_chunks(k: u64, n: u64) -> u32 {
+    if n.div_ceil(LADDER_NARROW_TILE_N) >= LADDER_TARGET_BLOCKS {
+        return 1;
+    }
     let tiles = n.div_ceil(LADDER_TILE_N).max(1);
     let by_k = (k.div_ceil(64) / LADDER_MIN_CHUNK_BLOCKS).max(1);
     (LADDER_TARGET_BLOCKS / tiles)
@@ -392,18 +402,23 @@ mod tests {
 
     #[test]
     fn ladder_chunks_follow_k_and_n_only() {
-        // The d_model-4096 projections: narrow outputs are cut to fill
-        // the decode rung, wide ones are not.
-        assert_eq!(ladder_chunks(4096, 4096), 2);
-        assert_eq!(ladder_chunks(14336, 4096), 2);
+        // The d_model-4096 projections: the narrow rung alone fills the
+        // target grid from n = 4096 on, so none is cut.
+        assert_eq!(ladder_chunks(4096, 4096), 1);
+        assert_eq!(ladder_chunks(14336, 4096), 1);
         assert_eq!(ladder_chunks(4096, 6144), 1);
         assert_eq!(ladder_chunks(4096, 14336), 1);
+        // Narrower outputs are cut to fill the decode rung: 4064 columns
+        // are 127 narrow tiles and 64 decode tiles.
+        assert_eq!(ladder_chunks(4096, 4064), 2);
+        assert_eq!(ladder_chunks(4096, 3072), 2);
+        assert_eq!(ladder_chunks(4096, 1024), 4);
         assert_eq!(ladder_chunks(4096, 256), 4);
         // Short k keeps at least 8 blocks of 64 per chunk.
         assert_eq!(ladder_chunks(1024, 256), 2);
         assert_eq!(ladder_chunks(64, 8), 1);
         assert_eq!(ladder_chunks(0, 0), 1);
-        let f = KernelFamily::LadderDecode(1).for_shape(4096, 4096);
+        let f = KernelFamily::LadderDecode(1).for_shape(4096, 3072);
         assert_eq!(f, KernelFamily::LadderDecode(2));
         assert_eq!(
             KernelFamily::Tiled.for_shape(4096, 4096),
@@ -411,37 +426,50 @@ mod tests {
         );
         assert!(f.is_wgmma() && f.is_mma() && !f.is_split());
         assert!(f.promises_batch_invariance());
-        // The batch-invariant route's rung by m; the chunks never change.
+    }
+
+    #[test]
+    fn batch_invariant_rungs_by_m() {
         use super::super::{LADDER_DECODE_MAX_M as D, LADDER_MID_MAX_M as M, RouteChoice};
+        use crate::route::GemmOp::{Nn, Tn};
+        let rung = |m, k, n| RouteChoice::ladder_rung(Nn, m, k, n);
+        // k = n = 4096 (one chunk); the figures are blocks, waves of 128.
         for (m, want) in [
-            // 128 narrow blocks, as many as the decode rung's 64 x 2.
-            (1, KernelFamily::LadderNarrow(2)),
-            (D, KernelFamily::LadderNarrow(2)),
-            (D + 1, KernelFamily::LadderBand(2)),
-            (M, KernelFamily::LadderBand(2)),
-            (M + 1, KernelFamily::LadderWide(2)),
-            (8192, KernelFamily::LadderWide(2)),
+            // narrow 128, decode 64, band 32: one wave each, most blocks.
+            (1, KernelFamily::LadderNarrow(1)),
+            (D, KernelFamily::LadderNarrow(1)),
+            // band 64 x 1 area vs mid 32 x 2.
+            (D + 1, KernelFamily::LadderBand(1)),
+            (M, KernelFamily::LadderBand(1)),
+            // m = 264: large 48 blocks x area 4 vs small 96 x 2.
+            (M + 8, KernelFamily::WgmmaSmall),
+            (512, KernelFamily::WgmmaSmall),
+            // 128 x 4 vs 256 (2 waves) x 2: a tie, to the larger tile.
+            (1024, KernelFamily::WgmmaLarge),
+            (8192, KernelFamily::WgmmaLarge),
         ] {
-            assert_eq!(RouteChoice::ladder_rung(m, 4096, 4096), want, "m={m}");
+            assert_eq!(rung(m, 4096, 4096), want, "m={m}");
         }
-        // One chunk: wgmma-large above the mid rung.
+        // TN below 16 rows: the band rung reads A the fewest times.
         assert_eq!(
-            RouteChoice::ladder_rung(M + 1, 4096, 6144),
-            KernelFamily::WgmmaLarge
+            RouteChoice::ladder_rung(Tn, 8, 4096, 4096),
+            KernelFamily::LadderBand(1)
         );
-        // 192 narrow blocks would be two waves: the decode rung.
         assert_eq!(
-            RouteChoice::ladder_rung(1, 4096, 6144),
-            KernelFamily::LadderDecode(1)
+            RouteChoice::ladder_rung(Tn, 16, 4096, 4096),
+            KernelFamily::LadderNarrow(1)
         );
+        // QKV at m = 1: narrow 192 (two waves), decode 96, band 48.
+        assert_eq!(rung(1, 4096, 6144), KernelFamily::LadderDecode(1));
+        // MLP up at m = 16: narrow 448, decode 224, band 112 (one wave).
+        assert_eq!(rung(16, 4096, 14336), KernelFamily::LadderBand(1));
         // n = 1024 cuts k in 4: the decode rung's 64 blocks beat 32.
-        assert_eq!(ladder_chunks(4096, 1024), 4);
-        assert_eq!(
-            RouteChoice::ladder_rung(8, 4096, 1024),
-            KernelFamily::LadderDecode(4)
-        );
+        assert_eq!(rung(8, 4096, 1024), KernelFamily::LadderDecode(4));
+        // More than one chunk above the mid rung: the folding wide rung.
+        assert_eq!(rung(1024, 4096, 1024), KernelFamily::LadderWide(4));
+        assert_eq!(rung(M + 1, 4096, 3072), KernelFamily::LadderWide(2));
         // Between the limits, the band or the 128x128 rung by waves of
-        // 128 blocks (one chunk: the mid rung, nothing to fold).
+        // 128 blocks weighted by area (one chunk: the mid rung).
         for (m, n, want) in [
             (72, 6144, KernelFamily::LadderBand(1)),   // 96 blocks vs 48
             (128, 6144, KernelFamily::LadderBand(1)),  // 96 vs 48
@@ -450,8 +478,13 @@ mod tests {
             (72, 14336, KernelFamily::LadderMid(1)),   // 224 vs 112
             (192, 14336, KernelFamily::LadderBand(1)), // 336 (3 waves) vs 224 (2 x 2)
             (M, 14336, KernelFamily::LadderMid(1)),    // 448 vs 224: a tie
+            // Above: QKV at m = 1024, large 192 (2 waves x 4) vs small
+            // 384 (3 x 2); at m = 4096 768 vs 1536, a tie.
+            (1024, 6144, KernelFamily::WgmmaSmall),
+            (4096, 6144, KernelFamily::WgmmaLarge),
+            (1024, 14336, KernelFamily::WgmmaSmall), // 448 vs 896
         ] {
-            assert_eq!(RouteChoice::ladder_rung(m, 4096, n), want, "m={m} n={n}");
+            assert_eq!(rung(m, 4096, n), want, "m={m} n={n}");
         }
         for f in KernelFamily::ALL.into_iter().filter(|f| f.is_ladder()) {
             assert_ne!(

@@ -36,7 +36,7 @@ pub enum RouteChoice {
     BatchInvariant,
 }
 
-/// Largest m the ladder's decode rungs (narrow 64x32, decode 64x64) serve under
+/// Largest m the ladder's decode-size rungs (narrow 64x32, decode 64x64, band 64x128) serve under
 /// [`RouteChoice::BatchInvariant`]. The rungs give the same bits, so the
 /// limits change only speed: they are where the next rung becomes the
 /// faster one on the H200 (docs/benchmarks.md, sections 4e and 4f).
@@ -45,7 +45,8 @@ pub const LADDER_DECODE_MAX_M: u64 = 64;
 /// tiles) or a 128x128 one (the mid rung where k has one chunk, the
 /// register-folding rung where it has more), whichever
 /// [`RouteChoice::ladder_rung`] expects to take fewer waves. Above it the
-/// larger tiles' efficiency wins.
+/// 128-row tiles' efficiency wins: `wgmma-large` or `wgmma-small` where k
+/// has one chunk, the register-folding 128x128 rung where it has more.
 pub const LADDER_MID_MAX_M: u64 = 256;
 
 impl From<KernelFamily> for RouteChoice {
@@ -129,27 +130,36 @@ impl RouteChoice {
         }
     }
 
-    /// The ladder rung [`RouteChoice::BatchInvariant`] serves a problem
-    /// with, each with the problem family's [`super::ladder_chunks`]: up
-    /// to [`LADDER_DECODE_MAX_M`] the narrow rung (64x32) where its blocks
-    /// are as many as the decode rung's and fit one wave of
-    /// [`super::LADDER_TARGET_BLOCKS`], else the decode rung; up to
-    /// [`LADDER_MID_MAX_M`] the band rung (64x128) or the 128x128 rung of
-    /// the family (mid with one chunk, wide with more), whichever takes
-    /// fewer waves of [`super::LADDER_TARGET_BLOCKS`] blocks weighted by
-    /// its tile's rows (ties to the larger tile); above, the 128x128
-    /// folding rung, or `wgmma-large` (128x256 tiles, faster) for a family
-    /// of one chunk, whose k order is wgmma's. The rungs give the same
-    /// bits: the choice changes only speed, and never looks at the device.
-    pub fn ladder_rung(m: u64, k: u64, n: u64) -> KernelFamily {
+    /// The rung [`RouteChoice::BatchInvariant`] serves a problem with,
+    /// each with the problem family's [`super::ladder_chunks`]. The rungs
+    /// give the same bits: the choice changes only speed, and never looks
+    /// at the device (waves are counted in
+    /// [`super::LADDER_TARGET_BLOCKS`], not in its SMs).
+    ///
+    /// - Up to [`LADDER_DECODE_MAX_M`], where the weights' bytes bound the
+    ///   time: of the narrow (64x32), decode (64x64) and band (64x128)
+    ///   rungs, the one with the fewest waves, then the most blocks (more
+    ///   SMs pulling bytes). TN below 16 rows takes the band rung: its
+    ///   m-contiguous A arrives as rows of m values, which cost the copy
+    ///   engine as much as full ones, and the band rung's blocks read A
+    ///   the fewest times.
+    /// - Up to [`LADDER_MID_MAX_M`], and above it where k has more than
+    ///   one chunk: the tile with the fewest waves weighted by its area,
+    ///   ties to the larger tile; the band rung or the family's 128x128
+    ///   rung (mid with one chunk, the register-folding wide rung with
+    ///   more), only the latter above [`LADDER_MID_MAX_M`].
+    /// - Above, with one chunk (wgmma's k order): `wgmma-large` (128x256)
+    ///   or `wgmma-small` (128x128) by the same weighted waves.
+    pub fn ladder_rung(op: GemmOp, m: u64, k: u64, n: u64) -> KernelFamily {
+        const TARGET: u64 = super::LADDER_TARGET_BLOCKS;
         let one_chunk = super::ladder_chunks(k, n) == 1;
         let rung = |f: KernelFamily| f.for_shape(k, n);
         let blocks = |f: KernelFamily| rung(f).wgmma_blocks(m, n).unwrap_or(u64::MAX);
-        // Waves of the target grid, times the tile's 64-row bands: the
-        // time a tile shape takes while blocks do not outnumber the SMs.
-        let cost = |f: KernelFamily| {
-            let rows = f.wgmma_tile().map_or(128, |t| t.0) as u64;
-            blocks(f).div_ceil(super::LADDER_TARGET_BLOCKS) * (rows / 64)
+        // Waves of the target grid times the tile's area in 64x128 units:
+        // the time a tile shape takes while it computes rather than loads.
+        let cost = |f: &KernelFamily| {
+            let (bm, bn) = f.wgmma_tile().unwrap_or((128, 128));
+            blocks(*f).div_ceil(TARGET) * u64::from(bm * bn) / (64 * 128)
         };
         let (narrow, decode, band) = (
             KernelFamily::LadderNarrow(1),
@@ -160,22 +170,24 @@ impl RouteChoice {
             true => KernelFamily::LadderMid(1),
             false => KernelFamily::LadderWide(1),
         };
+        // `min_by_key` keeps the first of equals: candidates are listed
+        // in the order ties go.
+        let cheapest = |candidates: [KernelFamily; 2]| {
+            candidates.into_iter().min_by_key(cost).unwrap_or(square)
+        };
         rung(if m <= LADDER_DECODE_MAX_M {
-            // The narrow tile folds in registers what the decode rung
-            // splits over the grid: the pick where it has as many blocks,
-            // within one wave.
-            let fits = blocks(narrow) <= super::LADDER_TARGET_BLOCKS;
-            match fits && blocks(decode) <= blocks(narrow) {
-                true => narrow,
-                false => decode,
+            if op == GemmOp::Tn && m < 16 {
+                band
+            } else {
+                [narrow, decode, band]
+                    .into_iter()
+                    .min_by_key(|&f| (blocks(f).div_ceil(TARGET), std::cmp::Reverse(blocks(f))))
+                    .unwrap_or(decode)
             }
         } else if m <= LADDER_MID_MAX_M {
-            match cost(band) < cost(square) {
-                true => band,
-                false => square,
-            }
+            cheapest([square, band])
         } else if one_chunk {
-            KernelFamily::WgmmaLarge
+            cheapest([KernelFamily::WgmmaLarge, KernelFamily::WgmmaSmall])
         } else {
             KernelFamily::LadderWide(1)
         })

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Checks and times unshipped variants of wgmma_gemm against the shipped
+one-CTA kernels and cuBLAS, on the device, without touching the crate.
+
+Each variant is a patch of crates/cuda/kernels/wgmma.cu kept beside this
+file, applied to a temporary copy (with `patch`) and compiled with its
+define, which adds gemm_wgmma_<bn><suffix>_<op>_<dtype>:
+
+- pair (wgmma_pair.patch, WGMMA_PAIR_ENTRIES, suffix x2): clusters of two
+  CTAs of one tile column sharing each stage's B' through TMA multicast
+  (__cluster_dims__(2, 1, 1); tile rows counted up to an even number);
+- persist (wgmma_persist.patch, WGMMA_PERSIST_ENTRIES, suffix p): one
+  block per SM walking tiles b, b + grid, ... with the stage ring running
+  on across tiles, so the next tile's loads overlap this tile's store.
+
+Neither was faster on the H200 (docs/benchmarks.md, section 4g), so
+neither ships. Every output is compared bit for bit with the one-CTA
+kernel of the same tile (whose bits tools/wgmma_probe.py ties to mma_large
+and a float64 reference); timing is CUDA events around CUDA graphs of
+launches, interleaved, hot L2.
+
+    LD_LIBRARY_PATH=/usr/local/cuda/lib64 python3 tools/wgmma_variants.py pair
+    LD_LIBRARY_PATH=/usr/local/cuda/lib64 python3 tools/wgmma_variants.py persist
+"""
+
+import ctypes
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import wgmma_probe as wp  # noqa: E402
+
+BM = 128
+# variant: (patch, define, symbol suffix)
+VARIANTS = {
+    "pair": ("wgmma_pair.patch", "WGMMA_PAIR_ENTRIES", "x2"),
+    "persist": ("wgmma_persist.patch", "WGMMA_PERSIST_ENTRIES", "p"),
+}
+VARIANT = sys.argv[1] if len(sys.argv) > 1 else "pair"
+SMS = None
+
+
+def wgmma(mod, bn, var, op, dtype, a_st, b_st, m, k, n, c):
+    dt = "bf16" if dtype == torch.bfloat16 else "f16"
+    smem = wp.smem_bytes(bn)
+    f = mod.func(f"gemm_wgmma_{bn}{VARIANTS[VARIANT][2] if var else ''}_{op}_{dt}", smem)
+    if op == "tn":
+        ta = wp.tensor_map(a_st, (m, k, m), (64, 64), dtype)
+    else:
+        ta = wp.tensor_map(a_st, (k, m, k), (64, 128), dtype)
+    if op == "nt":
+        tb = wp.tensor_map(b_st, (k, n, k), (64, bn), dtype)
+    else:
+        tb = wp.tensor_map(b_st, (n, k, n), (64, 64), dtype)
+    tiles_m = -(-m // BM)
+    if var and VARIANT == "pair":
+        tiles_m += tiles_m % 2
+    grid = tiles_m * (-(-n // bn))
+    if var and VARIANT == "persist":
+        grid = min(grid, SMS)
+    args = [ta, tb, ctypes.c_void_p(c.data_ptr()), ctypes.c_uint32(m), ctypes.c_uint32(k),
+            ctypes.c_uint32(n), ctypes.c_uint32(n)]
+
+    def run():
+        wp.launch(f, (grid, 1, 1), (384, 1, 1), smem, args)
+        return args
+
+    return run
+
+
+def graph(fn, reps):
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(reps):
+            fn()
+    torch.cuda.synchronize()
+
+    def sample():
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        torch.cuda.synchronize()
+        return a.elapsed_time(b) * 1e3 / reps
+
+    sample.keep = (g, s, fn)
+    return sample
+
+
+KEEP = []
+
+
+def main():
+    global SMS
+    if VARIANT not in VARIANTS:
+        sys.exit(f"variant {VARIANT!r}: one of {', '.join(VARIANTS)}")
+    patch, define, suffix = VARIANTS[VARIANT]
+    torch.zeros(1, device="cuda")
+    SMS = torch.cuda.get_device_properties(0).multi_processor_count
+    print(torch.cuda.get_device_name(), SMS, "SMs, torch", torch.__version__, "variant", VARIANT, flush=True)
+    t0 = time.time()
+    patched = os.path.join(tempfile.mkdtemp(), f"wgmma_{VARIANT}.cu")
+    subprocess.run(["patch", "-o", patched, os.path.join(wp.ROOT, "crates/cuda/kernels/wgmma.cu"),
+                    os.path.join(wp.ROOT, "tools", patch)], check=True)
+    mod = wp.Module(wp.compile_cubin(patched, "sm_90a", [define]))
+    print(f"compiled in {time.time() - t0:.1f} s", flush=True)
+    ok = True
+    r = wp.Runner.__new__(wp.Runner)  # operands only: no second module
+    # Bits: the variant == one CTA, every op and dtype, odd and even tile rows, m
+    # and n tails; and run to run.
+    for dtype in (torch.bfloat16, torch.float16):
+        for op in ("nn", "tn", "nt"):
+            for (m, k, n) in ((200, 136, 264), (384, 1024, 512), (8, 4096, 4096), (1000, 4096, 4096),
+                              (4096, 4096, 4096), (1024, 14336, 4096)):
+                if op == "tn" and m % 8:
+                    continue
+                _, _, a_st, b_st = r.operands(op, m, k, n, dtype, 5)
+                for bn in (256, 128):
+                    outs = []
+                    for var in (False, True, True):
+                        c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+                        wgmma(mod, bn, var, op, dtype, a_st, b_st, m, k, n, c)()
+                        outs.append(c)
+                    torch.cuda.synchronize()
+                    diff = (wp.bits(outs[1]) != wp.bits(outs[0])).sum().item()
+                    rr = (wp.bits(outs[1]) != wp.bits(outs[2])).sum().item()
+                    nan = torch.isnan(outs[1].float()).sum().item()
+                    good = diff == 0 and rr == 0 and nan == 0
+                    ok &= good
+                    print(f"{'OK ' if good else 'BAD'} {op} {str(dtype)[6:]:8} bn={bn} {m}x{k}x{n}: "
+                          f"{VARIANT} vs one CTA {diff} differ, run to run {rr}, unwritten {nan}", flush=True)
+    print(f"{VARIANT.upper()} BITS", "PASS" if ok else "FAIL", flush=True)
+    if not ok:
+        return 1
+    dtype = torch.bfloat16
+    shapes = [(m, 4096, 4096) for m in (512, 1024, 2048, 4096, 8192)]
+    shapes += [(1024, 4096, 6144), (4096, 4096, 6144), (1024, 4096, 14336), (4096, 4096, 14336),
+               (1024, 14336, 4096), (4096, 14336, 4096), (8192, 8192, 8192)]
+    print(f"{'op':3} {'m x k x n':>18} {'cuBLAS us':>10} {'w256':>6} {'w256' + suffix:>7} {'w128':>6} {'w128' + suffix:>7}"
+          "  (cuBLAS time / kernel time)", flush=True)
+    for op in ("nn", "nt", "tn"):
+        for (m, k, n) in shapes:
+            a, b, a_st, b_st = r.operands(op, m, k, n, dtype, 3)
+            a_l = a_st.t() if op == "tn" else a_st
+            b_l = b_st.t() if op == "nt" else b_st
+            c = torch.empty(m, n, device="cuda", dtype=dtype)
+            reps = max(3, min(50, int(4e12 / (2.0 * m * k * n))))
+            samplers = {"cublas": graph(lambda: torch.matmul(a_l, b_l, out=c), reps)}
+            for bn in (256, 128):
+                for var in (False, True):
+                    samplers[(bn, var)] = graph(wgmma(mod, bn, var, op, dtype, a_st, b_st, m, k, n, c), reps)
+            KEEP.append(samplers)
+            best = {key: 1e12 for key in samplers}
+            for _ in range(7):
+                for key, smp in samplers.items():
+                    best[key] = min(best[key], smp())
+            base = best["cublas"]
+            cols = " ".join(f"{base / best[(bn, var)]:{7 if var else 6}.3f}" for bn in (256, 128) for var in (False, True))
+            print(f"{op:3} {m:>6}x{k}x{n} {base:10.1f} {cols}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
