@@ -11,7 +11,11 @@ define, which adds gemm_wgmma_<bn><suffix>_<op>_<dtype>:
   (__cluster_dims__(2, 1, 1); tile rows counted up to an even number);
 - persist (wgmma_persist.patch, WGMMA_PERSIST_ENTRIES, suffix p): one
   block per SM walking tiles b, b + grid, ... with the stage ring running
-  on across tiles, so the next tile's loads overlap this tile's store.
+  on across tiles, so the next tile's loads overlap this tile's store;
+- ladder-pair (ladder_pair.patch, LADDER_PAIR_ENTRIES, the ladder's
+  narrow and band rungs as gemm_ladder_<bm>x<bn>_foldx2_<op>_<dtype>):
+  clusters of two CTAs of one tile row (adjacent tile columns) sharing
+  each stage's A' through TMA multicast, against the shipped rungs.
 
 Neither was faster on the H200 (docs/benchmarks.md, section 4g), so
 neither ships. Every output is compared bit for bit with the one-CTA
@@ -33,6 +37,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ladder_probe as lp  # noqa: E402
 import wgmma_probe as wp  # noqa: E402
 
 BM = 128
@@ -40,6 +45,7 @@ BM = 128
 VARIANTS = {
     "pair": ("wgmma_pair.patch", "WGMMA_PAIR_ENTRIES", "x2"),
     "persist": ("wgmma_persist.patch", "WGMMA_PERSIST_ENTRIES", "p"),
+    "ladder-pair": ("ladder_pair.patch", "LADDER_PAIR_ENTRIES", "x2"),
 }
 VARIANT = sys.argv[1] if len(sys.argv) > 1 else "pair"
 SMS = None
@@ -101,6 +107,98 @@ def graph(fn, reps):
 KEEP = []
 
 
+def ladder(mod, name, rung, pair, op, dtype, a_st, b_st, m, k, n, c):
+    """The ladder's folding rung `rung` = (bm, bn), shipped or paired."""
+    bm, bn = rung
+    dt = "bf16" if dtype == torch.bfloat16 else "f16"
+    stage = (bm + bn) * 64 * 2
+    stages = (192 * 1024) // stage
+    smem = stages * stage + 1024 + 16 * stages
+    f = mod.func(f"gemm_ladder_{bm}x{bn}_fold{'x2' if pair else ''}_{op}_{dt}", smem)
+    if op == "tn":
+        ta = wp.tensor_map(a_st, (m, k, m), (64, 64), dtype)
+    else:
+        rows = bm if m >= bm else -(-m // 8) * 8
+        ta = wp.tensor_map(a_st, (k, m, k), (64, rows), dtype)
+    if op == "nt":
+        tb = wp.tensor_map(b_st, (k, n, k), (64, bn), dtype)
+    elif bn == 32:
+        tb = wp.tensor_map(b_st, (n, k, n), (32, 64), dtype, swizzle=2)
+    else:
+        tb = wp.tensor_map(b_st, (n, k, n), (64, 64), dtype)
+    tiles_n = -(-n // bn)
+    if pair:
+        tiles_n += tiles_n % 2
+    grid = (-(-m // bm)) * tiles_n
+    args = [ta, tb, ctypes.c_void_p(c.data_ptr()), ctypes.c_void_p(0), ctypes.c_void_p(0),
+            ctypes.c_uint32(m), ctypes.c_uint32(k), ctypes.c_uint32(n), ctypes.c_uint32(n),
+            ctypes.c_uint32(lp.chunks(k, n))]
+
+    def run():
+        wp.launch(f, (grid, 1, 1), (128 * (1 + bm // 64), 1, 1), smem, args)
+        return args
+
+    return run
+
+
+def main_ladder(mod):
+    ok = True
+    r = wp.Runner.__new__(wp.Runner)
+    rungs = ((64, 32), (64, 128))
+    for dtype in (torch.bfloat16, torch.float16):
+        for op in ("nn", "tn", "nt"):
+            for (m, k, n) in ((8, 4096, 4096), (64, 4096, 4096), (200, 1024, 3072), (48, 512, 8192 + 96),
+                              (256, 4096, 1024)):
+                if op == "tn" and m % 8:
+                    continue
+                _, _, a_st, b_st = r.operands(op, m, k, n, dtype, 5)
+                for rung in rungs:
+                    outs = []
+                    for pair in (False, True, True):
+                        c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+                        ladder(mod, "", rung, pair, op, dtype, a_st, b_st, m, k, n, c)()
+                        outs.append(c)
+                    torch.cuda.synchronize()
+                    diff = (wp.bits(outs[1]) != wp.bits(outs[0])).sum().item()
+                    rr = (wp.bits(outs[1]) != wp.bits(outs[2])).sum().item()
+                    nan = torch.isnan(outs[1].float()).sum().item()
+                    good = diff == 0 and rr == 0 and nan == 0
+                    ok &= good
+                    print(f"{'OK ' if good else 'BAD'} {op} {str(dtype)[6:]:8} {rung[0]}x{rung[1]} {m}x{k}x{n} "
+                          f"({lp.chunks(k, n)} chunks): pair vs shipped {diff} differ, run to run {rr}, "
+                          f"unwritten {nan}", flush=True)
+    print("LADDER-PAIR BITS", "PASS" if ok else "FAIL", flush=True)
+    if not ok:
+        return 1
+    dtype = torch.bfloat16
+    cases = [(op, m, 4096, 4096) for op in ("nn", "nt", "tn") for m in (1, 8, 16, 32, 64, 128, 256)]
+    cases += [("nn", m, k, n) for (k, n, ms) in ((4096, 6144, (16, 64, 256)), (4096, 14336, (16, 64, 256)),
+                                                 (14336, 4096, (16, 64, 128)), (4096, 1024, (16, 64, 256)))
+              for m in ms]
+    print(f"{'op':3} {'m x k x n':>18} {'cuBLAS us':>10} {'narrow':>7} {'narrowx2':>8} {'band':>6} {'bandx2':>7}"
+          "  (cuBLAS time / kernel time)", flush=True)
+    for (op, m, k, n) in cases:
+        if op == "tn" and m % 8:
+            continue
+        a, b, a_st, b_st = r.operands(op, m, k, n, dtype, 3)
+        a_l = a_st.t() if op == "tn" else a_st
+        b_l = b_st.t() if op == "nt" else b_st
+        c = torch.empty(m, n, device="cuda", dtype=dtype)
+        samplers = {"cublas": graph(lambda: torch.matmul(a_l, b_l, out=c), 20)}
+        for rung in rungs:
+            for pair in (False, True):
+                samplers[(rung, pair)] = graph(ladder(mod, "", rung, pair, op, dtype, a_st, b_st, m, k, n, c), 20)
+        KEEP.append(samplers)
+        best = {key: 1e12 for key in samplers}
+        for _ in range(7):
+            for key, smp in samplers.items():
+                best[key] = min(best[key], smp())
+        base = best["cublas"]
+        cols = "  ".join(f"{base / best[(rung, pair)]:6.3f}" for rung in rungs for pair in (False, True))
+        print(f"{op:3} {m:>6}x{k}x{n} {base:10.1f}  {cols}", flush=True)
+    return 0
+
+
 def main():
     global SMS
     if VARIANT not in VARIANTS:
@@ -115,6 +213,8 @@ def main():
                     os.path.join(wp.ROOT, "tools", patch)], check=True)
     mod = wp.Module(wp.compile_cubin(patched, "sm_90a", [define]))
     print(f"compiled in {time.time() - t0:.1f} s", flush=True)
+    if VARIANT == "ladder-pair":
+        return main_ladder(mod)
     ok = True
     r = wp.Runner.__new__(wp.Runner)  # operands only: no second module
     # Bits: the variant == one CTA, every op and dtype, odd and even tile rows, m
