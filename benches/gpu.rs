@@ -28,8 +28,8 @@
 //!   the tax = kernel time / vendor time (median over median).
 //! - `decode-by-m`: cuBLAS, cublaslt-invariant, wgmma-large and -small and
 //!   the invariant ladder (`batch-invariant`, then each rung) by m for
-//!   NN/TN/NT x bf16/f16 at k = n = 4096 and the QKV / MLP / KV (n = 1024)
-//!   projections (bf16 NN), L2-hot (one operand copy) and,
+//!   NN/TN/NT x bf16/f16 at k = n = 4096 and the QKV / MLP / KV (n = 1024
+//!   and 2048) projections (bf16 NN), L2-hot (one operand copy) and,
 //!   for m <= 256, L2-cold (six rotating copies, each launch streaming its
 //!   weights from memory). A full run takes every m of 1..8192 (5 samples
 //!   of about 10 ms each per route), `--quick` five of them.
@@ -878,9 +878,16 @@ fn bench_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
 /// Batch sizes of the decode table (`--quick`: a subset).
 const DECODE_M: &[u64] = &[1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096, 8192];
 /// The d_model-4096 projections besides k = n = 4096 (attention out):
-/// QKV 4096 -> 6144, MLP up 4096 -> 14336, MLP down 14336 -> 4096.
-const DECODE_PROJECTIONS: [(u64, u64); 4] =
-    [(4096, 6144), (4096, 14336), (14336, 4096), (4096, 1024)];
+/// QKV 4096 -> 6144, MLP up 4096 -> 14336, MLP down 14336 -> 4096, and
+/// the GQA KV projections of 8 and 16 heads of 128 (4096 -> 1024 and
+/// 2048: the ladder cuts their k in four).
+const DECODE_PROJECTIONS: [(u64, u64); 5] = [
+    (4096, 6144),
+    (4096, 14336),
+    (14336, 4096),
+    (4096, 1024),
+    (4096, 2048),
+];
 /// Weight copies the L2-cold rows rotate through: 6 x 32 MiB of bf16
 /// weights is well past the H200's 60 MiB L2.
 const COLD_COPIES: usize = 6;
@@ -928,7 +935,7 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
             problems.push((op, dtype, 4096u64, 4096u64));
         }
     }
-    // The other d_model-4096 projections (bf16 NN): QKV, MLP up and down.
+    // The other d_model-4096 projections (bf16 NN): QKV, MLP, KV.
     for (k, n) in DECODE_PROJECTIONS {
         problems.push((GemmOp::Nn, DType::Bf16, k, n));
     }
@@ -1023,8 +1030,9 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
             "median kernel time of {} samples of ~{:.0} ms per route; every other column is cuBLAS time / \
              route time (1.00 = vendor speed); inv = cublaslt-invariant; wgmma = wgmma-large; small = \
              wgmma-small; ladder = route batch-invariant (to m = {LADDER_DECODE_MAX_M} narrow, decode or band by \
-             waves and blocks, to m = {LADDER_MID_MAX_M} band or the 128x128 rung by waves, above wide, or \
-             wgmma-large or -small by waves where k has one chunk), then each rung at every m; cold: {COLD_COPIES} rotating operand copies, m <= 256 only, one interleaved run per \
+             waves and tiles; above, narrow where it fits one wave, else band or the 128x128 rung by \
+             weighted waves, and above m = {LADDER_MID_MAX_M} with one chunk wgmma-large or -small), then \
+             each rung at every m; cold: {COLD_COPIES} rotating operand copies, m <= 256 only, one interleaved run per \
              problem",
             cfg.samples,
             cfg.sample_secs * 1e3

@@ -2044,8 +2044,9 @@ fn ladder_rungs_are_bit_identical_and_batch_invariant() {
 /// m, the backend's bits, and replays of the captured step that repeat
 /// them, rows equal across the rungs. k = n = 4096 (one chunk) runs the
 /// narrow, band and wgmma-large rungs; the KV projection (n = 1024, four
-/// chunks) the decode rung, whose tile counters must reset themselves
-/// between replays, the band and the folding wide rung.
+/// chunks) the narrow, band and folding wide rungs, and, planned by name,
+/// the decode rung, whose tile counters must reset themselves between
+/// replays.
 #[test]
 #[ignore = "needs a CUDA device"]
 fn batch_invariant_plans_run_in_an_engine_graph() {
@@ -2068,9 +2069,9 @@ fn batch_invariant_plans_run_in_an_engine_graph() {
         (
             1024,
             &[
-                (16, "ladder_64x64_split"),
-                (256, "ladder_64x128_fold"),
-                (1024, "ladder_128x128_fold"),
+                (16, "ladder_64x32_fold"),
+                (1024, "ladder_64x128_fold"),
+                (4096, "ladder_128x128_fold"),
             ][..],
         ),
     ] {
@@ -2087,6 +2088,17 @@ fn batch_invariant_plans_run_in_an_engine_graph() {
             assert_eq!(ours.launch, theirs.launch);
             assert_eq!(ours.contract, theirs.contract);
             outs.push(engine_run_and_replay(&g, &stream, &live, &plan, &theirs, 3));
+        }
+        if n == 1024 {
+            // The splitting decode rung, by name: its counters reset.
+            let s = shape(16, k, n);
+            let fam = CudaKernel::LadderDecode(1);
+            let plan = inv.plan(&live, fam, op, dtype, s).unwrap();
+            let theirs = route(&g, op, dtype, s, fam.for_shape(k, n));
+            assert_eq!(plan.route("t").kernel_symbol, theirs.kernel_symbol);
+            assert_eq!(theirs.contract.splits, 4);
+            let out = engine_run_and_replay(&g, &stream, &live, &plan, &theirs, 3);
+            assert!(out == outs[0], "decode vs narrow at m=16, n={n}");
         }
         let row = (n * 2) as usize;
         let last = outs.last().expect("rungs").clone();

@@ -561,7 +561,7 @@ fn ladder_sweep() -> Workload {
             ("ladder-band", KernelFamily::LadderBand(1), 1024, 4096),
             ("ladder-decode", KernelFamily::LadderDecode(1), 8, 4096),
             ("ladder-narrow", KernelFamily::LadderNarrow(1), 256, 4096),
-            ("ladder-narrow", KernelFamily::LadderNarrow(1), 1024, 1024),
+            ("ladder-decode", KernelFamily::LadderDecode(1), 1024, 1024),
             ("ladder-mid", KernelFamily::LadderMid(1), 16, 1024),
         ] {
             push(
@@ -574,8 +574,8 @@ fn ladder_sweep() -> Workload {
                 RouteChoice::Kernel(family),
             );
         }
-        // KV (4 chunks): the decode, band and wide rungs by m.
-        for m in [16u64, 256, 1024] {
+        // KV (4 chunks): the narrow, band and wide rungs by m.
+        for m in [16u64, 1024, 4096] {
             push(
                 format!("kv:{op}-bf16@m{m}"),
                 op,

@@ -463,11 +463,20 @@ mod tests {
         assert_eq!(rung(1, 4096, 6144), KernelFamily::LadderDecode(1));
         // MLP up at m = 16: narrow 448, decode 224, band 112 (one wave).
         assert_eq!(rung(16, 4096, 14336), KernelFamily::LadderBand(1));
-        // n = 1024 cuts k in 4: the decode rung's 64 blocks beat 32.
-        assert_eq!(rung(8, 4096, 1024), KernelFamily::LadderDecode(4));
-        // More than one chunk above the mid rung: the folding wide rung.
-        assert_eq!(rung(1024, 4096, 1024), KernelFamily::LadderWide(4));
-        assert_eq!(rung(M + 1, 4096, 3072), KernelFamily::LadderWide(2));
+        // n = 1024 cuts k in 4: the decode rung's 64 blocks are 16 tiles,
+        // the narrow rung's 32 blocks 32 (one wave each), to m = 256.
+        for m in [8, 64, 128, M] {
+            assert_eq!(rung(m, 4096, 1024), KernelFamily::LadderNarrow(4), "m={m}");
+        }
+        // More than one chunk above the mid rung: band or the folding wide
+        // rung by weighted waves (m = 1024: 128 x 1 against 64 x 2; at
+        // m = 4096 512 (4 waves) x 1 against 256 x 2, a tie).
+        assert_eq!(rung(1024, 4096, 1024), KernelFamily::LadderBand(4));
+        assert_eq!(rung(4096, 4096, 1024), KernelFamily::LadderWide(4));
+        assert_eq!(rung(M + 8, 4096, 3072), KernelFamily::LadderBand(2));
+        // The decode rung where the narrow one needs more waves (QKV
+        // above); its chunks never count as tiles.
+        assert_eq!(rung(8, 4096, 4064), KernelFamily::LadderNarrow(2));
         // Between the limits, the band or the 128x128 rung by waves of
         // 128 blocks weighted by area (one chunk: the mid rung).
         for (m, n, want) in [

@@ -41,12 +41,12 @@ pub enum RouteChoice {
 /// limits change only speed: they are where the next rung becomes the
 /// faster one on the H200 (docs/benchmarks.md, sections 4e and 4f).
 pub const LADDER_DECODE_MAX_M: u64 = 64;
-/// Largest m the ladder's middle rungs serve: the band rung (64x128
-/// tiles) or a 128x128 one (the mid rung where k has one chunk, the
-/// register-folding rung where it has more), whichever
-/// [`RouteChoice::ladder_rung`] expects to take fewer waves. Above it the
-/// 128-row tiles' efficiency wins: `wgmma-large` or `wgmma-small` where k
-/// has one chunk, the register-folding 128x128 rung where it has more.
+/// Largest m a one-chunk family's middle rungs serve: the band rung
+/// (64x128 tiles) or the mid rung (128x128), whichever
+/// [`RouteChoice::ladder_rung`] expects to take fewer waves. Above it
+/// `wgmma-large` or `wgmma-small` (wgmma's order is a one-chunk family's)
+/// serve; a family of more chunks keeps choosing among the ladder's
+/// rungs at every m.
 pub const LADDER_MID_MAX_M: u64 = 256;
 
 impl From<KernelFamily> for RouteChoice {
@@ -134,20 +134,25 @@ impl RouteChoice {
     /// each with the problem family's [`super::ladder_chunks`]. The rungs
     /// give the same bits: the choice changes only speed, and never looks
     /// at the device (waves are counted in
-    /// [`super::LADDER_TARGET_BLOCKS`], not in its SMs).
+    /// [`super::LADDER_TARGET_BLOCKS`], not in its SMs). The rules were
+    /// fitted to an H200 bench of every rung at every m
+    /// (docs/benchmarks.md, section 4g; `tests/rung_policy.rs` holds them
+    /// to its log).
     ///
-    /// - Up to [`LADDER_DECODE_MAX_M`], where the weights' bytes bound the
-    ///   time: of the narrow (64x32), decode (64x64) and band (64x128)
-    ///   rungs, the one with the fewest waves, then the most blocks (more
-    ///   SMs pulling bytes). TN below 16 rows takes the band rung: its
-    ///   m-contiguous A arrives as rows of m values, which cost the copy
-    ///   engine as much as full ones, and the band rung's blocks read A
-    ///   the fewest times.
-    /// - Up to [`LADDER_MID_MAX_M`], and above it where k has more than
-    ///   one chunk: the tile with the fewest waves weighted by its area,
-    ///   ties to the larger tile; the band rung or the family's 128x128
-    ///   rung (mid with one chunk, the register-folding wide rung with
-    ///   more), only the latter above [`LADDER_MID_MAX_M`].
+    /// - TN below 16 rows: the band rung. TN's m-contiguous A arrives as
+    ///   rows of m values, which cost the copy engine as much as full
+    ///   rows, and the band rung's blocks read A the fewest times.
+    /// - Up to [`LADDER_DECODE_MAX_M`]: of the narrow (64x32), decode
+    ///   (64x64) and band (64x128) rungs, the one with the fewest waves,
+    ///   then the most tiles. A grid-splitting rung's chunk blocks count
+    ///   in its waves but not as tiles: its partials go through memory and
+    ///   its fold, and it lost to the narrow rung wherever that had more
+    ///   tiles (k = 4096, n = 1024 at m = 16-64: 0.41x against 0.56-0.59x).
+    /// - Up to [`LADDER_MID_MAX_M`], and at every larger m where k has more
+    ///   than one chunk: the narrow rung where it fits one wave, else the
+    ///   band rung or the family's 128x128 rung (mid with one chunk, the
+    ///   register-folding wide rung with more), whichever takes fewer
+    ///   waves weighted by tile area, ties to the larger tile.
     /// - Above, with one chunk (wgmma's k order): `wgmma-large` (128x256)
     ///   or `wgmma-small` (128x128) by the same weighted waves.
     pub fn ladder_rung(op: GemmOp, m: u64, k: u64, n: u64) -> KernelFamily {
@@ -155,11 +160,13 @@ impl RouteChoice {
         let one_chunk = super::ladder_chunks(k, n) == 1;
         let rung = |f: KernelFamily| f.for_shape(k, n);
         let blocks = |f: KernelFamily| rung(f).wgmma_blocks(m, n).unwrap_or(u64::MAX);
+        let tiles = |f: KernelFamily| f.wgmma_tiles(m, n).unwrap_or(0);
+        let waves = |f: KernelFamily| blocks(f).div_ceil(TARGET);
         // Waves of the target grid times the tile's area in 64x128 units:
         // the time a tile shape takes while it computes rather than loads.
         let cost = |f: &KernelFamily| {
             let (bm, bn) = f.wgmma_tile().unwrap_or((128, 128));
-            blocks(*f).div_ceil(TARGET) * u64::from(bm * bn) / (64 * 128)
+            waves(*f) * u64::from(bm * bn) / (64 * 128)
         };
         let (narrow, decode, band) = (
             KernelFamily::LadderNarrow(1),
@@ -175,21 +182,20 @@ impl RouteChoice {
         let cheapest = |candidates: [KernelFamily; 2]| {
             candidates.into_iter().min_by_key(cost).unwrap_or(square)
         };
-        rung(if m <= LADDER_DECODE_MAX_M {
-            if op == GemmOp::Tn && m < 16 {
-                band
-            } else {
-                [narrow, decode, band]
-                    .into_iter()
-                    .min_by_key(|&f| (blocks(f).div_ceil(TARGET), std::cmp::Reverse(blocks(f))))
-                    .unwrap_or(decode)
+        rung(if op == GemmOp::Tn && m < 16 {
+            band
+        } else if m <= LADDER_DECODE_MAX_M {
+            [narrow, decode, band]
+                .into_iter()
+                .min_by_key(|&f| (waves(f), std::cmp::Reverse(tiles(f))))
+                .unwrap_or(decode)
+        } else if m <= LADDER_MID_MAX_M || !one_chunk {
+            match waves(narrow) <= 1 {
+                true => narrow,
+                false => cheapest([square, band]),
             }
-        } else if m <= LADDER_MID_MAX_M {
-            cheapest([square, band])
-        } else if one_chunk {
-            cheapest([KernelFamily::WgmmaLarge, KernelFamily::WgmmaSmall])
         } else {
-            KernelFamily::LadderWide(1)
+            cheapest([KernelFamily::WgmmaLarge, KernelFamily::WgmmaSmall])
         })
     }
 

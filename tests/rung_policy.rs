@@ -1,0 +1,136 @@
+//! The batch-invariant route's rung choice (`RouteChoice::ladder_rung`)
+//! held against a committed H200 bench of every rung at every m
+//! (`bench decode-by-m`, docs/benchmarks.md section 4g): on the measured
+//! rows the rules must keep their speed, close to the fastest rung of
+//! each row. A change of the rules that picks slower rungs on this data
+//! fails here; a new bench log that moves the figures is a new fit.
+
+use gemm_audit::kernels::{KernelFamily, RouteChoice, ladder_chunks};
+use gemm_audit::route::GemmOp;
+use std::collections::HashMap;
+
+/// The bench log the rules were fitted to.
+const LOG: &str = "docs/h200/rung-rules-decode-by-m.txt";
+
+/// One row of the hot table: the problem and cuBLAS time / rung time by
+/// column name (`None` where the bench left the rung out).
+struct Row {
+    op: GemmOp,
+    m: u64,
+    k: u64,
+    n: u64,
+    ratios: HashMap<String, Option<f64>>,
+}
+
+fn rows() -> Vec<Row> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(LOG);
+    let text = std::fs::read_to_string(&path).expect("the committed bench log");
+    let header = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("problem "))
+        .expect("the decode-by-m header");
+    // Columns are separated by two spaces or more; the hot ones end in
+    // "hot" (the first, cuBLAS's time in us, is not a ratio).
+    let names: Vec<&str> = header
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .skip(1)
+        .collect();
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if words.len() < 5 + names.len() || !words[2].starts_with("k=") {
+            continue;
+        }
+        let op = match words[0] {
+            "nn" => GemmOp::Nn,
+            "tn" => GemmOp::Tn,
+            "nt" => GemmOp::Nt,
+            _ => continue,
+        };
+        let num = |w: &str, p: &str| w.strip_prefix(p).and_then(|v| v.parse::<u64>().ok());
+        let (Some(k), Some(n), Some(m)) = (
+            num(words[2], "k="),
+            num(words[3], "n="),
+            num(words[4], "m="),
+        ) else {
+            continue;
+        };
+        let mut ratios = HashMap::new();
+        for (name, cell) in names.iter().zip(&words[5..]).skip(1) {
+            if let Some(rung) = name.strip_suffix(" hot") {
+                ratios.insert(rung.to_string(), cell.parse::<f64>().ok());
+            }
+        }
+        out.push(Row {
+            op,
+            m,
+            k,
+            n,
+            ratios,
+        });
+    }
+    out
+}
+
+/// The bench column that times a family.
+fn column(f: KernelFamily) -> &'static str {
+    match f {
+        KernelFamily::LadderNarrow(_) => "narrow",
+        KernelFamily::LadderDecode(_) => "decode",
+        KernelFamily::LadderMid(_) => "mid",
+        KernelFamily::LadderBand(_) => "band",
+        KernelFamily::LadderWide(_) => "wide",
+        KernelFamily::WgmmaLarge => "wgmma",
+        KernelFamily::WgmmaSmall => "small",
+        other => panic!("{other} is no rung of the batch-invariant route"),
+    }
+}
+
+#[test]
+fn the_rung_rules_keep_their_speed_on_the_measured_h200_table() {
+    let rows = rows();
+    assert!(rows.len() > 100, "only {} rows in {LOG}", rows.len());
+    let (mut ours, mut best, mut count) = (0.0f64, 0.0f64, 0u32);
+    for r in &rows {
+        let pick = RouteChoice::ladder_rung(r.op, r.m, r.k, r.n);
+        // Rows the route does not serve (TN below 8 rows) have no ratio.
+        let Some(Some(x)) = r.ratios.get(column(pick)) else {
+            continue;
+        };
+        // The fastest rung of the row with the family's k order: the
+        // wgmma families only where k has one chunk.
+        let one_chunk = ladder_chunks(r.k, r.n) == 1;
+        let fastest = r
+            .ratios
+            .iter()
+            .filter(|(c, _)| match c.as_str() {
+                "narrow" | "decode" | "mid" | "band" => true,
+                "wgmma" | "small" => one_chunk,
+                "wide" => !one_chunk,
+                _ => false,
+            })
+            .filter_map(|(_, v)| *v)
+            .fold(0.0f64, f64::max);
+        assert!(
+            *x >= 0.75 * fastest,
+            "{} m={} k={} n={}: {pick} at {x}x cuBLAS, the fastest rung at {fastest}x",
+            r.op,
+            r.m,
+            r.k,
+            r.n
+        );
+        ours += x.ln();
+        best += fastest.ln();
+        count += 1;
+    }
+    let (ours, best) = ((ours / count as f64).exp(), (best / count as f64).exp());
+    println!(
+        "{count} rows: the rules at {ours:.4}x cuBLAS (geometric mean), the fastest rungs at {best:.4}x"
+    );
+    assert!(count > 100, "{count}");
+    // Within 1.5% of the fastest rung of every row; the bench's noise
+    // between two columns of one kernel is a few percent (section 4g).
+    assert!(ours >= 0.985 * best, "{ours} against {best}");
+}
