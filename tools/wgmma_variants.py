@@ -39,6 +39,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ladder_probe as lp  # noqa: E402
 import wgmma_probe as wp  # noqa: E402
+from ladder_tune import graph_time as graph  # noqa: E402
 
 BM = 128
 # variant: (patch, define, symbol suffix)
@@ -79,35 +80,26 @@ def wgmma(mod, bn, var, op, dtype, a_st, b_st, m, k, n, c):
     return run
 
 
-def graph(fn, reps):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
+def same_bits(make, m, n, dtype):
+    """Runs the shipped kernel once and the variant twice (`make(variant)`
+    returns a launcher writing into its argument) on NaN-filled outputs:
+    (elements the variant differs in, run-to-run differences, unwritten)."""
+    outs = []
+    for var in (False, True, True):
+        c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+        make(var)(c)
+        outs.append(c)
     torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(reps):
-            fn()
-    torch.cuda.synchronize()
-
-    def sample():
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        torch.cuda.synchronize()
-        return a.elapsed_time(b) * 1e3 / reps
-
-    sample.keep = (g, s, fn)
-    return sample
+    diff = (wp.bits(outs[1]) != wp.bits(outs[0])).sum().item()
+    rr = (wp.bits(outs[1]) != wp.bits(outs[2])).sum().item()
+    nan = torch.isnan(outs[1].float()).sum().item()
+    return diff, rr, nan
 
 
 KEEP = []
 
 
-def ladder(mod, name, rung, pair, op, dtype, a_st, b_st, m, k, n, c):
+def ladder(mod, rung, pair, op, dtype, a_st, b_st, m, k, n, c):
     """The ladder's folding rung `rung` = (bm, bn), shipped or paired."""
     bm, bn = rung
     dt = "bf16" if dtype == torch.bfloat16 else "f16"
@@ -153,15 +145,9 @@ def main_ladder(mod):
                     continue
                 _, _, a_st, b_st = r.operands(op, m, k, n, dtype, 5)
                 for rung in rungs:
-                    outs = []
-                    for pair in (False, True, True):
-                        c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
-                        ladder(mod, "", rung, pair, op, dtype, a_st, b_st, m, k, n, c)()
-                        outs.append(c)
-                    torch.cuda.synchronize()
-                    diff = (wp.bits(outs[1]) != wp.bits(outs[0])).sum().item()
-                    rr = (wp.bits(outs[1]) != wp.bits(outs[2])).sum().item()
-                    nan = torch.isnan(outs[1].float()).sum().item()
+                    diff, rr, nan = same_bits(
+                        lambda pair: lambda c: ladder(mod, rung, pair, op, dtype, a_st, b_st, m, k, n, c)(),
+                        m, n, dtype)
                     good = diff == 0 and rr == 0 and nan == 0
                     ok &= good
                     print(f"{'OK ' if good else 'BAD'} {op} {str(dtype)[6:]:8} {rung[0]}x{rung[1]} {m}x{k}x{n} "
@@ -187,7 +173,7 @@ def main_ladder(mod):
         samplers = {"cublas": graph(lambda: torch.matmul(a_l, b_l, out=c), 20)}
         for rung in rungs:
             for pair in (False, True):
-                samplers[(rung, pair)] = graph(ladder(mod, "", rung, pair, op, dtype, a_st, b_st, m, k, n, c), 20)
+                samplers[(rung, pair)] = graph(ladder(mod, rung, pair, op, dtype, a_st, b_st, m, k, n, c), 20)
         KEEP.append(samplers)
         best = {key: 1e12 for key in samplers}
         for _ in range(7):
@@ -227,15 +213,9 @@ def main():
                     continue
                 _, _, a_st, b_st = r.operands(op, m, k, n, dtype, 5)
                 for bn in (256, 128):
-                    outs = []
-                    for var in (False, True, True):
-                        c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
-                        wgmma(mod, bn, var, op, dtype, a_st, b_st, m, k, n, c)()
-                        outs.append(c)
-                    torch.cuda.synchronize()
-                    diff = (wp.bits(outs[1]) != wp.bits(outs[0])).sum().item()
-                    rr = (wp.bits(outs[1]) != wp.bits(outs[2])).sum().item()
-                    nan = torch.isnan(outs[1].float()).sum().item()
+                    diff, rr, nan = same_bits(
+                        lambda var: lambda c: wgmma(mod, bn, var, op, dtype, a_st, b_st, m, k, n, c)(),
+                        m, n, dtype)
                     good = diff == 0 and rr == 0 and nan == 0
                     ok &= good
                     print(f"{'OK ' if good else 'BAD'} {op} {str(dtype)[6:]:8} bn={bn} {m}x{k}x{n}: "
