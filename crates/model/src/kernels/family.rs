@@ -435,7 +435,7 @@ mod tests {
         let rung = |m, k, n| RouteChoice::ladder_rung(Nn, m, k, n);
         // k = n = 4096 (one chunk); the figures are blocks, waves of 128.
         for (m, want) in [
-            // narrow 128, decode 64, band 32: one wave each, most blocks.
+            // narrow 128, decode 64, band 32: one wave each, most tiles.
             (1, KernelFamily::LadderNarrow(1)),
             (D, KernelFamily::LadderNarrow(1)),
             // band 64 x 1 area vs mid 32 x 2.
