@@ -509,6 +509,45 @@ mod tests {
         assert!(RouteChoice::BatchInvariant.promises_batch_invariance());
     }
 
+    /// Whatever the shape, the batch-invariant route picks a rung that
+    /// keeps the family's k order and that the backend and the guard
+    /// accept: a ladder rung with the family's chunks (never the 128x128
+    /// folding rung with one chunk), a wgmma family only where k has one
+    /// chunk, and a rung whose grid fits CUDA's limits.
+    #[test]
+    fn batch_invariant_picks_only_servable_rungs_of_the_family_order() {
+        use super::super::RouteChoice;
+        use crate::route::GemmOp;
+        let mut tried = 0;
+        for op in GemmOp::ALL {
+            for k in [64u64, 512, 1000, 4096, 14336, 32768] {
+                for n in [8u64, 256, 1024, 2048, 3072, 4064, 4096, 6144, 14336, 32768] {
+                    for m in [
+                        1u64, 8, 16, 63, 64, 65, 128, 200, 256, 257, 1000, 4096, 65536,
+                    ] {
+                        let pick = RouteChoice::ladder_rung(*op, m, k, n);
+                        let chunks = ladder_chunks(k, n);
+                        let at = format!("{op} m={m} k={k} n={n}: {pick}");
+                        assert!(pick.is_wgmma() && pick.promises_batch_invariance(), "{at}");
+                        if pick.is_ladder() {
+                            assert_eq!(pick.splits(), chunks, "{at}");
+                            assert!(
+                                !(matches!(pick, KernelFamily::LadderWide(_)) && chunks == 1),
+                                "{at}"
+                            );
+                        } else {
+                            assert_eq!(chunks, 1, "{at}: wgmma's order is one chunk");
+                        }
+                        let blocks = pick.wgmma_blocks(m, n).unwrap();
+                        assert!(blocks >= 1 && blocks <= i32::MAX as u64, "{at}");
+                        tried += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(tried, 3 * 6 * 10 * 13);
+    }
+
     #[test]
     fn contracts_tell_the_unsplit_families_apart() {
         // Every family but the tensor-core ones has a contract of its own,
