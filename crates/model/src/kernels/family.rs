@@ -58,10 +58,6 @@ pub enum KernelFamily {
 /// Output columns of the ladder's decode tile: the unit [`ladder_chunks`]
 /// counts n in.
 pub const LADDER_TILE_N: u64 = 64;
-/// Output columns of the ladder's narrow tile (64x32), whose blocks walk
-/// every chunk: where it alone puts [`LADDER_TARGET_BLOCKS`] blocks on
-/// the grid, [`ladder_chunks`] cuts k no more.
-pub const LADDER_NARROW_TILE_N: u64 = 32;
 /// The decode rung's blocks [`ladder_chunks`] aims for at m <= 64 (a
 /// constant, not the device's SM count: the k order must not depend on
 /// the device).
@@ -82,7 +78,10 @@ pub const LADDER_MIN_CHUNK_BLOCKS: u64 = 8;
 /// [`LADDER_MIN_CHUNK_BLOCKS`] blocks of 64 k. E.g. k = 4096, n = 1024:
 /// 4; n = 3072: 2; n = 4096: 1.
 pub fn ladder_chunks(k: u64, n: u64) -> u32 {
-    if n.div_ceil(LADDER_NARROW_TILE_N) >= LADDER_TARGET_BLOCKS {
+    // The narrow rung's blocks walk every chunk: where its tiles of one
+    // row (the tile table's) fill the target grid, k is cut no more.
+    let narrow = KernelFamily::LadderNarrow(1).wgmma_tiles(1, n).unwrap_or(0);
+    if narrow >= LADDER_TARGET_BLOCKS {
         return 1;
     }
     let tiles = n.div_ceil(LADDER_TILE_N).max(1);

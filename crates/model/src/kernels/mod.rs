@@ -16,8 +16,8 @@ use crate::route::{GemmShape, GemmStrides};
 use crate::vocab::DType;
 
 pub use family::{
-    KernelFamily, LADDER_MAX_CHUNKS, LADDER_MIN_CHUNK_BLOCKS, LADDER_NARROW_TILE_N,
-    LADDER_TARGET_BLOCKS, LADDER_TILE_N, check_splits, ladder_chunks,
+    KernelFamily, LADDER_MAX_CHUNKS, LADDER_MIN_CHUNK_BLOCKS, LADDER_TARGET_BLOCKS, LADDER_TILE_N,
+    check_splits, ladder_chunks,
 };
 pub use operands::{
     Problem, element_size, from_storage_bytes, quantize, seeded_a, seeded_b, seeded_value,
