@@ -10,7 +10,7 @@ use gemm_audit::route::GemmOp;
 use std::collections::HashMap;
 
 /// The bench log the rules were fitted to.
-const LOG: &str = "docs/h200/tn-staged-decode-by-m.txt";
+const LOG: &str = "docs/h200/rung-rules-decode-by-m.txt";
 
 /// One row of the hot table: the problem and cuBLAS time / rung time by
 /// column name (`None` where the bench left the rung out).
@@ -94,7 +94,7 @@ fn the_rung_rules_keep_their_speed_on_the_measured_h200_table() {
     assert!(rows.len() > 100, "only {} rows in {LOG}", rows.len());
     let (mut ours, mut best, mut count) = (0.0f64, 0.0f64, 0u32);
     for r in &rows {
-        let pick = RouteChoice::ladder_rung(r.m, r.k, r.n);
+        let pick = RouteChoice::ladder_rung(r.op, r.m, r.k, r.n);
         // Rows the route does not serve (TN below 8 rows) have no ratio.
         let Some(Some(x)) = r.ratios.get(column(pick)) else {
             continue;

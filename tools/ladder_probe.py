@@ -80,8 +80,7 @@ def ladder(r, rung, op, dtype, a_st, b_st, m, k, n):
     counters = torch.zeros(tiles, device="cuda", dtype=torch.int32)
     args = [ta, tb, ctypes.c_void_p(c.data_ptr()), ctypes.c_void_p(ws.data_ptr() if grid else 0),
             ctypes.c_void_p(counters.data_ptr() if grid else 0), ctypes.c_uint32(m),
-            ctypes.c_uint32(k), ctypes.c_uint32(n), ctypes.c_uint32(n), ctypes.c_uint32(s),  # ldc = n
-            ctypes.c_void_p(a_st.data_ptr()), ctypes.c_uint32(a_st.stride(0))]  # A, lda
+            ctypes.c_uint32(k), ctypes.c_uint32(n), ctypes.c_uint32(n), ctypes.c_uint32(s)]  # ldc = n
     launch(f, (tiles, 1, s if grid else 1), (128 * (1 + bm // 64), 1, 1), smem, args)
     # Launch again on the same counters: the last block of each tile reset them.
     c2 = torch.empty_like(c)
@@ -128,7 +127,7 @@ def main():
                     ok &= v
                     print(f"    one chunk: equal to wgmma_256: {v}")
                 bad = []
-                for m in (1, 8, 16, 40, 64, 72, 256, 264):
+                for m in (1, 8, 64, 72, 256, 264):
                     if op == "tn" and m % 8:
                         continue
                     sub = a[:m]

@@ -64,8 +64,7 @@ def launcher(mod, ring, rung, op, a_st, b_st, m, k, n, chunks):
     counters = torch.zeros(tiles, device="cuda", dtype=torch.int32)
     args = [ta, tb, ctypes.c_void_p(c.data_ptr()), ctypes.c_void_p(ws.data_ptr()),
             ctypes.c_void_p(counters.data_ptr()), ctypes.c_uint32(m), ctypes.c_uint32(k),
-            ctypes.c_uint32(n), ctypes.c_uint32(n), ctypes.c_uint32(chunks),  # ldc = n
-            ctypes.c_void_p(a_st.data_ptr()), ctypes.c_uint32(k)]  # A, lda (NN)
+            ctypes.c_uint32(n), ctypes.c_uint32(n), ctypes.c_uint32(chunks)]  # ldc = n
     keep = (ws, counters)
     grid = (tiles, 1, chunks if how == "split" else 1)
 

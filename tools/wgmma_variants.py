@@ -124,8 +124,7 @@ def ladder(mod, rung, pair, op, dtype, a_st, b_st, m, k, n, c):
     grid = (-(-m // bm)) * tiles_n
     args = [ta, tb, ctypes.c_void_p(c.data_ptr()), ctypes.c_void_p(0), ctypes.c_void_p(0),
             ctypes.c_uint32(m), ctypes.c_uint32(k), ctypes.c_uint32(n), ctypes.c_uint32(n),
-            ctypes.c_uint32(lp.chunks(k, n)), ctypes.c_void_p(a_st.data_ptr()),
-            ctypes.c_uint32(a_st.stride(0))]  # A, lda
+            ctypes.c_uint32(lp.chunks(k, n))]
 
     def run():
         wp.launch(f, (grid, 1, 1), (128 * (1 + bm // 64), 1, 1), smem, args)

@@ -710,7 +710,7 @@ mod tests {
     fn ladder_sweep_spans_every_rung_and_pairs_them() {
         let w = Workload::builtin("ladder-sweep").unwrap();
         let rung = |g: &GemmSpec| match g.route {
-            RouteChoice::BatchInvariant => RouteChoice::ladder_rung(g.m, g.k, g.n),
+            RouteChoice::BatchInvariant => RouteChoice::ladder_rung(g.op, g.m, g.k, g.n),
             RouteChoice::Kernel(f) => f.for_shape(g.k, g.n),
             other => panic!("{}: route {other}", g.name),
         };

@@ -93,12 +93,6 @@ __device__ __forceinline__ void tma_load(u32 dst, const TensorMap* map, u32 bar,
         : "memory");
 }
 
-// Orders this thread's generic-proxy shared-memory writes before later
-// async-proxy reads of them (wgmma operands).
-__device__ __forceinline__ void fence_proxy_async() {
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
 __device__ __forceinline__ void wgmma_fence() {
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 }
@@ -351,22 +345,6 @@ __device__ __forceinline__ void tile_of(u32 b, u32 m, u32 n, u32& tile_m, u32& t
     tile_n = (b % group) / rows_in_group;
 }
 
-// The producer's TMA load of B' (BN columns) for one stage, k block at kc.
-template <int OP, int BN>
-__device__ __forceinline__ void load_b(const TensorMap& tb, u32 b_dst, u32 full, int kc,
-                                       u32 tile_n) {
-    if (OP == OP_NT) {
-        tma_load(b_dst, &tb, full, kc, (int)(tile_n * BN));
-    } else if (BN == 32) {
-        tma_load(b_dst, &tb, full, (int)(tile_n * BN), kc);
-    } else {
-#pragma unroll
-        for (int j = 0; j < BN / 64; ++j) {
-            tma_load(b_dst + j * 8192, &tb, full, (int)(tile_n * BN + 64 * j), kc);
-        }
-    }
-}
-
 // The producer's TMA loads of one stage: A' (TBM rows; TN's m-contiguous
 // A as 64-wide boxes) at a_dst, B' (BN columns) at b_dst, k block at kc.
 template <int OP, int TBM, int BN>
@@ -380,7 +358,16 @@ __device__ __forceinline__ void load_stage(const TensorMap& ta, const TensorMap&
     } else {
         tma_load(a_dst, &ta, full, kc, (int)(tile_m * TBM));
     }
-    load_b<OP, BN>(tb, b_dst, full, kc, tile_n);
+    if (OP == OP_NT) {
+        tma_load(b_dst, &tb, full, kc, (int)(tile_n * BN));
+    } else if (BN == 32) {
+        tma_load(b_dst, &tb, full, (int)(tile_n * BN), kc);
+    } else {
+#pragma unroll
+        for (int j = 0; j < BN / 64; ++j) {
+            tma_load(b_dst + j * 8192, &tb, full, (int)(tile_n * BN + 64 * j), kc);
+        }
+    }
 }
 
 // One consumer's wgmma group over one stage (four k16 steps onto d), then
@@ -531,64 +518,6 @@ ALL_OPS(128, bf16, DT_BF16)
 // Which block finishes last changes nothing: the fold reads the partials
 // in chunk order whoever runs it.
 
-// TN's A at m <= 8 rows of a tile, staged by the producer's warps
-// instead of TMA: TMA fetches a 64-wide box per k row for the 8 m values
-// present (seven eighths of the A box zero fill), and that load, not the
-// wgmma, bounds the rung there (docs/benchmarks.md, section 4h: the narrow
-// rung at 0.34x cuBLAS by TMA, 0.70x staged; from 16 rows on TMA is the
-// faster). A warp reads 8 x 8 blocks of A (8 k rows of 8 m values, 16
-// bytes each; one block per lane), transposes them in registers and
-// writes the K-major, 128-byte-swizzled layout TMA gives NN's A, so the
-// consumers run NN's descriptors on it: the same values reach the same
-// wgmma steps. Rows from `rows` up to 8 are zero, rows past 8 stale (never
-// stored); k rows at and past `k` are zero, as TMA would fill them.
-#define A_TN_STAGED_ROWS 8
-
-// 8 m values of one k row from `at` (the host refuses TN with m not a
-// multiple of 8, so `valid` < 8 is a guard: never past row m's end).
-__device__ __forceinline__ uint4 load_a_row8(const u16* a, u64 at, u32 valid) {
-    if (valid >= 8) return __ldg((const uint4*)(a + at));
-    u32 w[4] = {0, 0, 0, 0};
-#pragma unroll
-    for (u32 i = 0; i < 8; ++i) {
-        if (i < valid) w[i / 2] |= (u32)__ldg(a + at + i) << (16 * (i % 2));
-    }
-    return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
-__device__ __forceinline__ u32 word_of(const uint4& x, u32 h) {
-    return h == 0 ? x.x : h == 1 ? x.y : h == 2 ? x.z : x.w;
-}
-
-// One stage's A (k block from k0) by one warp: lane c < 8 takes the 8 k
-// rows 8 c .. 8 c + 7 of the tile's 8 m values.
-__device__ __forceinline__ void stage_a_tn(u32 a_dst, const u16* a, u32 lda, u32 m0, u32 rows,
-                                           u32 k0, u32 k, u32 lane) {
-    if (lane >= BK / 8) return;
-    const u32 c = lane;
-    uint4 v[8];
-#pragma unroll
-    for (u32 j = 0; j < 8; ++j) {
-        const u32 kk = k0 + 8 * c + j;
-        v[j] = kk < k ? load_a_row8(a, (u64)kk * lda + m0, rows) : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (u32 i = 0; i < 8; ++i) {
-        // Row i holds k values 8 c .. 8 c + 7: element j of the row is
-        // the i-th u16 of v[j].
-        const u32 sel = i % 2 ? 0x7632 : 0x5410;
-        u32 w[4];
-#pragma unroll
-        for (u32 p = 0; p < 4; ++p) {
-            w[p] = __byte_perm(word_of(v[2 * p], i / 2), word_of(v[2 * p + 1], i / 2), sel);
-        }
-        const u32 dst = a_dst + i * 128 + ((c ^ i) << 4);
-        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(w[0]), "r"(w[1]),
-                     "r"(w[2]), "r"(w[3])
-                     : "memory");
-    }
-}
-
 template <int TBM, int BN>
 struct LadderRing {
     static constexpr u32 A_BYTES = TBM * BK * 2;
@@ -600,7 +529,7 @@ struct LadderRing {
 template <int OP, int DT, int TBM, int BN, bool GRID_CHUNKS>
 __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap& tb, u16* C,
                                             float* ws, u32* counters, u32 m, u32 k, u32 n,
-                                            u32 ldc, u32 chunks, const u16* a, u32 lda) {
+                                            u32 ldc, u32 chunks) {
     typedef LadderRing<TBM, BN> R;
     constexpr u32 CONSUMERS = TBM / 64;
     extern __shared__ unsigned char smem_raw[];
@@ -616,10 +545,7 @@ __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap
     const u32 per_chunk = (kblocks + chunks - 1) / chunks;
     // Rows of A per load (see above): the host's tensor map box agrees.
     const u32 a_rows = OP != OP_TN && m < TBM ? (m + 7) & ~7u : TBM;
-    // TN with at most 8 rows in this tile: A staged by the producer's warps.
-    const u32 rows_here = m - tile_m * TBM < TBM ? m - tile_m * TBM : TBM;
-    const bool a_by_warps = OP == OP_TN && TBM == 64 && rows_here <= A_TN_STAGED_ROWS;
-    const u32 stage_bytes = (a_by_warps ? 0 : a_rows * BK * 2) + R::B_BYTES;
+    const u32 stage_bytes = a_rows * BK * 2 + R::B_BYTES;
     // The k blocks this block walks: its chunk's, or all of them.
     u32 first = 0, last = kblocks;
     if (GRID_CHUNKS) {
@@ -629,8 +555,7 @@ __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap
 
     if (tid == 0) {
         for (u32 s = 0; s < R::STAGES; ++s) {
-            // Staged A: the stage's warp arrives again once A is written.
-            mbar_init(bars + 8 * s, a_by_warps ? 2 : 1);
+            mbar_init(bars + 8 * s, 1);
             mbar_init(bars + 8 * (R::STAGES + s), 4 * CONSUMERS);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -639,32 +564,7 @@ __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap
 
     if (wg == 0) {
         if (CONSUMERS == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-        if (a_by_warps) {
-            // Warp w fills the ring slots s with s % 4 == w (every round the
-            // same slots, so its parity waits stay in step): B by TMA from
-            // lane 0, then A by the warp. One warp alone would wait out a
-            // round trip to L2 per stage.
-            static_assert(R::STAGES >= 4, "every producer warp owns a slot");
-            const u32 warp = tid / 32, lane = tid % 32;
-            for (u32 i = 0; i < last - first; ++i) {
-                const u32 s = i % R::STAGES;
-                if (s % 4 != warp) continue;
-                mbar_wait(bars + 8 * (R::STAGES + s), ((i / R::STAGES) & 1) ^ 1);
-                const u32 full = bars + 8 * s;
-                const u32 a_dst = base + s * R::STAGE_BYTES;
-                const u32 kc = (first + i) * BK;
-                if (lane == 0) {
-                    mbar_expect_tx(full, stage_bytes);
-                    load_b<OP, BN>(tb, a_dst + R::A_BYTES, full, (int)kc, tile_n);
-                }
-                stage_a_tn(a_dst, a, lda, tile_m * TBM, rows_here, kc, k, lane);
-                // The wgmma reads what this warp wrote: the async proxy's
-                // view first (without it the bits differ).
-                fence_proxy_async();
-                __syncwarp();
-                if (lane == 0) mbar_arrive(full);
-            }
-        } else if (tid == 0) {
+        if (tid == 0) {
             for (u32 i = 0; i < last - first; ++i) {
                 const u32 s = i % R::STAGES;
                 mbar_wait(bars + 8 * (R::STAGES + s), ((i / R::STAGES) & 1) ^ 1);
@@ -699,12 +599,7 @@ __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap
             const u32 s = i % R::STAGES;
             mbar_wait(bars + 8 * s, (i / R::STAGES) & 1);
             const u32 a_stage = base + s * R::STAGE_BYTES;
-            if (OP == OP_TN && a_by_warps) {
-                // A staged K-major, as NN's (B is TN's, which is NN's).
-                consume_stage<OP_NN, DT, BN>(d, a_stage, a_stage + R::A_BYTES, consumer);
-            } else {
-                consume_stage<OP, DT, BN>(d, a_stage, a_stage + R::A_BYTES, consumer);
-            }
+            consume_stage<OP, DT, BN>(d, a_stage, a_stage + R::A_BYTES, consumer);
             if (i > 0 && lane == 0) {
                 mbar_arrive(bars + 8 * (R::STAGES + (i - 1) % R::STAGES));
             }
@@ -780,19 +675,17 @@ __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap
 }
 
 // The ladder's entries: gemm_ladder_<BM>x<BN>_<split|fold>_<op>_<dtype>(maps
-// of A and B, C, workspace, counters, m, k, n, ldc, chunks, A, lda). The workspace
+// of A and B, C, workspace, counters, m, k, n, ldc, chunks). The workspace
 // holds chunks x m x n f32 (dense, whatever ldc is) and the counters one u32
 // per output tile, zero before the first launch; the folding rung reads
-// neither. A and lda (A's row stride in elements) are A's storage, read
-// directly by the 64-row rungs under TN below one tile of rows.
+// neither.
 #define LADDER_ENTRY(tbm, bn, how, grid_chunks, opname, OPV, dtname, DTV)                        \
     extern "C" __global__ void __launch_bounds__(128 * (1 + tbm / 64), 1)                        \
         gemm_ladder_##tbm##x##bn##_##how##_##opname##_##dtname(                                   \
             const __grid_constant__ TensorMap ta, const __grid_constant__ TensorMap tb, void* C,  \
-            float* ws, u32* counters, u32 m, u32 k, u32 n, u32 ldc, u32 chunks, const void* A,    \
-            u32 lda) {                                                                            \
+            float* ws, u32* counters, u32 m, u32 k, u32 n, u32 ldc, u32 chunks) {                 \
         ladder_gemm<OPV, DTV, tbm, bn, grid_chunks>(ta, tb, (u16*)C, ws, counters, m, k, n, ldc, \
-                                                    chunks, (const u16*)A, lda);                 \
+                                                    chunks);                                     \
     }
 
 #define LADDER_OPS(tbm, bn, how, grid_chunks, dtname, DTV)            \

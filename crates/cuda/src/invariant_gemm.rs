@@ -178,7 +178,7 @@ impl InvariantGemms {
         dtype: DType,
         shape: GemmShape,
     ) -> Result<InvariantGemm> {
-        let rung = crate::kernels::RouteChoice::ladder_rung(shape.m, shape.k, shape.n);
+        let rung = crate::kernels::RouteChoice::ladder_rung(op, shape.m, shape.k, shape.n);
         self.plan(live, rung, op, dtype, shape)
     }
 
@@ -333,19 +333,14 @@ impl InvariantGemm {
         }
         let ldc = st.ldc as u32;
         lb.arg(&m).arg(&k).arg(&n).arg(&ldc);
-        let lda = st.lda as u32;
         if self.family.is_ladder() {
-            lb.arg(&chunks).arg(&pa).arg(&lda);
+            lb.arg(&chunks);
         }
         // SAFETY: the arguments match kernels/wgmma.cu's signature (tensor
         // maps of A and B, C, m, k, n, ldc; for the ladder also its workspace of
         // chunks x m x n f32 and one zeroed counter per tile, allocated by
-        // the plan, or null where the rung reads neither, the chunks its
-        // geometry was checked for, and A's storage with its leading
-        // dimension, which the 64-row rungs read directly under TN: rows
-        // below k, 8-element groups of columns below m, each group wholly
-        // within the span checked above or read element by element); the
-        // maps were encoded over A and B
+        // the plan, or null where the rung reads neither, and the chunks
+        // its geometry was checked for); the maps were encoded over A and B
         // with the planned problem's dims and leading dimensions, which
         // the buffers span (checked above; TMA zero-fills reads past the dims)
         // and are passed by value; C spans m rows ldc apart of n elements

@@ -12,7 +12,7 @@ use super::vendor::{Api, Handles, LtSelection, VendorCall};
 use crate::error::Result;
 use crate::kernels;
 use crate::kernels::Problem;
-use crate::route::{GemmOp, GemmShape, PhysicalBackend, ResolvedGemmRoute};
+use crate::route::{GemmShape, PhysicalBackend, ResolvedGemmRoute};
 use crate::trace::{FingerprintMode, OutputFingerprint};
 use cudarc::driver::sys;
 use cudarc::driver::{
@@ -50,8 +50,6 @@ pub(super) struct Prepared {
     /// between launches.
     scratch: Option<(CudaSlice<f32>, CudaSlice<u32>)>,
     out_bytes: usize,
-    /// A's row stride in elements (dense: m under TN, else k).
-    lda: u32,
 }
 
 /// The vendor call of a vendor route, after checking that the loaded
@@ -262,7 +260,6 @@ impl Prepared {
             c,
             scratch,
             out_bytes,
-            lda: (if route.op == GemmOp::Tn { m } else { k }) as u32,
         })
     }
 
@@ -280,7 +277,6 @@ impl Prepared {
             b,
             c,
             scratch,
-            lda,
             ..
         } = self;
         if shape.m == 0 || shape.n == 0 {
@@ -348,17 +344,11 @@ impl Prepared {
                     }
                     _ => {}
                 }
-                // The ladder also takes A's storage and row stride (dense
-                // here), which its 64-row rungs read directly under TN.
-                let (a_ptr, _a_read) = a.device_ptr(stream);
-                if kernel.is_ladder() {
-                    lb.arg(&a_ptr).arg(&*lda);
-                }
                 let _ = sh;
                 // SAFETY: the argument list matches the kernel's signature:
                 // kernels/gemm.cu (A, B, C, m, k, n[, scratch, counters][, splits])
                 // or kernels/wgmma.cu (tensor maps of A and B, C[, workspace,
-                // counters], m, k, n, ldc = n[, chunks, A, lda]).
+                // counters], m, k, n, ldc = n[, chunks]).
                 // A, B and C hold the dense operands of `shape` for the
                 // route's op and dtype, scratch m*n f32 per split plane and
                 // counters one u32 per block tile (zero between launches;

@@ -38,7 +38,9 @@ impl CudaBackend {
                 catalog::dispatch(spec.dtype, spec.m, spec.k, policy.tensor_cores, split_ok)
             }
             RouteChoice::Kernel(family) => family.for_shape(spec.k, spec.n),
-            RouteChoice::BatchInvariant => RouteChoice::ladder_rung(spec.m, spec.k, spec.n),
+            RouteChoice::BatchInvariant => {
+                RouteChoice::ladder_rung(spec.op, spec.m, spec.k, spec.n)
+            }
             RouteChoice::Cublas => {
                 return self.resolve_vendor(spec, shape, Api::Blas, LtSelection::Heuristic);
             }

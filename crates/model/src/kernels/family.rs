@@ -430,7 +430,8 @@ mod tests {
     #[test]
     fn batch_invariant_rungs_by_m() {
         use super::super::{LADDER_DECODE_MAX_M as D, LADDER_MID_MAX_M as M, RouteChoice};
-        let rung = RouteChoice::ladder_rung;
+        use crate::route::GemmOp::{Nn, Tn};
+        let rung = |m, k, n| RouteChoice::ladder_rung(Nn, m, k, n);
         // k = n = 4096 (one chunk); the figures are blocks, waves of 128.
         for (m, want) in [
             // narrow 128, decode 64, band 32: one wave each, most tiles.
@@ -448,6 +449,15 @@ mod tests {
         ] {
             assert_eq!(rung(m, 4096, 4096), want, "m={m}");
         }
+        // TN below 16 rows: the band rung reads A the fewest times.
+        assert_eq!(
+            RouteChoice::ladder_rung(Tn, 8, 4096, 4096),
+            KernelFamily::LadderBand(1)
+        );
+        assert_eq!(
+            RouteChoice::ladder_rung(Tn, 16, 4096, 4096),
+            KernelFamily::LadderNarrow(1)
+        );
         // QKV at m = 1: narrow 192 (two waves), decode 96, band 48.
         assert_eq!(rung(1, 4096, 6144), KernelFamily::LadderDecode(1));
         // MLP up at m = 16: narrow 448, decode 224, band 112 (one wave).
@@ -506,32 +516,35 @@ mod tests {
     #[test]
     fn batch_invariant_picks_only_servable_rungs_of_the_family_order() {
         use super::super::RouteChoice;
+        use crate::route::GemmOp;
         let mut tried = 0;
-        for k in [64u64, 512, 1000, 4096, 14336, 32768] {
-            for n in [8u64, 256, 1024, 2048, 3072, 4064, 4096, 6144, 14336, 32768] {
-                for m in [
-                    1u64, 8, 16, 63, 64, 65, 128, 200, 256, 257, 1000, 4096, 65536,
-                ] {
-                    let pick = RouteChoice::ladder_rung(m, k, n);
-                    let chunks = ladder_chunks(k, n);
-                    let at = format!("m={m} k={k} n={n}: {pick}");
-                    assert!(pick.is_wgmma() && pick.promises_batch_invariance(), "{at}");
-                    if pick.is_ladder() {
-                        assert_eq!(pick.splits(), chunks, "{at}");
-                        assert!(
-                            !(matches!(pick, KernelFamily::LadderWide(_)) && chunks == 1),
-                            "{at}"
-                        );
-                    } else {
-                        assert_eq!(chunks, 1, "{at}: wgmma's order is one chunk");
+        for op in GemmOp::ALL {
+            for k in [64u64, 512, 1000, 4096, 14336, 32768] {
+                for n in [8u64, 256, 1024, 2048, 3072, 4064, 4096, 6144, 14336, 32768] {
+                    for m in [
+                        1u64, 8, 16, 63, 64, 65, 128, 200, 256, 257, 1000, 4096, 65536,
+                    ] {
+                        let pick = RouteChoice::ladder_rung(*op, m, k, n);
+                        let chunks = ladder_chunks(k, n);
+                        let at = format!("{op} m={m} k={k} n={n}: {pick}");
+                        assert!(pick.is_wgmma() && pick.promises_batch_invariance(), "{at}");
+                        if pick.is_ladder() {
+                            assert_eq!(pick.splits(), chunks, "{at}");
+                            assert!(
+                                !(matches!(pick, KernelFamily::LadderWide(_)) && chunks == 1),
+                                "{at}"
+                            );
+                        } else {
+                            assert_eq!(chunks, 1, "{at}: wgmma's order is one chunk");
+                        }
+                        let blocks = pick.wgmma_blocks(m, n).unwrap();
+                        assert!(blocks >= 1 && blocks <= i32::MAX as u64, "{at}");
+                        tried += 1;
                     }
-                    let blocks = pick.wgmma_blocks(m, n).unwrap();
-                    assert!(blocks >= 1 && blocks <= i32::MAX as u64, "{at}");
-                    tried += 1;
                 }
             }
         }
-        assert_eq!(tried, 6 * 10 * 13);
+        assert_eq!(tried, 3 * 6 * 10 * 13);
     }
 
     #[test]

@@ -139,6 +139,9 @@ impl RouteChoice {
     /// (docs/benchmarks.md, section 4g; `tests/rung_policy.rs` holds them
     /// to its log).
     ///
+    /// - TN below 16 rows: the band rung. TN's m-contiguous A arrives as
+    ///   rows of m values, which cost the copy engine as much as full
+    ///   rows, and the band rung's blocks read A the fewest times.
     /// - Up to [`LADDER_DECODE_MAX_M`]: of the narrow (64x32), decode
     ///   (64x64) and band (64x128) rungs, the one with the fewest waves,
     ///   then the most tiles. A grid-splitting rung's chunk blocks count
@@ -152,7 +155,7 @@ impl RouteChoice {
     ///   waves weighted by tile area, ties to the larger tile.
     /// - Above, with one chunk (wgmma's k order): `wgmma-large` (128x256)
     ///   or `wgmma-small` (128x128) by the same weighted waves.
-    pub fn ladder_rung(m: u64, k: u64, n: u64) -> KernelFamily {
+    pub fn ladder_rung(op: GemmOp, m: u64, k: u64, n: u64) -> KernelFamily {
         const TARGET: u64 = super::LADDER_TARGET_BLOCKS;
         let one_chunk = super::ladder_chunks(k, n) == 1;
         let rung = |f: KernelFamily| f.for_shape(k, n);
@@ -179,7 +182,9 @@ impl RouteChoice {
         let cheapest = |candidates: [KernelFamily; 2]| {
             candidates.into_iter().min_by_key(cost).unwrap_or(square)
         };
-        rung(if m <= LADDER_DECODE_MAX_M {
+        rung(if op == GemmOp::Tn && m < 16 {
+            band
+        } else if m <= LADDER_DECODE_MAX_M {
             [narrow, decode, band]
                 .into_iter()
                 .min_by_key(|&f| (waves(f), std::cmp::Reverse(tiles(f))))
