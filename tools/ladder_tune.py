@@ -102,6 +102,16 @@ def graph_time(fn, reps=20):
     return sample
 
 
+def best_of(samplers, rounds=7):
+    """The fastest of `rounds` interleaved samples of each sampler (us):
+    every route sees the same clocks and the same L2."""
+    best = {key: float("inf") for key in samplers}
+    for _ in range(rounds):
+        for key, smp in samplers.items():
+            best[key] = min(best[key], smp())
+    return best
+
+
 KEEP = []
 
 
@@ -147,10 +157,7 @@ def main():
             run, out = launcher(mods[ring], ring, rung, "nn", a, b, m, k, n, ch)
             samplers[(rung, ring, ch)] = graph_time(run)
             outs[(rung, ring, ch)] = out
-        best = {key: 1e9 for key in samplers}
-        for _ in range(5):
-            for key, smp in samplers.items():
-                best[key] = min(best[key], smp())
+        best = best_of(samplers, 5)
         base = best["cublas"]
         line = [f"m={m} k={k} n={n}: cuBLAS {base:.1f} us"]
         ranked = sorted((best[key], key) for key in samplers if key != "cublas")

@@ -26,7 +26,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import wgmma_probe as wp  # noqa: E402
 import wgmma_variants as wv  # noqa: E402
-from ladder_tune import graph_time as graph  # noqa: E402
+from ladder_tune import best_of, graph_time as graph  # noqa: E402
 
 VARIANTS = ("", "XP_SPLIT_N=2", "XP_SPLIT_N=4")
 CASES = [(op, torch.bfloat16, m, 4096, 4096) for op in ("nn", "nt", "tn") for m in (8, 32, 64)]
@@ -62,10 +62,7 @@ def main():
         for name, mod in mods.items():
             samplers[name] = graph(wv.ladder(mod, (64, 32), False, op, dt, a_st, b_st, m, k, n, c), 20)
         keep.append(samplers)
-        best = {key: 1e12 for key in samplers}
-        for _ in range(7):
-            for key, smp in samplers.items():
-                best[key] = min(best[key], smp())
+        best = best_of(samplers)
         base = best["cublas"]
         cols = "  ".join(f"{base / best[nm]:.3f}{'' if same[nm] else ' BITS DIFFER'}" for nm in mods)
         print(f"{op} {str(dt)[6:]} {m} {k} {n} {base:9.1f}  {cols}", flush=True)

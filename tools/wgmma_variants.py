@@ -39,7 +39,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ladder_probe as lp  # noqa: E402
 import wgmma_probe as wp  # noqa: E402
-from ladder_tune import graph_time as graph  # noqa: E402
+from ladder_tune import best_of, graph_time as graph  # noqa: E402
 
 BM = 128
 # variant: (patch, define, symbol suffix)
@@ -175,10 +175,7 @@ def main_ladder(mod):
             for pair in (False, True):
                 samplers[(rung, pair)] = graph(ladder(mod, rung, pair, op, dtype, a_st, b_st, m, k, n, c), 20)
         KEEP.append(samplers)
-        best = {key: 1e12 for key in samplers}
-        for _ in range(7):
-            for key, smp in samplers.items():
-                best[key] = min(best[key], smp())
+        best = best_of(samplers)
         base = best["cublas"]
         cols = "  ".join(f"{base / best[(rung, pair)]:6.3f}" for rung in rungs for pair in (False, True))
         print(f"{op:3} {m:>6}x{k}x{n} {base:10.1f}  {cols}", flush=True)
@@ -241,10 +238,7 @@ def main():
                 for var in (False, True):
                     samplers[(bn, var)] = graph(wgmma(mod, bn, var, op, dtype, a_st, b_st, m, k, n, c), reps)
             KEEP.append(samplers)
-            best = {key: 1e12 for key in samplers}
-            for _ in range(7):
-                for key, smp in samplers.items():
-                    best[key] = min(best[key], smp())
+            best = best_of(samplers)
             base = best["cublas"]
             cols = " ".join(f"{base / best[(bn, var)]:{7 if var else 6}.3f}" for bn in (256, 128) for var in (False, True))
             print(f"{op:3} {m:>6}x{k}x{n} {base:10.1f} {cols}", flush=True)
