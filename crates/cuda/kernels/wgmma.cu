@@ -29,6 +29,9 @@
 // (and m too for tn, whose A is m-contiguous); the host refuses other
 // shapes with that reason. C's rows are `ldc` elements apart (n when
 // dense; an even ldc >= n keeps every 2-element store 4-byte aligned).
+// The epilogue stages each tile in the drained stage ring and stores it as
+// 16-byte runs of rows (4-byte stores where C or ldc is not 16-byte
+// aligned): see store_tile.
 
 typedef unsigned short u16;
 typedef unsigned int u32;
@@ -387,30 +390,60 @@ __device__ __forceinline__ void consume_stage(float* d, u32 a_stage, u32 b_stage
     wgmma_wait<1>();
 }
 
-// Epilogue: the fragment (row 16 w + l/4 [+8], columns 8 j + 2 (l%4) [+1],
-// from row0 and col0) rounded and stored straight from registers, C's rows
-// ldc apart.
+// Epilogue: one consumer warpgroup's 64 x BN tile, rounded, staged in
+// shared memory (the drained stage ring) and stored as whole 16-byte runs
+// of C's rows. Storing the wgmma fragment straight from registers (16
+// bytes of 8 rows per warp instruction) took about 7 us per wave of
+// 128 x 256 tiles on the H200 (docs/benchmarks.md, 4i). The values and
+// their rounding are the same either way: only the stores differ.
+//
+// Fragment of warp w, lane l: rows 16 w + l/4 (+8), columns 8 j + 2 (l%4)
+// (+1). Staged rows are BN * 2 + 16 bytes apart, so the 32 lanes of one
+// 4-byte fragment write hit 32 banks. `tile` is this warpgroup's staging
+// area, `wg_bar` its named barrier; row0/col0 locate the 64 x BN tile in C.
 template <int DT, int BN>
-__device__ __forceinline__ void store_tile(u16* C, const float* d, u32 row0, u32 col0, u32 m,
-                                           u32 n, u32 ldc) {
+__device__ __forceinline__ void store_tile(u16* C, const float* d, unsigned char* tile, u32 wg_bar,
+                                           u32 row0, u32 col0, u32 m, u32 n, u32 ldc) {
+    constexpr u32 PITCH = BN * 2 + 16;
+    constexpr u32 RUNS = BN / 8;  // 16-byte runs per row
+    const u32 t = threadIdx.x % 128;
+    const u32 r = (t / 32) * 16 + (t % 32) / 4;
+    const u32 c = 2 * (t % 4);
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
-        const u32 col = col0 + 8 * j;
-        if (col < n) {
-            if (row0 < m) {
-                *(u32*)(C + (u64)row0 * ldc + col) = pack2(d[4 * j], d[4 * j + 1], DT);
-            }
-            if (row0 + 8 < m) {
-                *(u32*)(C + (u64)(row0 + 8) * ldc + col) = pack2(d[4 * j + 2], d[4 * j + 3], DT);
+        *(u32*)(tile + r * PITCH + (8 * j + c) * 2) = pack2(d[4 * j], d[4 * j + 1], DT);
+        *(u32*)(tile + (r + 8) * PITCH + (8 * j + c) * 2) = pack2(d[4 * j + 2], d[4 * j + 3], DT);
+    }
+    asm volatile("bar.sync %0, 128;\n" ::"r"(wg_bar) : "memory");
+    // n is a multiple of 8 (the host's TMA rule), so a run is all in or all out.
+    const bool wide = ((u64)C % 16 == 0) && ldc % 8 == 0;
+    for (u32 i = t; i < 64 * RUNS; i += 128) {
+        const u32 row = row0 + i / RUNS;
+        const u32 col = col0 + 8 * (i % RUNS);
+        if (row < m && col < n) {
+            const uint4 v = *(const uint4*)(tile + (i / RUNS) * PITCH + (i % RUNS) * 16);
+            u16* out = C + (u64)row * ldc + col;
+            if (wide) {
+                *(uint4*)out = v;
+            } else {
+                u32* o = (u32*)out;  // ldc even: 4-byte aligned
+                o[0] = v.x;
+                o[1] = v.y;
+                o[2] = v.z;
+                o[3] = v.w;
             }
         }
     }
 }
 
+// Bytes of shared memory the epilogue stages per consumer warpgroup.
+#define STAGED_BYTES(bn) (64u * ((bn) * 2u + 16u))
+
 template <int OP, int DT, int BN>
 __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap& tb, u16* C, u32 m,
                                            u32 k, u32 n, u32 ldc) {
     typedef Ring<BN> R;
+    static_assert(2 * STAGED_BYTES(BN) <= R::STAGES * R::STAGE_BYTES, "the epilogue is staged in the ring");
     extern __shared__ unsigned char smem_raw[];
     const u32 base = (smem_addr(smem_raw) + 1023u) & ~1023u;
     const u32 bars = base + R::STAGES * R::STAGE_BYTES;
@@ -460,9 +493,11 @@ __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap&
             }
         }
         wgmma_wait<0>();
-        const u32 warp = (tid % 128) / 32;
-        store_tile<DT, BN>(C, d, tile_m * BM + consumer * 64 + warp * 16 + lane / 4,
-                           tile_n * BN + 2 * (lane % 4), m, n, ldc);
+        // Once both consumers are past their last wgmma, every stage has
+        // been read: the ring is free for the epilogue.
+        asm volatile("bar.sync 1, 256;\n" ::: "memory");
+        store_tile<DT, BN>(C, d, smem_raw + (base - smem_addr(smem_raw)) + consumer * STAGED_BYTES(BN),
+                           2 + consumer, tile_m * BM + consumer * 64, tile_n * BN, m, n, ldc);
     }
 }
 
@@ -532,6 +567,7 @@ __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap
                                             u32 ldc, u32 chunks) {
     typedef LadderRing<TBM, BN> R;
     constexpr u32 CONSUMERS = TBM / 64;
+    static_assert(CONSUMERS * STAGED_BYTES(BN) <= R::STAGES * R::STAGE_BYTES, "the epilogue is staged in the ring");
     extern __shared__ unsigned char smem_raw[];
     __shared__ u32 folds_here;
     const u32 base = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -671,7 +707,11 @@ __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap
         }
         if (tid == 128) counters[blockIdx.x] = 0;
     }
-    store_tile<DT, BN>(C, d, row0, col0, m, n, ldc);
+    // Once every consumer is past its last wgmma, the ring is free for the
+    // epilogue.
+    asm volatile("bar.sync 1, %0;\n" ::"n"(128 * CONSUMERS) : "memory");
+    store_tile<DT, BN>(C, d, smem_raw + (base - smem_addr(smem_raw)) + consumer * STAGED_BYTES(BN),
+                       2 + consumer, tile_m * TBM + consumer * 64, tile_n * BN, m, n, ldc);
 }
 
 // The ladder's entries: gemm_ladder_<BM>x<BN>_<split|fold>_<op>_<dtype>(maps

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Builds of crates/cuda/kernels/wgmma.cu compared bit for bit and timed
+against each other and cuBLAS in one interleaved run (device only; nothing
+here is used by the crate; docs/benchmarks.md, section 4i).
+
+BASE.cu is the reference build (e.g. the committed file, from
+`git show REV:crates/cuda/kernels/wgmma.cu`); each NEW.cu is a variant
+(default: the working tree's wgmma.cu). Every kernel family (wgmma 256
+and 128, the ladder's five rungs) runs every build on NaN-filled outputs:
+dense C, C 4 bytes off a 16-byte boundary, and C with a padded even ldc;
+an element that differs from BASE's, or is left unwritten, fails. Then
+each is timed (CUDA graphs of launches, hot L2, best of 7 interleaved
+rounds).
+
+    LD_LIBRARY_PATH=/usr/local/cuda/lib64 python3 tools/compare_builds.py BASE.cu [NEW.cu ...]
+    COMPARE_CASES=ladder ...   # time the ladder's rungs at decode and mid sizes instead
+"""
+
+import ctypes
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ladder_probe as lp  # noqa: E402
+import wgmma_probe as wp  # noqa: E402
+from ladder_tune import best_of, graph_time as graph  # noqa: E402
+
+# family: (rows, cols, how), how = wgmma | split | fold
+FAMILIES = {"w256": (128, 256, "wgmma"), "w128": (128, 128, "wgmma"), "decode": (64, 64, "split"),
+            "mid": (128, 128, "split"), "wide": (128, 128, "fold"), "band": (64, 128, "fold"),
+            "narrow": (64, 32, "fold")}
+KEEP = []
+
+
+def launcher(mod, fam, op, dtype, a_st, b_st, m, k, n, c, ldc):
+    """A launch of family `fam` writing C (`c`'s storage, rows ldc apart)."""
+    bm, bn, how = FAMILIES[fam]
+    dt = "bf16" if dtype == torch.bfloat16 else "f16"
+    stage = (bm + bn) * 64 * 2
+    stages = (192 * 1024) // stage
+    smem = stages * stage + 1024 + 16 * stages
+    if how == "wgmma":
+        name = f"gemm_wgmma_{bn}_{op}_{dt}"
+        rows = bm
+    else:
+        name = f"gemm_ladder_{bm}x{bn}_{how}_{op}_{dt}"
+        rows = bm if m >= bm else -(-m // 8) * 8
+    f = mod.func(name, smem)
+    ta = (wp.tensor_map(a_st, (m, k, m), (64, 64), dtype) if op == "tn"
+          else wp.tensor_map(a_st, (k, m, k), (64, rows), dtype))
+    if op == "nt":
+        tb = wp.tensor_map(b_st, (k, n, k), (64, bn), dtype)
+    elif bn == 32:
+        tb = wp.tensor_map(b_st, (n, k, n), (32, 64), dtype, swizzle=2)
+    else:
+        tb = wp.tensor_map(b_st, (n, k, n), (64, 64), dtype)
+    tiles = (-(-m // bm)) * (-(-n // bn))
+    s = lp.chunks(k, n)
+    ws = torch.zeros(max(1, s * m * n), device="cuda", dtype=torch.float32)
+    counters = torch.zeros(tiles, device="cuda", dtype=torch.int32)
+    cp = ctypes.c_void_p(c.data_ptr())
+    dims = [ctypes.c_uint32(m), ctypes.c_uint32(k), ctypes.c_uint32(n), ctypes.c_uint32(ldc)]
+    if how == "wgmma":
+        args = [ta, tb, cp, *dims]
+    else:
+        args = [ta, tb, cp, ctypes.c_void_p(ws.data_ptr()), ctypes.c_void_p(counters.data_ptr()), *dims,
+                ctypes.c_uint32(s)]
+    grid = (tiles, 1, s if how == "split" else 1)
+    block = (384 if how == "wgmma" else 128 * (1 + bm // 64), 1, 1)
+    keep = (ws, counters, ta, tb)
+
+    def run():
+        wp.launch(f, grid, block, smem, args)
+        return keep
+
+    return run
+
+
+def outputs(mods, fam, op, dtype, a_st, b_st, m, k, n, layout):
+    """Each build's C for one problem, C laid out as `layout`: dense,
+    offset (4 bytes past a 16-byte boundary) or padded (ldc = n + 2)."""
+    ldc = n + 2 if layout == "padded" else n
+    off = 2 if layout == "offset" else 0
+    res = {}
+    for name, mod in mods.items():
+        buf = torch.full((off + m * ldc + 8,), float("nan"), device="cuda", dtype=dtype)
+        launcher(mod, fam, op, dtype, a_st, b_st, m, k, n, buf[off:], ldc)()
+        torch.cuda.synchronize()
+        res[name] = buf[off:off + m * ldc].view(m, ldc)[:, :n]
+    return res
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    torch.zeros(1, device="cuda")
+    print(torch.cuda.get_device_name(), "torch", torch.__version__, flush=True)
+    news = sys.argv[2:] or [os.path.join(wp.ROOT, "crates/cuda/kernels/wgmma.cu")]
+    mods = {"base": wp.Module(wp.compile_cubin(sys.argv[1], "sm_90a", []))}
+    for i, path in enumerate(news):
+        name = os.path.splitext(os.path.basename(path))[0]
+        mods[name if name not in mods else f"{name}{i}"] = wp.Module(wp.compile_cubin(path, "sm_90a", []))
+    print("builds:", ", ".join(f"{k}" for k in mods), flush=True)
+    r = wp.Runner.__new__(wp.Runner)
+    ok = True
+    for dtype in (torch.bfloat16, torch.float16):
+        for op in ("nn", "tn", "nt"):
+            for (m, k, n) in ((200, 1024, 264), (8, 4096, 4096), (1000, 512, 3072), (72, 4096, 1024),
+                              (64, 4104, 4096), (40, 4288, 1024)):
+                if op == "tn" and m % 8:
+                    continue
+                _, _, a_st, b_st = r.operands(op, m, k, n, dtype, 5)
+                for fam in FAMILIES:
+                    for layout in ("dense", "offset", "padded"):
+                        o = outputs(mods, fam, op, dtype, a_st, b_st, m, k, n, layout)
+                        for name in list(mods)[1:]:
+                            diff = (wp.bits(o[name]) != wp.bits(o["base"])).sum().item()
+                            nan = torch.isnan(o[name].float()).sum().item()
+                            good = diff == 0 and nan == 0
+                            ok &= good
+                            if not good or layout == "dense":
+                                print(f"{'OK ' if good else 'BAD'} {name} {op} {str(dtype)[6:]:8} {fam:6} {m}x{k}x{n} "
+                                      f"{layout}: {diff} differ, {nan} unwritten", flush=True)
+    print("BUILDS BITS", "PASS" if ok else "FAIL", flush=True)
+    if not ok:
+        return 1
+    dt = torch.bfloat16
+    if os.environ.get("COMPARE_CASES") == "ladder":
+        # The ladder's rungs where they serve (decode and mid sizes), two wgmma controls.
+        cases = [("narrow", op, m, 4096, 4096) for op in ("nn", "nt", "tn") for m in (1, 8, 32, 64)
+                 if not (op == "tn" and m < 8)]
+        cases += [("narrow", "nn", 64, 14336, 4096), ("band", "nn", 128, 4096, 4096), ("band", "nn", 256, 4096, 4096),
+                  ("band", "tn", 256, 4096, 4096), ("band", "nn", 64, 4096, 14336), ("band", "nn", 256, 4096, 6144),
+                  ("decode", "nn", 1, 4096, 1024), ("decode", "nn", 16, 4096, 1024), ("mid", "nn", 128, 4096, 1024),
+                  ("wide", "nn", 256, 4096, 1024), ("w128", "nn", 1024, 4096, 6144), ("w256", "nn", 4096, 4096, 4096)]
+        return time_cases(mods, r, dt, cases)
+    cases = [("w256", op, m, 4096, 4096) for op in ("nn", "tn", "nt") for m in (1024, 4096, 8192)]
+    cases += [("w256", "nn", m, k, n) for (m, k, n) in ((4096, 4096, 14336), (4096, 14336, 4096),
+                                                       (8192, 8192, 8192), (4096, 1024, 4096))]
+    cases += [("w128", "nn", m, 4096, n) for (m, n) in ((1024, 6144), (4096, 4096))]
+    cases += [("wide", "nn", 1024, 4096, 1024), ("mid", "nn", 1024, 4096, 1024)]
+    cases += [("band", op, m, 4096, n) for op in ("nn", "tn") for (m, n) in ((256, 4096), (64, 14336))]
+    cases += [("narrow", op, m, 4096, 4096) for op in ("nn", "tn") for m in (8, 64)]
+    cases += [("decode", "nn", 16, 4096, 1024)]
+    return time_cases(mods, r, dt, cases)
+
+
+def time_cases(mods, r, dt, cases):
+    print("family op m x k x n   cuBLAS us, then each build's us; (cuBLAS time / build time) in build order",
+          flush=True)
+    for (fam, op, m, k, n) in cases:
+        _, _, a_st, b_st = r.operands(op, m, k, n, dt, 3)
+        a_l = a_st.t() if op == "tn" else a_st
+        b_l = b_st.t() if op == "nt" else b_st
+        c = torch.empty(m, n, device="cuda", dtype=dt)
+        reps = max(3, min(20, int(4e12 / (2.0 * m * k * n))))
+        samplers = {"cublas": graph(lambda: torch.matmul(a_l, b_l, out=c), reps)}
+        for name, mod in mods.items():
+            samplers[name] = graph(launcher(mod, fam, op, dt, a_st, b_st, m, k, n, c, n), reps)
+        KEEP.append(samplers)
+        best = best_of(samplers)
+        base = best["cublas"]
+        us = " ".join(f"{best[name]:8.1f}" for name in mods)
+        ratios = ", ".join(f"{base / best[name]:.3f}" for name in mods)
+        print(f"{fam:6} {op} {m}x{k}x{n} {base:9.1f} {us}  ({ratios})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
