@@ -16,7 +16,6 @@ rounds).
     COMPARE_CASES=ladder ...   # time the ladder's rungs at decode and mid sizes instead
 """
 
-import ctypes
 import os
 import sys
 
@@ -37,45 +36,8 @@ KEEP = []
 def launcher(mod, fam, op, dtype, a_st, b_st, m, k, n, c, ldc):
     """A launch of family `fam` writing C (`c`'s storage, rows ldc apart)."""
     bm, bn, how = FAMILIES[fam]
-    dt = "bf16" if dtype == torch.bfloat16 else "f16"
-    stage = (bm + bn) * 64 * 2
-    stages = (192 * 1024) // stage
-    smem = stages * stage + 1024 + 16 * stages
-    if how == "wgmma":
-        name = f"gemm_wgmma_{bn}_{op}_{dt}"
-        rows = bm
-    else:
-        name = f"gemm_ladder_{bm}x{bn}_{how}_{op}_{dt}"
-        rows = bm if m >= bm else -(-m // 8) * 8
-    f = mod.func(name, smem)
-    ta = (wp.tensor_map(a_st, (m, k, m), (64, 64), dtype) if op == "tn"
-          else wp.tensor_map(a_st, (k, m, k), (64, rows), dtype))
-    if op == "nt":
-        tb = wp.tensor_map(b_st, (k, n, k), (64, bn), dtype)
-    elif bn == 32:
-        tb = wp.tensor_map(b_st, (n, k, n), (32, 64), dtype, swizzle=2)
-    else:
-        tb = wp.tensor_map(b_st, (n, k, n), (64, 64), dtype)
-    tiles = (-(-m // bm)) * (-(-n // bn))
-    s = lp.chunks(k, n)
-    ws = torch.zeros(max(1, s * m * n), device="cuda", dtype=torch.float32)
-    counters = torch.zeros(tiles, device="cuda", dtype=torch.int32)
-    cp = ctypes.c_void_p(c.data_ptr())
-    dims = [ctypes.c_uint32(m), ctypes.c_uint32(k), ctypes.c_uint32(n), ctypes.c_uint32(ldc)]
-    if how == "wgmma":
-        args = [ta, tb, cp, *dims]
-    else:
-        args = [ta, tb, cp, ctypes.c_void_p(ws.data_ptr()), ctypes.c_void_p(counters.data_ptr()), *dims,
-                ctypes.c_uint32(s)]
-    grid = (tiles, 1, s if how == "split" else 1)
-    block = (384 if how == "wgmma" else 128 * (1 + bm // 64), 1, 1)
-    keep = (ws, counters, ta, tb)
-
-    def run():
-        wp.launch(f, grid, block, smem, args)
-        return keep
-
-    return run
+    return wp.kernel_launch(mod, (bm, bn), how, op, dtype, a_st, b_st, m, k, n, c, ldc=ldc,
+                            chunks=lp.chunks(k, n))
 
 
 def outputs(mods, fam, op, dtype, a_st, b_st, m, k, n, layout):

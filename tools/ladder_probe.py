@@ -29,10 +29,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wgmma_probe import Runner, bits, launch, tensor_map  # noqa: E402
-
-BK = 64
-RING = 192 * 1024
+from wgmma_probe import Runner, bits, kernel_launch  # noqa: E402
 
 
 def chunks(k, n):
@@ -55,39 +52,18 @@ RUNGS = {  # name: (rows, cols, chunks on the grid)
 
 
 def ladder(r, rung, op, dtype, a_st, b_st, m, k, n):
+    """Two launches of `rung` on the same tile counters: (C, C of the second)."""
     bm, bn, grid = RUNGS[rung]
-    dt = "bf16" if dtype == torch.bfloat16 else "f16"
-    stage = (bm + bn) * BK * 2
-    stages = RING // stage
-    smem = stages * stage + 1024 + 16 * stages
-    f = r.wg.func(f"gemm_ladder_{rung}_{op}_{dt}", smem)
-    if op == "tn":
-        ta = tensor_map(a_st, (m, k, m), (64, 64), dtype)
-    else:
-        rows = bm if m >= bm else -(-m // 8) * 8
-        ta = tensor_map(a_st, (k, m, k), (64, rows), dtype)
-    if op == "nt":
-        tb = tensor_map(b_st, (k, n, k), (64, bn), dtype)
-    elif bn == 32:
-        # One 32-wide box: 64-byte rows, 64-byte swizzle (design.md).
-        tb = tensor_map(b_st, (n, k, n), (32, 64), dtype, swizzle=2)
-    else:
-        tb = tensor_map(b_st, (n, k, n), (64, 64), dtype)
     c = torch.empty(m, n, device="cuda", dtype=dtype)
-    s = chunks(k, n)
-    tiles = (-(-m // bm)) * (-(-n // bn))
-    ws = torch.zeros(s * m * n if grid else 1, device="cuda", dtype=torch.float32)
-    counters = torch.zeros(tiles, device="cuda", dtype=torch.int32)
-    args = [ta, tb, ctypes.c_void_p(c.data_ptr()), ctypes.c_void_p(ws.data_ptr() if grid else 0),
-            ctypes.c_void_p(counters.data_ptr() if grid else 0), ctypes.c_uint32(m),
-            ctypes.c_uint32(k), ctypes.c_uint32(n), ctypes.c_uint32(n), ctypes.c_uint32(s)]  # ldc = n
-    launch(f, (tiles, 1, s if grid else 1), (128 * (1 + bm // 64), 1, 1), smem, args)
+    run = kernel_launch(r.wg, (bm, bn), "split" if grid else "fold", op, dtype, a_st, b_st, m, k, n, c,
+                        chunks=chunks(k, n))
+    run()
     # Launch again on the same counters: the last block of each tile reset them.
     c2 = torch.empty_like(c)
-    args[2] = ctypes.c_void_p(c2.data_ptr())
-    launch(f, (tiles, 1, s if grid else 1), (128 * (1 + bm // 64), 1, 1), smem, args)
+    run.args[2] = ctypes.c_void_p(c2.data_ptr())
+    run()
     torch.cuda.synchronize()
-    assert int(counters.abs().sum()) == 0, "tile counters not reset"
+    assert int(run.counters.abs().sum()) == 0, "tile counters not reset"
     return c, c2
 
 

@@ -15,7 +15,6 @@ the same chunk count: any tile of the ladder must give the same bits.
     TUNE_CASES="128,4096,6144;256,4096,6144" python3 tools/ladder_tune.py
 """
 
-import ctypes
 import os
 import sys
 
@@ -48,30 +47,12 @@ def module(ring):
 
 
 def launcher(mod, ring, rung, op, a_st, b_st, m, k, n, chunks):
+    """A launch of `rung` = (bm, bn, how) from the module built with `ring`
+    (0: the shipped ring), and its C."""
     bm, bn, how = rung
-    stage = (bm + bn) * 64 * 2
-    stages = (ring or 192 * 1024) // stage
-    smem = stages * stage + 1024 + 16 * stages
-    f = mod.func(f"gemm_ladder_{bm}x{bn}_{how}_{op}_bf16", smem)
-    dt = torch.bfloat16
-    rows = bm if m >= bm else -(-m // 8) * 8
-    ta = wp.tensor_map(a_st, (k, m, k), (64, rows), dt)
-    # NN's B: 64-wide boxes, or one 32-wide box with a 64-byte swizzle.
-    tb = wp.tensor_map(b_st, (n, k, n), (min(bn, 64), 64), dt, swizzle=3 if bn >= 64 else 2)
-    c = torch.empty(m, n, device="cuda", dtype=dt)
-    tiles = (-(-m // bm)) * (-(-n // bn))
-    ws = torch.zeros(chunks * m * n, device="cuda", dtype=torch.float32)
-    counters = torch.zeros(tiles, device="cuda", dtype=torch.int32)
-    args = [ta, tb, ctypes.c_void_p(c.data_ptr()), ctypes.c_void_p(ws.data_ptr()),
-            ctypes.c_void_p(counters.data_ptr()), ctypes.c_uint32(m), ctypes.c_uint32(k),
-            ctypes.c_uint32(n), ctypes.c_uint32(n), ctypes.c_uint32(chunks)]  # ldc = n
-    keep = (ws, counters)
-    grid = (tiles, 1, chunks if how == "split" else 1)
-
-    def run():
-        wp.launch(f, grid, (128 * (1 + bm // 64), 1, 1), smem, args)
-        return keep
-
+    c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    run = wp.kernel_launch(mod, (bm, bn), how, op, torch.bfloat16, a_st, b_st, m, k, n, c, chunks=chunks,
+                           ring=ring or wp.RING)
     return run, c
 
 

@@ -119,12 +119,77 @@ def tensor_map(t, dims, box, dtype, swizzle=3):
 
 
 BM, BK = 128, 64
+# Bytes of shared memory a kernel's stage ring may use (RING_BYTES in wgmma.cu).
+RING = 192 * 1024
 
 
-def smem_bytes(bn):
-    stage = BM * BK * 2 + bn * BK * 2
-    stages = (192 * 1024) // stage
+def smem_bytes(bn, bm=BM, ring=RING):
+    """Dynamic shared memory of a launch: the ring's whole stages, 1 KiB of
+    alignment slack and the barriers (crates/cuda/src/launch.rs)."""
+    stage = (bm + bn) * BK * 2
+    stages = ring // stage
     return stages * stage + 1024 + 16 * stages
+
+
+class Launch:
+    """One launch of a wgmma-module kernel: call it to enqueue it on the
+    current stream. `grid` may be changed before a call (the cluster and
+    persistent variants do); `keep` holds what the arguments point into,
+    `counters` a splitting rung's tile counters."""
+
+    def __init__(self, f, grid, block, smem, args, keep, counters=None):
+        self.f, self.grid, self.block, self.smem, self.args = f, grid, block, smem, args
+        self.keep, self.counters = keep, counters
+
+    def __call__(self):
+        launch(self.f, self.grid, self.block, self.smem, self.args)
+        return self.keep
+
+
+def kernel_launch(mod, tile, how, op, dtype, a_st, b_st, m, k, n, c, ldc=None, chunks=1, ring=RING,
+                  suffix=""):
+    """The launch the crate's host makes of a wgmma-module kernel (one
+    statement of its tensor maps, grid and arguments for every tool here):
+    tile = (rows, columns); how = "wgmma" (gemm_wgmma_<bn><suffix>_<op>_<dt>)
+    or a ladder rung's "split" / "fold" (gemm_ladder_<bm>x<bn>_<how><suffix>_...);
+    A and B as stored (TN's A k x m, NT's B n x k); C a tensor or a device
+    address, rows ldc apart (default n); `chunks` the ladder's chunk count;
+    `ring` the stage ring's bytes the module was built with."""
+    bm, bn = tile
+    dt = "bf16" if dtype == torch.bfloat16 else "f16"
+    smem = smem_bytes(bn, bm, ring)
+    if how == "wgmma":
+        f = mod.func(f"gemm_wgmma_{bn}{suffix}_{op}_{dt}", smem)
+        rows = bm
+    else:
+        f = mod.func(f"gemm_ladder_{bm}x{bn}_{how}{suffix}_{op}_{dt}", smem)
+        # Below one tile of rows a rung loads m rounded up to 8 rows of A.
+        rows = bm if m >= bm else -(-m // 8) * 8
+    if op == "tn":
+        ta = tensor_map(a_st, (m, k, m), (64, 64), dtype)
+    else:
+        ta = tensor_map(a_st, (k, m, k), (64, rows), dtype)
+    if op == "nt":
+        tb = tensor_map(b_st, (k, n, k), (64, bn), dtype)
+    elif bn == 32:
+        # One 32-wide box: 64-byte rows, 64-byte swizzle (docs/design.md).
+        tb = tensor_map(b_st, (n, k, n), (32, 64), dtype, swizzle=2)
+    else:
+        tb = tensor_map(b_st, (n, k, n), (64, 64), dtype)
+    tiles = (-(-m // bm)) * (-(-n // bn))
+    cp = ctypes.c_void_p(c if isinstance(c, int) else c.data_ptr())
+    dims = [ctypes.c_uint32(m), ctypes.c_uint32(k), ctypes.c_uint32(n), ctypes.c_uint32(ldc or n)]
+    if how == "wgmma":
+        return Launch(f, (tiles, 1, 1), (384, 1, 1), smem, [ta, tb, cp, *dims], (ta, tb, c))
+    split = how == "split"
+    # The workspace (chunks x m x n f32) and the tile counters only a
+    # splitting rung reads.
+    ws = torch.zeros(chunks * m * n if split else 1, device="cuda", dtype=torch.float32)
+    counters = torch.zeros(tiles, device="cuda", dtype=torch.int32)
+    args = [ta, tb, cp, ctypes.c_void_p(ws.data_ptr() if split else 0),
+            ctypes.c_void_p(counters.data_ptr() if split else 0), *dims, ctypes.c_uint32(chunks)]
+    return Launch(f, (tiles, 1, chunks if split else 1), (128 * (1 + bm // 64), 1, 1), smem, args,
+                  (ta, tb, c, ws, counters), counters)
 
 
 class Runner:
@@ -141,22 +206,8 @@ class Runner:
         return a, b, a_st, b_st
 
     def wgmma(self, op, bn, dtype, a_st, b_st, m, k, n, out=None):
-        dt = "bf16" if dtype == torch.bfloat16 else "f16"
-        smem = smem_bytes(bn)
-        f = self.wg.func(f"gemm_wgmma_{bn}_{op}_{dt}", smem)
-        if op == "tn":
-            ta = tensor_map(a_st, (m, k, m), (64, 64), dtype)
-        else:
-            ta = tensor_map(a_st, (k, m, k), (64, 128), dtype)
-        if op == "nt":
-            tb = tensor_map(b_st, (k, n, k), (64, bn), dtype)
-        else:
-            tb = tensor_map(b_st, (n, k, n), (64, 64), dtype)
         c = out if out is not None else torch.empty(m, n, device="cuda", dtype=dtype)
-        tiles = ((m + BM - 1) // BM) * ((n + bn - 1) // bn)
-        args = [ta, tb, ctypes.c_void_p(c.data_ptr()), ctypes.c_uint32(m), ctypes.c_uint32(k),
-                ctypes.c_uint32(n), ctypes.c_uint32(n)]  # ldc = n
-        launch(f, (tiles, 1, 1), (384, 1, 1), smem, args)
+        kernel_launch(self.wg, (BM, bn), "wgmma", op, dtype, a_st, b_st, m, k, n, c)()
         return c
 
     def mma_large(self, op, dtype, a_st, b_st, m, k, n):

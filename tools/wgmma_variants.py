@@ -27,7 +27,6 @@ launches, interleaved, hot L2.
     LD_LIBRARY_PATH=/usr/local/cuda/lib64 python3 tools/wgmma_variants.py persist
 """
 
-import ctypes
 import os
 import subprocess
 import sys
@@ -53,30 +52,15 @@ SMS = None
 
 
 def wgmma(mod, bn, var, op, dtype, a_st, b_st, m, k, n, c):
-    dt = "bf16" if dtype == torch.bfloat16 else "f16"
-    smem = wp.smem_bytes(bn)
-    f = mod.func(f"gemm_wgmma_{bn}{VARIANTS[VARIANT][2] if var else ''}_{op}_{dt}", smem)
-    if op == "tn":
-        ta = wp.tensor_map(a_st, (m, k, m), (64, 64), dtype)
-    else:
-        ta = wp.tensor_map(a_st, (k, m, k), (64, 128), dtype)
-    if op == "nt":
-        tb = wp.tensor_map(b_st, (k, n, k), (64, bn), dtype)
-    else:
-        tb = wp.tensor_map(b_st, (n, k, n), (64, 64), dtype)
-    tiles_m = -(-m // BM)
+    """The shipped kernel of tile 128 x bn, or (var) its variant."""
+    run = wp.kernel_launch(mod, (BM, bn), "wgmma", op, dtype, a_st, b_st, m, k, n, c,
+                           suffix=VARIANTS[VARIANT][2] if var else "")
     if var and VARIANT == "pair":
-        tiles_m += tiles_m % 2
-    grid = tiles_m * (-(-n // bn))
+        # Clusters of two tile rows: count the tile rows up to an even number.
+        tiles_m = -(-m // BM)
+        run.grid = ((tiles_m + tiles_m % 2) * (-(-n // bn)), 1, 1)
     if var and VARIANT == "persist":
-        grid = min(grid, SMS)
-    args = [ta, tb, ctypes.c_void_p(c.data_ptr()), ctypes.c_uint32(m), ctypes.c_uint32(k),
-            ctypes.c_uint32(n), ctypes.c_uint32(n)]
-
-    def run():
-        wp.launch(f, (grid, 1, 1), (384, 1, 1), smem, args)
-        return args
-
+        run.grid = (min(run.grid[0], SMS), 1, 1)
     return run
 
 
@@ -102,34 +86,12 @@ KEEP = []
 def ladder(mod, rung, pair, op, dtype, a_st, b_st, m, k, n, c):
     """The ladder's folding rung `rung` = (bm, bn), shipped or paired."""
     bm, bn = rung
-    dt = "bf16" if dtype == torch.bfloat16 else "f16"
-    stage = (bm + bn) * 64 * 2
-    stages = (192 * 1024) // stage
-    smem = stages * stage + 1024 + 16 * stages
-    f = mod.func(f"gemm_ladder_{bm}x{bn}_fold{'x2' if pair else ''}_{op}_{dt}", smem)
-    if op == "tn":
-        ta = wp.tensor_map(a_st, (m, k, m), (64, 64), dtype)
-    else:
-        rows = bm if m >= bm else -(-m // 8) * 8
-        ta = wp.tensor_map(a_st, (k, m, k), (64, rows), dtype)
-    if op == "nt":
-        tb = wp.tensor_map(b_st, (k, n, k), (64, bn), dtype)
-    elif bn == 32:
-        tb = wp.tensor_map(b_st, (n, k, n), (32, 64), dtype, swizzle=2)
-    else:
-        tb = wp.tensor_map(b_st, (n, k, n), (64, 64), dtype)
-    tiles_n = -(-n // bn)
+    run = wp.kernel_launch(mod, rung, "fold", op, dtype, a_st, b_st, m, k, n, c, chunks=lp.chunks(k, n),
+                           suffix="x2" if pair else "")
     if pair:
-        tiles_n += tiles_n % 2
-    grid = (-(-m // bm)) * tiles_n
-    args = [ta, tb, ctypes.c_void_p(c.data_ptr()), ctypes.c_void_p(0), ctypes.c_void_p(0),
-            ctypes.c_uint32(m), ctypes.c_uint32(k), ctypes.c_uint32(n), ctypes.c_uint32(n),
-            ctypes.c_uint32(lp.chunks(k, n))]
-
-    def run():
-        wp.launch(f, (grid, 1, 1), (128 * (1 + bm // 64), 1, 1), smem, args)
-        return args
-
+        # Clusters of two tile columns: count them up to an even number.
+        tiles_n = -(-n // bn)
+        run.grid = ((-(-m // bm)) * (tiles_n + tiles_n % 2), 1, 1)
     return run
 
 
