@@ -29,8 +29,8 @@ import tempfile
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare_builds as cb  # noqa: E402
 import wgmma_probe as wp  # noqa: E402
-import wgmma_variants as wv  # noqa: E402
 from ladder_tune import best_of, graph_time as graph  # noqa: E402
 
 MMA_LOOP = """        wgmma_tile<BN, DT, TA, TB>(d, desc_a<OP, BN>(a_stage, consumer, ks),
@@ -90,12 +90,7 @@ def main():
         c = torch.empty(m, n, device="cuda", dtype=dt)
         samplers = {"cublas": graph(lambda: torch.matmul(a_l, b_st, out=c), 20)}
         for name, mod in mods.items():
-            if kern == "narrow":
-                run = wv.ladder(mod, (64, 32), False, op, dt, a_st, b_st, m, k, n, c)
-            elif kern == "band":
-                run = wv.ladder(mod, (64, 128), False, op, dt, a_st, b_st, m, k, n, c)
-            else:
-                run = wv.wgmma(mod, int(kern[1:]), False, op, dt, a_st, b_st, m, k, n, c)
+            run = cb.launcher(mod, kern, op, dt, a_st, b_st, m, k, n, c, n)
             samplers[name] = graph(run, 20 if m <= 1024 else 5)
         keep.append(samplers)
         best = best_of(samplers)

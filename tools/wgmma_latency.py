@@ -18,11 +18,11 @@ registers (RS); waiting for every group (wait 0); two independent
 accumulator chains in one warpgroup; two or four warpgroups per block,
 each with its own chain.
 
-The `ring_*` kernels add the narrow rung's stage handshake (a producer
-thread and one consumer warpgroup over 16 mbarrier-guarded stages, no
-loads). ptxas serializes their wgmma (it says so: note C7514), which it
-does not do to the shipped kernels, so their figures model nothing; they
-are kept as the record of that attempt (docs/benchmarks.md, 4i).
+The `ring*` kernels time the narrow rung's stage handshake alone (a
+producer thread and one consumer warpgroup over 16 mbarrier-guarded
+stages, no loads, no wgmma) in cycles per stage. (Ring kernels that also
+issued wgmma were dropped: ptxas serialized their wgmma, note C7514, which
+it does not do to the shipped kernels; docs/benchmarks.md, 4i.)
 
     LD_LIBRARY_PATH=/usr/local/cuda/lib64 python3 tools/wgmma_latency.py
 """
@@ -166,17 +166,14 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
 """
 
 
-def ring_kernel(name, mma, waitk, wgmma_sync, steps=4, inflight=1, bkind="box32"):
-    """The ladder's narrow rung without loads: a producer thread completing
-    each of 16 stages' barrier as soon as the consumers release it, one
-    consumer warpgroup waiting for each stage, issuing `steps` m64n32k16
-    (or none), and releasing the stage `inflight` before (one arrival per
-    warp)."""
-    b_desc = B_DESC[bkind].replace("b + ks", "base + s * 12288 + 8192 + (ks % 4)").replace("b + (ks", "(ks")
-    body = (f"mma_ss_n32<{0 if bkind == 'kmajor' else 1}>(d, smem_desc(base + s * 12288 + (ks % 4) * 32, 16, 1024), "
-            f"{b_desc});") if mma else ""
+def ring_kernel(name, waitk, wgmma_sync):
+    """The narrow rung's stage handshake alone, with no loads and no wgmma:
+    a producer thread completing each of 16 stages' barrier as soon as the
+    consumers release it, one consumer warpgroup waiting for each stage
+    and releasing the one before (one arrival per warp), with or without
+    the consumer's wgmma fence, commit and wait."""
     sync_a = "fence();" if wgmma_sync else ""
-    sync_b = f"commit(); wait<{inflight}>();" if wgmma_sync else ""
+    sync_b = "commit(); wait<1>();" if wgmma_sync else ""
     return f"""
 extern "C" __global__ void __launch_bounds__(256, 1) {name}(u64* out, u32 iters) {{
     extern __shared__ unsigned char raw[];
@@ -198,41 +195,24 @@ extern "C" __global__ void __launch_bounds__(256, 1) {name}(u64* out, u32 iters)
         }}
         return;
     }}
-    float d[16];
-    #pragma unroll
-    for (int i = 0; i < 16; ++i) d[i] = 0.0f;
     for (u32 i = 0; i < iters; ++i) {{
-        const u32 s = i % 16;
-        mbar_wait<{waitk}>(bars + 8 * s, (i / 16) & 1);
+        mbar_wait<{waitk}>(bars + 8 * (i % 16), (i / 16) & 1);
         {sync_a}
-        #pragma unroll
-        for (u32 ks = 0; ks < {steps}; ++ks) {{ {body} }}
         {sync_b}
-        if (i >= {inflight} && threadIdx.x % 32 == 0) mbar_arrive(bars + 8 * (16 + (i - {inflight}) % 16));
+        if (i > 0 && threadIdx.x % 32 == 0) mbar_arrive(bars + 8 * (16 + (i - 1) % 16));
     }}
-    wait<0>();
     const u64 t1 = clock64();
-    float sum = 0.0f;
-    #pragma unroll
-    for (int i = 0; i < 16; ++i) sum += d[i];
-    if (threadIdx.x == 128) out[blockIdx.x * 4] = (t1 - t0) | (sum == 12345.0f ? 1ull << 63 : 0ull);
+    if (threadIdx.x == 128) out[blockIdx.x * 4] = t1 - t0;
 }}
 """
 
 
-# name: (mma, wait kind, wgmma fence/commit/wait[, k16 steps per stage[, groups in flight[, B layout]]])
+# name: (wait kind, the consumer's wgmma fence/commit/wait)
 RING_VARIANTS = {
-    "ring_mma": (1, 0, 1),
-    "ring_mma_testwait": (1, 1, 1),
-    "ring_mma_hint": (1, 2, 1),
-    "ring_nomma": (0, 0, 1),
-    "ring_nomma_nosync": (0, 0, 0),
-    "ring_nomma_testwait": (0, 1, 0),
-    "ring_mma_8steps": (1, 0, 1, 8),
-    "ring_mma_16steps": (1, 0, 1, 16),
-    "ring_mma_inflight2": (1, 0, 1, 4, 2),
-    "ring_mma_box64": (1, 0, 1, 4, 1, "box64"),
-    "ring_mma_kmajor": (1, 0, 1, 4, 1, "kmajor"),
+    "ring": (0, 1),
+    "ring_nosync": (0, 0),
+    "ring_testwait": (1, 0),
+    "ring_hint": (2, 0),
 }
 
 # name: (n, tb, rs, wait, chains, warpgroups)
@@ -293,21 +273,20 @@ def main():
                 if best is None or hi < best[1]:
                     best = (lo, hi)
             print(f"{name:20} {blocks:6}  {best[0]:7.1f} / {best[1]:7.1f}", flush=True)
-    print("ring (the narrow rung's stage handshake, no loads)  cycles per stage, per k16 step, best of 5")
+    print("ring (the narrow rung's stage handshake: no loads, no wgmma)  cycles per stage, best of 5")
     for blocks in (1, 132):
         for name in RING_VARIANTS:
-            f = mod.func(name, 16 * 12288 + 1024 + 256 + 16384)
+            f = mod.func(name, 16 * 12288 + 1024 + 256)
             best = None
             for _ in range(5):
                 out.zero_()
-                wp.launch(f, (blocks, 1, 1), (256, 1, 1), 16 * 12288 + 1024 + 256 + 16384,
+                wp.launch(f, (blocks, 1, 1), (256, 1, 1), 16 * 12288 + 1024 + 256,
                           [ctypes.c_void_p(out.data_ptr()), ctypes.c_uint32(1024)])
                 torch.cuda.synchronize()
                 cyc = out.view(-1, 4)[:blocks, 0].cpu() & ((1 << 62) - 1)
                 per = cyc.double().max().item() / 1024
                 best = per if best is None else min(best, per)
-            steps = RING_VARIANTS[name][3] if len(RING_VARIANTS[name]) > 3 else 4
-            print(f"{name:20} {blocks:6}  {best:7.1f} {best / steps:6.1f}", flush=True)
+            print(f"{name:20} {blocks:6}  {best:7.1f}", flush=True)
     return 0
 
 
