@@ -1,6 +1,6 @@
 //! The batch-invariant route's rung choice (`RouteChoice::ladder_rung`)
 //! held against committed H200 benches of every rung at every m
-//! (`bench decode-by-m`, docs/benchmarks.md sections 4g and 4i): on the
+//! (`bench decode-by-m`, docs/benchmarks.md sections 4g, 4i and 4j): on the
 //! measured rows the rules must keep their speed, close to the fastest
 //! rung of each row. A change of the rules that picks slower rungs on this
 //! data fails here; a kernel change that moves the figures adds its log.
@@ -10,11 +10,13 @@ use gemm_audit::route::GemmOp;
 use std::collections::HashMap;
 
 /// The bench logs the rules are held to: the run they were fitted to
-/// (section 4g), and the first run of the kernels with the staged epilogue
-/// (section 4i), which the rules were not refitted on.
-const LOGS: [&str; 2] = [
+/// (section 4g), and the first runs of the kernels with the staged epilogue
+/// (section 4i) and with descriptors built once a stage (section 4j),
+/// which the rules were not refitted on.
+const LOGS: [&str; 3] = [
     "docs/h200/rung-rules-decode-by-m.txt",
     "docs/h200/epilogue-decode-by-m.txt",
+    "docs/h200/fastdesc-decode-by-m.txt",
 ];
 
 /// One row of the hot table: the problem and cuBLAS time / rung time by

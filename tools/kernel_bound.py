@@ -33,10 +33,10 @@ import compare_builds as cb  # noqa: E402
 import wgmma_probe as wp  # noqa: E402
 from ladder_tune import best_of, graph_time as graph  # noqa: E402
 
-MMA_LOOP = """        wgmma_tile<BN, DT, TA, TB>(d, desc_a<OP, BN>(a_stage, consumer, ks),
-                                   desc_b<OP, BN>(b_stage, ks));
+MMA_LOOP = """            wgmma_tile<BN, DT, TA, TB>(d, da + block + ((ks * a_k16_bytes<OP>()) >> 4),
+                                       db + block + ((ks * b_k16_bytes<OP, BN>()) >> 4));
 """
-EXPECT = ("mbar_expect_tx(full, R::STAGE_BYTES);", "mbar_expect_tx(full, stage_bytes);")
+EXPECT = ("mbar_expect_tx(full, R::STAGE_BYTES);", "mbar_expect_tx(full, blocks * block_bytes);")
 LOAD_CALLS = ("load_stage<OP, BM, BN>(", "load_stage<OP, TBM, BN>(")
 STORE = "store_tile<DT, BN>(C, d, "
 # build: defines

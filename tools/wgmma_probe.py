@@ -125,7 +125,10 @@ RING = 192 * 1024
 
 def smem_bytes(bn, bm=BM, ring=RING):
     """Dynamic shared memory of a launch: the ring's whole stages, 1 KiB of
-    alignment slack and the barriers (crates/cuda/src/launch.rs)."""
+    alignment slack and the barriers (crates/cuda/src/catalog.rs). Counted
+    with stages of one k block: the narrow rung's stages of two (since
+    2026-12-02) need 16 bytes less per pair, so this size serves builds
+    from before and after."""
     stage = (bm + bn) * BK * 2
     stages = ring // stage
     return stages * stage + 1024 + 16 * stages

@@ -301,34 +301,47 @@ struct Ring {
 // TMA boxes of 64 k rows x 64 m/n values (8 KiB each): a k16 step advances
 // 16 rows (2048 bytes), 8-k groups are 1024 bytes apart and successive
 // 64-wide m/n blocks 8 KiB apart.
+template <int OP>
+__device__ constexpr u32 a_k16_bytes() {
+    return OP == OP_TN ? 2048 : 32;
+}
+
+template <int OP, int BN>
+__device__ constexpr u32 b_k16_bytes() {
+    // BN = 32: one TMA box of 64 k rows x 32 n values (64-byte rows,
+    // 64-byte swizzle, layout type 2): a k16 step advances 16 rows.
+    return OP == OP_NT ? 32 : BN == 32 ? 1024 : 2048;
+}
+
 template <int OP, int BN>
 __device__ __forceinline__ u64 desc_a(u32 a_stage, u32 consumer, u32 ks) {
+    const u32 at = a_stage + ks * a_k16_bytes<OP>();
     if (OP == OP_TN) {
-#ifdef MN_DESC_SWAP
-        return smem_desc(a_stage + consumer * 8192 + ks * 2048, 1024, 8192);
-#else
-        return smem_desc(a_stage + consumer * 8192 + ks * 2048, 8192, 1024);
-#endif
+        return smem_desc(at + consumer * 8192, 8192, 1024);
     }
-    return smem_desc(a_stage + consumer * 64 * 128 + ks * 32, 16, 1024);
+    return smem_desc(at + consumer * 64 * 128, 16, 1024);
 }
 
 template <int OP, int BN>
 __device__ __forceinline__ u64 desc_b(u32 b_stage, u32 ks) {
+    const u32 at = b_stage + ks * b_k16_bytes<OP, BN>();
     if (OP == OP_NT) {
-        return smem_desc(b_stage + ks * 32, 16, 1024);
+        return smem_desc(at, 16, 1024);
     }
     if (BN == 32) {
-        // One TMA box of 64 k rows x 32 n values (64-byte rows, 64-byte
-        // swizzle, layout type 2): a k16 step advances 16 rows (1024
-        // bytes), 8-k groups are 512 bytes apart.
-        return (smem_desc(b_stage + ks * 1024, 4096, 512) & ~(3ull << 62)) | (2ull << 62);
+        // 8-k groups 512 bytes apart (see b_k16_bytes).
+        return (smem_desc(at, 4096, 512) & ~(3ull << 62)) | (2ull << 62);
     }
-#ifdef MN_DESC_SWAP
-    return smem_desc(b_stage + ks * 2048, 1024, 8192);
-#else
-    return smem_desc(b_stage + ks * 2048, 8192, 1024);
-#endif
+    return smem_desc(at, 8192, 1024);
+}
+
+// A warp-uniform copy of `x` (lane 0's). Where ptxas cannot prove a stage
+// address or consumer index uniform it builds every wgmma descriptor in
+// vector registers and moves it to uniform ones (R2UR) between the wgmma
+// of one group, which then issue far apart; from a uniform value it builds
+// them in the uniform datapath (docs/benchmarks.md, 4j).
+__device__ __forceinline__ u32 uniform(u32 x) {
+    return __shfl_sync(0xffffffffu, x, 0);
 }
 
 // Tile order: groups of GROUP_M row tiles, column-major inside a group,
@@ -373,18 +386,31 @@ __device__ __forceinline__ void load_stage(const TensorMap& ta, const TensorMap&
     }
 }
 
-// One consumer's wgmma group over one stage (four k16 steps onto d), then
-// a wait until at most this group is in flight: the previous stage's group
+// One consumer's wgmma group over one stage (KB k blocks of four k16 steps
+// onto d, block q's A and B `stride` bytes after block q - 1's), then a
+// wait until at most this group is in flight: the previous stage's group
 // has retired and its stage may go back to the producer.
-template <int OP, int DT, int BN>
-__device__ __forceinline__ void consume_stage(float* d, u32 a_stage, u32 b_stage, u32 consumer) {
+//
+// The descriptors are built once a stage: a step moves only the start
+// address field (bits 0-13, the address >> 4), and shared addresses stay
+// below 256 KiB, so adding to that field equals building the descriptor
+// anew. The wgmma of a group then issue back to back.
+template <int OP, int DT, int BN, int KB = 1>
+__device__ __forceinline__ void consume_stage(float* d, u32 a_stage, u32 b_stage, u32 consumer,
+                                              u32 stride = 0) {
     constexpr int TA = OP == OP_TN ? 1 : 0;
     constexpr int TB = OP == OP_NT ? 0 : 1;
+    const u64 da = desc_a<OP, BN>(a_stage, consumer, 0);
+    const u64 db = desc_b<OP, BN>(b_stage, 0);
     wgmma_fence();
 #pragma unroll
-    for (u32 ks = 0; ks < BK / 16; ++ks) {
-        wgmma_tile<BN, DT, TA, TB>(d, desc_a<OP, BN>(a_stage, consumer, ks),
-                                   desc_b<OP, BN>(b_stage, ks));
+    for (u32 q = 0; q < KB; ++q) {
+#pragma unroll
+        for (u32 ks = 0; ks < BK / 16; ++ks) {
+            const u32 block = (q * stride) >> 4;
+            wgmma_tile<BN, DT, TA, TB>(d, da + block + ((ks * a_k16_bytes<OP>()) >> 4),
+                                       db + block + ((ks * b_k16_bytes<OP, BN>()) >> 4));
+        }
     }
     wgmma_commit();
     wgmma_wait<1>();
@@ -478,7 +504,7 @@ __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap&
         }
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-        const u32 consumer = wg - 1;
+        const u32 consumer = uniform(wg - 1);
         float d[BN / 2];
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
@@ -545,7 +571,9 @@ ALL_OPS(128, bf16, DT_BF16)
 //   twice the blocks) and ladder_64x32_fold (decode sizes: as many
 //   blocks as the split rung has, without its fold): one block per tile
 //   walks every chunk, folding each finished partial into a second
-//   register set.
+//   register set. The narrow rung's stages hold two k blocks (one barrier
+//   handshake per eight k16 steps); a chunk's odd last block is a stage
+//   of its own.
 // Below one tile of rows, A (K-major) is loaded as boxes of m rounded up
 // to 8 rows rather than of the whole tile: the rows past them are never
 // stored, and loading fewer rows than TMA would zero-fill is what makes
@@ -553,19 +581,23 @@ ALL_OPS(128, bf16, DT_BF16)
 // Which block finishes last changes nothing: the fold reads the partials
 // in chunk order whoever runs it.
 
-template <int TBM, int BN>
+// A stage holds KPS k blocks (the last of a chunk may hold fewer), each
+// laid out as a one-block stage is: one barrier handshake per KPS blocks.
+template <int TBM, int BN, int KPS>
 struct LadderRing {
     static constexpr u32 A_BYTES = TBM * BK * 2;
     static constexpr u32 B_BYTES = BN * BK * 2;
-    static constexpr u32 STAGE_BYTES = A_BYTES + B_BYTES;
+    static constexpr u32 BLOCK_BYTES = A_BYTES + B_BYTES;
+    static constexpr u32 STAGE_BYTES = KPS * BLOCK_BYTES;
     static constexpr u32 STAGES = RING_BYTES / STAGE_BYTES;
 };
 
-template <int OP, int DT, int TBM, int BN, bool GRID_CHUNKS>
+template <int OP, int DT, int TBM, int BN, bool GRID_CHUNKS, int KPS>
 __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap& tb, u16* C,
                                             float* ws, u32* counters, u32 m, u32 k, u32 n,
                                             u32 ldc, u32 chunks) {
-    typedef LadderRing<TBM, BN> R;
+    static_assert(KPS == 1 || KPS == 2, "a stage holds one or two k blocks");
+    typedef LadderRing<TBM, BN, KPS> R;
     constexpr u32 CONSUMERS = TBM / 64;
     static_assert(CONSUMERS * STAGED_BYTES(BN) <= R::STAGES * R::STAGE_BYTES, "the epilogue is staged in the ring");
     extern __shared__ unsigned char smem_raw[];
@@ -581,13 +613,16 @@ __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap
     const u32 per_chunk = (kblocks + chunks - 1) / chunks;
     // Rows of A per load (see above): the host's tensor map box agrees.
     const u32 a_rows = OP != OP_TN && m < TBM ? (m + 7) & ~7u : TBM;
-    const u32 stage_bytes = a_rows * BK * 2 + R::B_BYTES;
-    // The k blocks this block walks: its chunk's, or all of them.
-    u32 first = 0, last = kblocks;
-    if (GRID_CHUNKS) {
-        first = blockIdx.z * per_chunk < kblocks ? blockIdx.z * per_chunk : kblocks;
-        last = first + per_chunk < kblocks ? first + per_chunk : kblocks;
-    }
+    const u32 block_bytes = a_rows * BK * 2 + R::B_BYTES;
+    // The k blocks of walk c: this block's chunk (the grid holds the
+    // chunks), or chunk c. Producer and consumers cut them into the same
+    // stages.
+    const u32 walks = GRID_CHUNKS ? 1 : chunks;
+    auto chunk_blocks = [&](u32 c, u32& lo, u32& hi) {
+        const u32 at = GRID_CHUNKS ? blockIdx.z : c;
+        lo = at * per_chunk < kblocks ? at * per_chunk : kblocks;
+        hi = lo + per_chunk < kblocks ? lo + per_chunk : kblocks;
+    };
 
     if (tid == 0) {
         for (u32 s = 0; s < R::STAGES; ++s) {
@@ -601,20 +636,28 @@ __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap
     if (wg == 0) {
         if (CONSUMERS == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0) {
-            for (u32 i = 0; i < last - first; ++i) {
-                const u32 s = i % R::STAGES;
-                mbar_wait(bars + 8 * (R::STAGES + s), ((i / R::STAGES) & 1) ^ 1);
-                const u32 full = bars + 8 * s;
-                mbar_expect_tx(full, stage_bytes);
-                const u32 a_dst = base + s * R::STAGE_BYTES;
-                load_stage<OP, TBM, BN>(ta, tb, a_dst, a_dst + R::A_BYTES, full,
-                                        (int)((first + i) * BK), tile_m, tile_n);
+            u32 i = 0;
+            for (u32 c = 0; c < walks; ++c) {
+                u32 lo, hi;
+                chunk_blocks(c, lo, hi);
+                for (u32 it = lo; it < hi; it += KPS, ++i) {
+                    const u32 blocks = hi - it < KPS ? hi - it : KPS;
+                    const u32 s = i % R::STAGES;
+                    mbar_wait(bars + 8 * (R::STAGES + s), ((i / R::STAGES) & 1) ^ 1);
+                    const u32 full = bars + 8 * s;
+                    mbar_expect_tx(full, blocks * block_bytes);
+                    for (u32 q = 0; q < blocks; ++q) {
+                        const u32 a_dst = base + s * R::STAGE_BYTES + q * R::BLOCK_BYTES;
+                        load_stage<OP, TBM, BN>(ta, tb, a_dst, a_dst + R::A_BYTES, full,
+                                                (int)((it + q) * BK), tile_m, tile_n);
+                    }
+                }
             }
         }
         return;
     }
     if (CONSUMERS == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-    const u32 consumer = wg - 1;
+    const u32 consumer = CONSUMERS == 1 ? 0u : uniform(wg - 1);
     const u32 lane = tid % 32;
     float d[BN / 2];
     // The fold of finished chunks (register-folding rung only).
@@ -622,23 +665,35 @@ __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
     // Chunk by chunk (one chunk when the grid holds the chunks), so a
-    // partial is read only once its wgmma groups have all retired.
-    const u32 walks = GRID_CHUNKS ? 1 : chunks;
+    // partial is read only once its wgmma groups have all retired. Whole
+    // stages, then a chunk's odd last block alone: the k16 steps go onto d
+    // in the same order either way.
     u32 i = 0;
     for (u32 c = 0; c < walks; ++c) {
-        u32 c_first = first, c_last = last;
-        if (!GRID_CHUNKS) {
-            c_first = c * per_chunk < kblocks ? c * per_chunk : kblocks;
-            c_last = c_first + per_chunk < kblocks ? c_first + per_chunk : kblocks;
-        }
-        for (u32 it = c_first; it < c_last; ++it, ++i) {
+        u32 lo, hi;
+        chunk_blocks(c, lo, hi);
+        const u32 whole = (hi - lo) / KPS;
+        for (u32 w = 0; w < whole; ++w, ++i) {
             const u32 s = i % R::STAGES;
             mbar_wait(bars + 8 * s, (i / R::STAGES) & 1);
-            const u32 a_stage = base + s * R::STAGE_BYTES;
+            const u32 a_stage = uniform(base + s * R::STAGE_BYTES);
+            consume_stage<OP, DT, BN, KPS>(d, a_stage, a_stage + R::A_BYTES, consumer,
+                                           R::BLOCK_BYTES);
+            if (i > 0 && lane == 0) {
+                mbar_arrive(bars + 8 * (R::STAGES + (i - 1) % R::STAGES));
+            }
+        }
+        // Kept out of the loop above: a choice of wgmma path inside the loop
+        // that issues them cost 6-19% where measured (docs/benchmarks.md, 4h).
+        if (KPS > 1 && (hi - lo) % KPS != 0) {
+            const u32 s = i % R::STAGES;
+            mbar_wait(bars + 8 * s, (i / R::STAGES) & 1);
+            const u32 a_stage = uniform(base + s * R::STAGE_BYTES);
             consume_stage<OP, DT, BN>(d, a_stage, a_stage + R::A_BYTES, consumer);
             if (i > 0 && lane == 0) {
                 mbar_arrive(bars + 8 * (R::STAGES + (i - 1) % R::STAGES));
             }
+            ++i;
         }
         wgmma_wait<0>();
         if (!GRID_CHUNKS) {
@@ -719,27 +774,31 @@ __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap
 // holds chunks x m x n f32 (dense, whatever ldc is) and the counters one u32
 // per output tile, zero before the first launch; the folding rung reads
 // neither.
-#define LADDER_ENTRY(tbm, bn, how, grid_chunks, opname, OPV, dtname, DTV)                        \
+#define LADDER_ENTRY(tbm, bn, how, grid_chunks, kps, opname, OPV, dtname, DTV)                   \
     extern "C" __global__ void __launch_bounds__(128 * (1 + tbm / 64), 1)                        \
         gemm_ladder_##tbm##x##bn##_##how##_##opname##_##dtname(                                   \
             const __grid_constant__ TensorMap ta, const __grid_constant__ TensorMap tb, void* C,  \
             float* ws, u32* counters, u32 m, u32 k, u32 n, u32 ldc, u32 chunks) {                 \
-        ladder_gemm<OPV, DTV, tbm, bn, grid_chunks>(ta, tb, (u16*)C, ws, counters, m, k, n, ldc, \
-                                                    chunks);                                     \
+        ladder_gemm<OPV, DTV, tbm, bn, grid_chunks, kps>(ta, tb, (u16*)C, ws, counters, m, k, n, \
+                                                         ldc, chunks);                           \
     }
 
-#define LADDER_OPS(tbm, bn, how, grid_chunks, dtname, DTV)            \
-    LADDER_ENTRY(tbm, bn, how, grid_chunks, nn, OP_NN, dtname, DTV)    \
-    LADDER_ENTRY(tbm, bn, how, grid_chunks, tn, OP_TN, dtname, DTV)    \
-    LADDER_ENTRY(tbm, bn, how, grid_chunks, nt, OP_NT, dtname, DTV)
+#define LADDER_OPS(tbm, bn, how, grid_chunks, kps, dtname, DTV)            \
+    LADDER_ENTRY(tbm, bn, how, grid_chunks, kps, nn, OP_NN, dtname, DTV)    \
+    LADDER_ENTRY(tbm, bn, how, grid_chunks, kps, tn, OP_TN, dtname, DTV)    \
+    LADDER_ENTRY(tbm, bn, how, grid_chunks, kps, nt, OP_NT, dtname, DTV)
 
-LADDER_OPS(64, 64, split, true, f16, DT_F16)
-LADDER_OPS(64, 64, split, true, bf16, DT_BF16)
-LADDER_OPS(128, 128, split, true, f16, DT_F16)
-LADDER_OPS(128, 128, split, true, bf16, DT_BF16)
-LADDER_OPS(128, 128, fold, false, f16, DT_F16)
-LADDER_OPS(128, 128, fold, false, bf16, DT_BF16)
-LADDER_OPS(64, 128, fold, false, f16, DT_F16)
-LADDER_OPS(64, 128, fold, false, bf16, DT_BF16)
-LADDER_OPS(64, 32, fold, false, f16, DT_F16)
-LADDER_OPS(64, 32, fold, false, bf16, DT_BF16)
+// The fifth argument: k blocks per stage (KernelFamily::wgmma_k_blocks_per_stage
+// agrees). Two on the narrow rung alone: fewer handshakes per k16 step made
+// it 2-6% faster, but the band rung's larger stages left fewer bytes in
+// flight and it lost 5-10% L2-cold (docs/benchmarks.md, 4i).
+LADDER_OPS(64, 64, split, true, 1, f16, DT_F16)
+LADDER_OPS(64, 64, split, true, 1, bf16, DT_BF16)
+LADDER_OPS(128, 128, split, true, 1, f16, DT_F16)
+LADDER_OPS(128, 128, split, true, 1, bf16, DT_BF16)
+LADDER_OPS(128, 128, fold, false, 1, f16, DT_F16)
+LADDER_OPS(128, 128, fold, false, 1, bf16, DT_BF16)
+LADDER_OPS(64, 128, fold, false, 1, f16, DT_F16)
+LADDER_OPS(64, 128, fold, false, 1, bf16, DT_BF16)
+LADDER_OPS(64, 32, fold, false, 2, f16, DT_F16)
+LADDER_OPS(64, 32, fold, false, 2, bf16, DT_BF16)

@@ -445,7 +445,10 @@ fn wgmma_geometry(kernel: KernelFamily, shape: GemmShape) -> Result<Geometry, St
             z = chunks;
         }
     }
-    let stage = (bm + bn) * WGMMA_BK * 2;
+    // A stage holds one or two k blocks (the tile's staging depth); the k
+    // step stays one block.
+    let stage_k = WGMMA_BK * kernel.wgmma_k_blocks_per_stage();
+    let stage = (bm + bn) * stage_k * 2;
     let stages = WGMMA_RING_BYTES / stage;
     let block = [128 * (1 + bm / 64), 1, 1];
     Ok(Geometry {
@@ -454,7 +457,7 @@ fn wgmma_geometry(kernel: KernelFamily, shape: GemmShape) -> Result<Geometry, St
         tile: TileShape {
             m: bm,
             n: bn,
-            k: WGMMA_BK,
+            k: stage_k,
         },
         bk: WGMMA_BK,
         threads: block.iter().product(),
@@ -1030,7 +1033,8 @@ mod tests {
             let (tbm, bn) = tile.split_once('x').unwrap();
             for dt in ["f16", "bf16"] {
                 let on_grid = if how == "split" { "true" } else { "false" };
-                let entry = format!("LADDER_OPS({tbm}, {bn}, {how}, {on_grid}, {dt},");
+                let kps = k.wgmma_k_blocks_per_stage();
+                let entry = format!("LADDER_OPS({tbm}, {bn}, {how}, {on_grid}, {kps}, {dt},");
                 assert!(WGMMA_SOURCE.contains(&entry), "{entry}");
             }
             assert_eq!(how == "split", k.ladder_splits_on_grid(), "{k}");
@@ -1052,9 +1056,9 @@ mod tests {
             // The decode rung puts its chunks on the grid; the wide one
             // folds them in registers.
             for rung in [
-                "64, 64, split, true",
-                "128, 128, split, true",
-                "128, 128, fold, false",
+                "64, 64, split, true, 1",
+                "128, 128, split, true, 1",
+                "128, 128, fold, false, 1",
             ] {
                 assert!(
                     WGMMA_SOURCE.contains(&format!("LADDER_OPS({rung}, {dt},")),
@@ -1120,10 +1124,13 @@ mod tests {
         assert_eq!(band.grid, [16 * 5, 1, 1]);
         assert_eq!((band.block, band.stages), ([256, 1, 1], 8));
         assert_eq!((band.tile.m, band.tile.n), (64, 128));
-        // The narrow rung: 64x32 tiles, 12 KiB stages.
+        // The narrow rung: 64x32 tiles, stages of two k blocks (24 KiB).
         let narrow = CudaKernel::LadderNarrow(4).geometry(s).unwrap();
         assert_eq!(narrow.grid, [16 * 17, 1, 1]);
-        assert_eq!((narrow.block, narrow.stages), ([256, 1, 1], 16));
+        assert_eq!((narrow.block, narrow.stages), ([256, 1, 1], 8));
+        assert_eq!((narrow.tile.k, narrow.bk), (128, 64));
+        assert_eq!(narrow.dynamic_shared_bytes, 8 * 24576 + 1024 + 128);
+        assert_eq!(band.tile.k, 64);
         // The model's block count (what the batch-invariant policy weighs)
         // is the grid the catalog launches.
         for f in CudaModule::Wgmma.families() {

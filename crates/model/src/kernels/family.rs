@@ -242,6 +242,19 @@ impl KernelFamily {
         })
     }
 
+    /// k blocks of the wgmma kernels' k step one pipeline stage holds (and
+    /// one barrier handshake covers): 2 for the narrow rung, whose stages
+    /// are small enough that the handshake bounded it, 1 for the other
+    /// families. The k order is the same either way. The kernels'
+    /// instantiations in kernels/wgmma.cu agree (a test of the CUDA catalog
+    /// checks it).
+    pub fn wgmma_k_blocks_per_stage(&self) -> u32 {
+        match self {
+            KernelFamily::LadderNarrow(_) => 2,
+            _ => 1,
+        }
+    }
+
     /// Output tiles of a TMA + wgmma family on an m x n output.
     pub fn wgmma_tiles(&self, m: u64, n: u64) -> Option<u64> {
         let (bm, bn) = self.wgmma_tile()?;
