@@ -953,12 +953,8 @@ impl Differences {
             let nodes_of = |by: &ByRoute, i: Option<usize>| -> Vec<PhysicalNode> {
                 by.get(&i.map(|i| i as u64)).cloned().unwrap_or_default()
             };
-            let render = |n: Option<&PhysicalNode>| match n {
-                None => "(none)".to_string(),
-                Some(n) => match &n.symbol {
-                    Some(s) => format!("{} {s} grid {:?} block {:?}", n.kind, n.grid, n.block),
-                    None => n.kind.to_string(),
-                },
+            let render = |n: Option<&PhysicalNode>| {
+                n.map_or_else(|| "(none)".to_string(), PhysicalNode::summary)
             };
             // The step's own nodes (auxiliary kernels and memory nodes,
             // bound to no route), in order: a swapped or replaced auxiliary

@@ -106,6 +106,22 @@ impl PhysicalNode {
         }
     }
 
+    /// One line naming what the node is and every field a graph check
+    /// compares but its route binding: `kernel SYMBOL grid XxYxZ block
+    /// XxYxZ shared BYTES`, or the kind of a node that is not a kernel.
+    pub fn summary(&self) -> String {
+        match &self.symbol {
+            Some(s) => format!(
+                "{} {s} grid {} block {} shared {}",
+                self.kind,
+                fmt3(self.grid),
+                fmt3(self.block),
+                self.shared_bytes
+            ),
+            None => self.kind.to_string(),
+        }
+    }
+
     /// A node that is not a kernel.
     pub fn other(kind: NodeKind) -> Self {
         PhysicalNode {
@@ -330,17 +346,10 @@ pub fn check_against(stored: &[PhysicalNode], captured: &[PhysicalNode]) -> Resu
 }
 
 fn describe(n: &PhysicalNode) -> String {
-    match &n.symbol {
-        Some(s) => format!(
-            "{} {s:?} grid {} block {}{}",
-            n.kind,
-            fmt3(n.grid),
-            fmt3(n.block),
-            n.route_index
-                .map_or(String::new(), |r| format!(" (route {r})"))
-        ),
-        None => n.kind.to_string(),
-    }
+    let route = n
+        .route_index
+        .map_or(String::new(), |r| format!(" (route {r})"));
+    format!("{}{route}", n.summary())
 }
 
 /// How much of a bound graph runs under an audited GEMM contract.
@@ -555,5 +564,20 @@ mod tests {
         let r = bind(&testkit::context(), &[one], &mut nodes2).unwrap_err();
         assert_eq!(r.change().field, "graph.node");
         assert!(r.to_string().contains("splitKreduce"), "{r}");
+    }
+
+    #[test]
+    fn a_node_that_differs_only_in_shared_memory_is_refused_and_says_so() {
+        let stored = vec![PhysicalNode::kernel("k", [128, 1, 1], [256, 1, 1], 197_888)];
+        let captured = vec![PhysicalNode::kernel("k", [128, 1, 1], [256, 1, 1], 197_760)];
+        assert!(check_against(&stored, &stored).is_ok());
+        let r = check_against(&stored, &captured).unwrap_err();
+        let c = r.change();
+        assert_eq!(c.field, "graph.node[0]");
+        assert_eq!(
+            c.expected,
+            "kernel k grid 128x1x1 block 256x1x1 shared 197888"
+        );
+        assert_eq!(c.found, "kernel k grid 128x1x1 block 256x1x1 shared 197760");
     }
 }
