@@ -516,7 +516,7 @@ fn wgmma_sweep() -> Workload {
 pub const LADDER_SWEEP_M: [u64; 8] = [1, 8, 64, 72, 256, 264, 1024, 4096];
 
 /// The invariant ladder (`route = "batch-invariant"`): NN/TN/NT bf16 and
-/// f16 at k = n = 4096 (one chunk: the narrow, band and wgmma rungs by m,
+/// f16 at k = n = 4096 (one chunk: the narrow, decode, band and wgmma rungs by m,
 /// and each ladder rung and `wgmma-large` at the others' batch sizes),
 /// every ladder rung on the four-chunk KV projection (k = 4096, n = 1024),
 /// and the d_model-4096 projections. Each batch-invariant row group spans
@@ -611,7 +611,7 @@ fn ladder_sweep() -> Workload {
     }
     Workload {
         name: "ladder-sweep".into(),
-        description: "the invariant ladder (batch-invariant route): NN/TN/NT bf16/f16 k=n=4096 (one chunk) across its narrow, band and wgmma rungs, every rung on the 4-chunk KV projection, each rung at the others' m, and the QKV/MLP projections (CUDA sm_90 only)"
+        description: "the invariant ladder (batch-invariant route): NN/TN/NT bf16/f16 k=n=4096 (one chunk) across its narrow, decode, band and wgmma rungs, every rung on the 4-chunk KV projection, each rung at the others' m, and the QKV/MLP projections (CUDA sm_90 only)"
             .into(),
         seed: default_seed(),
         policy: None,

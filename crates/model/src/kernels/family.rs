@@ -450,8 +450,11 @@ mod tests {
             // narrow 128, decode 64, band 32: one wave each, most tiles.
             (1, KernelFamily::LadderNarrow(1)),
             (D, KernelFamily::LadderNarrow(1)),
-            // band 64 x 1 area vs mid 32 x 2.
-            (D + 1, KernelFamily::LadderBand(1)),
+            // decode 128 blocks: one wave, where narrow's 256 are two.
+            (D + 1, KernelFamily::LadderDecode(1)),
+            (128, KernelFamily::LadderDecode(1)),
+            // decode 192 (two waves); band 64 x 1 area vs mid 32 x 2.
+            (129, KernelFamily::LadderBand(1)),
             (M, KernelFamily::LadderBand(1)),
             // m = 264: large 48 blocks x area 4 vs small 96 x 2.
             (M + 8, KernelFamily::WgmmaSmall),
@@ -462,15 +465,28 @@ mod tests {
         ] {
             assert_eq!(rung(m, 4096, 4096), want, "m={m}");
         }
-        // TN below 16 rows: the band rung reads A the fewest times.
-        assert_eq!(
-            RouteChoice::ladder_rung(Tn, 8, 4096, 4096),
-            KernelFamily::LadderBand(1)
-        );
-        assert_eq!(
-            RouteChoice::ladder_rung(Tn, 16, 4096, 4096),
-            KernelFamily::LadderNarrow(1)
-        );
+        // TN below 16 rows: the band rung reads A the fewest times; to 63
+        // rows with one chunk the decode rung where it fits one wave; at
+        // 64 (a full box of A) as NN.
+        for (m, n, want) in [
+            (8, 4096, KernelFamily::LadderBand(1)),
+            (16, 4096, KernelFamily::LadderDecode(1)),
+            (56, 4096, KernelFamily::LadderDecode(1)),
+            (64, 4096, KernelFamily::LadderNarrow(1)),
+            // QKV: decode 96 blocks, one wave.
+            (32, 6144, KernelFamily::LadderDecode(1)),
+            // MLP up: decode 224 blocks (two waves), band 112.
+            (32, 14336, KernelFamily::LadderBand(1)),
+            // Four chunks (KV): the decode rung's partials go through
+            // memory; as NN.
+            (16, 1024, KernelFamily::LadderNarrow(4)),
+        ] {
+            assert_eq!(
+                RouteChoice::ladder_rung(Tn, m, 4096, n),
+                want,
+                "TN m={m} n={n}"
+            );
+        }
         // QKV at m = 1: narrow 192 (two waves), decode 96, band 48.
         assert_eq!(rung(1, 4096, 6144), KernelFamily::LadderDecode(1));
         // MLP up at m = 16: narrow 448, decode 224, band 112 (one wave).

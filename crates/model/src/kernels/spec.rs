@@ -135,13 +135,17 @@ impl RouteChoice {
     /// give the same bits: the choice changes only speed, and never looks
     /// at the device (waves are counted in
     /// [`super::LADDER_TARGET_BLOCKS`], not in its SMs). The rules were
-    /// fitted to an H200 bench of every rung at every m
-    /// (docs/benchmarks.md, section 4g; `tests/rung_policy.rs` holds them
-    /// to its log).
+    /// fitted to H200 benches of every rung at every m
+    /// (docs/benchmarks.md, sections 4g and 4j; `tests/rung_policy.rs`
+    /// holds them to their logs).
     ///
-    /// - TN below 16 rows: the band rung. TN's m-contiguous A arrives as
-    ///   rows of m values, which cost the copy engine as much as full
-    ///   rows, and the band rung's blocks read A the fewest times.
+    /// - TN below 64 rows: TN's m-contiguous A arrives as boxes of 64 m
+    ///   values whatever m is (rows past m zero-filled), which cost a
+    ///   block as much as full boxes. Below 16 rows the band rung, whose
+    ///   blocks read A the fewest times; from 16, with one chunk, the
+    ///   decode rung where it fits one wave: half the narrow rung's A
+    ///   loads, twice the band rung's blocks (m = 16-32 at k = n = 4096:
+    ///   0.74-0.88x cuBLAS against the narrow rung's 0.65-0.72x).
     /// - Up to [`LADDER_DECODE_MAX_M`]: of the narrow (64x32), decode
     ///   (64x64) and band (64x128) rungs, the one with the fewest waves,
     ///   then the most tiles. A grid-splitting rung's chunk blocks count
@@ -149,8 +153,12 @@ impl RouteChoice {
     ///   its fold, and it lost to the narrow rung wherever that had more
     ///   tiles (k = 4096, n = 1024 at m = 16-64: 0.41x against 0.56-0.59x).
     /// - Up to [`LADDER_MID_MAX_M`], and at every larger m where k has more
-    ///   than one chunk: the narrow rung where it fits one wave, else the
-    ///   band rung or the family's 128x128 rung (mid with one chunk, the
+    ///   than one chunk: the narrow rung where it fits one wave, else, with
+    ///   one chunk, the decode rung where it does (k = n = 4096 at
+    ///   m = 128: 1.05x against the band rung's 0.97x, hot and cold
+    ///   alike; no bench has a family of several chunks where it would),
+    ///   else the band rung or
+    ///   the family's 128x128 rung (mid with one chunk, the
     ///   register-folding wide rung with more), whichever takes fewer
     ///   waves weighted by tile area, ties to the larger tile.
     /// - Above, with one chunk (wgmma's k order): `wgmma-large` (128x256)
@@ -184,15 +192,20 @@ impl RouteChoice {
         };
         rung(if op == GemmOp::Tn && m < 16 {
             band
+        } else if op == GemmOp::Tn && m < 64 && one_chunk && waves(decode) <= 1 {
+            decode
         } else if m <= LADDER_DECODE_MAX_M {
             [narrow, decode, band]
                 .into_iter()
                 .min_by_key(|&f| (waves(f), std::cmp::Reverse(tiles(f))))
                 .unwrap_or(decode)
         } else if m <= LADDER_MID_MAX_M || !one_chunk {
-            match waves(narrow) <= 1 {
-                true => narrow,
-                false => cheapest([square, band]),
+            if waves(narrow) <= 1 {
+                narrow
+            } else if one_chunk && waves(decode) <= 1 {
+                decode
+            } else {
+                cheapest([square, band])
             }
         } else {
             cheapest([KernelFamily::WgmmaLarge, KernelFamily::WgmmaSmall])
