@@ -12,13 +12,15 @@ use std::collections::HashMap;
 /// The bench logs the rules are held to: the run they were first fitted
 /// to (section 4g), the first runs of the kernels with the staged epilogue
 /// (section 4i) and with descriptors built once a stage (section 4j, whose
-/// TN and m = 128 rows the decode rung's rules were fitted to), and the
-/// run of those rules (section 4j).
-const LOGS: [&str; 4] = [
+/// TN and m = 128 rows the decode rung's rules were fitted to), the run
+/// of those rules and the run with two k blocks a stage on the decode
+/// rung (section 4j).
+const LOGS: [&str; 5] = [
     "docs/h200/rung-rules-decode-by-m.txt",
     "docs/h200/epilogue-decode-by-m.txt",
     "docs/h200/fastdesc-decode-by-m.txt",
     "docs/h200/rules-decode-by-m.txt",
+    "docs/h200/decode2-decode-by-m.txt",
 ];
 
 /// One row of the hot table: the problem and cuBLAS time / rung time by

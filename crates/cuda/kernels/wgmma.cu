@@ -571,9 +571,9 @@ ALL_OPS(128, bf16, DT_BF16)
 //   twice the blocks) and ladder_64x32_fold (decode sizes: as many
 //   blocks as the split rung has, without its fold): one block per tile
 //   walks every chunk, folding each finished partial into a second
-//   register set. The narrow rung's stages hold two k blocks (one barrier
-//   handshake per eight k16 steps); a chunk's odd last block is a stage
-//   of its own.
+//   register set. The narrow and decode rungs' stages hold two k blocks
+//   (one barrier handshake per eight k16 steps); a chunk's odd last block
+//   is a stage of its own.
 // Below one tile of rows, A (K-major) is loaded as boxes of m rounded up
 // to 8 rows rather than of the whole tile: the rows past them are never
 // stored, and loading fewer rows than TMA would zero-fill is what makes
@@ -789,11 +789,12 @@ __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap
     LADDER_ENTRY(tbm, bn, how, grid_chunks, kps, nt, OP_NT, dtname, DTV)
 
 // The fifth argument: k blocks per stage (KernelFamily::wgmma_k_blocks_per_stage
-// agrees). Two on the narrow rung alone: fewer handshakes per k16 step made
-// it 2-6% faster, but the band rung's larger stages left fewer bytes in
-// flight and it lost 5-10% L2-cold (docs/benchmarks.md, 4i).
-LADDER_OPS(64, 64, split, true, 1, f16, DT_F16)
-LADDER_OPS(64, 64, split, true, 1, bf16, DT_BF16)
+// agrees). Two on the narrow and decode rungs: fewer handshakes per k16
+// step made them 2-10% faster, but the band rung's larger stages left
+// fewer bytes in flight and it lost 5-10% L2-cold (docs/benchmarks.md, 4i
+// and 4j).
+LADDER_OPS(64, 64, split, true, 2, f16, DT_F16)
+LADDER_OPS(64, 64, split, true, 2, bf16, DT_BF16)
 LADDER_OPS(128, 128, split, true, 1, f16, DT_F16)
 LADDER_OPS(128, 128, split, true, 1, bf16, DT_BF16)
 LADDER_OPS(128, 128, fold, false, 1, f16, DT_F16)

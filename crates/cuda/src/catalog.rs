@@ -1056,7 +1056,7 @@ mod tests {
             // The decode rung puts its chunks on the grid; the wide one
             // folds them in registers.
             for rung in [
-                "64, 64, split, true, 1",
+                "64, 64, split, true, 2",
                 "128, 128, split, true, 1",
                 "128, 128, fold, false, 1",
             ] {
@@ -1112,7 +1112,8 @@ mod tests {
         assert_eq!(decode.grid, [16 * 9, 1, 4]);
         assert_eq!(decode.block, [256, 1, 1]);
         assert_eq!((decode.tile.m, decode.tile.n), (64, 64));
-        assert_eq!(decode.stages, 12);
+        // Stages of two k blocks (32 KiB).
+        assert_eq!((decode.stages, decode.tile.k), (6, 128));
         let wide = CudaKernel::LadderWide(4).geometry(s).unwrap();
         assert_eq!(wide.grid, [8 * 5, 1, 1]);
         assert_eq!((wide.block, wide.stages), ([384, 1, 1], 6));
