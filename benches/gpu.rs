@@ -912,11 +912,12 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
         ..*cfg
     };
     // The columns (cuBLAS first: every other is timed against it).
-    let columns: [(&str, RouteChoice); 10] = [
+    let columns: [(&str, RouteChoice); 11] = [
         ("cuBLAS", RouteChoice::Cublas),
         ("inv", RouteChoice::CublasLtInvariant),
         ("wgmma", RouteChoice::Kernel(KernelFamily::WgmmaLarge)),
         ("small", RouteChoice::Kernel(KernelFamily::WgmmaSmall)),
+        ("medium", RouteChoice::Kernel(KernelFamily::WgmmaMedium)),
         ("ladder", RouteChoice::BatchInvariant),
         ("narrow", RouteChoice::Kernel(KernelFamily::LadderNarrow(1))),
         ("decode", RouteChoice::Kernel(KernelFamily::LadderDecode(1))),

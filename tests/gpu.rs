@@ -265,7 +265,7 @@ fn mma_tile_families_are_bit_identical_and_batch_invariant() {
 }
 
 /// The TMA + wgmma families (sm_90 only): equal to the mma.sync families
-/// bit for bit on every op and dtype (the contract they share), their two
+/// bit for bit on every op and dtype (the contract they share), their three
 /// tile variants equal, rows batch invariant over m (the m-contiguous TN
 /// operand needs m % 8 == 0), shapes TMA cannot serve refused with the
 /// reason, and a route whose tensor-map identity was altered refused before
@@ -301,7 +301,11 @@ fn wgmma_families_equal_mma_and_are_batch_invariant() {
                 let mma = g
                     .run(&route(&g, op, dtype, s, CudaKernel::MmaLarge), SEED)
                     .unwrap();
-                for fam in [CudaKernel::WgmmaLarge, CudaKernel::WgmmaSmall] {
+                for fam in [
+                    CudaKernel::WgmmaLarge,
+                    CudaKernel::WgmmaSmall,
+                    CudaKernel::WgmmaMedium,
+                ] {
                     let r = route(&g, op, dtype, s, fam);
                     assert!(
                         r.tensor_map.is_some(),
@@ -350,7 +354,11 @@ fn wgmma_families_equal_mma_and_are_batch_invariant() {
                 assert!(e.contains("m to be a multiple of 8"), "{e}");
                 continue;
             }
-            for fam in [CudaKernel::WgmmaLarge, CudaKernel::WgmmaSmall] {
+            for fam in [
+                CudaKernel::WgmmaLarge,
+                CudaKernel::WgmmaSmall,
+                CudaKernel::WgmmaMedium,
+            ] {
                 let out = g
                     .run(&route(&g, op, DType::Bf16, shape(m, k, n), fam), SEED)
                     .unwrap();
@@ -399,7 +407,7 @@ fn wgmma_families_equal_mma_and_are_batch_invariant() {
     let e = g.run(&r, SEED).unwrap_err().to_string();
     assert!(e.contains("tensor-map digest"), "{e}");
     println!(
-        "wgmma_256 == wgmma_128 == mma_large bitwise (bf16, f16, nn/tn/nt); k=n=4096 rows batch invariant; refusals checked"
+        "wgmma_256 == wgmma_128 == wgmma_192 == mma_large bitwise (bf16, f16, nn/tn/nt); k=n=4096 rows batch invariant; refusals checked"
     );
 }
 
@@ -1983,7 +1991,9 @@ fn ladder_rungs_are_bit_identical_and_batch_invariant() {
                     );
                 }
                 let row = n as usize * element_size(dtype);
-                for m in [8u64, 64, 200] {
+                // TN's A at m = 8 and 24 is one box of 16 or 32 m values on
+                // the 64-row rungs (64 at 64 and 200).
+                for m in [8u64, 24, 64, 200] {
                     let [d, mid, w, band, narrow] = rungs(m);
                     assert!(
                         d == w && d == mid && d == band && d == narrow,
@@ -2043,7 +2053,7 @@ fn ladder_rungs_are_bit_identical_and_batch_invariant() {
 /// The engine's call of the ladder (`plan_batch_invariant`): the rung for
 /// m, the backend's bits, and replays of the captured step that repeat
 /// them, rows equal across the rungs. k = n = 4096 (one chunk) runs the
-/// narrow, band and wgmma-large rungs; the KV projection (n = 1024, four
+/// narrow, band, wgmma-medium and wgmma-large rungs; the KV projection (n = 1024, four
 /// chunks) the narrow, band and folding wide rungs, and, planned by name,
 /// the decode rung, whose tile counters must reset themselves between
 /// replays.
@@ -2061,8 +2071,9 @@ fn batch_invariant_plans_run_in_an_engine_graph() {
                 (1u64, "ladder_64x32_fold"),
                 (64, "ladder_64x32_fold"),
                 (256, "ladder_64x128_fold"),
-                // 80 blocks of 128x256 against 160 of 128x128.
-                (520, "wgmma_256"),
+                // 110 blocks of 128x192 in one wave against 80 of
+                // 128x256 (area 4 to 3) and 160 of 128x128 (two waves).
+                (520, "wgmma_192"),
                 (1024, "wgmma_256"),
             ][..],
         ),
@@ -2116,4 +2127,76 @@ fn batch_invariant_plans_run_in_an_engine_graph() {
     println!(
         "batch-invariant plans: each rung for its m, engine = backend, replays repeat, rows equal across m"
     );
+}
+
+/// TN at m < 8: dense A rows of m elements are refused (TMA reads rows a
+/// multiple of 16 bytes apart), A stored with lda a multiple of 8 is
+/// served by the batch-invariant rung for m, and every row equals the
+/// same row of m = 64 (another rung, A's 64-wide box) bit for bit.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn tn_below_eight_rows_runs_with_a_padded_lda_and_stays_batch_invariant() {
+    use gemm_audit::backend::common::Problem;
+    use gemm_audit::route::GemmStrides;
+    let g = gpu();
+    let (stream, inv, live) = engine_invariant_gemms();
+    let op = GemmOp::Tn;
+    for dtype in [DType::Bf16, DType::F16] {
+        for (k, n) in [(4096u64, 4096u64), (1024, 256)] {
+            // A of m = 64 stored k x 64: its first m columns are A of m rows, lda 64.
+            let big = shape(64, k, n);
+            let theirs = g
+                .resolve(&spec("t", op, dtype, big, RouteChoice::BatchInvariant))
+                .unwrap();
+            let want = g.run(&theirs, SEED).unwrap();
+            let p = Problem {
+                op,
+                m: 64,
+                k: k as usize,
+                n: n as usize,
+            };
+            let (a, b) = g.seeded_operands(&p, dtype, SEED).unwrap();
+            let (a, b) = (
+                stream.clone_htod(&words(&a)).unwrap(),
+                stream.clone_htod(&words(&b)).unwrap(),
+            );
+            for m in [1u64, 2, 3, 4, 7] {
+                let s = shape(m, k, n);
+                let e = inv.plan_batch_invariant(&live, op, dtype, s).unwrap_err();
+                assert!(e.to_string().contains("m to be a multiple of 8"), "{e}");
+                let strides = GemmStrides {
+                    lda: 64,
+                    ..GemmStrides::dense(op, s)
+                };
+                let plan = inv
+                    .plan_batch_invariant_strided(&live, op, dtype, s, strides)
+                    .unwrap();
+                let ours = plan.route("t");
+                assert!(
+                    ours.kernel_symbol.contains("ladder_64x"),
+                    "{}",
+                    ours.kernel_symbol
+                );
+                let mut c = stream.alloc_zeros::<u16>((m * n) as usize).unwrap();
+                let rec = recorder::GemmRouteRecorder::new();
+                let ((), eager) = recorder::record_eager(&rec, &live, || {
+                    plan.run(&rec, "t", &stream, &a, &b, &mut c)
+                })
+                .unwrap();
+                assert_eq!(eager.routes, vec![ours.clone()]);
+                let out = download_words(&stream, &c);
+                let rows = (m * n) as usize * element_size(dtype);
+                assert!(
+                    out == want[..rows],
+                    "{op} {dtype} k={k} n={n}: rows of m={m} (lda 64, {}) differ from m=64 ({})",
+                    ours.kernel_symbol,
+                    theirs.kernel_symbol
+                );
+            }
+            println!(
+                "tn {dtype} k={k} n={n}: m=1..7 with lda=64 equal the rows of m=64 ({})",
+                theirs.kernel_symbol
+            );
+        }
+    }
 }

@@ -14,6 +14,7 @@ rounds).
 
     LD_LIBRARY_PATH=/usr/local/cuda/lib64 python3 tools/compare_builds.py BASE.cu [NEW.cu ...]
     COMPARE_CASES=ladder ...   # time the ladder's rungs at decode and mid sizes instead
+    COMPARE_CASES=none ...     # bits only
 """
 
 import os
@@ -33,11 +34,11 @@ FAMILIES = {"w256": (128, 256, "wgmma"), "w128": (128, 128, "wgmma"), "decode": 
 KEEP = []
 
 
-def launcher(mod, fam, op, dtype, a_st, b_st, m, k, n, c, ldc):
+def launcher(mod, fam, op, dtype, a_st, b_st, m, k, n, c, ldc, lda=None):
     """A launch of family `fam` writing C (`c`'s storage, rows ldc apart)."""
     bm, bn, how = FAMILIES[fam]
     return wp.kernel_launch(mod, (bm, bn), how, op, dtype, a_st, b_st, m, k, n, c, ldc=ldc,
-                            chunks=lp.chunks(k, n))
+                            chunks=lp.chunks(k, n), lda=lda)
 
 
 def outputs(mods, fam, op, dtype, a_st, b_st, m, k, n, layout):
@@ -60,17 +61,23 @@ def main():
     torch.zeros(1, device="cuda")
     print(torch.cuda.get_device_name(), "torch", torch.__version__, flush=True)
     news = sys.argv[2:] or [os.path.join(wp.ROOT, "crates/cuda/kernels/wgmma.cu")]
+    # The narrowest TN A box each build reads (wgmma_probe.kernel_launch):
+    # COMPARE_TN_BOXES="64,16,8" for a base from before narrow boxes
+    # (3d45631 and older) and two variants; default 8 for every build.
+    boxes = [int(b) for b in os.environ.get("COMPARE_TN_BOXES", "").split(",") if b]
     mods = {"base": wp.Module(wp.compile_cubin(sys.argv[1], "sm_90a", []))}
     for i, path in enumerate(news):
         name = os.path.splitext(os.path.basename(path))[0]
         mods[name if name not in mods else f"{name}{i}"] = wp.Module(wp.compile_cubin(path, "sm_90a", []))
+    for mod, box in zip(mods.values(), boxes):
+        mod.tn_min_box = box
     print("builds:", ", ".join(f"{k}" for k in mods), flush=True)
     r = wp.Runner.__new__(wp.Runner)
     ok = True
     for dtype in (torch.bfloat16, torch.float16):
         for op in ("nn", "tn", "nt"):
             for (m, k, n) in ((200, 1024, 264), (8, 4096, 4096), (1000, 512, 3072), (72, 4096, 1024),
-                              (64, 4104, 4096), (40, 4288, 1024)):
+                              (64, 4104, 4096), (40, 4288, 1024), (24, 4096, 1024), (16, 4096, 4096)):
                 if op == "tn" and m % 8:
                     continue
                 _, _, a_st, b_st = r.operands(op, m, k, n, dtype, 5)
@@ -89,10 +96,14 @@ def main():
     if not ok:
         return 1
     dt = torch.bfloat16
+    if os.environ.get("COMPARE_CASES") == "none":
+        return 0
     if os.environ.get("COMPARE_CASES") == "ladder":
         # The ladder's rungs where they serve (decode and mid sizes), two wgmma controls.
-        cases = [("narrow", op, m, 4096, 4096) for op in ("nn", "nt", "tn") for m in (1, 8, 32, 64)
+        cases = [("narrow", op, m, 4096, 4096) for op in ("nn", "nt", "tn") for m in (1, 8, 16, 32, 64)
                  if not (op == "tn" and m < 8)]
+        cases += [(fam, "tn", m, 4096, 4096) for fam in ("decode", "band") for m in (8, 16, 24, 32)]
+        cases += [(fam, "tn", m, 4096, 4096) for fam in ("narrow", "decode", "band") for m in (1, 2, 4)]
         cases += [("narrow", "nn", 64, 14336, 4096), ("band", "nn", 128, 4096, 4096), ("band", "nn", 256, 4096, 4096),
                   ("band", "tn", 256, 4096, 4096), ("band", "nn", 64, 4096, 14336), ("band", "nn", 256, 4096, 6144),
                   ("decode", "nn", 1, 4096, 1024), ("decode", "nn", 16, 4096, 1024), ("mid", "nn", 128, 4096, 1024),
@@ -121,8 +132,15 @@ def time_cases(mods, r, dt, cases):
         c = torch.empty(m, n, device="cuda", dtype=dt)
         reps = max(3, min(20, int(4e12 / (2.0 * m * k * n))))
         samplers = {"cublas": graph(lambda: torch.matmul(a_l, b_l, out=c), reps)}
+        lda = None
+        if op == "tn" and m % 8:
+            # TMA cannot read A rows of m < 8 elements: the builds read A
+            # stored with lda = 8 (cuBLAS the dense A).
+            lda, padded = 8, torch.zeros(k, 8, device="cuda", dtype=dt)
+            padded[:, :m] = a_st
+            a_st = padded
         for name, mod in mods.items():
-            samplers[name] = graph(launcher(mod, fam, op, dt, a_st, b_st, m, k, n, c, n), reps)
+            samplers[name] = graph(launcher(mod, fam, op, dt, a_st, b_st, m, k, n, c, n, lda), reps)
         KEEP.append(samplers)
         best = best_of(samplers)
         base = best["cublas"]

@@ -101,7 +101,8 @@ def launch(f, grid, block, smem, args):
 
 def tensor_map(t, dims, box, dtype, swizzle=3):
     """dims: (inner, outer) in elements; row stride = inner leading dim;
-    swizzle: 3 = 128 bytes, 2 = 64 bytes (a 32-wide box of 2-byte values)."""
+    swizzle: 3 = 128 bytes, 2 = 64 bytes, 1 = 32 bytes, 0 none (the box
+    row's bytes; none for 16)."""
     # CUtensorMap must be 64-byte aligned: carve it out of a larger buffer.
     raw = ctypes.create_string_buffer(192)
     addr = (ctypes.addressof(raw) + 63) & ~63
@@ -150,14 +151,15 @@ class Launch:
 
 
 def kernel_launch(mod, tile, how, op, dtype, a_st, b_st, m, k, n, c, ldc=None, chunks=1, ring=RING,
-                  suffix=""):
+                  suffix="", lda=None):
     """The launch the crate's host makes of a wgmma-module kernel (one
     statement of its tensor maps, grid and arguments for every tool here):
     tile = (rows, columns); how = "wgmma" (gemm_wgmma_<bn><suffix>_<op>_<dt>)
     or a ladder rung's "split" / "fold" (gemm_ladder_<bm>x<bn>_<how><suffix>_...);
     A and B as stored (TN's A k x m, NT's B n x k); C a tensor or a device
     address, rows ldc apart (default n); `chunks` the ladder's chunk count;
-    `ring` the stage ring's bytes the module was built with."""
+    `ring` the stage ring's bytes the module was built with; `lda` TN's
+    A row stride in elements (default m, dense)."""
     bm, bn = tile
     dt = "bf16" if dtype == torch.bfloat16 else "f16"
     smem = smem_bytes(bn, bm, ring)
@@ -169,7 +171,14 @@ def kernel_launch(mod, tile, how, op, dtype, a_st, b_st, m, k, n, c, ldc=None, c
         # Below one tile of rows a rung loads m rounded up to 8 rows of A.
         rows = bm if m >= bm else -(-m // 8) * 8
     if op == "tn":
-        ta = tensor_map(a_st, (m, k, m), (64, 64), dtype)
+        # TN's A on a 64-row rung at m <= 32: one box of 8, 16 or 32 m
+        # values, no, 32- or 64-byte swizzle (catalog.rs tn_a_box_cols).
+        # mod.tn_min_box: the narrowest box a module's kernels read (64 for
+        # builds before narrow boxes, 16 for builds without the 8-wide one).
+        cols, narrowest = 64, getattr(mod, "tn_min_box", 8)
+        if how != "wgmma" and bm == 64 and m <= 32 and narrowest < 64:
+            cols = 32 if m > 16 else 16 if m > 8 or narrowest == 16 else 8
+        ta = tensor_map(a_st, (m, k, lda or m), (cols, 64), dtype, swizzle={8: 0, 16: 1, 32: 2, 64: 3}[cols])
     else:
         ta = tensor_map(a_st, (k, m, k), (64, rows), dtype)
     if op == "nt":

@@ -476,6 +476,10 @@ fn wgmma_sweep() -> Workload {
         for dtype in [DType::Bf16, DType::F16] {
             for (tag, route) in [
                 ("wgmma-small", RouteChoice::Kernel(KernelFamily::WgmmaSmall)),
+                (
+                    "wgmma-medium",
+                    RouteChoice::Kernel(KernelFamily::WgmmaMedium),
+                ),
                 ("mma-large", RouteChoice::Kernel(KernelFamily::MmaLarge)),
             ] {
                 for m in [8u64, 200] {
@@ -559,7 +563,7 @@ fn ladder_sweep() -> Workload {
             ("ladder-decode", KernelFamily::LadderDecode(1), 1024, 4096),
             ("ladder-mid", KernelFamily::LadderMid(1), 1024, 4096),
             ("ladder-band", KernelFamily::LadderBand(1), 1024, 4096),
-            ("ladder-decode", KernelFamily::LadderDecode(1), 8, 4096),
+            ("ladder-band", KernelFamily::LadderBand(1), 8, 4096),
             ("ladder-narrow", KernelFamily::LadderNarrow(1), 256, 4096),
             ("ladder-decode", KernelFamily::LadderDecode(1), 1024, 1024),
             ("ladder-mid", KernelFamily::LadderMid(1), 16, 1024),

@@ -15,7 +15,7 @@
 //   B' and that fixed sequence of wgmma operations, never on m, on which
 //   block owns it or on when the block runs (rows past m and the k tail are
 //   zero-filled by TMA, identically for every m);
-// - the two tile variants (BN = 256 and BN = 128) issue the same k16
+// - the three tile variants (BN = 256, 192 and 128) issue the same k16
 //   sequence per output element, so they are expected to agree bit for
 //   bit (the audit checks it rather than assuming it).
 //
@@ -215,6 +215,50 @@ __device__ __forceinline__ void wgmma_n256_f16(float* d, u64 da, u64 db) {
 }
 
 template <int TA, int TB>
+__device__ __forceinline__ void wgmma_n192_bf16(float* d, u64 da, u64 db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, "
+        "%96, %97, p, 1, 1, %99, %100;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+        : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(TB));
+}
+
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_n192_f16(float* d, u64 da, u64 db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, "
+        "%96, %97, p, 1, 1, %99, %100;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+        : "l"(da), "l"(db), "r"(1), "n"(TA), "n"(TB));
+}
+
+template <int TA, int TB>
 __device__ __forceinline__ void wgmma_n64_bf16(float* d, u64 da, u64 db) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
@@ -271,6 +315,9 @@ __device__ __forceinline__ void wgmma_tile(float* d, u64 da, u64 db) {
     if (BN == 256) {
         if (DT == DT_BF16) wgmma_n256_bf16<TA, TB>(d, da, db);
         else wgmma_n256_f16<TA, TB>(d, da, db);
+    } else if (BN == 192) {
+        if (DT == DT_BF16) wgmma_n192_bf16<TA, TB>(d, da, db);
+        else wgmma_n192_f16<TA, TB>(d, da, db);
     } else if (BN == 64) {
         if (DT == DT_BF16) wgmma_n64_bf16<TA, TB>(d, da, db);
         else wgmma_n64_f16<TA, TB>(d, da, db);
@@ -301,9 +348,16 @@ struct Ring {
 // TMA boxes of 64 k rows x 64 m/n values (8 KiB each): a k16 step advances
 // 16 rows (2048 bytes), 8-k groups are 1024 bytes apart and successive
 // 64-wide m/n blocks 8 KiB apart.
-template <int OP>
+//
+// TN's A on the ladder's 64-row rungs, where the problem has at most 32
+// rows, is one box of AW = 8, 16 or 32 m values per k row instead (16-,
+// 32- or 64-byte rows with the swizzle of their width: none, 32 and 64
+// bytes, layout types 0, 3 and 2): TMA's zero fill of a 64-wide box at
+// m = 8 cost that rung as much as full boxes. The wgmma's other m rows
+// read the stale rest of the stage's A and are never stored.
+template <int OP, int AW = 64>
 __device__ constexpr u32 a_k16_bytes() {
-    return OP == OP_TN ? 2048 : 32;
+    return OP == OP_TN ? 16 * AW * 2 : 32;
 }
 
 template <int OP, int BN>
@@ -313,26 +367,39 @@ __device__ constexpr u32 b_k16_bytes() {
     return OP == OP_NT ? 32 : BN == 32 ? 1024 : 2048;
 }
 
-template <int OP, int BN>
-__device__ __forceinline__ u64 desc_a(u32 a_stage, u32 consumer, u32 ks) {
-    const u32 at = a_stage + ks * a_k16_bytes<OP>();
-    if (OP == OP_TN) {
-        return smem_desc(at + consumer * 8192, 8192, 1024);
+// The descriptor's layout type for a swizzle of `bytes` per row (16: none).
+__device__ __forceinline__ u64 with_swizzle(u64 desc, u32 bytes) {
+    const u64 type = bytes == 128 ? 1 : bytes == 64 ? 2 : bytes == 32 ? 3 : 0;
+    return (desc & ~(3ull << 62)) | (type << 62);
+}
+
+template <int OP, int AW>
+__device__ __forceinline__ u64 desc_a(u32 a_stage, u32 consumer) {
+    if (OP == OP_TN && AW == 8) {
+        // Unswizzled (PTX's MN-major "interleave" layout): the leading
+        // offset steps 8-k groups (128 bytes), the stride offset 8-wide m
+        // blocks (only the first holds rows that are stored).
+        return with_swizzle(smem_desc(a_stage, 128, 1024), 16);
     }
-    return smem_desc(at + consumer * 64 * 128, 16, 1024);
+    if (OP == OP_TN) {
+        // AW-wide boxes: 16 k rows of 2 AW bytes a k16 step; swizzled
+        // layouts step AW-wide m blocks by the leading offset (128 AW
+        // bytes, one box) and 8-k groups by the stride offset (16 AW).
+        return with_swizzle(smem_desc(a_stage + consumer * 8192, 128 * AW, 16 * AW), 2 * AW);
+    }
+    return smem_desc(a_stage + consumer * 64 * 128, 16, 1024);
 }
 
 template <int OP, int BN>
-__device__ __forceinline__ u64 desc_b(u32 b_stage, u32 ks) {
-    const u32 at = b_stage + ks * b_k16_bytes<OP, BN>();
+__device__ __forceinline__ u64 desc_b(u32 b_stage) {
     if (OP == OP_NT) {
-        return smem_desc(at, 16, 1024);
+        return smem_desc(b_stage, 16, 1024);
     }
     if (BN == 32) {
         // 8-k groups 512 bytes apart (see b_k16_bytes).
-        return (smem_desc(at, 4096, 512) & ~(3ull << 62)) | (2ull << 62);
+        return with_swizzle(smem_desc(b_stage, 4096, 512), 64);
     }
-    return smem_desc(at, 8192, 1024);
+    return smem_desc(b_stage, 8192, 1024);
 }
 
 // A warp-uniform copy of `x` (lane 0's). Where ptxas cannot prove a stage
@@ -395,20 +462,20 @@ __device__ __forceinline__ void load_stage(const TensorMap& ta, const TensorMap&
 // address field (bits 0-13, the address >> 4), and shared addresses stay
 // below 256 KiB, so adding to that field equals building the descriptor
 // anew. The wgmma of a group then issue back to back.
-template <int OP, int DT, int BN, int KB = 1>
+template <int OP, int DT, int BN, int KB = 1, int AW = 64>
 __device__ __forceinline__ void consume_stage(float* d, u32 a_stage, u32 b_stage, u32 consumer,
                                               u32 stride = 0) {
     constexpr int TA = OP == OP_TN ? 1 : 0;
     constexpr int TB = OP == OP_NT ? 0 : 1;
-    const u64 da = desc_a<OP, BN>(a_stage, consumer, 0);
-    const u64 db = desc_b<OP, BN>(b_stage, 0);
+    const u64 da = desc_a<OP, AW>(a_stage, consumer);
+    const u64 db = desc_b<OP, BN>(b_stage);
     wgmma_fence();
 #pragma unroll
     for (u32 q = 0; q < KB; ++q) {
 #pragma unroll
         for (u32 ks = 0; ks < BK / 16; ++ks) {
             const u32 block = (q * stride) >> 4;
-            wgmma_tile<BN, DT, TA, TB>(d, da + block + ((ks * a_k16_bytes<OP>()) >> 4),
+            wgmma_tile<BN, DT, TA, TB>(d, da + block + ((ks * a_k16_bytes<OP, AW>()) >> 4),
                                        db + block + ((ks * b_k16_bytes<OP, BN>()) >> 4));
         }
     }
@@ -545,6 +612,8 @@ ALL_OPS(256, f16, DT_F16)
 ALL_OPS(256, bf16, DT_BF16)
 ALL_OPS(128, f16, DT_F16)
 ALL_OPS(128, bf16, DT_BF16)
+ALL_OPS(192, f16, DT_F16)
+ALL_OPS(192, bf16, DT_BF16)
 
 // ------------------------------------------------------------ the ladder
 //
@@ -592,11 +661,13 @@ struct LadderRing {
     static constexpr u32 STAGES = RING_BYTES / STAGE_BYTES;
 };
 
-template <int OP, int DT, int TBM, int BN, bool GRID_CHUNKS, int KPS>
+template <int OP, int DT, int TBM, int BN, bool GRID_CHUNKS, int KPS, int AW = 64>
 __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap& tb, u16* C,
                                             float* ws, u32* counters, u32 m, u32 k, u32 n,
                                             u32 ldc, u32 chunks) {
     static_assert(KPS == 1 || KPS == 2, "a stage holds one or two k blocks");
+    static_assert(AW == 64 || (OP == OP_TN && TBM == 64), "narrow boxes: TN's A on 64-row tiles");
+    static_assert(AW == 8 || AW == 16 || AW == 32 || AW == 64, "box widths: 8, 16, 32 or 64 m values");
     typedef LadderRing<TBM, BN, KPS> R;
     constexpr u32 CONSUMERS = TBM / 64;
     static_assert(CONSUMERS * STAGED_BYTES(BN) <= R::STAGES * R::STAGE_BYTES, "the epilogue is staged in the ring");
@@ -611,8 +682,9 @@ __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap
     tile_of<TBM, BN>(blockIdx.x, m, n, tile_m, tile_n);
     const u32 kblocks = (k + BK - 1) / BK;
     const u32 per_chunk = (kblocks + chunks - 1) / chunks;
-    // Rows of A per load (see above): the host's tensor map box agrees.
-    const u32 a_rows = OP != OP_TN && m < TBM ? (m + 7) & ~7u : TBM;
+    // Rows of A per load (see above; TN's A: its box width, see desc_a):
+    // the host's tensor map box agrees.
+    const u32 a_rows = OP == OP_TN ? (AW < 64 ? AW : TBM) : m < TBM ? (m + 7) & ~7u : TBM;
     const u32 block_bytes = a_rows * BK * 2 + R::B_BYTES;
     // The k blocks of walk c: this block's chunk (the grid holds the
     // chunks), or chunk c. Producer and consumers cut them into the same
@@ -677,8 +749,8 @@ __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap
             const u32 s = i % R::STAGES;
             mbar_wait(bars + 8 * s, (i / R::STAGES) & 1);
             const u32 a_stage = uniform(base + s * R::STAGE_BYTES);
-            consume_stage<OP, DT, BN, KPS>(d, a_stage, a_stage + R::A_BYTES, consumer,
-                                           R::BLOCK_BYTES);
+            consume_stage<OP, DT, BN, KPS, AW>(d, a_stage, a_stage + R::A_BYTES, consumer,
+                                               R::BLOCK_BYTES);
             if (i > 0 && lane == 0) {
                 mbar_arrive(bars + 8 * (R::STAGES + (i - 1) % R::STAGES));
             }
@@ -689,7 +761,7 @@ __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap
             const u32 s = i % R::STAGES;
             mbar_wait(bars + 8 * s, (i / R::STAGES) & 1);
             const u32 a_stage = uniform(base + s * R::STAGE_BYTES);
-            consume_stage<OP, DT, BN>(d, a_stage, a_stage + R::A_BYTES, consumer);
+            consume_stage<OP, DT, BN, 1, AW>(d, a_stage, a_stage + R::A_BYTES, consumer);
             if (i > 0 && lane == 0) {
                 mbar_arrive(bars + 8 * (R::STAGES + (i - 1) % R::STAGES));
             }
@@ -774,13 +846,40 @@ __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap
 // holds chunks x m x n f32 (dense, whatever ldc is) and the counters one u32
 // per output tile, zero before the first launch; the folding rung reads
 // neither.
+//
+// TN on a 64-row rung picks its A box width (desc_a) once, here: each
+// width is its own instantiation, so the loop that issues the wgmma has
+// compile-time descriptors (a choice inside it cost 6-19%,
+// docs/benchmarks.md 4h). The host's tensor map box agrees
+// (catalog.rs `tn_a_box_cols`).
+template <int OP, int DT, int TBM, int BN, bool GRID_CHUNKS, int KPS>
+__device__ __forceinline__ void ladder_entry(const TensorMap& ta, const TensorMap& tb, u16* C,
+                                             float* ws, u32* counters, u32 m, u32 k, u32 n,
+                                             u32 ldc, u32 chunks) {
+    if constexpr (OP == OP_TN && TBM == 64) {
+        if (m <= 8) {
+            ladder_gemm<OP, DT, TBM, BN, GRID_CHUNKS, KPS, 8>(ta, tb, C, ws, counters, m, k, n, ldc, chunks);
+            return;
+        }
+        if (m <= 16) {
+            ladder_gemm<OP, DT, TBM, BN, GRID_CHUNKS, KPS, 16>(ta, tb, C, ws, counters, m, k, n, ldc, chunks);
+            return;
+        }
+        if (m <= 32) {
+            ladder_gemm<OP, DT, TBM, BN, GRID_CHUNKS, KPS, 32>(ta, tb, C, ws, counters, m, k, n, ldc, chunks);
+            return;
+        }
+    }
+    ladder_gemm<OP, DT, TBM, BN, GRID_CHUNKS, KPS>(ta, tb, C, ws, counters, m, k, n, ldc, chunks);
+}
+
 #define LADDER_ENTRY(tbm, bn, how, grid_chunks, kps, opname, OPV, dtname, DTV)                   \
     extern "C" __global__ void __launch_bounds__(128 * (1 + tbm / 64), 1)                        \
         gemm_ladder_##tbm##x##bn##_##how##_##opname##_##dtname(                                   \
             const __grid_constant__ TensorMap ta, const __grid_constant__ TensorMap tb, void* C,  \
             float* ws, u32* counters, u32 m, u32 k, u32 n, u32 ldc, u32 chunks) {                 \
-        ladder_gemm<OPV, DTV, tbm, bn, grid_chunks, kps>(ta, tb, (u16*)C, ws, counters, m, k, n, \
-                                                         ldc, chunks);                           \
+        ladder_entry<OPV, DTV, tbm, bn, grid_chunks, kps>(ta, tb, (u16*)C, ws, counters, m, k, n, \
+                                                          ldc, chunks);                           \
     }
 
 #define LADDER_OPS(tbm, bn, how, grid_chunks, kps, dtname, DTV)            \

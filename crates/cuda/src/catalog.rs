@@ -168,6 +168,7 @@ impl CudaFamily for KernelFamily {
             CudaKernel::MmaSmall => "mma_small",
             CudaKernel::WgmmaLarge => "wgmma_256",
             CudaKernel::WgmmaSmall => "wgmma_128",
+            CudaKernel::WgmmaMedium => "wgmma_192",
             CudaKernel::LadderDecode(_) => "ladder_64x64_split",
             CudaKernel::LadderMid(_) => "ladder_128x128_split",
             CudaKernel::LadderWide(_) => "ladder_128x128_fold",
@@ -183,6 +184,7 @@ impl CudaFamily for KernelFamily {
     fn instruction(&self) -> (&'static str, &'static str) {
         match self {
             CudaKernel::WgmmaLarge => return ("wgmma.mma_async", "m64n256k16"),
+            CudaKernel::WgmmaMedium => return ("wgmma.mma_async", "m64n192k16"),
             CudaKernel::WgmmaSmall
             | CudaKernel::LadderMid(_)
             | CudaKernel::LadderWide(_)
@@ -287,6 +289,7 @@ impl CudaFamily for KernelFamily {
             CudaKernel::MmaSmall => (64, 64, 32, [128, 1, 1], 1),
             CudaKernel::WgmmaLarge
             | CudaKernel::WgmmaSmall
+            | CudaKernel::WgmmaMedium
             | CudaKernel::LadderDecode(_)
             | CudaKernel::LadderMid(_)
             | CudaKernel::LadderWide(_)
@@ -321,38 +324,7 @@ impl CudaFamily for KernelFamily {
     }
 
     fn serves_shape(&self, op: GemmOp, shape: GemmShape) -> Result<(), String> {
-        if !self.is_wgmma() {
-            return Ok(());
-        }
-        let GemmShape { m, k, n } = shape;
-        if m == 0 || k == 0 || n == 0 {
-            return Err(format!(
-                "{} needs m, k and n of at least 1 (TMA tensor maps cannot be empty), not {m}x{k}x{n}",
-                self.symbol_family()
-            ));
-        }
-        let mut strided = vec![("k", k), ("n", n)];
-        if op == GemmOp::Tn {
-            // A is stored k x m: its rows are m elements long.
-            strided.push(("m", m));
-        }
-        for (what, v) in strided {
-            if v % 8 != 0 {
-                return Err(format!(
-                    "{} {op} needs {what} to be a multiple of 8 (TMA row strides are multiples of 16 bytes), not {v}",
-                    self.symbol_family()
-                ));
-            }
-        }
-        if matches!(self, CudaKernel::LadderWide(_)) && crate::kernels::ladder_chunks(k, n) == 1 {
-            // With one chunk there is nothing to fold: the rung would be
-            // wgmma_128 under another name, which no route could tell
-            // apart. (The band rung's 64x128 tile is no other kernel's.)
-            return Err(format!(
-                "ladder-wide folds chunks, and k = {k} n = {n} has one: its kernel is wgmma-small's (take ladder-mid or wgmma-large, the batch-invariant route's picks there)"
-            ));
-        }
-        Ok(())
+        serves(*self, op, shape, true)
     }
 
     fn from_route(route: &ResolvedGemmRoute) -> Result<CudaKernel, String> {
@@ -406,6 +378,44 @@ impl CudaFamily for KernelFamily {
         }
         Ok(kernel)
     }
+}
+
+/// [`CudaFamily::serves_shape`], for operands stored dense or (`dense`
+/// false) with leading dimensions [`wgmma_strides`] checks: then TN's A
+/// rows are lda elements long, whatever m is.
+fn serves(kernel: CudaKernel, op: GemmOp, shape: GemmShape, dense: bool) -> Result<(), String> {
+    if !kernel.is_wgmma() {
+        return Ok(());
+    }
+    let GemmShape { m, k, n } = shape;
+    if m == 0 || k == 0 || n == 0 {
+        return Err(format!(
+            "{} needs m, k and n of at least 1 (TMA tensor maps cannot be empty), not {m}x{k}x{n}",
+            kernel.symbol_family()
+        ));
+    }
+    let mut strided = vec![("k", k), ("n", n)];
+    if op == GemmOp::Tn && dense {
+        // A is stored k x m: its dense rows are m elements long.
+        strided.push(("m", m));
+    }
+    for (what, v) in strided {
+        if v % 8 != 0 {
+            return Err(format!(
+                "{} {op} needs {what} to be a multiple of 8 (TMA row strides are multiples of 16 bytes), not {v}",
+                kernel.symbol_family()
+            ));
+        }
+    }
+    if matches!(kernel, CudaKernel::LadderWide(_)) && crate::kernels::ladder_chunks(k, n) == 1 {
+        // With one chunk there is nothing to fold: the rung would be
+        // wgmma_128 under another name, which no route could tell
+        // apart. (The band rung's 64x128 tile is no other kernel's.)
+        return Err(format!(
+            "ladder-wide folds chunks, and k = {k} n = {n} has one: its kernel is wgmma-small's (take ladder-mid or wgmma-large, the batch-invariant route's picks there)"
+        ));
+    }
+    Ok(())
 }
 
 /// Rows and columns of a wgmma block tile ([`KernelFamily::wgmma_tile`]).
@@ -549,7 +559,8 @@ pub struct TensorMapSpec {
     pub row_stride_bytes: u64,
     /// The box one TMA load copies: elements of the contiguous dimension
     /// (64 = one 128-byte swizzle row; 32, the narrow rung's MN-major B,
-    /// one 64-byte row), then rows.
+    /// one 64-byte row; TN's A on a 64-row rung at m <= 32 8, 16 or 32,
+    /// see [`tn_a_box_cols`]), then rows.
     pub box_dims: [u32; 2],
 }
 
@@ -564,8 +575,9 @@ pub const TENSOR_MAP_SETTINGS: [&str; 5] = [
 ];
 
 impl TensorMapSpec {
-    /// Bytes of one box row, which is also the map's swizzle span (128 or
-    /// 64; the kernels' shared-memory descriptors assume the same).
+    /// Bytes of one box row, which is also the map's swizzle span (128,
+    /// 64 or 32; 16 is no swizzle; the kernels' shared-memory descriptors
+    /// assume the same).
     pub fn swizzle_bytes(&self) -> u64 {
         self.box_dims[0] as u64 * crate::kernels::element_size(self.dtype) as u64
     }
@@ -609,7 +621,7 @@ pub fn tensor_maps_strided(
     };
     let (bm, bn) = wgmma_tile(kernel);
     let a = if op == GemmOp::Tn {
-        map("A", [m, k], [64, 64])
+        map("A", [m, k], [tn_a_box_cols(kernel, m), 64])
     } else if kernel.is_ladder() && m < bm as u64 {
         // The ladder loads only the rows below one tile, rounded up to 8
         // (kernels/wgmma.cu `a_rows`).
@@ -624,6 +636,20 @@ pub fn tensor_maps_strided(
         map("B", [n, k], [bn.min(64), 64])
     };
     [a, b]
+}
+
+/// m values per k row of TN's A box: 8, 16 or 32 on the ladder's 64-row
+/// rungs where the problem has no more rows (16-, 32- or 64-byte rows,
+/// that swizzle, none for 16), else 64 (128-byte rows). A 64-wide box at
+/// m = 8 is seven eighths TMA zero fill, which cost the rung as much as
+/// full boxes. kernels/wgmma.cu `ladder_entry` picks the same width.
+pub fn tn_a_box_cols(kernel: CudaKernel, m: u64) -> u32 {
+    match (kernel.is_ladder(), wgmma_tile(kernel).0, m) {
+        (true, 64, ..=8) => 8,
+        (true, 64, 9..=16) => 16,
+        (true, 64, 17..=32) => 32,
+        _ => 64,
+    }
 }
 
 /// Checks leading dimensions for the wgmma kernels: A, B and C may be
@@ -727,8 +753,9 @@ pub fn nvrtc_route_strided(
     kernel: CudaKernel,
     strides: GemmStrides,
 ) -> Result<ResolvedGemmRoute, String> {
-    kernel.serves_shape(op, shape)?;
-    if strides != GemmStrides::dense(op, shape) {
+    let dense = strides == GemmStrides::dense(op, shape);
+    serves(kernel, op, shape, dense)?;
+    if !dense {
         if !kernel.is_wgmma() {
             return Err(format!(
                 "{} reads dense operands only",
@@ -1021,12 +1048,18 @@ mod tests {
             let entry = format!("gemm_{}_##opname##_##dtname", k.symbol_family());
             assert!(GEMM_SOURCE.contains(&entry), "{entry}");
         }
-        // The wgmma module: 2 tile variants and 5 ladder rungs x 3 ops x
+        // The wgmma module: 3 tile variants and 5 ladder rungs x 3 ops x
         // 2 dtypes, each instantiated in kernels/wgmma.cu.
         let w = module_symbols(CudaModule::Wgmma);
-        assert_eq!(w.len(), 42);
+        assert_eq!(w.len(), 48);
         for &k in CudaModule::Wgmma.families() {
             let Some(rung) = k.symbol_family().strip_prefix("ladder_") else {
+                let bn = k.symbol_family().strip_prefix("wgmma_").unwrap();
+                for dt in ["f16", "bf16"] {
+                    let entry = format!("ALL_OPS({bn}, {dt},");
+                    assert!(WGMMA_SOURCE.contains(&entry), "{entry}");
+                }
+                assert_eq!(wgmma_tile(k), (128, bn.parse().unwrap()), "{k}");
                 continue;
             };
             let (tile, how) = rung.split_once('_').unwrap();
@@ -1343,6 +1376,40 @@ mod tests {
         let [a, b] = tensor_maps(CudaKernel::LadderNarrow(1), GemmOp::Nt, DType::Bf16, s);
         assert_eq!((b.box_dims, b.swizzle_bytes()), ([64, 32], 128));
         assert_eq!((a.box_dims, a.swizzle_bytes()), ([64, 64], 128));
+        // TN's A on a 64-row rung at m <= 32: one box of 8, 16 or 32 m
+        // values (16-, 32- or 64-byte rows and swizzle, none for 16 bytes);
+        // 64 on every other kernel.
+        for (m, cols) in [
+            (1, 8),
+            (8, 8),
+            (9, 16),
+            (16, 16),
+            (17, 32),
+            (32, 32),
+            (40, 64),
+        ] {
+            for k in [
+                CudaKernel::LadderNarrow(1),
+                CudaKernel::LadderDecode(1),
+                CudaKernel::LadderBand(1),
+            ] {
+                let [a, _] = tensor_maps(k, GemmOp::Tn, DType::Bf16, GemmShape { m, ..s });
+                assert_eq!((a.dims, a.box_dims), ([m, 136], [cols, 64]), "{k} m = {m}");
+                assert_eq!(a.swizzle_bytes(), 2 * cols as u64, "{k} m = {m}");
+            }
+            for k in [CudaKernel::LadderMid(1), CudaKernel::WgmmaSmall] {
+                let [a, _] = tensor_maps(k, GemmOp::Tn, DType::Bf16, GemmShape { m, ..s });
+                assert_eq!(a.box_dims, [64, 64], "{k} m = {m}");
+            }
+            // K-major A keeps its 64-value rows.
+            let [a, _] = tensor_maps(
+                CudaKernel::LadderNarrow(1),
+                GemmOp::Nn,
+                DType::Bf16,
+                GemmShape { m, ..s },
+            );
+            assert_eq!(a.box_dims[0], 64);
+        }
         // The digest follows every parameter: shape, op, dtype, variant.
         let d = |k, op, dt, s| tensor_map_digest(&tensor_maps(k, op, dt, s));
         let base = d(CudaKernel::WgmmaLarge, GemmOp::Nn, DType::Bf16, s);

@@ -178,8 +178,24 @@ impl InvariantGemms {
         dtype: DType,
         shape: GemmShape,
     ) -> Result<InvariantGemm> {
+        self.plan_batch_invariant_strided(live, op, dtype, shape, GemmStrides::dense(op, shape))
+    }
+
+    /// [`InvariantGemms::plan_batch_invariant`] of operands stored with
+    /// leading dimensions `strides` (as [`InvariantGemms::plan_strided`]):
+    /// the same rung and bits as the dense problem. This is how TN serves
+    /// m < 8, whose dense A rows (m elements) TMA cannot read: store A with
+    /// `lda` a multiple of 8.
+    pub fn plan_batch_invariant_strided(
+        &self,
+        live: &GemmRouteIdentity,
+        op: GemmOp,
+        dtype: DType,
+        shape: GemmShape,
+        strides: GemmStrides,
+    ) -> Result<InvariantGemm> {
         let rung = crate::kernels::RouteChoice::ladder_rung(op, shape.m, shape.k, shape.n);
-        self.plan(live, rung, op, dtype, shape)
+        self.plan_strided(live, rung, op, dtype, shape, strides)
     }
 
     /// A splitting rung's partial planes and per-tile counters, zeroed.

@@ -30,8 +30,8 @@ unsafe impl DeviceRepr for TensorMapArg {}
 
 /// Encodes `spec` over the operand at device address `base`. The settings
 /// are [`super::catalog::TENSOR_MAP_SETTINGS`] (element strides 1, no
-/// interleave, the swizzle of one box row (128 or 64 bytes), 256-byte L2
-/// promotion, zero fill); keep the two in step.
+/// interleave, the swizzle of one box row (128, 64 or 32 bytes; none for
+/// 16), 256-byte L2 promotion, zero fill); keep the two in step.
 pub(super) fn encode(
     spec: &TensorMapSpec,
     base: sys::CUdeviceptr,
@@ -50,6 +50,8 @@ pub(super) fn encode(
     let swizzle = match spec.swizzle_bytes() {
         128 => S::CU_TENSOR_MAP_SWIZZLE_128B,
         64 => S::CU_TENSOR_MAP_SWIZZLE_64B,
+        32 => S::CU_TENSOR_MAP_SWIZZLE_32B,
+        16 => S::CU_TENSOR_MAP_SWIZZLE_NONE,
         other => {
             return Err(CudaError::msg(format!(
                 "tensor map of operand {}: a box row of {other} bytes has no swizzle the wgmma kernels read",

@@ -35,6 +35,11 @@ pub enum KernelFamily {
     WgmmaLarge,
     /// The same kernel with 128x128 tiles.
     WgmmaSmall,
+    /// The same kernel with 128x192 tiles: where 128x256 tiles fill the
+    /// GPU's last wave badly and 128x128 ones run slower per tile (an
+    /// output of 6144 columns at m = 1024: 256 tiles, two waves, against
+    /// 192 in 1.5 and 384 in three).
+    WgmmaMedium,
     /// The invariant ladder's decode rung (TMA + wgmma, 64x64 tiles): k
     /// cut into this many chunks ([`ladder_chunks`] of k and n), each
     /// chunk on its own block, the partials folded in chunk order by the
@@ -93,7 +98,7 @@ pub fn ladder_chunks(k: u64, n: u64) -> u32 {
 
 impl KernelFamily {
     /// Every family (split counts are placeholders: 1).
-    pub const ALL: [KernelFamily; 13] = [
+    pub const ALL: [KernelFamily; 14] = [
         KernelFamily::ScalarFma,
         KernelFamily::Tiled,
         KernelFamily::SplitKFixed(1),
@@ -102,6 +107,7 @@ impl KernelFamily {
         KernelFamily::MmaSmall,
         KernelFamily::WgmmaLarge,
         KernelFamily::WgmmaSmall,
+        KernelFamily::WgmmaMedium,
         KernelFamily::LadderDecode(1),
         KernelFamily::LadderMid(1),
         KernelFamily::LadderWide(1),
@@ -120,6 +126,7 @@ impl KernelFamily {
             KernelFamily::MmaSmall => "mma-small",
             KernelFamily::WgmmaLarge => "wgmma-large",
             KernelFamily::WgmmaSmall => "wgmma-small",
+            KernelFamily::WgmmaMedium => "wgmma-medium",
             KernelFamily::LadderDecode(_) => "ladder-decode",
             KernelFamily::LadderMid(_) => "ladder-mid",
             KernelFamily::LadderWide(_) => "ladder-wide",
@@ -232,6 +239,7 @@ impl KernelFamily {
     pub fn wgmma_tile(&self) -> Option<(u32, u32)> {
         Some(match self {
             KernelFamily::WgmmaLarge => (128, 256),
+            KernelFamily::WgmmaMedium => (128, 192),
             KernelFamily::WgmmaSmall | KernelFamily::LadderMid(_) | KernelFamily::LadderWide(_) => {
                 (128, 128)
             }
@@ -273,7 +281,10 @@ impl KernelFamily {
 
     /// True for the TMA + wgmma families (the ladder's rungs included).
     pub fn is_wgmma(&self) -> bool {
-        matches!(self, KernelFamily::WgmmaLarge | KernelFamily::WgmmaSmall) || self.is_ladder()
+        matches!(
+            self,
+            KernelFamily::WgmmaLarge | KernelFamily::WgmmaSmall | KernelFamily::WgmmaMedium
+        ) || self.is_ladder()
     }
 
     /// True for the tensor-core families (mma.sync and wgmma).
@@ -318,6 +329,7 @@ impl KernelFamily {
             | KernelFamily::MmaSmall
             | KernelFamily::WgmmaLarge
             | KernelFamily::WgmmaSmall
+            | KernelFamily::WgmmaMedium
             | KernelFamily::LadderDecode(_)
             | KernelFamily::LadderMid(_)
             | KernelFamily::LadderWide(_)
@@ -465,11 +477,14 @@ mod tests {
         ] {
             assert_eq!(rung(m, 4096, 4096), want, "m={m}");
         }
-        // TN below 16 rows: the band rung reads A the fewest times; to 63
-        // rows with one chunk the decode rung where it fits one wave; at
-        // 64 (a full box of A) as NN.
+        // TN to 63 rows with one chunk: the decode rung where it fits one
+        // wave (half the narrow rung's loads of A, one k row per box row);
+        // below 16 rows with several chunks the band rung, which reads A
+        // the fewest times; at 64 (a full box of A) as NN.
         for (m, n, want) in [
-            (8, 4096, KernelFamily::LadderBand(1)),
+            (1, 4096, KernelFamily::LadderDecode(1)),
+            (8, 4096, KernelFamily::LadderDecode(1)),
+            (8, 1024, KernelFamily::LadderBand(4)),
             (16, 4096, KernelFamily::LadderDecode(1)),
             (56, 4096, KernelFamily::LadderDecode(1)),
             (64, 4096, KernelFamily::LadderNarrow(1)),
@@ -515,11 +530,16 @@ mod tests {
             (72, 14336, KernelFamily::LadderMid(1)),   // 224 vs 112
             (192, 14336, KernelFamily::LadderBand(1)), // 336 (3 waves) vs 224 (2 x 2)
             (M, 14336, KernelFamily::LadderMid(1)),    // 448 vs 224: a tie
-            // Above: QKV at m = 1024, large 192 (2 waves x 4) vs small
-            // 384 (3 x 2); at m = 4096 768 vs 1536, a tie.
-            (1024, 6144, KernelFamily::WgmmaSmall),
+            // Above, waves x area x (11 for 128x128 tiles, else 10): QKV
+            // at m = 1024, large 192 blocks (2 waves x 4 x 10) vs medium
+            // 256 (2 x 3 x 10) vs small 384 (3 x 2 x 11); at m = 2048 and
+            // 4096 large and medium tie, to the larger tile.
+            (1024, 6144, KernelFamily::WgmmaMedium),
+            (2048, 6144, KernelFamily::WgmmaLarge),
             (4096, 6144, KernelFamily::WgmmaLarge),
-            (1024, 14336, KernelFamily::WgmmaSmall), // 448 vs 896
+            // MLP up: 448 (4 x 40) vs 600 (5 x 30) vs 896 (7 x 22).
+            (1024, 14336, KernelFamily::WgmmaMedium),
+            (4096, 14336, KernelFamily::WgmmaLarge),
         ] {
             assert_eq!(rung(m, 4096, n), want, "m={m} n={n}");
         }

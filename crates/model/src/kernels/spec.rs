@@ -44,8 +44,8 @@ pub const LADDER_DECODE_MAX_M: u64 = 64;
 /// Largest m a one-chunk family's middle rungs serve: the band rung
 /// (64x128 tiles) or the mid rung (128x128), whichever
 /// [`RouteChoice::ladder_rung`] expects to take fewer waves. Above it
-/// `wgmma-large` or `wgmma-small` (wgmma's order is a one-chunk family's)
-/// serve; a family of more chunks keeps choosing among the ladder's
+/// `wgmma-large`, `wgmma-medium` or `wgmma-small` (wgmma's order is a
+/// one-chunk family's) serve; a family of more chunks keeps choosing among the ladder's
 /// rungs at every m.
 pub const LADDER_MID_MAX_M: u64 = 256;
 
@@ -139,13 +139,15 @@ impl RouteChoice {
     /// (docs/benchmarks.md, sections 4g and 4j; `tests/rung_policy.rs`
     /// holds them to their logs).
     ///
-    /// - TN below 64 rows: TN's m-contiguous A arrives as boxes of 64 m
-    ///   values whatever m is (rows past m zero-filled), which cost a
-    ///   block as much as full boxes. Below 16 rows the band rung, whose
-    ///   blocks read A the fewest times; from 16, with one chunk, the
-    ///   decode rung where it fits one wave: half the narrow rung's A
-    ///   loads, twice the band rung's blocks (m = 16-32 at k = n = 4096:
-    ///   0.74-0.88x cuBLAS against the narrow rung's 0.65-0.72x).
+    /// - TN below 64 rows, with one chunk: the decode rung where it fits
+    ///   one wave. TN's m-contiguous A arrives one k row at a time (a box
+    ///   of 8, 16, 32 or 64 m values, the narrowest that holds m), so the
+    ///   rung that loads A the fewest times per output column wins: half
+    ///   the narrow rung's A loads, twice the band rung's blocks (m = 8-32
+    ///   at k = n = 4096: 0.87-1.21x cuBLAS hot against the narrow rung's
+    ///   0.58-0.99x and the band rung's 0.76-0.99x). Below 16 rows with
+    ///   several chunks the band rung, whose blocks read A the fewest
+    ///   times (no bench has TN with several chunks).
     /// - Up to [`LADDER_DECODE_MAX_M`]: of the narrow (64x32), decode
     ///   (64x64) and band (64x128) rungs, the one with the fewest waves,
     ///   then the most tiles. A grid-splitting rung's chunk blocks count
@@ -161,8 +163,12 @@ impl RouteChoice {
     ///   the family's 128x128 rung (mid with one chunk, the
     ///   register-folding wide rung with more), whichever takes fewer
     ///   waves weighted by tile area, ties to the larger tile.
-    /// - Above, with one chunk (wgmma's k order): `wgmma-large` (128x256)
-    ///   or `wgmma-small` (128x128) by the same weighted waves.
+    /// - Above, with one chunk (wgmma's k order): `wgmma-large` (128x256),
+    ///   `wgmma-medium` (128x192) or `wgmma-small` (128x128) by the same
+    ///   weighted waves, a 128x128 tile's counted 1.1 times (at full waves
+    ///   it ran 0.90-0.91x the larger tiles' speed on the H200), ties in
+    ///   that order (QKV at m = 1024: medium, 0.99x cuBLAS against 0.76x
+    ///   and 0.90x; MLP up: medium, 0.97x against 0.92x and 0.94x).
     pub fn ladder_rung(op: GemmOp, m: u64, k: u64, n: u64) -> KernelFamily {
         const TARGET: u64 = super::LADDER_TARGET_BLOCKS;
         let one_chunk = super::ladder_chunks(k, n) == 1;
@@ -190,10 +196,10 @@ impl RouteChoice {
         let cheapest = |candidates: [KernelFamily; 2]| {
             candidates.into_iter().min_by_key(cost).unwrap_or(square)
         };
-        rung(if op == GemmOp::Tn && m < 16 {
-            band
-        } else if op == GemmOp::Tn && m < 64 && one_chunk && waves(decode) <= 1 {
+        let pick = if op == GemmOp::Tn && m < 64 && one_chunk && waves(decode) <= 1 {
             decode
+        } else if op == GemmOp::Tn && m < 16 {
+            band
         } else if m <= LADDER_DECODE_MAX_M {
             [narrow, decode, band]
                 .into_iter()
@@ -208,8 +214,18 @@ impl RouteChoice {
                 cheapest([square, band])
             }
         } else {
-            cheapest([KernelFamily::WgmmaLarge, KernelFamily::WgmmaSmall])
-        })
+            let (large, medium, small) = (
+                KernelFamily::WgmmaLarge,
+                KernelFamily::WgmmaMedium,
+                KernelFamily::WgmmaSmall,
+            );
+            let slowness = |f: &KernelFamily| if *f == small { 11 } else { 10 };
+            [large, medium, small]
+                .into_iter()
+                .min_by_key(|f| cost(f) * slowness(f))
+                .unwrap_or(large)
+        };
+        rung(pick)
     }
 
     /// Whether the route needs a vendor policy (`cublas-fast` or `cublas-pedantic`).
