@@ -26,7 +26,7 @@
 //!   of every route of the section, starting at the next route each round.
 //!   Reported: median and min ms per launch, TFLOP/s (2mnk / median) and
 //!   the tax = kernel time / vendor time (median over median).
-//! - `decode-by-m`: cuBLAS, cublaslt-invariant, wgmma-large and -small and
+//! - `decode-by-m`: cuBLAS, cublaslt-invariant, wgmma-large, -small and -medium and
 //!   the invariant ladder (`batch-invariant`, then each rung) by m for
 //!   NN/TN/NT x bf16/f16 at k = n = 4096 and the QKV / MLP / KV (n = 1024
 //!   and 2048) projections (bf16 NN), L2-hot (one operand copy) and,
@@ -1030,9 +1030,10 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
         notes: vec![format!(
             "median kernel time of {} samples of ~{:.0} ms per route; every other column is cuBLAS time / \
              route time (1.00 = vendor speed); inv = cublaslt-invariant; wgmma = wgmma-large; small = \
-             wgmma-small; ladder = route batch-invariant (to m = {LADDER_DECODE_MAX_M} narrow, decode or band by \
-             waves and tiles; above, narrow where it fits one wave, else band or the 128x128 rung by \
-             weighted waves, and above m = {LADDER_MID_MAX_M} with one chunk wgmma-large or -small), then \
+             wgmma-small; medium = wgmma-medium; ladder = route batch-invariant (to m = {LADDER_DECODE_MAX_M} \
+             narrow, decode or band by waves and tiles; above, narrow where it fits one wave, else band or the \
+             128x128 rung by weighted waves, and above m = {LADDER_MID_MAX_M} with one chunk wgmma-large, \
+             -medium or -small), then \
              each rung at every m; cold: {COLD_COPIES} rotating operand copies, m <= 256 only, one interleaved run per \
              problem",
             cfg.samples,

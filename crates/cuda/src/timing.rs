@@ -22,7 +22,9 @@ impl CudaBackend {
     /// (reported in its [`RouteTiming`]). A sample is CUDA events around
     /// its launches, divided by their count. After `warmup` untimed rounds,
     /// `samples` rounds take one sample of every route, each round starting
-    /// at the next route, so drift affects every route alike.
+    /// at the next route and stepping through them with another stride
+    /// ([`visit_stride`]), so drift affects every route alike and no route
+    /// always follows the same one.
     #[doc(hidden)]
     pub fn time_routes(
         &self,
@@ -112,8 +114,9 @@ impl CudaBackend {
         }
         let n = launches.len();
         for round in 0..warmup + samples {
+            let stride = visit_stride(round, n);
             for j in 0..n {
-                let i = (round + j) % n;
+                let i = (round + j * stride) % n;
                 let count = timings[i].launches;
                 let secs = match graphs[i].as_ref() {
                     Some(g) => timer.time(sh, || g.launch().map_err(drv("graph launch")))?,
@@ -199,6 +202,27 @@ impl CudaBackend {
     }
 }
 
+/// The step of round `round` through `n` routes: coprime with `n` (so a
+/// round visits each route once) and different from round to round, so a
+/// route's predecessor changes. A heavy kernel's power draw moves the
+/// clocks of the sample after it: with one fixed order that was a bias of
+/// whichever route came next (docs/benchmarks.md, 4l).
+fn visit_stride(round: usize, n: usize) -> usize {
+    if n <= 2 {
+        return 1;
+    }
+    let gcd = |mut a: usize, mut b: usize| {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    };
+    // The round-th number below n that is coprime with it (cycling).
+    let coprime = (1..n).filter(|&s| gcd(s, n) == 1);
+    let count = coprime.clone().count();
+    coprime.clone().nth(round % count).unwrap_or(1)
+}
+
 /// Per-launch times of one route, from [`CudaBackend::time_routes`].
 #[doc(hidden)]
 #[derive(Debug, Clone)]
@@ -212,4 +236,30 @@ pub struct RouteTiming {
     pub capture_error: Option<String>,
     /// Seconds per launch, one entry per sample.
     pub samples: Vec<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::visit_stride;
+
+    #[test]
+    fn every_round_visits_each_route_once_and_predecessors_change() {
+        for n in [1usize, 2, 3, 6, 12, 30, 97, 900] {
+            let mut before = vec![std::collections::HashSet::new(); n];
+            for round in 0..8 {
+                let s = visit_stride(round, n);
+                let order: Vec<usize> = (0..n).map(|j| (round + j * s) % n).collect();
+                let mut seen = order.clone();
+                seen.sort_unstable();
+                assert_eq!(seen, (0..n).collect::<Vec<_>>(), "n = {n}, round {round}");
+                for w in order.windows(2) {
+                    before[w[1]].insert(w[0]);
+                }
+            }
+            if n > 6 {
+                // Over 8 rounds each route follows at least 3 others.
+                assert!(before.iter().skip(1).all(|p| p.len() >= 3), "n = {n}");
+            }
+        }
+    }
 }
