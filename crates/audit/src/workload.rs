@@ -437,9 +437,9 @@ fn batch_invariant() -> Workload {
 ///   m = 4096, TN at the multiples of 8 up to 4096 (its A is
 ///   m-contiguous and TMA rows are multiples of 16 bytes); f16 at m = 8,
 ///   200 and 4096 for each op; QKV at m = 1 to 4096;
-/// - `wgmma-small` and `mma-large` on the m = 8 and m = 200 problems of
-///   every op and dtype, which the audit's contract-parity rows require to
-///   be bit-identical to `wgmma-large`.
+/// - `wgmma-small`, `wgmma-medium` and `mma-large` on the m = 8 and
+///   m = 200 problems of every op and dtype, which the audit's
+///   contract-parity rows require to be bit-identical to `wgmma-large`.
 ///
 /// Sized to add about a minute and a half to the H200 audit.
 fn wgmma_sweep() -> Workload {
@@ -507,7 +507,7 @@ fn wgmma_sweep() -> Workload {
     }
     Workload {
         name: "wgmma-sweep".into(),
-        description: "TMA + wgmma: bf16 k=n=4096 NN at m=1..8192, NT/TN to 4096 (TN at multiples of 8), f16 and a QKV projection, parity with wgmma-small and mma-large (CUDA sm_90 only)"
+        description: "TMA + wgmma: bf16 k=n=4096 NN at m=1..8192, NT/TN to 4096 (TN at multiples of 8), f16 and a QKV projection, parity with wgmma-small, wgmma-medium and mma-large (CUDA sm_90 only)"
             .into(),
         seed: default_seed(),
         policy: None,
@@ -680,7 +680,8 @@ mod tests {
                 assert_eq!(g.m % 8, 0, "{}", g.name);
             }
         }
-        // Every wgmma-small and mma-large problem has its wgmma-large twin.
+        // Every wgmma-small, -medium and mma-large problem has its
+        // wgmma-large twin.
         for g in w
             .gemms
             .iter()

@@ -70,6 +70,9 @@ mod timing;
 mod tma;
 #[cfg(feature = "cuda")]
 mod vendor;
+// The bench timing's visit order: pure logic, tested in every build.
+#[cfg(any(feature = "cuda", test))]
+mod visit_order;
 
 #[cfg(feature = "cuda")]
 pub use cuda_error::{CudaCause, CudaError};

@@ -144,8 +144,8 @@ impl RouteChoice {
     ///   of 8, 16, 32 or 64 m values, the narrowest that holds m), so the
     ///   rung that loads A the fewest times per output column wins: half
     ///   the narrow rung's A loads, twice the band rung's blocks (m = 8-32
-    ///   at k = n = 4096: 0.87-1.21x cuBLAS hot against the narrow rung's
-    ///   0.58-0.99x and the band rung's 0.76-0.99x). Below 16 rows with
+    ///   at k = n = 4096: 0.89-1.20x cuBLAS hot against the narrow rung's
+    ///   0.78-0.89x and the band rung's 0.66-1.05x). Below 16 rows with
     ///   several chunks the band rung, whose blocks read A the fewest
     ///   times (no bench has TN with several chunks).
     /// - Up to [`LADDER_DECODE_MAX_M`]: of the narrow (64x32), decode
