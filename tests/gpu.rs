@@ -29,6 +29,12 @@ use gemm_audit::{
 use std::collections::HashSet;
 
 const OPS: [GemmOp; 3] = [GemmOp::Nn, GemmOp::Tn, GemmOp::Nt];
+/// The wgmma kernel's three tiles (128x256, 128x128, 128x192).
+const WGMMA_TILES: [CudaKernel; 3] = [
+    CudaKernel::WgmmaLarge,
+    CudaKernel::WgmmaSmall,
+    CudaKernel::WgmmaMedium,
+];
 const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::Bf16];
 const SEED: u64 = 0x6a09_e667;
 
@@ -301,11 +307,7 @@ fn wgmma_families_equal_mma_and_are_batch_invariant() {
                 let mma = g
                     .run(&route(&g, op, dtype, s, CudaKernel::MmaLarge), SEED)
                     .unwrap();
-                for fam in [
-                    CudaKernel::WgmmaLarge,
-                    CudaKernel::WgmmaSmall,
-                    CudaKernel::WgmmaMedium,
-                ] {
+                for fam in WGMMA_TILES {
                     let r = route(&g, op, dtype, s, fam);
                     assert!(
                         r.tensor_map.is_some(),
@@ -354,11 +356,7 @@ fn wgmma_families_equal_mma_and_are_batch_invariant() {
                 assert!(e.contains("m to be a multiple of 8"), "{e}");
                 continue;
             }
-            for fam in [
-                CudaKernel::WgmmaLarge,
-                CudaKernel::WgmmaSmall,
-                CudaKernel::WgmmaMedium,
-            ] {
+            for fam in WGMMA_TILES {
                 let out = g
                     .run(&route(&g, op, DType::Bf16, shape(m, k, n), fam), SEED)
                     .unwrap();
@@ -1991,7 +1989,7 @@ fn ladder_rungs_are_bit_identical_and_batch_invariant() {
                     );
                 }
                 let row = n as usize * element_size(dtype);
-                // TN's A at m = 8 and 24 is one box of 16 or 32 m values on
+                // TN's A at m = 8 and 24 is one box of 8 or 32 m values on
                 // the 64-row rungs (64 at 64 and 200).
                 for m in [8u64, 24, 64, 200] {
                     let [d, mid, w, band, narrow] = rungs(m);
@@ -2053,10 +2051,10 @@ fn ladder_rungs_are_bit_identical_and_batch_invariant() {
 /// The engine's call of the ladder (`plan_batch_invariant`): the rung for
 /// m, the backend's bits, and replays of the captured step that repeat
 /// them, rows equal across the rungs. k = n = 4096 (one chunk) runs the
-/// narrow, band, wgmma-medium and wgmma-large rungs; the KV projection (n = 1024, four
-/// chunks) the narrow, band and folding wide rungs, and, planned by name,
-/// the decode rung, whose tile counters must reset themselves between
-/// replays.
+/// narrow, band, wgmma-medium and wgmma-large rungs; the KV projection
+/// (n = 1024, four chunks) the narrow, band and folding wide rungs, and,
+/// planned by name, the decode rung, whose tile counters must reset
+/// themselves between replays.
 #[test]
 #[ignore = "needs a CUDA device"]
 fn batch_invariant_plans_run_in_an_engine_graph() {

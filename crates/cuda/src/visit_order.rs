@@ -16,10 +16,9 @@ pub(crate) fn visit_stride(round: usize, n: usize) -> usize {
         }
         a
     };
-    // The round-th number below n that is coprime with it (cycling).
-    let coprime = (1..n).filter(|&s| gcd(s, n) == 1);
-    let count = coprime.clone().count();
-    coprime.clone().nth(round % count).unwrap_or(1)
+    // The round-th number below n that is coprime with it (cycling; 1 is).
+    let coprime: Vec<usize> = (1..n).filter(|&s| gcd(s, n) == 1).collect();
+    coprime[round % coprime.len()]
 }
 
 #[cfg(test)]

@@ -45,8 +45,8 @@ pub const LADDER_DECODE_MAX_M: u64 = 64;
 /// (64x128 tiles) or the mid rung (128x128), whichever
 /// [`RouteChoice::ladder_rung`] expects to take fewer waves. Above it
 /// `wgmma-large`, `wgmma-medium` or `wgmma-small` (wgmma's order is a
-/// one-chunk family's) serve; a family of more chunks keeps choosing among the ladder's
-/// rungs at every m.
+/// one-chunk family's) serve; a family of more chunks keeps choosing
+/// among the ladder's rungs at every m.
 pub const LADDER_MID_MAX_M: u64 = 256;
 
 impl From<KernelFamily> for RouteChoice {
