@@ -33,6 +33,10 @@
 //!   for m <= 256, L2-cold (six rotating copies, each launch streaming its
 //!   weights from memory). A full run takes every m of 1..8192 (5 samples
 //!   of about 10 ms each per route), `--quick` five of them.
+//! - `lt-family`: the candidates `cublaslt-invariant` chooses its one
+//!   configuration per family among (NN/TN/NT x bf16/f16 at k = n = 4096
+//!   and the QKV / MLP projections), each timed as the route times them,
+//!   twice: their spread says how far the choice is from flipping.
 //! - `report-clock`: the audit report's kernel time (`run_timed`) against
 //!   this bench's, interleaved, with the bench also at 1 ms samples.
 //! - `replay-graph`: validated replay (`CudaBackend::launch_validated`,
@@ -49,7 +53,7 @@
 
 use gemm_audit::backend::GemmBackend;
 use gemm_audit::backend::cuda::catalog::{CudaFamily, CudaKernel};
-use gemm_audit::backend::cuda::{CudaBackend, RouteTiming};
+use gemm_audit::backend::cuda::{CudaBackend, LT_TIMING_M, RouteTiming};
 use gemm_audit::physical::NodeKind;
 use gemm_audit::route::GemmShape;
 use gemm_audit::workload::{
@@ -302,6 +306,11 @@ const SECTIONS: &[Section] = &[
         name: "decode-by-m",
         title: "1h. Batch-invariant routes by m, NN/TN/NT x bf16/f16, k=n=4096: L2-hot and L2-cold (m <= 256) vs cuBLAS",
         run: bench_decode_by_m,
+    },
+    Section {
+        name: "lt-family",
+        title: "1i. cublaslt-invariant's timed choice: every split-K-free candidate of a family, timed twice",
+        run: bench_lt_family,
     },
     Section {
         name: "report-clock",
@@ -1058,6 +1067,106 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
         table.rows.push(row);
     }
     Ok(Report { table, summary })
+}
+
+/// Every candidate of cublaslt-invariant's family configuration, timed
+/// twice as the route's choice times them (the second run shows how
+/// stable the pick is), with the pick and each candidate's score (mean
+/// over the timed m of its time over the fastest candidate's).
+fn bench_lt_family(gpu: &Gpu, _cfg: &Config) -> Res<Report> {
+    let mut families = Vec::new();
+    for op in [GemmOp::Nn, GemmOp::Tn, GemmOp::Nt] {
+        for dtype in [DType::Bf16, DType::F16] {
+            families.push((op, dtype, 4096u64, 4096u64));
+        }
+    }
+    for (k, n) in [(4096, 6144), (4096, 14336), (14336, 4096)] {
+        families.push((GemmOp::Nn, DType::Bf16, k, n));
+    }
+    let mut header = vec!["family".to_string(), "candidate".to_string()];
+    for run in 1..=2 {
+        for m in LT_TIMING_M {
+            header.push(format!("us m={m} ({run})"));
+        }
+        header.push(format!("score ({run})"));
+    }
+    header.push("picked".to_string());
+    let mut table = Table::new(&[]);
+    table.header = header;
+    let mut summary = Vec::new();
+    for (op, dtype, k, n) in families {
+        let runs = [
+            gpu.fast
+                .lt_family_timings(op, dtype, k, n)
+                .map_err(|e| e.to_string())?,
+            gpu.fast
+                .lt_family_timings(op, dtype, k, n)
+                .map_err(|e| e.to_string())?,
+        ];
+        let scores: Vec<Vec<Option<f64>>> = runs.iter().map(|r| lt_scores(r)).collect();
+        let picks: Vec<Option<usize>> = runs
+            .iter()
+            .map(|r| r.iter().position(|c| c.chosen))
+            .collect();
+        for (i, c) in runs[0].iter().enumerate() {
+            let mut row = vec![
+                format!("{op} {dtype} {k}x{n}"),
+                format!("{i}: {}", c.config),
+            ];
+            for (run, scores) in runs.iter().zip(&scores) {
+                match run.get(i).and_then(|c| c.secs.as_ref()) {
+                    Some(secs) => row.extend(secs.iter().map(|s| format!("{:.1}", s * 1e6))),
+                    None => row.extend(LT_TIMING_M.iter().map(|_| "failed".to_string())),
+                }
+                row.push(
+                    scores
+                        .get(i)
+                        .copied()
+                        .flatten()
+                        .map_or("-".into(), |s| format!("{s:.3}")),
+                );
+            }
+            let marks: Vec<&str> = picks
+                .iter()
+                .zip(["1", "2"])
+                .filter(|(p, _)| **p == Some(i))
+                .map(|(_, run)| run)
+                .collect();
+            row.push(marks.join("+"));
+            table.rows.push(row);
+        }
+        summary.push(format!(
+            "lt-family {op} {dtype} k={k} n={n}: {} candidates; picked {} and {}{}",
+            runs[0].len(),
+            picks[0].map_or("none".into(), |p| p.to_string()),
+            picks[1].map_or("none".into(), |p| p.to_string()),
+            if picks[0] == picks[1] {
+                " (stable)"
+            } else {
+                " (FLIPPED between runs)"
+            }
+        ));
+    }
+    Ok(Report { table, summary })
+}
+
+/// Each candidate's score: its mean over the timed m of time over the
+/// fastest candidate's time at that m.
+fn lt_scores(run: &[gemm_audit::backend::cuda::LtCandidateTiming]) -> Vec<Option<f64>> {
+    let fastest: Vec<f64> = (0..LT_TIMING_M.len())
+        .map(|j| {
+            run.iter()
+                .filter_map(|c| c.secs.as_ref().map(|s| s[j]))
+                .fold(f64::INFINITY, f64::min)
+        })
+        .collect();
+    run.iter()
+        .map(|c| {
+            c.secs
+                .as_ref()
+                .map(|s| s.iter().zip(&fastest).map(|(x, f)| x / f).sum::<f64>() / s.len() as f64)
+        })
+        .collect()
 }
 
 /// The time the audit reports for a launch (`GemmBackend::run_timed`, the

@@ -20,7 +20,7 @@ use gemm_audit::backend::cuda::catalog::{CudaFamily, CudaKernel};
 use gemm_audit::backend::cuda::{CUDA_DEFAULT_POLICY, CudaBackend};
 use gemm_audit::physical::{self, NodeKind};
 use gemm_audit::recorder;
-use gemm_audit::route::{ContractKind, GemmShape, PhysicalBackend};
+use gemm_audit::route::{ContractKind, GemmShape, PhysicalBackend, VendorRoute};
 use gemm_audit::workload::{GemmSpec, KernelFamily, RouteChoice, Workload};
 use gemm_audit::{
     DType, Error, GemmOp, GemmPolicy, OutputFingerprint, PolicyMode, PreparedGemmCaptureManifest,
@@ -950,9 +950,11 @@ fn graph_enum_round_trip() {
 
 /// cublaslt-invariant: one split-K-free, workspace-free configuration for
 /// every m of a family, and the rows shared with the smallest m identical
-/// at every m (bf16 and f16, NN/TN/NT, k = n = 4096). Also says where the
-/// route equals the mma-large family bit for bit (printed, not asserted:
-/// the contracts differ).
+/// at every m (bf16 and f16, NN/TN/NT, k = n = 4096; TN at multiples of 8,
+/// and refused elsewhere with the reason). A route whose recorded
+/// configuration the library does not offer is refused at launch. Also
+/// says where the route equals the mma-large family bit for bit
+/// (printed, not asserted: the contracts differ).
 #[test]
 #[ignore = "needs a CUDA device"]
 fn cublaslt_invariant_is_one_configuration_and_batch_invariant() {
@@ -968,6 +970,11 @@ fn cublaslt_invariant_is_one_configuration_and_batch_invariant() {
             let mut changed = Vec::new();
             let mut equal_mma = Vec::new();
             for &m in &ms {
+                let m = if op == GemmOp::Tn {
+                    m.next_multiple_of(8)
+                } else {
+                    m
+                };
                 let r = v
                     .resolve(&spec(
                         &format!("inv@m{m}"),
@@ -1032,12 +1039,103 @@ fn cublaslt_invariant_is_one_configuration_and_batch_invariant() {
             );
         }
     }
+    let refused = v
+        .resolve(&spec(
+            "inv-tn@m4",
+            GemmOp::Tn,
+            DType::Bf16,
+            shape(4, k, n),
+            RouteChoice::CublasLtInvariant,
+        ))
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("multiple of 8"), "{refused}");
+    // A configuration the library does not offer for the family (another
+    // tile) is refused before launch, not re-picked.
+    let mut r = v
+        .resolve(&spec(
+            "inv@m64",
+            GemmOp::Nn,
+            DType::Bf16,
+            shape(64, k, n),
+            RouteChoice::CublasLtInvariant,
+        ))
+        .unwrap();
+    r.vendor.as_mut().unwrap().tile_id += 1000;
+    let stale = v.run(&r, SEED).unwrap_err().to_string();
+    assert!(stale.contains("recorded configuration"), "{stale}");
     // Recorded, captured and replayed like every route.
     let mut w = Workload::builtin("batch-invariant").unwrap();
     w.gemms
         .retain(|s| s.name.starts_with("nn-bf16@") && s.m <= 256);
     let rec = recorder::record(&Backend::new(g.clone()), &w, &mut |_, _| {}).unwrap();
     assert!(rec.replay.is_identical(), "{:?}", rec.replay);
+}
+
+/// cublaslt-invariant's timed choice is pinned by a recorded route: after
+/// adopting a route carrying another of the family's candidates, the
+/// backend resolves the family to that candidate and runs it (printed:
+/// whether its bits equal the timed choice's); a configuration the library
+/// does not offer is not adopted.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn cublaslt_invariant_adopts_a_recorded_configuration() {
+    let v = vendor_backend(&gpu(), PolicyMode::CublasFast);
+    let (op, dtype, k, n) = (GemmOp::Nn, DType::Bf16, 4096u64, 4096u64);
+    let spec = |m| {
+        spec(
+            &format!("inv@m{m}"),
+            op,
+            dtype,
+            shape(m, k, n),
+            RouteChoice::CublasLtInvariant,
+        )
+    };
+    let ms = [8u64, 1024];
+    let timed: Vec<_> = ms.map(|m| v.resolve(&spec(m)).unwrap()).into();
+    let base: Vec<_> = timed.iter().map(|r| v.run(r, SEED).unwrap()).collect();
+    let config = |x: &VendorRoute| (x.algorithm_id, x.tile_id, x.stages_id);
+    let t = timed[0].vendor.clone().unwrap();
+    let other = v
+        .lt_family_timings(op, dtype, k, n)
+        .unwrap()
+        .into_iter()
+        .find(|c| config(&c.vendor) != config(&t))
+        .expect("a family with a second candidate");
+    let mut pinned = timed[0].clone();
+    {
+        let p = pinned.vendor.as_mut().unwrap();
+        let c = &other.vendor;
+        (p.algorithm_id, p.tile_id, p.stages_id) = config(c);
+        (p.swizzle, p.inner_shape_id, p.cluster_shape_id) =
+            (c.swizzle, c.inner_shape_id, c.cluster_shape_id);
+    }
+    let mut bogus = timed[0].clone();
+    bogus.vendor.as_mut().unwrap().tile_id += 1000;
+    assert_eq!(v.adopt_recorded(std::slice::from_ref(&bogus)), 0);
+    assert_eq!(v.adopt_recorded(std::slice::from_ref(&pinned)), 1);
+    for (m, base) in ms.into_iter().zip(&base) {
+        let r = v.resolve(&spec(m)).unwrap();
+        assert_eq!(
+            config(r.vendor.as_ref().unwrap()),
+            config(&other.vendor),
+            "m = {m}: the adopted configuration ({})",
+            other.config
+        );
+        let out = v.run(&r, SEED).unwrap();
+        println!(
+            "m = {m}: timed {:?}, adopted {}: bits equal: {}",
+            config(&t),
+            other.config,
+            &out == base
+        );
+    }
+    // The process's later tests get the timed choice back.
+    assert_eq!(v.adopt_recorded(&timed[..1]), 1);
+    assert_eq!(
+        config(v.resolve(&spec(64)).unwrap().vendor.as_ref().unwrap()),
+        config(&t)
+    );
 }
 
 /// `--device all` on this host: every CUDA device opens with its own

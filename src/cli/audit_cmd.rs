@@ -29,6 +29,9 @@ pub(super) fn cmd_audit(args: AuditArgs) -> Result<u8> {
         .and_then(|w| w.gemms.first())
         .map(|g| g.name.clone());
     plant_fault(&mut devices, &args.device, fault_gemm.as_deref())?;
+    if let Some(dir) = &args.golden_dir {
+        adopt_goldens(dir, &devices, &opts.workloads);
+    }
     if args.device.all() {
         return audit_devices(&args, &allow, &devices, &opts, note);
     }

@@ -71,6 +71,7 @@ pub(super) fn cmd_bless(a: BlessArgs) -> Result<u8> {
         .and_then(|w| w.gemms.first())
         .map(|g| g.name.clone());
     plant_fault(&mut devices, dev, fault_gemm.as_deref())?;
+    adopt_goldens(dir, &devices, &ws);
     // Record everything on every device first: nothing is blessed unless
     // every device reproduces its eager run and the devices agree.
     let mut recorded: Vec<(DeviceLabel, RecordedGemmTrace)> = Vec::new();
@@ -138,6 +139,27 @@ fn cmd_bless_from(traces: &[PathBuf], dir: &std::path::Path, force: bool) -> Res
         refused |= print_bless(&path.display().to_string(), &out);
     }
     Ok(if refused { EXIT_BAD_INPUT } else { EXIT_OK })
+}
+
+/// Lets each device's backend adopt what the goldens under `dir` recorded
+/// and resolving would choose afresh (`cublaslt-invariant`'s timed
+/// configuration), where the device still offers it: a golden pins such a
+/// choice for the gate and for a re-bless, so timing noise cannot move a
+/// route. A golden that is missing or unreadable pins nothing here (the
+/// golden comparison reports it).
+pub(super) fn adopt_goldens(
+    dir: &std::path::Path,
+    devices: &[(DeviceLabel, Backend)],
+    workloads: &[Workload],
+) {
+    for (_, b) in devices {
+        for w in workloads {
+            let path = golden::golden_path_for(dir, &b.context().device, &w.name);
+            if let Ok(golden) = RecordedGemmTrace::read(&path) {
+                b.adopt_recorded(&golden.routes);
+            }
+        }
+    }
 }
 
 /// Says what `bless` did for `what` (a workload or a trace file); true when

@@ -58,8 +58,13 @@ pub fn file_stem(name: &str) -> String {
 
 /// Where the golden of `trace` lives under `dir`.
 pub fn golden_path(dir: &Path, trace: &RecordedGemmTrace) -> PathBuf {
-    dir.join(device_key(&trace.context.device))
-        .join(format!("{}.gat", file_stem(&trace.workload)))
+    golden_path_for(dir, &trace.context.device, &trace.workload)
+}
+
+/// Where the golden of `workload` recorded on `device` lives under `dir`.
+pub fn golden_path_for(dir: &Path, device: &DeviceIdentity, workload: &str) -> PathBuf {
+    dir.join(device_key(device))
+        .join(format!("{}.gat", file_stem(workload)))
 }
 
 /// Finds the golden for `trace` under `dir`, or says which is missing and

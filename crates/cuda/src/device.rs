@@ -316,6 +316,12 @@ impl GemmBackend for CudaBackend {
         self.resolve_spec(spec)
     }
 
+    /// `cublaslt-invariant`'s timed family configurations, where the
+    /// library still offers them.
+    fn adopt_recorded(&self, routes: &[ResolvedGemmRoute]) -> usize {
+        self.adopt_family_configurations(routes)
+    }
+
     /// Runs one route eagerly on inputs seeded by `seed` (the CPU backend's
     /// seeding); returns the output storage bytes.
     fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {

@@ -156,7 +156,7 @@ impl VendorGemms {
         };
         let module = live_module(&sh.live, want, kind)?.clone();
         let handles = sh.handles.lock().unwrap_or_else(|p| p.into_inner());
-        let call = VendorCall::new(&handles, lib_api, dtype, op, shape, fast, selection)?;
+        let call = VendorCall::new(&handles, lib_api, dtype, op, shape, fast, selection, None)?;
         let route = planned_route(
             &handles,
             &sh.stream,

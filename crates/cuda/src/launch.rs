@@ -104,7 +104,16 @@ fn vendor_target(sh: &Shared, h: Option<&Handles>, route: &ResolvedGemmRoute) ->
                 route.compiler.options_digest.short()
             ))
         })?;
-    let call = VendorCall::new(h, api, route.dtype, route.op, shape, fast, selection)?;
+    let call = VendorCall::new(
+        h,
+        api,
+        route.dtype,
+        route.op,
+        shape,
+        fast,
+        selection,
+        Some(want),
+    )?;
     if call.arguments_digest() != route.launch.arguments_digest {
         return Err(cuda_err(format!(
             "route {:?}: vendor arguments differ",

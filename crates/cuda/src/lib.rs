@@ -52,6 +52,12 @@ mod graph;
 mod invariant_gemm;
 #[cfg(feature = "cuda")]
 mod launch;
+// cublaslt-invariant's choice among timed candidates: pure logic, tested
+// in every build.
+#[cfg(any(feature = "cuda", test))]
+mod lt_choice;
+#[cfg(feature = "cuda")]
+mod lt_family;
 #[cfg(feature = "cuda")]
 mod module;
 #[cfg(feature = "cuda")]
@@ -94,6 +100,9 @@ pub use fingerprint::DeviceFingerprinter;
 pub use foreign::ForeignFingerprinter;
 #[cfg(feature = "cuda")]
 pub use invariant_gemm::{InvariantGemm, InvariantGemms};
+#[cfg(feature = "cuda")]
+#[doc(hidden)]
+pub use lt_family::{LtCandidateTiming, TIMING_M as LT_TIMING_M};
 #[cfg(feature = "cuda")]
 #[doc(hidden)]
 pub use timing::RouteTiming;

@@ -22,6 +22,41 @@ use cudarc::driver::CudaStream;
 use std::sync::Arc;
 
 impl CudaBackend {
+    /// [`crate::backend::GemmBackend::adopt_recorded`]: the family
+    /// configurations of recorded `cublaslt-invariant` routes (cuBLASLt,
+    /// family-fixed options, this library version) that the live library
+    /// still offers become this backend's choices for their families, so
+    /// resolving them again does not re-time them. Returns how many routes
+    /// were adopted (several routes share a family).
+    pub(crate) fn adopt_family_configurations(&self, routes: &[ResolvedGemmRoute]) -> usize {
+        let sh = &self.shared;
+        let Ok(lib) = sh.vendor.library(Api::Lt) else {
+            return 0;
+        };
+        let _lock = sh.lock();
+        let Ok(handles) = sh.vendor.handles(sh) else {
+            return 0;
+        };
+        routes
+            .iter()
+            .filter(|r| {
+                let Some(v) = &r.vendor else { return false };
+                let fast = match r.contract.kind {
+                    crate::route::ContractKind::VendorFast => true,
+                    crate::route::ContractKind::VendorPedantic => false,
+                    _ => return false,
+                };
+                let numerics = super::vendor::Numerics::of(r.dtype, fast);
+                r.backend == crate::route::PhysicalBackend::CublasLt
+                    && v.library_version == lib.version
+                    && numerics.digest(Api::Lt, LtSelection::FamilyFixed)
+                        == r.compiler.options_digest
+                    && super::lt_family::adopt(handles.get(), r.dtype, r.op, r.shape, &numerics, v)
+                        .is_ok()
+            })
+            .count()
+    }
+
     /// Resolves a GEMM to the route this backend launches.
     pub(crate) fn resolve_spec(&self, spec: &GemmSpec) -> Result<ResolvedGemmRoute> {
         let shape = GemmShape {
@@ -108,7 +143,7 @@ impl CudaBackend {
         let _lock = sh.lock();
         let handles = sh.vendor.handles(sh)?;
         let h = handles.get();
-        let call = VendorCall::new(h, api, spec.dtype, spec.op, shape, fast, selection)?;
+        let call = VendorCall::new(h, api, spec.dtype, spec.op, shape, fast, selection, None)?;
         planned_route(
             h,
             &sh.stream,

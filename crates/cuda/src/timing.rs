@@ -6,13 +6,44 @@ use super::cuda_error::drv;
 use super::device::CudaBackend;
 use super::graph;
 use super::launch::{EventTimer, Prepared, time_launches};
+use super::lt_family::LtCandidateTiming;
 use super::visit_order::visit_stride;
 use crate::error::Result;
-use crate::route::ResolvedGemmRoute;
+use crate::route::{DType, GemmOp, GemmShape, ResolvedGemmRoute};
 use crate::trace::FINGERPRINT_CHUNK_BYTES;
 use cudarc::driver::CudaGraph as RawGraph;
 
 impl CudaBackend {
+    /// The candidates of cublaslt-invariant's configuration for the
+    /// family (op, dtype, k, n) under cublas-fast numerics, each timed at
+    /// [`crate::LT_TIMING_M`] as the route's choice times them, and which
+    /// one the choice rule picks from these times (benchmarks: how far
+    /// apart the candidates are says how stable the pick is).
+    #[doc(hidden)]
+    pub fn lt_family_timings(
+        &self,
+        op: GemmOp,
+        dtype: DType,
+        k: u64,
+        n: u64,
+    ) -> Result<Vec<LtCandidateTiming>> {
+        let sh = &self.shared;
+        let _lock = sh.lock();
+        let handles = sh.vendor.handles(sh)?;
+        let shape = GemmShape {
+            m: super::lt_family::FAMILY_REFERENCE_M,
+            k,
+            n,
+        };
+        super::lt_family::candidate_timings(
+            handles.get(),
+            dtype,
+            op,
+            shape,
+            &super::vendor::Numerics::of(dtype, true),
+        )
+    }
+
     /// Times `routes` against each other, for benchmarks. Each route is
     /// prepared once (inputs seeded by `seed`, buffers allocated), launched
     /// once to warm up and timed over three launches to pick how many

@@ -18,6 +18,7 @@
 //! Both record the physical kernels a capture of the single call contains.
 
 use super::cuda_error::{cuda_err, drv};
+use super::lt_family::FamilyChoices;
 use super::shared::Shared;
 use crate::declaration::{
     BkRule, SplitRule, SymbolDeclaration, VendorConfiguration, VendorPermits,
@@ -86,31 +87,17 @@ pub enum LtSelection {
     /// [`LT_WORKSPACE_BYTES`] of workspace (split-K allowed): what a user
     /// of cuBLASLt gets, and batch size changes the algorithm.
     Heuristic,
-    /// One configuration for every m of a problem family (op, dtype, k, n):
-    /// among the heuristic's split-K-free candidates for the family's
-    /// reference problem (m = [`FAMILY_REFERENCE_M`]), the first that,
-    /// pinned to one split and no reduction scheme, needs at most
-    /// [`FAMILY_MAX_WORKSPACE_BYTES`] of workspace at every probe size;
-    /// `cublasLtMatmulAlgoCheck` checks it again for each m. Each output's
-    /// reduction then runs in one CTA in the kernel's fixed k order,
-    /// whatever m is.
+    /// One configuration for every m of a problem family (op, dtype, k, n),
+    /// timed once among the heuristic's split-K-free candidates for the
+    /// family's reference problem (m = [`FAMILY_REFERENCE_M`]) that need
+    /// at most [`FAMILY_MAX_WORKSPACE_BYTES`] of workspace at every probe
+    /// size (`crate::lt_family` says how); `cublasLtMatmulAlgoCheck`
+    /// checks it again for each m. Each output's reduction then runs in
+    /// one CTA in the kernel's fixed k order, whatever m is.
     FamilyFixed,
 }
 
-/// The batch size whose heuristic pick becomes a family's fixed
-/// configuration: a large batch, so the configuration is the one that
-/// runs fast where throughput matters.
-pub const FAMILY_REFERENCE_M: u64 = 4096;
-
-/// Most workspace the family-fixed selection offers. cuBLASLt 13.1's
-/// Hopper kernels (nvjet) ask for 4 bytes at larger m even with one split
-/// and no reduction scheme: a tile-scheduler counter. 64 bytes cannot hold
-/// partial sums of any tile (the smallest, 64x8 f32, takes 2 KiB), so no
-/// split of the reduction can hide in it.
-pub const FAMILY_MAX_WORKSPACE_BYTES: usize = 64;
-
-/// Candidates asked of the heuristic for a family's configuration.
-const FAMILY_CANDIDATES: usize = 32;
+pub use super::lt_family::{FAMILY_MAX_WORKSPACE_BYTES, FAMILY_REFERENCE_M};
 
 /// The math mode of a cuBLAS handle, read back from the library.
 pub fn math_mode(blas: &CudaBlas) -> std::result::Result<blas::cublasMath_t, super::CudaError> {
@@ -409,6 +396,8 @@ pub struct Handles {
     lt_workspace: Option<CudaSlice<u8>>,
     /// Where resolve-time captures happen (never launched).
     pub scratch: Arc<CudaStream>,
+    /// The family-fixed selection's choices, once per family.
+    families: FamilyChoices,
 }
 
 impl Handles {
@@ -440,7 +429,22 @@ impl Handles {
             lt,
             lt_workspace,
             scratch,
+            families: FamilyChoices::default(),
         })
+    }
+
+    /// The cuBLASLt handle, or why there is none.
+    pub(super) fn lt_handle(&self) -> Result<lt::cublasLtHandle_t> {
+        Ok(self
+            .lt
+            .as_ref()
+            .ok_or_else(|| cuda_err("cuBLASLt is not loaded"))?
+            .0)
+    }
+
+    /// The family-fixed selection's choices so far.
+    pub(super) fn family_choices(&self) -> &FamilyChoices {
+        &self.families
     }
 }
 
@@ -518,6 +522,16 @@ impl Numerics {
                 "max_workspace_bytes",
                 FieldValue::U64(FAMILY_MAX_WORKSPACE_BYTES as u64),
             );
+            // How the configuration is chosen among the candidates, and
+            // TN's alignment: a route chosen another way is another route.
+            w.field("choice", FieldValue::Str("timed"));
+            let timing_m = super::lt_family::TIMING_M.map(|m| m.to_string());
+            w.field("timing_m", FieldValue::Str(&timing_m.join(",")));
+            w.field(
+                "choice_margin_permille",
+                FieldValue::U64((super::lt_choice::CHOICE_MARGIN * 1000.0).round() as u64),
+            );
+            w.field("tn_min_alignment_bytes", FieldValue::U64(16));
         }
         w.finish()
     }
@@ -604,7 +618,12 @@ fn lt_check(s: lt::cublasStatus_t, what: &str) -> Result<()> {
 
 impl LtPlan {
     /// The descriptors of one problem, with no algorithm chosen yet.
-    fn described(dtype: DType, op: GemmOp, shape: GemmShape, n: &Numerics) -> Result<LtPlan> {
+    pub(super) fn described(
+        dtype: DType,
+        op: GemmOp,
+        shape: GemmShape,
+        n: &Numerics,
+    ) -> Result<LtPlan> {
         let mut plan = LtPlan {
             desc: std::ptr::null_mut(),
             layouts: [std::ptr::null_mut(); 3],
@@ -687,7 +706,7 @@ impl LtPlan {
     /// Up to `count` heuristic results for this plan's problem, best first,
     /// with at most `workspace` bytes and, when given, only the reduction
     /// schemes in `reduction_mask`.
-    fn heuristic(
+    pub(super) fn heuristic(
         &self,
         handle: lt::cublasLtHandle_t,
         workspace: u64,
@@ -761,7 +780,7 @@ impl LtPlan {
 
     /// `cublasLtMatmulAlgoCheck` of `algo` on this plan's problem: the
     /// workspace bytes it needs, or why it cannot run it.
-    fn check(
+    pub(super) fn check(
         &self,
         handle: lt::cublasLtHandle_t,
         algo: &lt::cublasLtMatmulAlgo_t,
@@ -786,9 +805,53 @@ impl LtPlan {
         Ok(result.workspaceSize)
     }
 
-    // Over 100 lines: the heuristic query, the family-fixed pinning and
-    // the per-m check are one sequence over the same live descriptors,
-    // which must be destroyed on every early return (`LtPlan`'s drop).
+    /// Enqueues `cublasLtMatmul` of this plan's problem with `algo`:
+    /// row-major `C = A' B'` at `[pa, pb, pc]`, alpha 1, beta 0, with the
+    /// workspace `(address, bytes)`, on `stream`.
+    ///
+    /// # Safety
+    /// `algo` must have passed [`LtPlan::check`] on this plan with at most
+    /// the workspace's bytes; the three addresses must be live device
+    /// allocations of the dense operands of the plan's problem, and the
+    /// workspace live, on `stream`'s context, until the call has run.
+    pub(super) unsafe fn matmul(
+        &self,
+        handle: lt::cublasLtHandle_t,
+        algo: &lt::cublasLtMatmulAlgo_t,
+        [pa, pb, pc]: [cu::CUdeviceptr; 3],
+        (pw, workspace): (cu::CUdeviceptr, usize),
+        stream: lt::cudaStream_t,
+    ) -> Result<()> {
+        let alpha: f32 = 1.0;
+        let beta: f32 = 0.0;
+        // SAFETY: the caller's contract; "A" is B', "B" is A' (column-major
+        // C^T = B'^T A'^T), C is written in place (C and D alias).
+        unsafe {
+            lt::cublasLtMatmul(
+                handle,
+                self.desc,
+                (&alpha as *const f32).cast(),
+                pb as *const c_void,
+                self.layouts[0],
+                pa as *const c_void,
+                self.layouts[1],
+                (&beta as *const f32).cast(),
+                pc as *const c_void,
+                self.layouts[2],
+                pc as *mut c_void,
+                self.layouts[2],
+                algo,
+                pw as *mut c_void,
+                workspace,
+                stream,
+            )
+        }
+        .result()
+        .map_err(drv("cublasLtMatmul"))
+    }
+
+    /// The plan of one problem with its algorithm chosen as `selection`
+    /// says (family-fixed: `recorded`'s configuration when given).
     fn new(
         h: &Handles,
         dtype: DType,
@@ -796,11 +859,9 @@ impl LtPlan {
         shape: GemmShape,
         n: &Numerics,
         selection: LtSelection,
+        recorded: Option<&VendorRoute>,
     ) -> Result<LtPlan> {
-        let handle =
-            h.lt.as_ref()
-                .ok_or_else(|| cuda_err("cuBLASLt is not loaded"))?
-                .0;
+        let handle = h.lt_handle()?;
         let mut plan = LtPlan::described(dtype, op, shape, n)?;
         let problem = format!("{op} {dtype} {}x{}x{}", shape.m, shape.k, shape.n);
         use lt::cublasLtMatmulAlgoConfigAttributes_t as A;
@@ -816,86 +877,23 @@ impl LtPlan {
                 plan.workspace_limit = LT_WORKSPACE_BYTES;
             }
             LtSelection::FamilyFixed => {
-                // The family's configuration comes from its reference problem,
-                // never from this m: every m of the family gets the same one.
-                let family = LtPlan::described(
-                    dtype,
-                    op,
-                    GemmShape {
-                        m: FAMILY_REFERENCE_M,
-                        ..shape
-                    },
-                    n,
-                )?;
-                let none = lt::cublasLtReductionScheme_t::CUBLASLT_REDUCTION_SCHEME_NONE as u32;
-                // Under TN the leading dimension of cuBLASLt's B (our A,
-                // transposed) is m: the family's configuration must work at
-                // any m, so at an alignment of one element.
-                let align =
-                    (op == GemmOp::Tn).then_some(crate::kernels::element_size(dtype) as u32);
-                let candidates = family.heuristic(
-                    handle,
-                    FAMILY_MAX_WORKSPACE_BYTES as u64,
-                    Some(none),
-                    align,
-                    FAMILY_CANDIDATES,
-                )?;
-                drop(family);
-                // The first candidate that, pinned to one split and no
-                // reduction, runs without workspace at every probe size:
-                // chosen from the family alone, so every m gets the same one.
-                let mut rejected = Vec::new();
-                let mut chosen = None;
-                for candidate in candidates {
-                    let mut algo = candidate.algo;
-                    if algo_attribute(&algo, A::CUBLASLT_ALGO_CONFIG_SPLITK_NUM)
-                        .is_some_and(|s| s > 1)
-                    {
-                        rejected.push(format!("{}: split-K", describe(&algo)));
-                        continue;
-                    }
-                    pin_one_split(&mut algo, none)?;
-                    let refusal = FAMILY_PROBE_M.iter().find_map(|&m| {
-                        let probe = GemmShape { m, ..shape };
-                        match LtPlan::described(dtype, op, probe, n)
-                            .and_then(|p| p.check(handle, &algo))
-                        {
-                            Ok(ws) if ws <= FAMILY_MAX_WORKSPACE_BYTES => None,
-                            Ok(ws) => Some(format!("m={m} needs {ws} bytes of workspace")),
-                            Err(e) => Some(format!("m={m}: {e}")),
-                        }
-                    });
-                    match refusal {
-                        None => {
-                            chosen = Some(algo);
-                            break;
-                        }
-                        Some(why) => rejected.push(format!("{}: {why}", describe(&algo))),
-                    }
+                if let Some(why) = super::lt_family::refusal(op, dtype, shape.m) {
+                    return Err(cuda_err(why));
                 }
-                let algo = chosen.ok_or_else(|| {
-                    cuda_err(format!(
-                        "cublaslt-invariant: no cuBLASLt algorithm for the family of {problem} runs split-K-free within {FAMILY_MAX_WORKSPACE_BYTES} bytes of workspace at m = {FAMILY_PROBE_M:?} (candidates: {})",
-                        if rejected.is_empty() {
-                            "none offered".to_string()
-                        } else {
-                            rejected.join("; ")
-                        }
-                    ))
-                })?;
+                let algo = super::lt_family::family_algo(h, dtype, op, shape, n, recorded)?;
                 // This m itself, exactly.
                 let needed = match plan.check(handle, &algo) {
                     Ok(ws) if ws <= FAMILY_MAX_WORKSPACE_BYTES => ws,
                     Ok(ws) => {
                         return Err(cuda_err(format!(
                             "cublaslt-invariant: the family configuration ({}) needs {ws} bytes of workspace for {problem}",
-                            describe(&algo)
+                            super::lt_family::describe(&algo)
                         )));
                     }
                     Err(e) => {
                         return Err(cuda_err(format!(
                             "cublaslt-invariant: the family configuration ({}) cannot serve {problem}: {e}",
-                            describe(&algo)
+                            super::lt_family::describe(&algo)
                         )));
                     }
                 };
@@ -915,47 +913,6 @@ impl LtPlan {
         plan.attrs.cluster_shape = get(A::CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID);
         Ok(plan)
     }
-}
-
-/// Batch sizes at which a family's configuration must run without split-K
-/// or workspace to be chosen (each actual m is checked as well).
-/// 2 and 3 make the leading dimension of a transposed A (TN) as unaligned
-/// as it gets.
-const FAMILY_PROBE_M: [u64; 7] = [1, 2, 3, 64, 1024, FAMILY_REFERENCE_M, 16384];
-
-/// `algorithm 66 tile 24 stages 35`, for messages.
-fn describe(algo: &lt::cublasLtMatmulAlgo_t) -> String {
-    use lt::cublasLtMatmulAlgoConfigAttributes_t as A;
-    let g = |a: A| algo_attribute(algo, a).unwrap_or(-1);
-    format!(
-        "algorithm {} tile {} stages {}",
-        g(A::CUBLASLT_ALGO_CONFIG_ID),
-        g(A::CUBLASLT_ALGO_CONFIG_TILE_ID),
-        g(A::CUBLASLT_ALGO_CONFIG_STAGES_ID)
-    )
-}
-
-/// Pins `algo` to one split and the reduction scheme `none`.
-fn pin_one_split(algo: &mut lt::cublasLtMatmulAlgo_t, none: u32) -> Result<()> {
-    use lt::cublasLtMatmulAlgoConfigAttributes_t as A;
-    for (attr, v) in [
-        (A::CUBLASLT_ALGO_CONFIG_SPLITK_NUM, 1u32),
-        (A::CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, none),
-    ] {
-        // SAFETY: `algo` is a valid algorithm; both attributes are uint32.
-        lt_check(
-            unsafe {
-                lt::cublasLtMatmulAlgoConfigSetAttribute(
-                    algo,
-                    attr,
-                    (&v as *const u32).cast(),
-                    std::mem::size_of::<u32>(),
-                )
-            },
-            "cublasLtMatmulAlgoConfigSetAttribute",
-        )?;
-    }
-    Ok(())
 }
 
 /// One algorithm configuration attribute, read at the size cuBLASLt reports.
@@ -1027,7 +984,11 @@ pub struct VendorCall {
 
 impl VendorCall {
     /// Prepares a call; for cuBLASLt this chooses the algorithm as
-    /// `selection` says (cuBLAS has one selection, the heuristic).
+    /// `selection` says (cuBLAS has one selection, the heuristic). With a
+    /// `recorded` route under the family-fixed selection, its
+    /// configuration is adopted (it must still be one of the family's
+    /// candidates) instead of the family's timed choice.
+    #[allow(clippy::too_many_arguments)] // the problem, its numerics and selection, the recorded route
     pub fn new(
         h: &Handles,
         api: Api,
@@ -1036,6 +997,7 @@ impl VendorCall {
         shape: GemmShape,
         fast: bool,
         selection: LtSelection,
+        recorded: Option<&VendorRoute>,
     ) -> Result<VendorCall> {
         if api == Api::Blas && selection != LtSelection::Heuristic {
             return Err(cuda_err(
@@ -1049,7 +1011,9 @@ impl VendorCall {
         }
         let numerics = Numerics::of(dtype, fast);
         let lt = match api {
-            Api::Lt => Some(LtPlan::new(h, dtype, op, shape, &numerics, selection)?),
+            Api::Lt => Some(LtPlan::new(
+                h, dtype, op, shape, &numerics, selection, recorded,
+            )?),
             Api::Blas => None,
         };
         Ok(VendorCall {
@@ -1228,31 +1192,18 @@ impl VendorCall {
                     .as_ref()
                     .ok_or_else(|| cuda_err("cuBLASLt workspace missing"))?;
                 let (pw, _rw) = ws.device_ptr(stream);
-                // SAFETY: descriptors, layouts and algorithm come from the same
-                // plan; buffers match the layouts; the workspace holds
-                // LT_WORKSPACE_BYTES >= workspace_limit, at least what the
-                // algorithm asked for.
+                // SAFETY: the plan's descriptors, layouts and algorithm go
+                // together; the caller's buffers match the layouts; the
+                // workspace holds LT_WORKSPACE_BYTES >= workspace_limit, at
+                // least what the algorithm asked for.
                 unsafe {
-                    lt::cublasLtMatmul(
+                    plan.matmul(
                         handle,
-                        plan.desc,
-                        (&alpha as *const f32).cast(),
-                        pb as *const c_void,
-                        plan.layouts[0],
-                        pa as *const c_void,
-                        plan.layouts[1],
-                        (&beta as *const f32).cast(),
-                        pc as *const c_void,
-                        plan.layouts[2],
-                        pc as *mut c_void,
-                        plan.layouts[2],
                         &plan.algo,
-                        pw as *mut c_void,
-                        plan.workspace_limit,
+                        [pa, pb, pc],
+                        (pw, plan.workspace_limit),
                         stream.cu_stream() as lt::cudaStream_t,
-                    )
-                    .result()
-                    .map_err(drv("cublasLtMatmul"))?;
+                    )?;
                 }
             }
         }

@@ -130,6 +130,17 @@ pub trait GemmBackend: fmt::Debug + Send + Sync + 'static {
     /// Resolves a workload GEMM to the route this backend would launch.
     fn resolve(&self, spec: &GemmSpec) -> Result<ResolvedGemmRoute>;
 
+    /// Adopts the choices `routes` recorded that this backend would
+    /// otherwise make afresh when resolving, where they are still valid
+    /// here (the CUDA backend's timed `cublaslt-invariant` configuration):
+    /// a golden pins them, so timing noise cannot move a gated route.
+    /// Returns how many routes' choices were adopted; the default adopts
+    /// none (a backend whose resolution is a pure function has none).
+    fn adopt_recorded(&self, routes: &[ResolvedGemmRoute]) -> usize {
+        let _ = routes;
+        0
+    }
+
     /// Runs one route eagerly on inputs seeded by `seed`; returns the
     /// output in storage bytes.
     fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>>;

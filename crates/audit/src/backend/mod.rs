@@ -68,6 +68,7 @@ trait DynBackend: fmt::Debug + Send + Sync {
     fn volatile(&self) -> VolatileMetadata;
     fn with_policy(&self, policy: GemmPolicy) -> Backend;
     fn resolve(&self, spec: &GemmSpec) -> Result<ResolvedGemmRoute>;
+    fn adopt_recorded(&self, routes: &[ResolvedGemmRoute]) -> usize;
     fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>>;
     fn run_timed(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<TimedOutput>;
     fn run_checked(
@@ -114,6 +115,9 @@ impl<B: GemmBackend> DynBackend for B {
     }
     fn resolve(&self, spec: &GemmSpec) -> Result<ResolvedGemmRoute> {
         GemmBackend::resolve(self, spec)
+    }
+    fn adopt_recorded(&self, routes: &[ResolvedGemmRoute]) -> usize {
+        GemmBackend::adopt_recorded(self, routes)
     }
     fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {
         GemmBackend::run(self, route, seed)
@@ -225,6 +229,9 @@ impl GemmBackend for Backend {
     }
     fn resolve(&self, spec: &GemmSpec) -> Result<ResolvedGemmRoute> {
         self.0.resolve(spec)
+    }
+    fn adopt_recorded(&self, routes: &[ResolvedGemmRoute]) -> usize {
+        self.0.adopt_recorded(routes)
     }
     fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {
         self.0.run(route, seed)

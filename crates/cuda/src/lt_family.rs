@@ -1,0 +1,515 @@
+#![allow(unsafe_code)]
+//! `cublaslt-invariant`'s configuration: one cuBLASLt algorithm for every
+//! m of a problem family (op, dtype, k, n), so each output's reduction
+//! runs in one CTA in the kernel's fixed k order whatever m is.
+//!
+//! - **Candidates**: the heuristic's algorithms for the family's
+//!   reference problem (m = [`FAMILY_REFERENCE_M`]) with no split-K, each
+//!   pinned to one split and the reduction scheme `none`, that need at most
+//!   [`FAMILY_MAX_WORKSPACE_BYTES`] at every probe m
+//!   (`cublasLtMatmulAlgoCheck`). Under TN cuBLASLt's second operand (our
+//!   A) has leading dimension m, and the fast Hopper kernels read it in
+//!   16-byte steps: the family asks for that alignment, so it serves dense
+//!   TN at m a multiple of 8 and refuses other m with the reason.
+//! - **Choice**: each candidate is timed at [`TIMING_M`] (interleaved
+//!   rounds, median per m), scored by its mean time relative to the
+//!   fastest candidate at each m, and the heuristic's earliest candidate
+//!   within `CHOICE_MARGIN` of the best score wins (`lt_choice::choose`): a
+//!   configuration is replaced only by one that is clearly faster, so
+//!   timing noise between near-equal candidates cannot move the pick.
+//!   The heuristic ranks for the reference problem alone; cuBLAS's
+//!   heuristic first was 0.82x of cuBLAS on a QKV projection at m = 1024.
+//! - **Once per family**: the choice is kept for the handles' lifetime.
+//!   A recorded route is not re-timed ([`family_algo`] with `recorded`):
+//!   launch checks that its configuration is still one of the family's
+//!   candidates under the live library, and runs exactly it. [`adopt`]
+//!   makes a recorded configuration the family's choice (a golden pins
+//!   it).
+
+use super::cuda_error::{cuda_err, drv};
+pub(super) use super::lt_choice::refusal;
+use super::lt_choice::{choose, half_bits, launches_per_sample, median};
+use super::vendor::{Handles, LtPlan, Numerics, algo_attribute};
+use crate::error::Result;
+use crate::route::{DType, GemmOp, GemmShape, VendorRoute};
+use cudarc::cublaslt::sys as lt;
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, sys as cu};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// The batch size whose heuristic candidates a family chooses among: a
+/// large batch, so they are configurations that run fast where
+/// throughput matters.
+pub const FAMILY_REFERENCE_M: u64 = 4096;
+
+/// Most workspace the family-fixed selection offers. cuBLASLt 13.1's
+/// Hopper kernels (nvjet) ask for 4 bytes at larger m even with one split
+/// and no reduction scheme: a tile-scheduler counter. 64 bytes cannot hold
+/// partial sums of any tile (the smallest, 64x8 f32, takes 2 KiB), so no
+/// split of the reduction can hide in it.
+pub const FAMILY_MAX_WORKSPACE_BYTES: usize = 64;
+
+/// Batch sizes a family's candidates are timed at: where the route is
+/// meant to run at vendor speed.
+pub const TIMING_M: [u64; 2] = [1024, FAMILY_REFERENCE_M];
+
+/// Candidates asked of the heuristic for a family's configuration.
+const FAMILY_CANDIDATES: usize = 32;
+
+/// Batch sizes at which a family's configuration must run without split-K
+/// or workspace to be a candidate (each actual m is checked as well).
+/// 2 and 3 make the leading dimension of a transposed A (TN) as unaligned
+/// as it gets, so NN and NT probe them; TN probes multiples of 8.
+const PROBE_M: [u64; 7] = [1, 2, 3, 64, 1024, FAMILY_REFERENCE_M, 16384];
+const PROBE_M_TN: [u64; 5] = [8, 64, 1024, FAMILY_REFERENCE_M, 16384];
+
+/// Interleaved timing rounds per candidate and m (after one warm-up).
+const TIMING_ROUNDS: usize = 11;
+
+/// One problem family; the choices of [`Handles`] are kept by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) struct FamilyKey {
+    dtype: DType,
+    op: GemmOp,
+    k: u64,
+    n: u64,
+    lt_compute: u32,
+}
+
+impl FamilyKey {
+    fn of(dtype: DType, op: GemmOp, shape: GemmShape, numerics: &Numerics) -> FamilyKey {
+        FamilyKey {
+            dtype,
+            op,
+            k: shape.k,
+            n: shape.n,
+            lt_compute: numerics.lt_compute as u32,
+        }
+    }
+}
+
+/// The families' chosen algorithms, for one set of handles.
+pub(super) type FamilyChoices = Mutex<HashMap<FamilyKey, lt::cublasLtMatmulAlgo_t>>;
+
+/// A split-K-free configuration of a family, in the heuristic's order.
+struct Candidate {
+    algo: lt::cublasLtMatmulAlgo_t,
+}
+
+/// `algorithm 66 tile 24 stages 35`, for messages.
+pub(super) fn describe(algo: &lt::cublasLtMatmulAlgo_t) -> String {
+    use lt::cublasLtMatmulAlgoConfigAttributes_t as A;
+    let g = |a: A| algo_attribute(algo, a).unwrap_or(-1);
+    format!(
+        "algorithm {} tile {} stages {}",
+        g(A::CUBLASLT_ALGO_CONFIG_ID),
+        g(A::CUBLASLT_ALGO_CONFIG_TILE_ID),
+        g(A::CUBLASLT_ALGO_CONFIG_STAGES_ID)
+    )
+}
+
+/// The family configuration for `shape`'s family: `recorded`'s when
+/// given (it must still be one of the family's candidates; the handles'
+/// choice is left as it is), else the handles' choice, made by timing the
+/// candidates the first time.
+pub(super) fn family_algo(
+    h: &Handles,
+    dtype: DType,
+    op: GemmOp,
+    shape: GemmShape,
+    numerics: &Numerics,
+    recorded: Option<&VendorRoute>,
+) -> Result<lt::cublasLtMatmulAlgo_t> {
+    let key = FamilyKey::of(dtype, op, shape, numerics);
+    let chosen = choices(h)?.get(&key).copied();
+    match (recorded, chosen) {
+        (None, Some(algo)) => return Ok(algo),
+        (Some(want), Some(algo)) if matches(&algo, want) => return Ok(algo),
+        (Some(want), _) => return recorded_candidate(h, dtype, op, shape, numerics, want),
+        (None, None) => {}
+    }
+    let problem = format!("{op} {dtype} k={} n={}", shape.k, shape.n);
+    let candidates = candidates(h, dtype, op, shape, numerics, &problem)?;
+    let algo = if candidates.len() == 1 {
+        candidates[0].algo
+    } else {
+        let (_, pick) = timed_pick(h, dtype, op, shape, numerics, &candidates)?;
+        let pick = pick.ok_or_else(|| {
+            cuda_err(format!(
+                "cublaslt-invariant: no configuration for {problem} ran when timed"
+            ))
+        })?;
+        candidates[pick].algo
+    };
+    Ok(*choices(h)?.entry(key).or_insert(algo))
+}
+
+/// Makes `want`'s configuration the handles' choice for its family (a
+/// golden pins it), if it is still one of the family's candidates.
+pub(super) fn adopt(
+    h: &Handles,
+    dtype: DType,
+    op: GemmOp,
+    shape: GemmShape,
+    numerics: &Numerics,
+    want: &VendorRoute,
+) -> Result<()> {
+    let algo = recorded_candidate(h, dtype, op, shape, numerics, want)?;
+    choices(h)?.insert(FamilyKey::of(dtype, op, shape, numerics), algo);
+    Ok(())
+}
+
+/// The family candidate that is `want`'s configuration, or why none is.
+fn recorded_candidate(
+    h: &Handles,
+    dtype: DType,
+    op: GemmOp,
+    shape: GemmShape,
+    numerics: &Numerics,
+    want: &VendorRoute,
+) -> Result<lt::cublasLtMatmulAlgo_t> {
+    let problem = format!("{op} {dtype} k={} n={}", shape.k, shape.n);
+    candidates(h, dtype, op, shape, numerics, &problem)?
+        .into_iter()
+        .find(|c| matches(&c.algo, want))
+        .map(|c| c.algo)
+        .ok_or_else(|| {
+            cuda_err(format!(
+                "cublaslt-invariant: the recorded configuration (algorithm {} tile {} stages {}) is not one of the split-K-free configurations cuBLASLt offers for {problem} now",
+                want.algorithm_id, want.tile_id, want.stages_id
+            ))
+        })
+}
+
+/// The handles' family choices, locked.
+fn choices(
+    h: &Handles,
+) -> Result<std::sync::MutexGuard<'_, HashMap<FamilyKey, lt::cublasLtMatmulAlgo_t>>> {
+    h.family_choices()
+        .lock()
+        .map_err(|_| cuda_err("the family choices' lock is poisoned"))
+}
+
+/// One candidate of a family as the timed choice saw it (benchmarks).
+#[derive(Debug, Clone)]
+pub struct LtCandidateTiming {
+    /// `algorithm 66 tile 24 stages 35`.
+    pub config: String,
+    /// Seconds per launch at each m of [`TIMING_M`]; `None` when it
+    /// failed to launch.
+    pub secs: Option<Vec<f64>>,
+    /// Whether the choice rule picks it from these times.
+    pub chosen: bool,
+    /// Its configuration as a route records it (`algorithm_id`,
+    /// `tile_id`, `stages_id`, `swizzle`, `split_k` 1, `reduction_scheme`
+    /// none, `inner_shape_id`, `cluster_shape_id`; the other fields empty).
+    pub vendor: VendorRoute,
+}
+
+/// Every candidate of `shape`'s family, timed afresh (the handles'
+/// choice is neither read nor kept), in the heuristic's order.
+pub(super) fn candidate_timings(
+    h: &Handles,
+    dtype: DType,
+    op: GemmOp,
+    shape: GemmShape,
+    numerics: &Numerics,
+) -> Result<Vec<LtCandidateTiming>> {
+    let problem = format!("{op} {dtype} k={} n={}", shape.k, shape.n);
+    let candidates = candidates(h, dtype, op, shape, numerics, &problem)?;
+    let (times, pick) = timed_pick(h, dtype, op, shape, numerics, &candidates)?;
+    Ok(candidates
+        .iter()
+        .zip(times)
+        .enumerate()
+        .map(|(i, (c, secs))| LtCandidateTiming {
+            config: describe(&c.algo),
+            secs,
+            chosen: pick == Some(i),
+            vendor: recorded_as(&c.algo),
+        })
+        .collect())
+}
+
+/// Seconds per launch at each m of [`TIMING_M`]; `None` for a candidate
+/// that failed to launch.
+type CandidateTimes = Option<Vec<f64>>;
+
+/// Each candidate's times ([`time_candidates`]) and the index of the one
+/// the choice rule picks among those that ran.
+fn timed_pick(
+    h: &Handles,
+    dtype: DType,
+    op: GemmOp,
+    shape: GemmShape,
+    numerics: &Numerics,
+    candidates: &[Candidate],
+) -> Result<(Vec<CandidateTimes>, Option<usize>)> {
+    let times = time_candidates(h, dtype, op, shape, numerics, candidates)?;
+    let (ran, usable): (Vec<usize>, Vec<Vec<f64>>) = times
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| Some((i, t.clone()?)))
+        .unzip();
+    let pick = choose(&usable).map(|j| ran[j]);
+    Ok((times, pick))
+}
+
+/// The configuration fields a route records of `algo` (library version,
+/// workspace and kernels left empty).
+fn recorded_as(algo: &lt::cublasLtMatmulAlgo_t) -> VendorRoute {
+    use lt::cublasLtMatmulAlgoConfigAttributes_t as A;
+    let g = |a: A| algo_attribute(algo, a);
+    VendorRoute {
+        library_version: String::new(),
+        algorithm_id: g(A::CUBLASLT_ALGO_CONFIG_ID).unwrap_or(-1),
+        tile_id: g(A::CUBLASLT_ALGO_CONFIG_TILE_ID).unwrap_or(-1),
+        split_k: g(A::CUBLASLT_ALGO_CONFIG_SPLITK_NUM).unwrap_or(-1),
+        reduction_scheme: g(A::CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME).unwrap_or(-1),
+        stages_id: g(A::CUBLASLT_ALGO_CONFIG_STAGES_ID).unwrap_or(-1),
+        swizzle: g(A::CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING).unwrap_or(-1),
+        inner_shape_id: g(A::CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID),
+        cluster_shape_id: g(A::CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID),
+        workspace_bytes: 0,
+        physical_kernels: Vec::new(),
+    }
+}
+
+/// Whether `algo` is the configuration `want` records.
+fn matches(algo: &lt::cublasLtMatmulAlgo_t, want: &VendorRoute) -> bool {
+    use lt::cublasLtMatmulAlgoConfigAttributes_t as A;
+    let g = |a: A| algo_attribute(algo, a);
+    g(A::CUBLASLT_ALGO_CONFIG_ID) == Some(want.algorithm_id)
+        && g(A::CUBLASLT_ALGO_CONFIG_TILE_ID) == Some(want.tile_id)
+        && g(A::CUBLASLT_ALGO_CONFIG_STAGES_ID) == Some(want.stages_id)
+        && g(A::CUBLASLT_ALGO_CONFIG_SPLITK_NUM) == Some(want.split_k)
+        && g(A::CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME) == Some(want.reduction_scheme)
+        && g(A::CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING) == Some(want.swizzle)
+        && g(A::CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID) == want.inner_shape_id
+        && g(A::CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID) == want.cluster_shape_id
+}
+
+/// The family's split-K-free candidates, in the heuristic's order.
+fn candidates(
+    h: &Handles,
+    dtype: DType,
+    op: GemmOp,
+    shape: GemmShape,
+    numerics: &Numerics,
+    problem: &str,
+) -> Result<Vec<Candidate>> {
+    use lt::cublasLtMatmulAlgoConfigAttributes_t as A;
+    let handle = h.lt_handle()?;
+    let reference = LtPlan::described(
+        dtype,
+        op,
+        GemmShape {
+            m: FAMILY_REFERENCE_M,
+            ..shape
+        },
+        numerics,
+    )?;
+    let none = lt::cublasLtReductionScheme_t::CUBLASLT_REDUCTION_SCHEME_NONE as u32;
+    let (align, probes): (Option<u32>, &[u64]) = match op {
+        GemmOp::Tn => (Some(16), &PROBE_M_TN),
+        _ => (None, &PROBE_M),
+    };
+    let offered = reference.heuristic(
+        handle,
+        FAMILY_MAX_WORKSPACE_BYTES as u64,
+        Some(none),
+        align,
+        FAMILY_CANDIDATES,
+    )?;
+    drop(reference);
+    let probes: Vec<(u64, LtPlan)> = probes
+        .iter()
+        .map(|&m| {
+            Ok((
+                m,
+                LtPlan::described(dtype, op, GemmShape { m, ..shape }, numerics)?,
+            ))
+        })
+        .collect::<Result<_>>()?;
+    let mut rejected = Vec::new();
+    let mut kept: Vec<Candidate> = Vec::new();
+    for offer in offered {
+        let mut algo = offer.algo;
+        if algo_attribute(&algo, A::CUBLASLT_ALGO_CONFIG_SPLITK_NUM).is_some_and(|s| s > 1) {
+            rejected.push(format!("{}: split-K", describe(&algo)));
+            continue;
+        }
+        pin_one_split(&mut algo, none)?;
+        // Pinning can make two offers one configuration.
+        if kept.iter().any(|c| c.algo == algo) {
+            continue;
+        }
+        let refusal = probes
+            .iter()
+            .find_map(|(m, p)| match p.check(handle, &algo) {
+                Ok(ws) if ws <= FAMILY_MAX_WORKSPACE_BYTES => None,
+                Ok(ws) => Some(format!("m={m} needs {ws} bytes of workspace")),
+                Err(e) => Some(format!("m={m}: {e}")),
+            });
+        match refusal {
+            None => kept.push(Candidate { algo }),
+            Some(why) => rejected.push(format!("{}: {why}", describe(&algo))),
+        }
+    }
+    if kept.is_empty() {
+        return Err(cuda_err(format!(
+            "cublaslt-invariant: no cuBLASLt algorithm for the family of {problem} runs split-K-free within {FAMILY_MAX_WORKSPACE_BYTES} bytes of workspace at m = {probes:?} (candidates: {})",
+            if rejected.is_empty() {
+                "none offered".to_string()
+            } else {
+                rejected.join("; ")
+            },
+            probes = match op {
+                GemmOp::Tn => &PROBE_M_TN[..],
+                _ => &PROBE_M[..],
+            }
+        )));
+    }
+    Ok(kept)
+}
+
+/// Pins `algo` to one split and the reduction scheme `none`.
+fn pin_one_split(algo: &mut lt::cublasLtMatmulAlgo_t, none: u32) -> Result<()> {
+    use lt::cublasLtMatmulAlgoConfigAttributes_t as A;
+    for (attr, v) in [
+        (A::CUBLASLT_ALGO_CONFIG_SPLITK_NUM, 1u32),
+        (A::CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, none),
+    ] {
+        // SAFETY: `algo` is a valid algorithm; both attributes are uint32.
+        unsafe {
+            lt::cublasLtMatmulAlgoConfigSetAttribute(
+                algo,
+                attr,
+                (&v as *const u32).cast(),
+                std::mem::size_of::<u32>(),
+            )
+        }
+        .result()
+        .map_err(drv("cublasLtMatmulAlgoConfigSetAttribute"))?;
+    }
+    Ok(())
+}
+
+/// Seconds per launch of each candidate at each m of [`TIMING_M`]
+/// (median of [`TIMING_ROUNDS`]), or `None` for a candidate that failed
+/// to launch. Operands are filled with finite random values
+/// (`half_bits`): timing on zeros would run the tensor cores cooler than
+/// real data does.
+fn time_candidates(
+    h: &Handles,
+    dtype: DType,
+    op: GemmOp,
+    shape: GemmShape,
+    numerics: &Numerics,
+    candidates: &[Candidate],
+) -> Result<Vec<CandidateTimes>> {
+    let handle = h.lt_handle()?;
+    let ctx = h.scratch.context().clone();
+    let stream = ctx.new_stream().map_err(drv("timing stream"))?;
+    let max_m = TIMING_M.iter().copied().max().unwrap_or(FAMILY_REFERENCE_M);
+    let (k, n) = (shape.k, shape.n);
+    let a = filled(&stream, max_m * k, 1)?;
+    let b = filled(&stream, k * n, 2)?;
+    let c = stream
+        .alloc_zeros::<u16>((max_m * n) as usize)
+        .map_err(drv("timing output"))?;
+    let ws = stream
+        .alloc_zeros::<u8>(FAMILY_MAX_WORKSPACE_BYTES)
+        .map_err(drv("timing workspace"))?;
+    let timing = Some(cu::CUevent_flags::CU_EVENT_DEFAULT);
+    let start = ctx.new_event(timing).map_err(drv("event"))?;
+    let end = ctx.new_event(timing).map_err(drv("event"))?;
+    let plans: Vec<LtPlan> = TIMING_M
+        .iter()
+        .map(|&m| LtPlan::described(dtype, op, GemmShape { m, ..shape }, numerics))
+        .collect::<Result<_>>()?;
+    let mut samples = vec![vec![Vec::new(); TIMING_M.len()]; candidates.len()];
+    let mut failed = vec![false; candidates.len()];
+    let (pa, _ra) = a.device_ptr(&stream);
+    let (pb, _rb) = b.device_ptr(&stream);
+    let (pc, _rc) = c.device_ptr(&stream);
+    let (pw, _rw) = ws.device_ptr(&stream);
+    for round in 0..=TIMING_ROUNDS {
+        for (mi, (plan, &m)) in plans.iter().zip(&TIMING_M).enumerate() {
+            let launches = launches_per_sample(m, k, n);
+            // Each round starts at another candidate, so none always
+            // follows the same one.
+            for step in 0..candidates.len() {
+                let ci = (step + round) % candidates.len();
+                if failed[ci] {
+                    continue;
+                }
+                let algo = &candidates[ci].algo;
+                start.record(&stream).map_err(drv("event record"))?;
+                let mut ran = Ok(());
+                for _ in 0..launches {
+                    // SAFETY: `algo` passed the check at every probe m
+                    // (1024 and 4096 among them) within the workspace's
+                    // bytes; a, b and c hold the dense operands of the
+                    // largest timed m and live on `stream`'s context
+                    // until the stream is synchronized below.
+                    ran = unsafe {
+                        plan.matmul(
+                            handle,
+                            algo,
+                            [pa, pb, pc],
+                            (pw, FAMILY_MAX_WORKSPACE_BYTES),
+                            stream.cu_stream() as lt::cudaStream_t,
+                        )
+                    };
+                    if ran.is_err() {
+                        break;
+                    }
+                }
+                end.record(&stream).map_err(drv("event record"))?;
+                let ms = start.elapsed_ms(&end).map_err(drv("event elapsed"))?;
+                match ran {
+                    Err(_) => failed[ci] = true,
+                    // Round 0 warms up clocks and caches.
+                    Ok(()) if round > 0 => {
+                        samples[ci][mi].push(f64::from(ms) / 1e3 / launches as f64)
+                    }
+                    Ok(()) => {}
+                }
+            }
+        }
+    }
+    stream.synchronize().map_err(drv("timing stream"))?;
+    Ok(samples
+        .into_iter()
+        .zip(failed)
+        .map(|(per_m, failed)| (!failed).then(|| per_m.into_iter().map(median).collect()))
+        .collect())
+}
+
+/// `len` half-precision values (bf16 or f16 bit patterns alike, see
+/// `half_bits`): a 2 MiB xorshift pattern seeded by `seed`, copied over
+/// the buffer, so host memory stays small whatever the operand's size.
+fn filled(stream: &Arc<CudaStream>, len: u64, seed: u64) -> Result<CudaSlice<u16>> {
+    const PATTERN: usize = 1 << 20;
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let pattern: Vec<u16> = (0..PATTERN)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            half_bits(x)
+        })
+        .collect();
+    let len = len as usize;
+    let mut buf = stream
+        .alloc_zeros::<u16>(len)
+        .map_err(drv("timing operand"))?;
+    for start in (0..len).step_by(PATTERN) {
+        let end = (start + PATTERN).min(len);
+        stream
+            .memcpy_htod(&pattern[..end - start], &mut buf.slice_mut(start..end))
+            .map_err(drv("timing operand"))?;
+    }
+    Ok(buf)
+}
