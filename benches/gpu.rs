@@ -1103,7 +1103,6 @@ fn bench_lt_family(gpu: &Gpu, _cfg: &Config) -> Res<Report> {
                 .lt_family_timings(op, dtype, k, n)
                 .map_err(|e| e.to_string())?,
         ];
-        let scores: Vec<Vec<Option<f64>>> = runs.iter().map(|r| lt_scores(r)).collect();
         let picks: Vec<Option<usize>> = runs
             .iter()
             .map(|r| r.iter().position(|c| c.chosen))
@@ -1113,16 +1112,14 @@ fn bench_lt_family(gpu: &Gpu, _cfg: &Config) -> Res<Report> {
                 format!("{op} {dtype} {k}x{n}"),
                 format!("{i}: {}", c.config),
             ];
-            for (run, scores) in runs.iter().zip(&scores) {
+            for run in &runs {
                 match run.get(i).and_then(|c| c.secs.as_ref()) {
                     Some(secs) => row.extend(secs.iter().map(|s| format!("{:.1}", s * 1e6))),
                     None => row.extend(LT_TIMING_M.iter().map(|_| "failed".to_string())),
                 }
                 row.push(
-                    scores
-                        .get(i)
-                        .copied()
-                        .flatten()
+                    run.get(i)
+                        .and_then(|c| c.score)
                         .map_or("-".into(), |s| format!("{s:.3}")),
                 );
             }
@@ -1148,25 +1145,6 @@ fn bench_lt_family(gpu: &Gpu, _cfg: &Config) -> Res<Report> {
         ));
     }
     Ok(Report { table, summary })
-}
-
-/// Each candidate's score: its mean over the timed m of time over the
-/// fastest candidate's time at that m.
-fn lt_scores(run: &[gemm_audit::backend::cuda::LtCandidateTiming]) -> Vec<Option<f64>> {
-    let fastest: Vec<f64> = (0..LT_TIMING_M.len())
-        .map(|j| {
-            run.iter()
-                .filter_map(|c| c.secs.as_ref().map(|s| s[j]))
-                .fold(f64::INFINITY, f64::min)
-        })
-        .collect();
-    run.iter()
-        .map(|c| {
-            c.secs
-                .as_ref()
-                .map(|s| s.iter().zip(&fastest).map(|(x, f)| x / f).sum::<f64>() / s.len() as f64)
-        })
-        .collect()
 }
 
 /// The time the audit reports for a launch (`GemmBackend::run_timed`, the

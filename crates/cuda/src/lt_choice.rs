@@ -52,18 +52,25 @@ pub(crate) fn half_bits(x: u64) -> u16 {
 /// time at that m) is within [`CHOICE_MARGIN`] of the best score. `None`
 /// when there are no candidates.
 pub(crate) fn choose(times: &[Vec<f64>]) -> Option<usize> {
-    let columns = times.first()?.len();
-    let fastest: Vec<f64> = (0..columns)
-        .map(|j| times.iter().map(|t| t[j]).fold(f64::INFINITY, f64::min))
-        .collect();
-    let scores: Vec<f64> = times
-        .iter()
-        .map(|t| t.iter().zip(&fastest).map(|(x, f)| x / f).sum::<f64>() / columns as f64)
-        .collect();
+    let scores = scores(times);
     let best = scores.iter().copied().fold(f64::INFINITY, f64::min);
     scores
         .iter()
         .position(|&s| s <= best * (1.0 + CHOICE_MARGIN))
+}
+
+/// Each candidate's score for per-candidate times at each timed m: the
+/// mean over m of its time over the fastest candidate's time at that m
+/// (1.0 = fastest everywhere).
+pub(crate) fn scores(times: &[Vec<f64>]) -> Vec<f64> {
+    let columns = times.first().map_or(0, Vec::len);
+    let fastest: Vec<f64> = (0..columns)
+        .map(|j| times.iter().map(|t| t[j]).fold(f64::INFINITY, f64::min))
+        .collect();
+    times
+        .iter()
+        .map(|t| t.iter().zip(&fastest).map(|(x, f)| x / f).sum::<f64>() / columns as f64)
+        .collect()
 }
 
 #[cfg(test)]

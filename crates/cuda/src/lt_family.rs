@@ -28,7 +28,7 @@
 
 use super::cuda_error::{cuda_err, drv};
 pub(super) use super::lt_choice::refusal;
-use super::lt_choice::{choose, half_bits, launches_per_sample, median};
+use super::lt_choice::{choose, half_bits, launches_per_sample, median, scores};
 use super::vendor::{Handles, LtPlan, Numerics, algo_attribute};
 use crate::error::Result;
 use crate::route::{DType, GemmOp, GemmShape, VendorRoute};
@@ -154,8 +154,16 @@ pub(super) fn adopt(
     numerics: &Numerics,
     want: &VendorRoute,
 ) -> Result<()> {
+    let key = FamilyKey::of(dtype, op, shape, numerics);
+    // Routes of one family share a configuration: check it once.
+    if choices(h)?
+        .get(&key)
+        .is_some_and(|algo| matches(algo, want))
+    {
+        return Ok(());
+    }
     let algo = recorded_candidate(h, dtype, op, shape, numerics, want)?;
-    choices(h)?.insert(FamilyKey::of(dtype, op, shape, numerics), algo);
+    choices(h)?.insert(key, algo);
     Ok(())
 }
 
@@ -198,6 +206,9 @@ pub struct LtCandidateTiming {
     /// Seconds per launch at each m of [`TIMING_M`]; `None` when it
     /// failed to launch.
     pub secs: Option<Vec<f64>>,
+    /// Its score: mean over [`TIMING_M`] of its time over the fastest
+    /// candidate's (1.0 = fastest); `None` when it failed to launch.
+    pub score: Option<f64>,
     /// Whether the choice rule picks it from these times.
     pub chosen: bool,
     /// Its configuration as a route records it (`algorithm_id`,
@@ -218,12 +229,15 @@ pub(super) fn candidate_timings(
     let problem = format!("{op} {dtype} k={} n={}", shape.k, shape.n);
     let candidates = candidates(h, dtype, op, shape, numerics, &problem)?;
     let (times, pick) = timed_pick(h, dtype, op, shape, numerics, &candidates)?;
+    let ran: Vec<Vec<f64>> = times.iter().flatten().cloned().collect();
+    let mut ran_scores = scores(&ran).into_iter();
     Ok(candidates
         .iter()
         .zip(times)
         .enumerate()
         .map(|(i, (c, secs))| LtCandidateTiming {
             config: describe(&c.algo),
+            score: secs.as_ref().and_then(|_| ran_scores.next()),
             secs,
             chosen: pick == Some(i),
             vendor: recorded_as(&c.algo),
@@ -258,35 +272,29 @@ fn timed_pick(
 /// The configuration fields a route records of `algo` (library version,
 /// workspace and kernels left empty).
 fn recorded_as(algo: &lt::cublasLtMatmulAlgo_t) -> VendorRoute {
-    use lt::cublasLtMatmulAlgoConfigAttributes_t as A;
-    let g = |a: A| algo_attribute(algo, a);
-    VendorRoute {
-        library_version: String::new(),
-        algorithm_id: g(A::CUBLASLT_ALGO_CONFIG_ID).unwrap_or(-1),
-        tile_id: g(A::CUBLASLT_ALGO_CONFIG_TILE_ID).unwrap_or(-1),
-        split_k: g(A::CUBLASLT_ALGO_CONFIG_SPLITK_NUM).unwrap_or(-1),
-        reduction_scheme: g(A::CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME).unwrap_or(-1),
-        stages_id: g(A::CUBLASLT_ALGO_CONFIG_STAGES_ID).unwrap_or(-1),
-        swizzle: g(A::CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING).unwrap_or(-1),
-        inner_shape_id: g(A::CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID),
-        cluster_shape_id: g(A::CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID),
-        workspace_bytes: 0,
-        physical_kernels: Vec::new(),
-    }
+    super::embed::lt_vendor_route(algo, "", 0)
+}
+
+/// The fields that name a configuration: algorithm, tile, split-K,
+/// reduction, stages, swizzle, inner and cluster shape.
+type ConfigFields = (i64, i64, i64, i64, i64, i64, Option<i64>, Option<i64>);
+
+fn config_fields(v: &VendorRoute) -> ConfigFields {
+    (
+        v.algorithm_id,
+        v.tile_id,
+        v.split_k,
+        v.reduction_scheme,
+        v.stages_id,
+        v.swizzle,
+        v.inner_shape_id,
+        v.cluster_shape_id,
+    )
 }
 
 /// Whether `algo` is the configuration `want` records.
 fn matches(algo: &lt::cublasLtMatmulAlgo_t, want: &VendorRoute) -> bool {
-    use lt::cublasLtMatmulAlgoConfigAttributes_t as A;
-    let g = |a: A| algo_attribute(algo, a);
-    g(A::CUBLASLT_ALGO_CONFIG_ID) == Some(want.algorithm_id)
-        && g(A::CUBLASLT_ALGO_CONFIG_TILE_ID) == Some(want.tile_id)
-        && g(A::CUBLASLT_ALGO_CONFIG_STAGES_ID) == Some(want.stages_id)
-        && g(A::CUBLASLT_ALGO_CONFIG_SPLITK_NUM) == Some(want.split_k)
-        && g(A::CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME) == Some(want.reduction_scheme)
-        && g(A::CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING) == Some(want.swizzle)
-        && g(A::CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID) == want.inner_shape_id
-        && g(A::CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID) == want.cluster_shape_id
+    config_fields(&recorded_as(algo)) == config_fields(want)
 }
 
 /// The family's split-K-free candidates, in the heuristic's order.
