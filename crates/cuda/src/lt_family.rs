@@ -76,15 +76,221 @@ pub(super) struct FamilyKey {
     lt_compute: u32,
 }
 
-impl FamilyKey {
-    fn of(dtype: DType, op: GemmOp, shape: GemmShape, numerics: &Numerics) -> FamilyKey {
+/// One problem family on one set of handles: what every step of the
+/// choice (candidates, timing, adoption) works on. `shape.m` is the
+/// caller's; the family is its (op, dtype, k, n) and numerics.
+struct Family<'a> {
+    h: &'a Handles,
+    dtype: DType,
+    op: GemmOp,
+    shape: GemmShape,
+    numerics: &'a Numerics,
+}
+
+impl Family<'_> {
+    fn key(&self) -> FamilyKey {
         FamilyKey {
-            dtype,
-            op,
-            k: shape.k,
-            n: shape.n,
-            lt_compute: numerics.lt_compute as u32,
+            dtype: self.dtype,
+            op: self.op,
+            k: self.shape.k,
+            n: self.shape.n,
+            lt_compute: self.numerics.lt_compute as u32,
         }
+    }
+
+    /// `nn bf16 k=4096 n=4096`, for messages.
+    fn problem(&self) -> String {
+        format!(
+            "{} {} k={} n={}",
+            self.op, self.dtype, self.shape.k, self.shape.n
+        )
+    }
+
+    /// The family's problem at batch size `m`, described for cuBLASLt.
+    fn plan(&self, m: u64) -> Result<LtPlan> {
+        LtPlan::described(
+            self.dtype,
+            self.op,
+            GemmShape { m, ..self.shape },
+            self.numerics,
+        )
+    }
+
+    /// The family candidate that is `want`'s configuration, or why none is.
+    fn recorded_candidate(&self, want: &VendorRoute) -> Result<lt::cublasLtMatmulAlgo_t> {
+        self.candidates()?
+            .into_iter()
+            .find(|c| matches(&c.algo, want))
+            .map(|c| c.algo)
+            .ok_or_else(|| {
+                cuda_err(format!(
+                    "cublaslt-invariant: the recorded configuration (algorithm {} tile {} stages {}) is not one of the split-K-free configurations cuBLASLt offers for {} now",
+                    want.algorithm_id, want.tile_id, want.stages_id, self.problem()
+                ))
+            })
+    }
+
+    /// Each candidate's times ([`Family::time_candidates`]) and the index
+    /// of the one the choice rule picks among those that ran.
+    fn timed_pick(&self, candidates: &[Candidate]) -> Result<(Vec<CandidateTimes>, Option<usize>)> {
+        let times = self.time_candidates(candidates)?;
+        let (ran, usable): (Vec<usize>, Vec<Vec<f64>>) = times
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| Some((i, t.clone()?)))
+            .unzip();
+        let pick = choose(&usable).map(|j| ran[j]);
+        Ok((times, pick))
+    }
+
+    /// The family's split-K-free candidates, in the heuristic's order.
+    fn candidates(&self) -> Result<Vec<Candidate>> {
+        use lt::cublasLtMatmulAlgoConfigAttributes_t as A;
+        let handle = self.h.lt_handle()?;
+        let reference = self.plan(FAMILY_REFERENCE_M)?;
+        let none = lt::cublasLtReductionScheme_t::CUBLASLT_REDUCTION_SCHEME_NONE as u32;
+        let (align, probes): (Option<u32>, &[u64]) = match self.op {
+            GemmOp::Tn => (Some(16), &PROBE_M_TN),
+            _ => (None, &PROBE_M),
+        };
+        let offered = reference.heuristic(
+            handle,
+            FAMILY_MAX_WORKSPACE_BYTES as u64,
+            Some(none),
+            align,
+            FAMILY_CANDIDATES,
+        )?;
+        drop(reference);
+        let probes: Vec<(u64, LtPlan)> = probes
+            .iter()
+            .map(|&m| Ok((m, self.plan(m)?)))
+            .collect::<Result<_>>()?;
+        let mut rejected = Vec::new();
+        let mut kept: Vec<Candidate> = Vec::new();
+        for offer in offered {
+            let mut algo = offer.algo;
+            if algo_attribute(&algo, A::CUBLASLT_ALGO_CONFIG_SPLITK_NUM).is_some_and(|s| s > 1) {
+                rejected.push(format!("{}: split-K", describe(&algo)));
+                continue;
+            }
+            pin_one_split(&mut algo, none)?;
+            // Pinning can make two offers one configuration.
+            if kept.iter().any(|c| c.algo == algo) {
+                continue;
+            }
+            let refusal = probes
+                .iter()
+                .find_map(|(m, p)| match p.check(handle, &algo) {
+                    Ok(ws) if ws <= FAMILY_MAX_WORKSPACE_BYTES => None,
+                    Ok(ws) => Some(format!("m={m} needs {ws} bytes of workspace")),
+                    Err(e) => Some(format!("m={m}: {e}")),
+                });
+            match refusal {
+                None => kept.push(Candidate { algo }),
+                Some(why) => rejected.push(format!("{}: {why}", describe(&algo))),
+            }
+        }
+        if kept.is_empty() {
+            return Err(cuda_err(format!(
+                "cublaslt-invariant: no cuBLASLt algorithm for the family of {problem} runs split-K-free within {FAMILY_MAX_WORKSPACE_BYTES} bytes of workspace at m = {probes:?} (candidates: {})",
+                if rejected.is_empty() {
+                    "none offered".to_string()
+                } else {
+                    rejected.join("; ")
+                },
+                problem = self.problem(),
+                probes = match self.op {
+                    GemmOp::Tn => &PROBE_M_TN[..],
+                    _ => &PROBE_M[..],
+                }
+            )));
+        }
+        Ok(kept)
+    }
+
+    /// Seconds per launch of each candidate at each m of [`TIMING_M`]
+    /// (median of [`TIMING_ROUNDS`]), or `None` for a candidate that failed
+    /// to launch. Operands are filled with finite random values
+    /// (`half_bits`): timing on zeros would run the tensor cores cooler than
+    /// real data does.
+    fn time_candidates(&self, candidates: &[Candidate]) -> Result<Vec<CandidateTimes>> {
+        let handle = self.h.lt_handle()?;
+        let ctx = self.h.scratch.context().clone();
+        let stream = ctx.new_stream().map_err(drv("timing stream"))?;
+        let max_m = TIMING_M.iter().copied().max().unwrap_or(FAMILY_REFERENCE_M);
+        let (k, n) = (self.shape.k, self.shape.n);
+        let a = filled(&stream, max_m * k, 1)?;
+        let b = filled(&stream, k * n, 2)?;
+        let c = stream
+            .alloc_zeros::<u16>((max_m * n) as usize)
+            .map_err(drv("timing output"))?;
+        let ws = stream
+            .alloc_zeros::<u8>(FAMILY_MAX_WORKSPACE_BYTES)
+            .map_err(drv("timing workspace"))?;
+        let timing = Some(cu::CUevent_flags::CU_EVENT_DEFAULT);
+        let start = ctx.new_event(timing).map_err(drv("event"))?;
+        let end = ctx.new_event(timing).map_err(drv("event"))?;
+        let plans: Vec<LtPlan> = TIMING_M
+            .iter()
+            .map(|&m| self.plan(m))
+            .collect::<Result<_>>()?;
+        let mut samples = vec![vec![Vec::new(); TIMING_M.len()]; candidates.len()];
+        let mut failed = vec![false; candidates.len()];
+        let (pa, _ra) = a.device_ptr(&stream);
+        let (pb, _rb) = b.device_ptr(&stream);
+        let (pc, _rc) = c.device_ptr(&stream);
+        let (pw, _rw) = ws.device_ptr(&stream);
+        for round in 0..=TIMING_ROUNDS {
+            for (mi, (plan, &m)) in plans.iter().zip(&TIMING_M).enumerate() {
+                let launches = launches_per_sample(m, k, n);
+                // Each round starts at another candidate, so none always
+                // follows the same one.
+                for step in 0..candidates.len() {
+                    let ci = (step + round) % candidates.len();
+                    if failed[ci] {
+                        continue;
+                    }
+                    let algo = &candidates[ci].algo;
+                    start.record(&stream).map_err(drv("event record"))?;
+                    let mut ran = Ok(());
+                    for _ in 0..launches {
+                        // SAFETY: `algo` passed the check at every probe m
+                        // (1024 and 4096 among them) within the workspace's
+                        // bytes; a, b and c hold the dense operands of the
+                        // largest timed m and live on `stream`'s context
+                        // until the stream is synchronized below.
+                        ran = unsafe {
+                            plan.matmul(
+                                handle,
+                                algo,
+                                [pa, pb, pc],
+                                (pw, FAMILY_MAX_WORKSPACE_BYTES),
+                                stream.cu_stream() as lt::cudaStream_t,
+                            )
+                        };
+                        if ran.is_err() {
+                            break;
+                        }
+                    }
+                    end.record(&stream).map_err(drv("event record"))?;
+                    let ms = start.elapsed_ms(&end).map_err(drv("event elapsed"))?;
+                    match ran {
+                        Err(_) => failed[ci] = true,
+                        // Round 0 warms up clocks and caches.
+                        Ok(()) if round > 0 => {
+                            samples[ci][mi].push(f64::from(ms) / 1e3 / launches as f64)
+                        }
+                        Ok(()) => {}
+                    }
+                }
+            }
+        }
+        stream.synchronize().map_err(drv("timing stream"))?;
+        Ok(samples
+            .into_iter()
+            .zip(failed)
+            .map(|(per_m, failed)| (!failed).then(|| per_m.into_iter().map(median).collect()))
+            .collect())
     }
 }
 
@@ -120,28 +326,34 @@ pub(super) fn family_algo(
     numerics: &Numerics,
     recorded: Option<&VendorRoute>,
 ) -> Result<lt::cublasLtMatmulAlgo_t> {
-    let key = FamilyKey::of(dtype, op, shape, numerics);
-    let chosen = choices(h)?.get(&key).copied();
+    let f = Family {
+        h,
+        dtype,
+        op,
+        shape,
+        numerics,
+    };
+    let chosen = choices(h)?.get(&f.key()).copied();
     match (recorded, chosen) {
         (None, Some(algo)) => return Ok(algo),
         (Some(want), Some(algo)) if matches(&algo, want) => return Ok(algo),
-        (Some(want), _) => return recorded_candidate(h, dtype, op, shape, numerics, want),
+        (Some(want), _) => return f.recorded_candidate(want),
         (None, None) => {}
     }
-    let problem = format!("{op} {dtype} k={} n={}", shape.k, shape.n);
-    let candidates = candidates(h, dtype, op, shape, numerics, &problem)?;
+    let candidates = f.candidates()?;
     let algo = if candidates.len() == 1 {
         candidates[0].algo
     } else {
-        let (_, pick) = timed_pick(h, dtype, op, shape, numerics, &candidates)?;
+        let (_, pick) = f.timed_pick(&candidates)?;
         let pick = pick.ok_or_else(|| {
             cuda_err(format!(
-                "cublaslt-invariant: no configuration for {problem} ran when timed"
+                "cublaslt-invariant: no configuration for {} ran when timed",
+                f.problem()
             ))
         })?;
         candidates[pick].algo
     };
-    Ok(*choices(h)?.entry(key).or_insert(algo))
+    Ok(*choices(h)?.entry(f.key()).or_insert(algo))
 }
 
 /// Makes `want`'s configuration the handles' choice for its family (a
@@ -154,39 +366,23 @@ pub(super) fn adopt(
     numerics: &Numerics,
     want: &VendorRoute,
 ) -> Result<()> {
-    let key = FamilyKey::of(dtype, op, shape, numerics);
+    let f = Family {
+        h,
+        dtype,
+        op,
+        shape,
+        numerics,
+    };
     // Routes of one family share a configuration: check it once.
     if choices(h)?
-        .get(&key)
+        .get(&f.key())
         .is_some_and(|algo| matches(algo, want))
     {
         return Ok(());
     }
-    let algo = recorded_candidate(h, dtype, op, shape, numerics, want)?;
-    choices(h)?.insert(key, algo);
+    let algo = f.recorded_candidate(want)?;
+    choices(h)?.insert(f.key(), algo);
     Ok(())
-}
-
-/// The family candidate that is `want`'s configuration, or why none is.
-fn recorded_candidate(
-    h: &Handles,
-    dtype: DType,
-    op: GemmOp,
-    shape: GemmShape,
-    numerics: &Numerics,
-    want: &VendorRoute,
-) -> Result<lt::cublasLtMatmulAlgo_t> {
-    let problem = format!("{op} {dtype} k={} n={}", shape.k, shape.n);
-    candidates(h, dtype, op, shape, numerics, &problem)?
-        .into_iter()
-        .find(|c| matches(&c.algo, want))
-        .map(|c| c.algo)
-        .ok_or_else(|| {
-            cuda_err(format!(
-                "cublaslt-invariant: the recorded configuration (algorithm {} tile {} stages {}) is not one of the split-K-free configurations cuBLASLt offers for {problem} now",
-                want.algorithm_id, want.tile_id, want.stages_id
-            ))
-        })
 }
 
 /// The handles' family choices, locked.
@@ -226,9 +422,15 @@ pub(super) fn candidate_timings(
     shape: GemmShape,
     numerics: &Numerics,
 ) -> Result<Vec<LtCandidateTiming>> {
-    let problem = format!("{op} {dtype} k={} n={}", shape.k, shape.n);
-    let candidates = candidates(h, dtype, op, shape, numerics, &problem)?;
-    let (times, pick) = timed_pick(h, dtype, op, shape, numerics, &candidates)?;
+    let f = Family {
+        h,
+        dtype,
+        op,
+        shape,
+        numerics,
+    };
+    let candidates = f.candidates()?;
+    let (times, pick) = f.timed_pick(&candidates)?;
     let ran: Vec<Vec<f64>> = times.iter().flatten().cloned().collect();
     let mut ran_scores = scores(&ran).into_iter();
     Ok(candidates
@@ -248,26 +450,6 @@ pub(super) fn candidate_timings(
 /// Seconds per launch at each m of [`TIMING_M`]; `None` for a candidate
 /// that failed to launch.
 type CandidateTimes = Option<Vec<f64>>;
-
-/// Each candidate's times ([`time_candidates`]) and the index of the one
-/// the choice rule picks among those that ran.
-fn timed_pick(
-    h: &Handles,
-    dtype: DType,
-    op: GemmOp,
-    shape: GemmShape,
-    numerics: &Numerics,
-    candidates: &[Candidate],
-) -> Result<(Vec<CandidateTimes>, Option<usize>)> {
-    let times = time_candidates(h, dtype, op, shape, numerics, candidates)?;
-    let (ran, usable): (Vec<usize>, Vec<Vec<f64>>) = times
-        .iter()
-        .enumerate()
-        .filter_map(|(i, t)| Some((i, t.clone()?)))
-        .unzip();
-    let pick = choose(&usable).map(|j| ran[j]);
-    Ok((times, pick))
-}
 
 /// The configuration fields a route records of `algo` (library version,
 /// workspace and kernels left empty).
@@ -297,90 +479,6 @@ fn matches(algo: &lt::cublasLtMatmulAlgo_t, want: &VendorRoute) -> bool {
     config_fields(&recorded_as(algo)) == config_fields(want)
 }
 
-/// The family's split-K-free candidates, in the heuristic's order.
-fn candidates(
-    h: &Handles,
-    dtype: DType,
-    op: GemmOp,
-    shape: GemmShape,
-    numerics: &Numerics,
-    problem: &str,
-) -> Result<Vec<Candidate>> {
-    use lt::cublasLtMatmulAlgoConfigAttributes_t as A;
-    let handle = h.lt_handle()?;
-    let reference = LtPlan::described(
-        dtype,
-        op,
-        GemmShape {
-            m: FAMILY_REFERENCE_M,
-            ..shape
-        },
-        numerics,
-    )?;
-    let none = lt::cublasLtReductionScheme_t::CUBLASLT_REDUCTION_SCHEME_NONE as u32;
-    let (align, probes): (Option<u32>, &[u64]) = match op {
-        GemmOp::Tn => (Some(16), &PROBE_M_TN),
-        _ => (None, &PROBE_M),
-    };
-    let offered = reference.heuristic(
-        handle,
-        FAMILY_MAX_WORKSPACE_BYTES as u64,
-        Some(none),
-        align,
-        FAMILY_CANDIDATES,
-    )?;
-    drop(reference);
-    let probes: Vec<(u64, LtPlan)> = probes
-        .iter()
-        .map(|&m| {
-            Ok((
-                m,
-                LtPlan::described(dtype, op, GemmShape { m, ..shape }, numerics)?,
-            ))
-        })
-        .collect::<Result<_>>()?;
-    let mut rejected = Vec::new();
-    let mut kept: Vec<Candidate> = Vec::new();
-    for offer in offered {
-        let mut algo = offer.algo;
-        if algo_attribute(&algo, A::CUBLASLT_ALGO_CONFIG_SPLITK_NUM).is_some_and(|s| s > 1) {
-            rejected.push(format!("{}: split-K", describe(&algo)));
-            continue;
-        }
-        pin_one_split(&mut algo, none)?;
-        // Pinning can make two offers one configuration.
-        if kept.iter().any(|c| c.algo == algo) {
-            continue;
-        }
-        let refusal = probes
-            .iter()
-            .find_map(|(m, p)| match p.check(handle, &algo) {
-                Ok(ws) if ws <= FAMILY_MAX_WORKSPACE_BYTES => None,
-                Ok(ws) => Some(format!("m={m} needs {ws} bytes of workspace")),
-                Err(e) => Some(format!("m={m}: {e}")),
-            });
-        match refusal {
-            None => kept.push(Candidate { algo }),
-            Some(why) => rejected.push(format!("{}: {why}", describe(&algo))),
-        }
-    }
-    if kept.is_empty() {
-        return Err(cuda_err(format!(
-            "cublaslt-invariant: no cuBLASLt algorithm for the family of {problem} runs split-K-free within {FAMILY_MAX_WORKSPACE_BYTES} bytes of workspace at m = {probes:?} (candidates: {})",
-            if rejected.is_empty() {
-                "none offered".to_string()
-            } else {
-                rejected.join("; ")
-            },
-            probes = match op {
-                GemmOp::Tn => &PROBE_M_TN[..],
-                _ => &PROBE_M[..],
-            }
-        )));
-    }
-    Ok(kept)
-}
-
 /// Pins `algo` to one split and the reduction scheme `none`.
 fn pin_one_split(algo: &mut lt::cublasLtMatmulAlgo_t, none: u32) -> Result<()> {
     use lt::cublasLtMatmulAlgoConfigAttributes_t as A;
@@ -401,98 +499,6 @@ fn pin_one_split(algo: &mut lt::cublasLtMatmulAlgo_t, none: u32) -> Result<()> {
         .map_err(drv("cublasLtMatmulAlgoConfigSetAttribute"))?;
     }
     Ok(())
-}
-
-/// Seconds per launch of each candidate at each m of [`TIMING_M`]
-/// (median of [`TIMING_ROUNDS`]), or `None` for a candidate that failed
-/// to launch. Operands are filled with finite random values
-/// (`half_bits`): timing on zeros would run the tensor cores cooler than
-/// real data does.
-fn time_candidates(
-    h: &Handles,
-    dtype: DType,
-    op: GemmOp,
-    shape: GemmShape,
-    numerics: &Numerics,
-    candidates: &[Candidate],
-) -> Result<Vec<CandidateTimes>> {
-    let handle = h.lt_handle()?;
-    let ctx = h.scratch.context().clone();
-    let stream = ctx.new_stream().map_err(drv("timing stream"))?;
-    let max_m = TIMING_M.iter().copied().max().unwrap_or(FAMILY_REFERENCE_M);
-    let (k, n) = (shape.k, shape.n);
-    let a = filled(&stream, max_m * k, 1)?;
-    let b = filled(&stream, k * n, 2)?;
-    let c = stream
-        .alloc_zeros::<u16>((max_m * n) as usize)
-        .map_err(drv("timing output"))?;
-    let ws = stream
-        .alloc_zeros::<u8>(FAMILY_MAX_WORKSPACE_BYTES)
-        .map_err(drv("timing workspace"))?;
-    let timing = Some(cu::CUevent_flags::CU_EVENT_DEFAULT);
-    let start = ctx.new_event(timing).map_err(drv("event"))?;
-    let end = ctx.new_event(timing).map_err(drv("event"))?;
-    let plans: Vec<LtPlan> = TIMING_M
-        .iter()
-        .map(|&m| LtPlan::described(dtype, op, GemmShape { m, ..shape }, numerics))
-        .collect::<Result<_>>()?;
-    let mut samples = vec![vec![Vec::new(); TIMING_M.len()]; candidates.len()];
-    let mut failed = vec![false; candidates.len()];
-    let (pa, _ra) = a.device_ptr(&stream);
-    let (pb, _rb) = b.device_ptr(&stream);
-    let (pc, _rc) = c.device_ptr(&stream);
-    let (pw, _rw) = ws.device_ptr(&stream);
-    for round in 0..=TIMING_ROUNDS {
-        for (mi, (plan, &m)) in plans.iter().zip(&TIMING_M).enumerate() {
-            let launches = launches_per_sample(m, k, n);
-            // Each round starts at another candidate, so none always
-            // follows the same one.
-            for step in 0..candidates.len() {
-                let ci = (step + round) % candidates.len();
-                if failed[ci] {
-                    continue;
-                }
-                let algo = &candidates[ci].algo;
-                start.record(&stream).map_err(drv("event record"))?;
-                let mut ran = Ok(());
-                for _ in 0..launches {
-                    // SAFETY: `algo` passed the check at every probe m
-                    // (1024 and 4096 among them) within the workspace's
-                    // bytes; a, b and c hold the dense operands of the
-                    // largest timed m and live on `stream`'s context
-                    // until the stream is synchronized below.
-                    ran = unsafe {
-                        plan.matmul(
-                            handle,
-                            algo,
-                            [pa, pb, pc],
-                            (pw, FAMILY_MAX_WORKSPACE_BYTES),
-                            stream.cu_stream() as lt::cudaStream_t,
-                        )
-                    };
-                    if ran.is_err() {
-                        break;
-                    }
-                }
-                end.record(&stream).map_err(drv("event record"))?;
-                let ms = start.elapsed_ms(&end).map_err(drv("event elapsed"))?;
-                match ran {
-                    Err(_) => failed[ci] = true,
-                    // Round 0 warms up clocks and caches.
-                    Ok(()) if round > 0 => {
-                        samples[ci][mi].push(f64::from(ms) / 1e3 / launches as f64)
-                    }
-                    Ok(()) => {}
-                }
-            }
-        }
-    }
-    stream.synchronize().map_err(drv("timing stream"))?;
-    Ok(samples
-        .into_iter()
-        .zip(failed)
-        .map(|(per_m, failed)| (!failed).then(|| per_m.into_iter().map(median).collect()))
-        .collect())
 }
 
 /// `len` half-precision values (bf16 or f16 bit patterns alike, see
