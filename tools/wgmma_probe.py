@@ -182,7 +182,8 @@ def kernel_launch(mod, tile, how, op, dtype, a_st, b_st, m, k, n, c, ldc=None, c
     else:
         ta = tensor_map(a_st, (k, m, k), (64, rows), dtype)
     if op == "nt":
-        tb = tensor_map(b_st, (k, n, k), (64, bn), dtype)
+        # A box has at most 256 rows: a 320-wide tile loads two of 160.
+        tb = tensor_map(b_st, (k, n, k), (64, bn if bn <= 256 else bn // 2), dtype)
     elif bn == 32:
         # One 32-wide box: 64-byte rows, 64-byte swizzle (docs/design.md).
         tb = tensor_map(b_st, (n, k, n), (32, 64), dtype, swizzle=2)

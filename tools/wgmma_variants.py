@@ -12,6 +12,17 @@ define, which adds gemm_wgmma_<bn><suffix>_<op>_<dtype>:
 - persist (wgmma_persist.patch, WGMMA_PERSIST_ENTRIES, suffix p): one
   block per SM walking tiles b, b + grid, ... with the stage ring running
   on across tiles, so the next tile's loads overlap this tile's store;
+- persist-store (wgmma_persist_store.patch, WGMMA_PERSIST2_ENTRIES,
+  suffix q, tiles 256, 192 and 128 wide): persistent as persist, and the
+  consumers stage each finished tile in a buffer of its own (beside the
+  shipped ring; half a 128x256 tile at a time) and go on to the next tile
+  while warps 1-3 of the producer warpgroup copy it to C, so the store
+  overlaps the k loop;
+- wide320 (wgmma_320.patch, WGMMA_320_ENTRIES, gemm_wgmma_320_<op>_<dt>):
+  128x320 tiles (an m64n256k16 and an m64n64k16 wgmma per k16 step, three
+  56 KiB stages), the tile cuBLAS picks for the MLP up projection
+  (tools/cublas_kernels.py), checked bit for bit against the 128x256
+  kernel and timed beside it;
 - ladder-pair (ladder_pair.patch, LADDER_PAIR_ENTRIES, the ladder's
   narrow and band rungs as gemm_ladder_<bm>x<bn>_foldx2_<op>_<dtype>):
   clusters of two CTAs of one tile row (adjacent tile columns) sharing
@@ -46,21 +57,41 @@ VARIANTS = {
     "pair": ("wgmma_pair.patch", "WGMMA_PAIR_ENTRIES", "x2"),
     "persist": ("wgmma_persist.patch", "WGMMA_PERSIST_ENTRIES", "p"),
     "ladder-pair": ("ladder_pair.patch", "LADDER_PAIR_ENTRIES", "x2"),
+    "persist-store": ("wgmma_persist_store.patch", "WGMMA_PERSIST2_ENTRIES", "q"),
+    "wide320": ("wgmma_320.patch", "WGMMA_320_ENTRIES", ""),
 }
 VARIANT = sys.argv[1] if len(sys.argv) > 1 else "pair"
+# The tile widths a variant is built for.
+BNS = (256, 192, 128) if VARIANT == "persist-store" else (256, 128)
 SMS = None
+
+
+def p2_smem(bn):
+    """persist-store's dynamic shared memory (P2Ring in the patch): the
+    shipped ring's stages, the staging buffer (128 rows of 128 columns for
+    128x256 tiles, of the whole tile for the others), alignment slack and
+    barriers."""
+    stage = (BM + bn) * 64 * 2
+    stages = (192 * 1024) // stage
+    staging = 128 * (128 if bn == 256 else bn) * 2
+    return 1024 + stages * stage + staging + 16 * stages + 16
 
 
 def wgmma(mod, bn, var, op, dtype, a_st, b_st, m, k, n, c):
     """The shipped kernel of tile 128 x bn, or (var) its variant."""
+    if var and VARIANT == "persist-store":
+        dt = "bf16" if dtype == torch.bfloat16 else "f16"
+        mod.func(f"gemm_wgmma_{bn}q_{op}_{dt}", p2_smem(bn))  # before kernel_launch asks with less
     run = wp.kernel_launch(mod, (BM, bn), "wgmma", op, dtype, a_st, b_st, m, k, n, c,
                            suffix=VARIANTS[VARIANT][2] if var else "")
     if var and VARIANT == "pair":
         # Clusters of two tile rows: count the tile rows up to an even number.
         tiles_m = -(-m // BM)
         run.grid = ((tiles_m + tiles_m % 2) * (-(-n // bn)), 1, 1)
-    if var and VARIANT == "persist":
+    if var and VARIANT in ("persist", "persist-store"):
         run.grid = (min(run.grid[0], SMS), 1, 1)
+    if var and VARIANT == "persist-store":
+        run.smem = p2_smem(bn)
     return run
 
 
@@ -144,6 +175,55 @@ def main_ladder(mod):
     return 0
 
 
+def main_wide(mod):
+    """wide320: 128x320 tiles against the 128x256 kernel (bits) and beside
+    the shipped 128x256 and 128x192 tiles and cuBLAS (time)."""
+    ok = True
+    r = wp.Runner.__new__(wp.Runner)
+    run = lambda bn, op, dtype, a_st, b_st, m, k, n: lambda c: wp.kernel_launch(  # noqa: E731
+        mod, (BM, bn), "wgmma", op, dtype, a_st, b_st, m, k, n, c)()
+    for dtype in (torch.bfloat16, torch.float16):
+        for op in ("nn", "tn", "nt"):
+            for (m, k, n) in ((200, 136, 264), (384, 1024, 648), (8, 4096, 4096), (1000, 4096, 4096),
+                              (1024, 4096, 14336), (1024, 14336, 4096), (136, 520, 328)):
+                if op == "tn" and m % 8:
+                    continue
+                _, _, a_st, b_st = r.operands(op, m, k, n, dtype, 5)
+                diff, rr, nan = same_bits(
+                    lambda var: run(320 if var else 256, op, dtype, a_st, b_st, m, k, n), m, n, dtype)
+                good = diff == 0 and rr == 0 and nan == 0
+                ok &= good
+                print(f"{'OK ' if good else 'BAD'} {op} {str(dtype)[6:]:8} {m}x{k}x{n}: 128x320 vs 128x256 "
+                      f"{diff} differ, run to run {rr}, unwritten {nan}", flush=True)
+    print("WIDE320 BITS", "PASS" if ok else "FAIL", flush=True)
+    if not ok:
+        return 1
+    dtype = torch.bfloat16
+    shapes = [(m, 4096, 4096) for m in (1024, 4096, 8192)]
+    shapes += [(m, 4096, 6144) for m in (1024, 4096, 8192)] + [(m, 4096, 14336) for m in (1024, 2048, 4096)]
+    shapes += [(1024, 14336, 4096), (4096, 14336, 4096), (4096, 4096, 4096 + 256), (8192, 8192, 8192)]
+    print(f"{'op':3} {'m x k x n':>18} {'cuBLAS us':>10} {'w256':>6} {'w192':>6} {'w320':>6}"
+          "  (cuBLAS time / kernel time)", flush=True)
+    for op in ("nn", "nt", "tn"):
+        for (m, k, n) in shapes:
+            a, b, a_st, b_st = r.operands(op, m, k, n, dtype, 3)
+            a_l = a_st.t() if op == "tn" else a_st
+            b_l = b_st.t() if op == "nt" else b_st
+            c = torch.empty(m, n, device="cuda", dtype=dtype)
+            reps = max(3, min(50, int(4e12 / (2.0 * m * k * n))))
+            samplers = {"cublas": graph(lambda: torch.matmul(a_l, b_l, out=c), reps)}
+            for bn in (256, 192, 320):
+                samplers[bn] = graph(
+                    lambda bn=bn: wp.kernel_launch(mod, (BM, bn), "wgmma", op, dtype, a_st, b_st, m, k, n, c)(),
+                    reps)
+            KEEP.append(samplers)
+            best = best_of(samplers)
+            base = best["cublas"]
+            cols = " ".join(f"{base / best[bn]:6.3f}" for bn in (256, 192, 320))
+            print(f"{op:3} {m:>6}x{k}x{n} {base:10.1f} {cols}", flush=True)
+    return 0
+
+
 def main():
     global SMS
     if VARIANT not in VARIANTS:
@@ -160,6 +240,8 @@ def main():
     print(f"compiled in {time.time() - t0:.1f} s", flush=True)
     if VARIANT == "ladder-pair":
         return main_ladder(mod)
+    if VARIANT == "wide320":
+        return main_wide(mod)
     ok = True
     r = wp.Runner.__new__(wp.Runner)  # operands only: no second module
     # Bits: the variant == one CTA, every op and dtype, odd and even tile rows, m
@@ -171,7 +253,7 @@ def main():
                 if op == "tn" and m % 8:
                     continue
                 _, _, a_st, b_st = r.operands(op, m, k, n, dtype, 5)
-                for bn in (256, 128):
+                for bn in BNS:
                     diff, rr, nan = same_bits(
                         lambda var: lambda c: wgmma(mod, bn, var, op, dtype, a_st, b_st, m, k, n, c)(),
                         m, n, dtype)
@@ -184,10 +266,10 @@ def main():
         return 1
     dtype = torch.bfloat16
     shapes = [(m, 4096, 4096) for m in (512, 1024, 2048, 4096, 8192)]
-    shapes += [(1024, 4096, 6144), (4096, 4096, 6144), (1024, 4096, 14336), (4096, 4096, 14336),
-               (1024, 14336, 4096), (4096, 14336, 4096), (8192, 8192, 8192)]
-    print(f"{'op':3} {'m x k x n':>18} {'cuBLAS us':>10} {'w256':>6} {'w256' + suffix:>7} {'w128':>6} {'w128' + suffix:>7}"
-          "  (cuBLAS time / kernel time)", flush=True)
+    shapes += [(1024, 4096, 6144), (4096, 4096, 6144), (8192, 4096, 6144), (1024, 4096, 14336),
+               (4096, 4096, 14336), (1024, 14336, 4096), (4096, 14336, 4096), (8192, 8192, 8192)]
+    heads = " ".join(f"{'w' + str(bn):>6} {'w' + str(bn) + suffix:>7}" for bn in BNS)
+    print(f"{'op':3} {'m x k x n':>18} {'cuBLAS us':>10} {heads}  (cuBLAS time / kernel time)", flush=True)
     for op in ("nn", "nt", "tn"):
         for (m, k, n) in shapes:
             a, b, a_st, b_st = r.operands(op, m, k, n, dtype, 3)
@@ -196,13 +278,13 @@ def main():
             c = torch.empty(m, n, device="cuda", dtype=dtype)
             reps = max(3, min(50, int(4e12 / (2.0 * m * k * n))))
             samplers = {"cublas": graph(lambda: torch.matmul(a_l, b_l, out=c), reps)}
-            for bn in (256, 128):
+            for bn in BNS:
                 for var in (False, True):
                     samplers[(bn, var)] = graph(wgmma(mod, bn, var, op, dtype, a_st, b_st, m, k, n, c), reps)
             KEEP.append(samplers)
             best = best_of(samplers)
             base = best["cublas"]
-            cols = " ".join(f"{base / best[(bn, var)]:{7 if var else 6}.3f}" for bn in (256, 128) for var in (False, True))
+            cols = " ".join(f"{base / best[(bn, var)]:{7 if var else 6}.3f}" for bn in BNS for var in (False, True))
             print(f"{op:3} {m:>6}x{k}x{n} {base:10.1f} {cols}", flush=True)
     return 0
 
