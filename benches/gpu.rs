@@ -1095,14 +1095,10 @@ fn bench_lt_family(gpu: &Gpu, _cfg: &Config) -> Res<Report> {
     table.header = header;
     let mut summary = Vec::new();
     for (op, dtype, k, n) in families {
-        let runs = [
-            gpu.fast
-                .lt_family_timings(op, dtype, k, n)
-                .map_err(|e| e.to_string())?,
-            gpu.fast
-                .lt_family_timings(op, dtype, k, n)
-                .map_err(|e| e.to_string())?,
-        ];
+        let runs = (0..2)
+            .map(|_| gpu.fast.lt_family_timings(op, dtype, k, n))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
         let picks: Vec<Option<usize>> = runs
             .iter()
             .map(|r| r.iter().position(|c| c.chosen))

@@ -114,6 +114,34 @@ def same_bits(make, m, n, dtype):
 KEEP = []
 
 
+def bits_row(label, make, m, n, dtype):
+    """same_bits, printed as one OK/BAD line after `label`; True when OK."""
+    diff, rr, nan = same_bits(make, m, n, dtype)
+    good = diff == 0 and rr == 0 and nan == 0
+    print(f"{'OK ' if good else 'BAD'} {label} {diff} differ, run to run {rr}, unwritten {nan}", flush=True)
+    return good
+
+
+def timed_row(r, op, m, k, n, launches, reps=None):
+    """cuBLAS and each of `launches(a_st, b_st, c)` (key -> launcher) on one
+    bf16 problem, timed interleaved (best of 7, hot L2): cuBLAS's us and
+    each key's cuBLAS time / its time. `reps` launches a graph (default:
+    about 4 TFLOP of work, 3 to 50)."""
+    dtype = torch.bfloat16
+    _, _, a_st, b_st = r.operands(op, m, k, n, dtype, 3)
+    a_l = a_st.t() if op == "tn" else a_st
+    b_l = b_st.t() if op == "nt" else b_st
+    c = torch.empty(m, n, device="cuda", dtype=dtype)
+    reps = reps or max(3, min(50, int(4e12 / (2.0 * m * k * n))))
+    samplers = {"cublas": graph(lambda: torch.matmul(a_l, b_l, out=c), reps)}
+    for key, run in launches(a_st, b_st, c).items():
+        samplers[key] = graph(run, reps)
+    KEEP.append(samplers)
+    best = best_of(samplers)
+    base = best["cublas"]
+    return base, {key: base / t for key, t in best.items() if key != "cublas"}
+
+
 def ladder(mod, rung, pair, op, dtype, a_st, b_st, m, k, n, c):
     """The ladder's folding rung `rung` = (bm, bn), shipped or paired."""
     bm, bn = rung
@@ -138,14 +166,11 @@ def main_ladder(mod):
                     continue
                 _, _, a_st, b_st = r.operands(op, m, k, n, dtype, 5)
                 for rung in rungs:
-                    diff, rr, nan = same_bits(
+                    ok &= bits_row(
+                        f"{op} {str(dtype)[6:]:8} {rung[0]}x{rung[1]} {m}x{k}x{n} ({lp.chunks(k, n)} chunks): "
+                        "pair vs shipped",
                         lambda pair: lambda c: ladder(mod, rung, pair, op, dtype, a_st, b_st, m, k, n, c)(),
                         m, n, dtype)
-                    good = diff == 0 and rr == 0 and nan == 0
-                    ok &= good
-                    print(f"{'OK ' if good else 'BAD'} {op} {str(dtype)[6:]:8} {rung[0]}x{rung[1]} {m}x{k}x{n} "
-                          f"({lp.chunks(k, n)} chunks): pair vs shipped {diff} differ, run to run {rr}, "
-                          f"unwritten {nan}", flush=True)
     print("LADDER-PAIR BITS", "PASS" if ok else "FAIL", flush=True)
     if not ok:
         return 1
@@ -159,18 +184,10 @@ def main_ladder(mod):
     for (op, m, k, n) in cases:
         if op == "tn" and m % 8:
             continue
-        a, b, a_st, b_st = r.operands(op, m, k, n, dtype, 3)
-        a_l = a_st.t() if op == "tn" else a_st
-        b_l = b_st.t() if op == "nt" else b_st
-        c = torch.empty(m, n, device="cuda", dtype=dtype)
-        samplers = {"cublas": graph(lambda: torch.matmul(a_l, b_l, out=c), 20)}
-        for rung in rungs:
-            for pair in (False, True):
-                samplers[(rung, pair)] = graph(ladder(mod, rung, pair, op, dtype, a_st, b_st, m, k, n, c), 20)
-        KEEP.append(samplers)
-        best = best_of(samplers)
-        base = best["cublas"]
-        cols = "  ".join(f"{base / best[(rung, pair)]:6.3f}" for rung in rungs for pair in (False, True))
+        base, ratio = timed_row(r, op, m, k, n, lambda a_st, b_st, c: {
+            (rung, pair): ladder(mod, rung, pair, op, dtype, a_st, b_st, m, k, n, c)
+            for rung in rungs for pair in (False, True)}, reps=20)
+        cols = "  ".join(f"{ratio[(rung, pair)]:6.3f}" for rung in rungs for pair in (False, True))
         print(f"{op:3} {m:>6}x{k}x{n} {base:10.1f}  {cols}", flush=True)
     return 0
 
@@ -180,8 +197,9 @@ def main_wide(mod):
     the shipped 128x256 and 128x192 tiles and cuBLAS (time)."""
     ok = True
     r = wp.Runner.__new__(wp.Runner)
-    run = lambda bn, op, dtype, a_st, b_st, m, k, n: lambda c: wp.kernel_launch(  # noqa: E731
-        mod, (BM, bn), "wgmma", op, dtype, a_st, b_st, m, k, n, c)()
+    def tile(bn, op, dtype, a_st, b_st, m, k, n, c):
+        return wp.kernel_launch(mod, (BM, bn), "wgmma", op, dtype, a_st, b_st, m, k, n, c)
+
     for dtype in (torch.bfloat16, torch.float16):
         for op in ("nn", "tn", "nt"):
             for (m, k, n) in ((200, 136, 264), (384, 1024, 648), (8, 4096, 4096), (1000, 4096, 4096),
@@ -189,16 +207,13 @@ def main_wide(mod):
                 if op == "tn" and m % 8:
                     continue
                 _, _, a_st, b_st = r.operands(op, m, k, n, dtype, 5)
-                diff, rr, nan = same_bits(
-                    lambda var: run(320 if var else 256, op, dtype, a_st, b_st, m, k, n), m, n, dtype)
-                good = diff == 0 and rr == 0 and nan == 0
-                ok &= good
-                print(f"{'OK ' if good else 'BAD'} {op} {str(dtype)[6:]:8} {m}x{k}x{n}: 128x320 vs 128x256 "
-                      f"{diff} differ, run to run {rr}, unwritten {nan}", flush=True)
+                ok &= bits_row(
+                    f"{op} {str(dtype)[6:]:8} {m}x{k}x{n}: 128x320 vs 128x256",
+                    lambda var: lambda c: tile(320 if var else 256, op, dtype, a_st, b_st, m, k, n, c)(),
+                    m, n, dtype)
     print("WIDE320 BITS", "PASS" if ok else "FAIL", flush=True)
     if not ok:
         return 1
-    dtype = torch.bfloat16
     shapes = [(m, 4096, 4096) for m in (1024, 4096, 8192)]
     shapes += [(m, 4096, 6144) for m in (1024, 4096, 8192)] + [(m, 4096, 14336) for m in (1024, 2048, 4096)]
     shapes += [(1024, 14336, 4096), (4096, 14336, 4096), (4096, 4096, 4096 + 256), (8192, 8192, 8192)]
@@ -206,20 +221,9 @@ def main_wide(mod):
           "  (cuBLAS time / kernel time)", flush=True)
     for op in ("nn", "nt", "tn"):
         for (m, k, n) in shapes:
-            a, b, a_st, b_st = r.operands(op, m, k, n, dtype, 3)
-            a_l = a_st.t() if op == "tn" else a_st
-            b_l = b_st.t() if op == "nt" else b_st
-            c = torch.empty(m, n, device="cuda", dtype=dtype)
-            reps = max(3, min(50, int(4e12 / (2.0 * m * k * n))))
-            samplers = {"cublas": graph(lambda: torch.matmul(a_l, b_l, out=c), reps)}
-            for bn in (256, 192, 320):
-                samplers[bn] = graph(
-                    lambda bn=bn: wp.kernel_launch(mod, (BM, bn), "wgmma", op, dtype, a_st, b_st, m, k, n, c)(),
-                    reps)
-            KEEP.append(samplers)
-            best = best_of(samplers)
-            base = best["cublas"]
-            cols = " ".join(f"{base / best[bn]:6.3f}" for bn in (256, 192, 320))
+            base, ratio = timed_row(r, op, m, k, n, lambda a_st, b_st, c: {
+                bn: tile(bn, op, torch.bfloat16, a_st, b_st, m, k, n, c) for bn in (256, 192, 320)})
+            cols = " ".join(f"{ratio[bn]:6.3f}" for bn in (256, 192, 320))
             print(f"{op:3} {m:>6}x{k}x{n} {base:10.1f} {cols}", flush=True)
     return 0
 
@@ -254,17 +258,13 @@ def main():
                     continue
                 _, _, a_st, b_st = r.operands(op, m, k, n, dtype, 5)
                 for bn in BNS:
-                    diff, rr, nan = same_bits(
+                    ok &= bits_row(
+                        f"{op} {str(dtype)[6:]:8} bn={bn} {m}x{k}x{n}: {VARIANT} vs one CTA",
                         lambda var: lambda c: wgmma(mod, bn, var, op, dtype, a_st, b_st, m, k, n, c)(),
                         m, n, dtype)
-                    good = diff == 0 and rr == 0 and nan == 0
-                    ok &= good
-                    print(f"{'OK ' if good else 'BAD'} {op} {str(dtype)[6:]:8} bn={bn} {m}x{k}x{n}: "
-                          f"{VARIANT} vs one CTA {diff} differ, run to run {rr}, unwritten {nan}", flush=True)
     print(f"{VARIANT.upper()} BITS", "PASS" if ok else "FAIL", flush=True)
     if not ok:
         return 1
-    dtype = torch.bfloat16
     shapes = [(m, 4096, 4096) for m in (512, 1024, 2048, 4096, 8192)]
     shapes += [(1024, 4096, 6144), (4096, 4096, 6144), (8192, 4096, 6144), (1024, 4096, 14336),
                (4096, 4096, 14336), (1024, 14336, 4096), (4096, 14336, 4096), (8192, 8192, 8192)]
@@ -272,19 +272,10 @@ def main():
     print(f"{'op':3} {'m x k x n':>18} {'cuBLAS us':>10} {heads}  (cuBLAS time / kernel time)", flush=True)
     for op in ("nn", "nt", "tn"):
         for (m, k, n) in shapes:
-            a, b, a_st, b_st = r.operands(op, m, k, n, dtype, 3)
-            a_l = a_st.t() if op == "tn" else a_st
-            b_l = b_st.t() if op == "nt" else b_st
-            c = torch.empty(m, n, device="cuda", dtype=dtype)
-            reps = max(3, min(50, int(4e12 / (2.0 * m * k * n))))
-            samplers = {"cublas": graph(lambda: torch.matmul(a_l, b_l, out=c), reps)}
-            for bn in BNS:
-                for var in (False, True):
-                    samplers[(bn, var)] = graph(wgmma(mod, bn, var, op, dtype, a_st, b_st, m, k, n, c), reps)
-            KEEP.append(samplers)
-            best = best_of(samplers)
-            base = best["cublas"]
-            cols = " ".join(f"{base / best[(bn, var)]:{7 if var else 6}.3f}" for bn in BNS for var in (False, True))
+            base, ratio = timed_row(r, op, m, k, n, lambda a_st, b_st, c: {
+                (bn, var): wgmma(mod, bn, var, op, torch.bfloat16, a_st, b_st, m, k, n, c)
+                for bn in BNS for var in (False, True)})
+            cols = " ".join(f"{ratio[(bn, var)]:{7 if var else 6}.3f}" for bn in BNS for var in (False, True))
             print(f"{op:3} {m:>6}x{k}x{n} {base:10.1f} {cols}", flush=True)
     return 0
 

@@ -14,13 +14,20 @@ pub const CHOICE_MARGIN: f64 = 0.05;
 /// from the problem's flops at about 600 TFLOP/s).
 const SAMPLE_SECS: f64 = 2e-3;
 
+/// The alignment, in bytes, a family asks of TN's m-contiguous A (its
+/// rows are m elements): the fast Hopper kernels read it in 16-byte steps.
+pub(crate) const TN_ALIGNMENT_BYTES: u64 = 16;
+
 /// Why a dense problem is outside every family configuration, if it is:
-/// TN at an m that is not a multiple of 8.
+/// TN at an m whose rows of A are not [`TN_ALIGNMENT_BYTES`]-aligned (a
+/// multiple of 8 in bf16 and f16).
 pub(crate) fn refusal(op: GemmOp, dtype: DType, m: u64) -> Option<String> {
-    let row = m * element_size(dtype) as u64;
-    (op == GemmOp::Tn && row % 16 != 0).then(|| {
+    let size = element_size(dtype) as u64;
+    let row = m * size;
+    (op == GemmOp::Tn && row % TN_ALIGNMENT_BYTES != 0).then(|| {
         format!(
-            "cublaslt-invariant: TN at m = {m}: A is stored m-contiguous ({row}-byte rows) and the family's kernels read it in 16-byte steps, so dense TN needs m a multiple of 8 (batch-invariant serves TN at any m through a padded leading dimension)"
+            "cublaslt-invariant: TN at m = {m}: A is stored m-contiguous ({row}-byte rows) and the family's kernels read it in {TN_ALIGNMENT_BYTES}-byte steps, so dense TN needs m a multiple of {} (batch-invariant serves TN at any m through a padded leading dimension)",
+            TN_ALIGNMENT_BYTES / size
         )
     })
 }

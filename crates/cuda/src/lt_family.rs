@@ -28,7 +28,9 @@
 
 use super::cuda_error::{cuda_err, drv};
 pub(super) use super::lt_choice::refusal;
-use super::lt_choice::{choose, half_bits, launches_per_sample, median, scores};
+use super::lt_choice::{
+    TN_ALIGNMENT_BYTES, choose, half_bits, launches_per_sample, median, scores,
+};
 use super::vendor::{Handles, LtPlan, Numerics, algo_attribute};
 use crate::error::Result;
 use crate::route::{DType, GemmOp, GemmShape, VendorRoute};
@@ -149,8 +151,8 @@ impl Family<'_> {
         let handle = self.h.lt_handle()?;
         let reference = self.plan(FAMILY_REFERENCE_M)?;
         let none = lt::cublasLtReductionScheme_t::CUBLASLT_REDUCTION_SCHEME_NONE as u32;
-        let (align, probes): (Option<u32>, &[u64]) = match self.op {
-            GemmOp::Tn => (Some(16), &PROBE_M_TN),
+        let (align, probe_m): (Option<u32>, &[u64]) = match self.op {
+            GemmOp::Tn => (Some(TN_ALIGNMENT_BYTES as u32), &PROBE_M_TN),
             _ => (None, &PROBE_M),
         };
         let offered = reference.heuristic(
@@ -161,7 +163,7 @@ impl Family<'_> {
             FAMILY_CANDIDATES,
         )?;
         drop(reference);
-        let probes: Vec<(u64, LtPlan)> = probes
+        let probes: Vec<(u64, LtPlan)> = probe_m
             .iter()
             .map(|&m| Ok((m, self.plan(m)?)))
             .collect::<Result<_>>()?;
@@ -192,17 +194,13 @@ impl Family<'_> {
         }
         if kept.is_empty() {
             return Err(cuda_err(format!(
-                "cublaslt-invariant: no cuBLASLt algorithm for the family of {problem} runs split-K-free within {FAMILY_MAX_WORKSPACE_BYTES} bytes of workspace at m = {probes:?} (candidates: {})",
+                "cublaslt-invariant: no cuBLASLt algorithm for the family of {problem} runs split-K-free within {FAMILY_MAX_WORKSPACE_BYTES} bytes of workspace at m = {probe_m:?} (candidates: {})",
                 if rejected.is_empty() {
                     "none offered".to_string()
                 } else {
                     rejected.join("; ")
                 },
                 problem = self.problem(),
-                probes = match self.op {
-                    GemmOp::Tn => &PROBE_M_TN[..],
-                    _ => &PROBE_M[..],
-                }
             )));
         }
         Ok(kept)

@@ -531,7 +531,10 @@ impl Numerics {
                 "choice_margin_permille",
                 FieldValue::U64((super::lt_choice::CHOICE_MARGIN * 1000.0).round() as u64),
             );
-            w.field("tn_min_alignment_bytes", FieldValue::U64(16));
+            w.field(
+                "tn_min_alignment_bytes",
+                FieldValue::U64(super::lt_choice::TN_ALIGNMENT_BYTES),
+            );
         }
         w.finish()
     }
