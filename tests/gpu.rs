@@ -2054,13 +2054,18 @@ fn ladder_rungs_are_bit_identical_and_batch_invariant() {
     ];
     for dtype in [DType::Bf16, DType::F16] {
         for op in OPS {
-            // 4, 2, 2, 1 and 1 chunks.
+            // 4, 2, 2, 1 and 1 chunks; then one chunk of 11 k blocks, one
+            // of 10, and two of 9 and 8: on the narrow rung (four blocks a
+            // stage) a chunk's last stage holds three, two, one and four.
             for (k, n) in [
                 (4096u64, 520u64),
                 (1024, 256),
                 (4096, 3072),
                 (4096, 4096),
                 (512, 8192),
+                (704, 1024),
+                (640, 2048),
+                (1088, 512),
             ] {
                 let chunks = ladder_chunks(k, n);
                 // One chunk has nothing to fold: wgmma-small stands for the

@@ -15,9 +15,10 @@ use std::collections::HashMap;
 /// TN and m = 128 rows the decode rung's rules were fitted to), the run
 /// of those rules and the run with two k blocks a stage on the decode
 /// rung (section 4j), the first run with TN's narrow A boxes (section
-/// 4k), the first with `wgmma-medium` and the first that varies the order
-/// the bench visits its routes in (section 4l).
-const LOGS: [&str; 8] = [
+/// 4k), the first with `wgmma-medium`, the first that varies the order
+/// the bench visits its routes in (section 4l) and the first with four k
+/// blocks a stage on the narrow rung (section 4o).
+const LOGS: [&str; 9] = [
     "docs/h200/rung-rules-decode-by-m.txt",
     "docs/h200/epilogue-decode-by-m.txt",
     "docs/h200/fastdesc-decode-by-m.txt",
@@ -26,6 +27,7 @@ const LOGS: [&str; 8] = [
     "docs/h200/tnbox-decode-by-m.txt",
     "docs/h200/medium-decode-by-m.txt",
     "docs/h200/order-decode-by-m.txt",
+    "docs/h200/narrow4-decode-by-m.txt",
 ];
 
 /// The logs before TN's narrow A boxes (section 4k): their TN rows below

@@ -8,7 +8,8 @@ define, which adds gemm_wgmma_<bn><suffix>_<op>_<dtype>:
 
 - pair (wgmma_pair.patch, WGMMA_PAIR_ENTRIES, suffix x2): clusters of two
   CTAs of one tile column sharing each stage's B' through TMA multicast
-  (__cluster_dims__(2, 1, 1); tile rows counted up to an even number);
+  (__cluster_dims__(2, 1, 1); tile rows counted up to an even number;
+  tiles 256, 192 and 128 wide);
 - persist (wgmma_persist.patch, WGMMA_PERSIST_ENTRIES, suffix p): one
   block per SM walking tiles b, b + grid, ... with the stage ring running
   on across tiles, so the next tile's loads overlap this tile's store;
@@ -26,7 +27,12 @@ define, which adds gemm_wgmma_<bn><suffix>_<op>_<dtype>:
 - ladder-pair (ladder_pair.patch, LADDER_PAIR_ENTRIES, the ladder's
   narrow and band rungs as gemm_ladder_<bm>x<bn>_foldx2_<op>_<dtype>):
   clusters of two CTAs of one tile row (adjacent tile columns) sharing
-  each stage's A' through TMA multicast, against the shipped rungs.
+  each stage's A' through TMA multicast, against the shipped rungs;
+- ladder-pair-m (ladder_pair_m.patch, LADDER_PAIR_M_ENTRIES, the decode,
+  narrow, band and wide rungs as gemm_ladder_<bm>x<bn>_<how>x2_<op>_<dt>):
+  clusters of two CTAs of one tile column (row tiles 2i and 2i + 1, so
+  only where the row tiles are even) sharing each stage's B' (the
+  weights) through TMA multicast, k block j's B' issued by rank j % 2.
 
 Neither was faster on the H200 (docs/benchmarks.md, section 4g), so
 neither ships. Every output is compared bit for bit with the one-CTA
@@ -59,10 +65,11 @@ VARIANTS = {
     "ladder-pair": ("ladder_pair.patch", "LADDER_PAIR_ENTRIES", "x2"),
     "persist-store": ("wgmma_persist_store.patch", "WGMMA_PERSIST2_ENTRIES", "q"),
     "wide320": ("wgmma_320.patch", "WGMMA_320_ENTRIES", ""),
+    "ladder-pair-m": ("ladder_pair_m.patch", "LADDER_PAIR_M_ENTRIES", "x2"),
 }
 VARIANT = sys.argv[1] if len(sys.argv) > 1 else "pair"
 # The tile widths a variant is built for.
-BNS = (256, 192, 128) if VARIANT == "persist-store" else (256, 128)
+BNS = (256, 192, 128) if VARIANT in ("persist-store", "pair") else (256, 128)
 SMS = None
 
 
@@ -192,6 +199,61 @@ def main_ladder(mod):
     return 0
 
 
+# The rungs ladder-pair-m pairs: name -> (rows, columns, how).
+PAIR_M_RUNGS = {"decode": (64, 64, "split"), "narrow": (64, 32, "fold"), "band": (64, 128, "fold"),
+                 "wide": (128, 128, "fold")}
+
+
+def pair_m(mod, rung, pair, op, dtype, a_st, b_st, m, k, n, c):
+    """A ladder rung (PAIR_M_RUNGS), shipped or in clusters of two row tiles
+    (None where its row tiles are odd)."""
+    bm, bn, how = PAIR_M_RUNGS[rung]
+    if pair and (-(-m // bm)) % 2:
+        return None
+    return wp.kernel_launch(mod, (bm, bn), how, op, dtype, a_st, b_st, m, k, n, c, chunks=lp.chunks(k, n),
+                            suffix="x2" if pair else "")
+
+
+def main_ladder_m(mod):
+    """ladder-pair-m: bits against the shipped rungs, then timed beside them."""
+    ok = True
+    r = wp.Runner.__new__(wp.Runner)
+    for dtype in (torch.bfloat16, torch.float16):
+        for op in ("nn", "tn", "nt"):
+            for (m, k, n) in ((128, 4096, 4096), (96, 4096, 4096), (256, 4096, 6144), (256, 1024, 3072),
+                              (200, 4096, 1024), (512, 14336, 4096), (136, 520, 328)):
+                if op == "tn" and m % 8:
+                    continue
+                _, _, a_st, b_st = r.operands(op, m, k, n, dtype, 5)
+                for rung in PAIR_M_RUNGS:
+                    if (-(-m // PAIR_M_RUNGS[rung][0])) % 2:
+                        continue
+                    ok &= bits_row(
+                        f"{op} {str(dtype)[6:]:8} {rung:6} {m}x{k}x{n} ({lp.chunks(k, n)} chunks): pair vs shipped",
+                        lambda pair: lambda c: pair_m(mod, rung, pair, op, dtype, a_st, b_st, m, k, n, c)(),
+                        m, n, dtype)
+    print("LADDER-PAIR-M BITS", "PASS" if ok else "FAIL", flush=True)
+    if not ok:
+        return 1
+    cases = [(op, m, 4096, 4096) for op in ("nn", "tn", "nt") for m in (96, 128, 256, 1024)]
+    cases += [("nn", m, k, n) for (k, n) in ((4096, 6144), (4096, 14336), (14336, 4096), (4096, 1024),
+                                             (4096, 2048)) for m in (128, 256)]
+    cases += [("nn", m, 4096, n) for n in (1024, 2048) for m in (1024, 4096)]
+    heads = " ".join(f"{name:>6} {name + 'x2':>8}" for name in PAIR_M_RUNGS)
+    print(f"{'op':3} {'m x k x n':>18} {'cuBLAS us':>10} {heads}  (cuBLAS time / kernel time; - odd row tiles)",
+          flush=True)
+    for (op, m, k, n) in cases:
+        def launches(a_st, b_st, c):
+            runs = {(rung, pair): pair_m(mod, rung, pair, op, torch.bfloat16, a_st, b_st, m, k, n, c)
+                    for rung in PAIR_M_RUNGS for pair in (False, True)}
+            return {key: run for key, run in runs.items() if run is not None}
+        base, ratio = timed_row(r, op, m, k, n, launches, reps=20)
+        cols = " ".join(f"{ratio[(rung, pair)]:{8 if pair else 6}.3f}" if (rung, pair) in ratio
+                        else f"{'-':>{8 if pair else 6}}" for rung in PAIR_M_RUNGS for pair in (False, True))
+        print(f"{op:3} {m:>6}x{k}x{n} {base:10.1f} {cols}", flush=True)
+    return 0
+
+
 def main_wide(mod):
     """wide320: 128x320 tiles against the 128x256 kernel (bits) and beside
     the shipped 128x256 and 128x192 tiles and cuBLAS (time)."""
@@ -246,6 +308,8 @@ def main():
         return main_ladder(mod)
     if VARIANT == "wide320":
         return main_wide(mod)
+    if VARIANT == "ladder-pair-m":
+        return main_ladder_m(mod)
     ok = True
     r = wp.Runner.__new__(wp.Runner)  # operands only: no second module
     # Bits: the variant == one CTA, every op and dtype, odd and even tile rows, m

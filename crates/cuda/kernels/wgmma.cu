@@ -640,9 +640,10 @@ ALL_OPS(192, bf16, DT_BF16)
 //   twice the blocks) and ladder_64x32_fold (decode sizes: as many
 //   blocks as the split rung has, without its fold): one block per tile
 //   walks every chunk, folding each finished partial into a second
-//   register set. The narrow and decode rungs' stages hold two k blocks
-//   (one barrier handshake per eight k16 steps); a chunk's odd last block
-//   is a stage of its own.
+//   register set. The decode rung's stages hold two k blocks and the
+//   narrow rung's four (one barrier handshake per eight or sixteen k16
+//   steps); the blocks of a chunk that do not fill a stage are a stage of
+//   their own.
 // Below one tile of rows, A (K-major) is loaded as boxes of m rounded up
 // to 8 rows rather than of the whole tile: the rows past them are never
 // stored, and loading fewer rows than TMA would zero-fill is what makes
@@ -665,7 +666,7 @@ template <int OP, int DT, int TBM, int BN, bool GRID_CHUNKS, int KPS, int AW = 6
 __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap& tb, u16* C,
                                             float* ws, u32* counters, u32 m, u32 k, u32 n,
                                             u32 ldc, u32 chunks) {
-    static_assert(KPS == 1 || KPS == 2, "a stage holds one or two k blocks");
+    static_assert(KPS == 1 || KPS == 2 || KPS == 4, "a stage holds one, two or four k blocks");
     static_assert(AW == 64 || (OP == OP_TN && TBM == 64), "narrow boxes: TN's A on 64-row tiles");
     static_assert(AW == 8 || AW == 16 || AW == 32 || AW == 64, "box widths: 8, 16, 32 or 64 m values");
     typedef LadderRing<TBM, BN, KPS> R;
@@ -757,11 +758,22 @@ __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap
         }
         // Kept out of the loop above: a choice of wgmma path inside the loop
         // that issues them cost 6-19% where measured (docs/benchmarks.md, 4h).
-        if (KPS > 1 && (hi - lo) % KPS != 0) {
+        const u32 tail = (hi - lo) % KPS;
+        if (KPS > 1 && tail != 0) {
             const u32 s = i % R::STAGES;
             mbar_wait(bars + 8 * s, (i / R::STAGES) & 1);
             const u32 a_stage = uniform(base + s * R::STAGE_BYTES);
-            consume_stage<OP, DT, BN, 1, AW>(d, a_stage, a_stage + R::A_BYTES, consumer);
+            // The producer loaded `tail` blocks into this stage; each count
+            // is its own instantiation (KB is a template argument).
+            if (tail == 1) {
+                consume_stage<OP, DT, BN, 1, AW>(d, a_stage, a_stage + R::A_BYTES, consumer);
+            } else if (tail == 2) {
+                consume_stage<OP, DT, BN, (KPS > 2 ? 2 : 1), AW>(d, a_stage, a_stage + R::A_BYTES,
+                                                                 consumer, R::BLOCK_BYTES);
+            } else {
+                consume_stage<OP, DT, BN, (KPS > 3 ? 3 : 1), AW>(d, a_stage, a_stage + R::A_BYTES,
+                                                                 consumer, R::BLOCK_BYTES);
+            }
             if (i > 0 && lane == 0) {
                 mbar_arrive(bars + 8 * (R::STAGES + (i - 1) % R::STAGES));
             }
@@ -888,10 +900,10 @@ __device__ __forceinline__ void ladder_entry(const TensorMap& ta, const TensorMa
     LADDER_ENTRY(tbm, bn, how, grid_chunks, kps, nt, OP_NT, dtname, DTV)
 
 // The fifth argument: k blocks per stage (KernelFamily::wgmma_k_blocks_per_stage
-// agrees). Two on the narrow and decode rungs: fewer handshakes per k16
-// step made them 2-10% faster, but the band rung's larger stages left
-// fewer bytes in flight and it lost 5-10% L2-cold (docs/benchmarks.md, 4i
-// and 4j).
+// agrees). Fewer handshakes per k16 step made the 64-row rungs faster:
+// two blocks on the decode rung (four cost it 3-15% at m >= 64), four on
+// the narrow rung (docs/benchmarks.md, 4o); the band rung's larger stages
+// left fewer bytes in flight and it lost 5-10% L2-cold (4i and 4j).
 LADDER_OPS(64, 64, split, true, 2, f16, DT_F16)
 LADDER_OPS(64, 64, split, true, 2, bf16, DT_BF16)
 LADDER_OPS(128, 128, split, true, 1, f16, DT_F16)
@@ -900,5 +912,5 @@ LADDER_OPS(128, 128, fold, false, 1, f16, DT_F16)
 LADDER_OPS(128, 128, fold, false, 1, bf16, DT_BF16)
 LADDER_OPS(64, 128, fold, false, 1, f16, DT_F16)
 LADDER_OPS(64, 128, fold, false, 1, bf16, DT_BF16)
-LADDER_OPS(64, 32, fold, false, 2, f16, DT_F16)
-LADDER_OPS(64, 32, fold, false, 2, bf16, DT_BF16)
+LADDER_OPS(64, 32, fold, false, 4, f16, DT_F16)
+LADDER_OPS(64, 32, fold, false, 4, bf16, DT_BF16)

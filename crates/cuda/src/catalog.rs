@@ -455,8 +455,8 @@ fn wgmma_geometry(kernel: KernelFamily, shape: GemmShape) -> Result<Geometry, St
             z = chunks;
         }
     }
-    // A stage holds one or two k blocks (the tile's staging depth); the k
-    // step stays one block.
+    // A stage holds one, two or four k blocks (the tile's staging depth);
+    // the k step stays one block.
     let stage_k = WGMMA_BK * kernel.wgmma_k_blocks_per_stage();
     let stage = (bm + bn) * stage_k * 2;
     let stages = WGMMA_RING_BYTES / stage;
@@ -1158,12 +1158,12 @@ mod tests {
         assert_eq!(band.grid, [16 * 5, 1, 1]);
         assert_eq!((band.block, band.stages), ([256, 1, 1], 8));
         assert_eq!((band.tile.m, band.tile.n), (64, 128));
-        // The narrow rung: 64x32 tiles, stages of two k blocks (24 KiB).
+        // The narrow rung: 64x32 tiles, stages of four k blocks (48 KiB).
         let narrow = CudaKernel::LadderNarrow(4).geometry(s).unwrap();
         assert_eq!(narrow.grid, [16 * 17, 1, 1]);
-        assert_eq!((narrow.block, narrow.stages), ([256, 1, 1], 8));
-        assert_eq!((narrow.tile.k, narrow.bk), (128, 64));
-        assert_eq!(narrow.dynamic_shared_bytes, 8 * 24576 + 1024 + 128);
+        assert_eq!((narrow.block, narrow.stages), ([256, 1, 1], 4));
+        assert_eq!((narrow.tile.k, narrow.bk), (256, 64));
+        assert_eq!(narrow.dynamic_shared_bytes, 4 * 49152 + 1024 + 64);
         assert_eq!(band.tile.k, 64);
         // The model's block count (what the batch-invariant policy weighs)
         // is the grid the catalog launches.

@@ -251,14 +251,16 @@ impl KernelFamily {
     }
 
     /// k blocks of the wgmma kernels' k step one pipeline stage holds (and
-    /// one barrier handshake covers): 2 for the narrow and decode rungs,
-    /// whose stages are small enough that the handshake bounded them, 1
-    /// for the other families. The k order is the same either way. The kernels'
+    /// one barrier handshake covers): 4 for the narrow rung and 2 for the
+    /// decode rung, whose stages are small enough that the handshake
+    /// bounded them (the H200's fastest of 1, 2 and 4 for each), 1 for the
+    /// other families. The k order is the same either way. The kernels'
     /// instantiations in kernels/wgmma.cu agree (a test of the CUDA catalog
     /// checks it).
     pub fn wgmma_k_blocks_per_stage(&self) -> u32 {
         match self {
-            KernelFamily::LadderNarrow(_) | KernelFamily::LadderDecode(_) => 2,
+            KernelFamily::LadderNarrow(_) => 4,
+            KernelFamily::LadderDecode(_) => 2,
             _ => 1,
         }
     }
