@@ -17,10 +17,13 @@ around CUDA graphs of 20 launches, interleaved with cuBLAS, best of 7.
         --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \\
         python3 tools/tn_decode_probe.py --ncu
 
-`--kps4` times instead the decode (64x64) and narrow (64x32) rungs with
-stages of four k blocks (`gemm_ladder_<tile>_<how>k4_*`; k a multiple of
-256, so no stage holds a chunk's tail) beside the shipped stages of two,
-at m = 1-128, after the same bit check.
+`--stages` times instead the decode (64x64) and narrow (64x32) rungs
+beside themselves with the other stage size: the decode rung's two k
+blocks a stage against four (`gemm_ladder_64x64_splitk4_*`), the narrow
+rung's four against two (`gemm_ladder_64x32_foldk2_*`), at m = 1-128,
+after the same bit check. (docs/benchmarks.md 4o's run, `--kps4` at
+d1d0954, timed four blocks on both rungs against the two both shipped
+then.)
 
 `--ncu` runs the decode rung (TN, NN) and cuBLAS (TN, NN) at m = 128,
 bf16, three launches each (the later ones L2-hot under
@@ -42,19 +45,18 @@ K = N = 4096
 
 
 def module(group_m1):
-    """The shipped module plus the decode rung with one k block a stage
-    (`gemm_ladder_64x64_splitk1_*`) and the decode and narrow rungs with
-    four (`..._splitk4_*`, `gemm_ladder_64x32_foldk4_*`); with `group_m1`,
+    """The shipped module plus the decode rung with one and with four k
+    blocks a stage (`gemm_ladder_64x64_splitk1_*`, `..._splitk4_*`) and the
+    narrow rung with two (`gemm_ladder_64x32_foldk2_*`); with `group_m1`,
     every kernel runs its tiles in row-major order."""
     src = open(SRC).read()
-    anchor = "LADDER_OPS(64, 64, split, true, 2, bf16, DT_BF16)\n"
-    kps = "    static_assert(KPS == 1 || KPS == 2, \"a stage holds one or two k blocks\");\n"
-    assert anchor in src and "#define GROUP_M 16\n" in src and kps in src
-    src = src.replace(kps, "")
-    src = src.replace(anchor, anchor + "".join(
+    decode = "LADDER_OPS(64, 64, split, true, 2, bf16, DT_BF16)\n"
+    narrow = "LADDER_OPS(64, 32, fold, false, 4, bf16, DT_BF16)\n"
+    assert decode in src and narrow in src and "#define GROUP_M 16\n" in src
+    src = src.replace(narrow, narrow + "".join(
         f"LADDER_OPS({tile}, {how}, {gc}, {k}, {dt})\n"
         for (tile, how, gc, k) in (("64, 64", "splitk1", "true", 1), ("64, 64", "splitk4", "true", 4),
-                                   ("64, 32", "foldk4", "false", 4))
+                                   ("64, 32", "foldk2", "false", 2))
         for dt in ("f16, DT_F16", "bf16, DT_BF16")))
     if group_m1:
         src = src.replace("#define GROUP_M 16\n", "#define GROUP_M 1\n")
@@ -66,7 +68,7 @@ def module(group_m1):
 
 def decode(mod, op, dtype, a_st, b_st, m, c, k1=False, tile=(64, 64), kps=""):
     """The decode rung (or `tile`'s rung) as shipped, or with stages of one
-    (`k1`) or `kps` = "k4" k blocks."""
+    (`k1`) or `kps` = "k4" or "k2" k blocks (see `module`)."""
     how = "split" if tile == (64, 64) else "fold"
     run = wp.kernel_launch(mod, tile, how, op, dtype, a_st, b_st, m, K, N, c)
     if k1 or kps:
@@ -106,11 +108,11 @@ def row(r, op, m, dtype, names, make):
     return ok, base, {key: base / best[key] for key in names}
 
 
-def main_kps4(r):
-    """Stages of four k blocks against the shipped two, decode and narrow."""
+def main_stages(r):
+    """Each of the decode and narrow rungs beside its other stage size."""
     ok = True
     dtype = torch.bfloat16
-    names = ("decode", "decodek4", "narrow", "narrowk4")
+    names = ("decode", "decodek4", "narrow", "narrowk2")
     print(f"{'op':3} {'m':>4} {'cuBLAS':>7} " + " ".join(f"{x:>8}" for x in names), flush=True)
     for op in ("nn", "tn", "nt"):
         for m in (1, 8, 32, 64, 96, 128):
@@ -119,11 +121,11 @@ def main_kps4(r):
             good, base, ratio = row(r, op, m, dtype, names, lambda a_st, b_st, outs: {
                 name: decode(r.wg, op, dtype, a_st, b_st, m, outs[name],
                              tile=(64, 64) if name.startswith("decode") else (64, 32),
-                             kps="k4" if name.endswith("k4") else "")
+                             kps=name[-2:] if name[-2:] in ("k4", "k2") else "")
                 for name in names})
             ok &= good
             print(f"{op:3} {m:>4} {base:7.2f} " + " ".join(f"{ratio[key]:8.3f}" for key in names), flush=True)
-    print("KPS4 BITS", "PASS" if ok else "FAIL", flush=True)
+    print("STAGES BITS", "PASS" if ok else "FAIL", flush=True)
     return 0 if ok else 1
 
 
@@ -150,8 +152,8 @@ def main():
     r.wg = module(False)
     if "--ncu" in sys.argv:
         return main_ncu(r)
-    if "--kps4" in sys.argv:
-        return main_kps4(r)
+    if "--stages" in sys.argv:
+        return main_stages(r)
     g1 = module(True)
     ok = True
     names = ("decode", "k1", "g1")
