@@ -304,7 +304,7 @@ const SECTIONS: &[Section] = &[
     },
     Section {
         name: "decode-by-m",
-        title: "1h. Batch-invariant routes by m, NN/TN/NT x bf16/f16, k=n=4096: L2-hot and L2-cold (m <= 256) vs cuBLAS",
+        title: "1h. Batch-invariant routes by m, NN/TN/NT x bf16/f16 at k=n=4096 and the d_model-4096 projections (NN bf16): L2-hot and L2-cold (m <= 256) vs cuBLAS",
         run: bench_decode_by_m,
     },
     Section {
