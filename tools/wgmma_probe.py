@@ -126,7 +126,7 @@ RING = 192 * 1024
 
 def smem_bytes(bn, bm=BM, ring=RING):
     """Dynamic shared memory of a launch: the ring's whole stages, 1 KiB of
-    alignment slack and the barriers (crates/cuda/src/catalog.rs). Counted
+    alignment slack and the barriers (crates/cuda/src/catalog/mod.rs). Counted
     with stages of one k block: the narrow rung's stages of two (since
     2026-12-02) need 16 bytes less per pair, so this size serves builds
     from before and after."""
@@ -172,7 +172,7 @@ def kernel_launch(mod, tile, how, op, dtype, a_st, b_st, m, k, n, c, ldc=None, c
         rows = bm if m >= bm else -(-m // 8) * 8
     if op == "tn":
         # TN's A on a 64-row rung at m <= 32: one box of 8, 16 or 32 m
-        # values, no, 32- or 64-byte swizzle (catalog.rs tn_a_box_cols).
+        # values, no, 32- or 64-byte swizzle (catalog/tensor_map.rs tn_a_box_cols).
         # mod.tn_min_box: the narrowest box a module's kernels read (64 for
         # builds before narrow boxes, 16 for builds without the 8-wide one).
         cols, narrowest = 64, getattr(mod, "tn_min_box", 8)

@@ -1,0 +1,733 @@
+//! The NVRTC kernel catalog: kernel families, their symbols, numeric
+//! contracts and launch geometry. Pure logic (no device), so the mapping
+//! between routes and kernels is tested without a GPU.
+
+use crate::digest::{Digest, DigestWriter, FieldValue};
+use crate::identity::{GemmRouteIdentity, ModuleIdentity};
+use crate::kernels::KernelFamily;
+use crate::route::builder::GemmRouteBuilder;
+use crate::route::{DType, GemmOp, GemmShape, GemmStrides, ResolvedGemmRoute, TileShape};
+use crate::route::{LaunchConfig, OperandConversion};
+
+mod tensor_map;
+pub use tensor_map::{
+    TENSOR_MAP_SETTINGS, TensorMapSpec, tensor_map_digest, tensor_maps, tensor_maps_strided,
+    tn_a_box_cols, wgmma_strides,
+};
+
+/// The GEMM kernels' source (`kernels/gemm.cu`): its digest is the
+/// compiler identity's source digest.
+pub const GEMM_SOURCE: &str = include_str!("../../kernels/gemm.cu");
+/// The fingerprint kernel's source (`kernels/sha256.cu`).
+pub const SHA256_SOURCE: &str = include_str!("../../kernels/sha256.cu");
+/// The fast (NH) chunk hash kernel's source (`kernels/nh128.cu`).
+pub const NH128_SOURCE: &str = include_str!("../../kernels/nh128.cu");
+/// The seeded-operand kernel's source (`kernels/seed.cu`).
+pub const SEED_SOURCE: &str = include_str!("../../kernels/seed.cu");
+/// The Hopper (TMA + wgmma) GEMM kernels' source (`kernels/wgmma.cu`),
+/// compiled into a module of its own for `sm_90a`.
+pub const WGMMA_SOURCE: &str = include_str!("../../kernels/wgmma.cu");
+
+/// Revision of the kernels' work schedule (tile shapes, thread mapping).
+pub const SCHEDULE_REVISION: u32 = 1;
+/// Revision of how the wgmma kernels' TMA tensor maps are encoded (what
+/// [`TensorMapSpec`] holds and how it is digested).
+pub const TENSOR_MAP_REVISION: u32 = 1;
+
+/// The split-K thresholds are every backend's (see [`crate::kernels`]),
+/// so the CPU and CUDA dispatchers pick the same contract for the same shape
+/// (f32, or halves without tensor cores).
+/// So are the mma-size threshold and the revision of the whole table.
+pub use crate::kernels::{
+    DISPATCH_MMA_LARGE_MIN_M, DISPATCH_SPLIT_K_MAX_M, DISPATCH_SPLIT_K_MIN_K, DISPATCH_SPLITS,
+    TUNING_TABLE_REVISION,
+};
+
+/// A shape every family serves, to read the geometry facts that do not
+/// depend on the shape (tile, stages, fixed k block) for declarations.
+const DECLARATION_SHAPE: GemmShape = GemmShape {
+    m: 128,
+    k: 64,
+    n: 256,
+};
+
+/// Largest grid y and z dimension CUDA accepts.
+const MAX_GRID_YZ: u64 = 65_535;
+
+/// The NVRTC kernel families: every [`KernelFamily`] has a kernel here.
+/// What a family promises is the model's; what the CUDA module adds
+/// (symbols, geometry, declarations) is [`CudaFamily`].
+pub type CudaKernel = KernelFamily;
+
+/// Which NVRTC module holds a kernel family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CudaModule {
+    /// kernels/gemm.cu, compiled for the device's own `sm_XY`.
+    Gemm,
+    /// kernels/wgmma.cu, compiled for `sm_90a` on compute capability 9.0.
+    Wgmma,
+}
+
+impl CudaModule {
+    /// The families the module exports.
+    pub fn families(&self) -> &'static [CudaKernel] {
+        match self {
+            CudaModule::Gemm => &KernelFamily::ALL[..6],
+            CudaModule::Wgmma => &KernelFamily::ALL[6..],
+        }
+    }
+
+    /// The module's source.
+    pub fn source(&self) -> &'static str {
+        match self {
+            CudaModule::Gemm => GEMM_SOURCE,
+            CudaModule::Wgmma => WGMMA_SOURCE,
+        }
+    }
+
+    /// The source's file name (under `kernels/`), as NVRTC reports it.
+    pub fn file_name(&self) -> &'static str {
+        match self {
+            CudaModule::Gemm => "gemm.cu",
+            CudaModule::Wgmma => "wgmma.cu",
+        }
+    }
+}
+
+/// How one kernel is launched on one problem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Geometry {
+    /// Grid dimensions `[x, y, z]`, in blocks: x over column tiles, y over
+    /// row tiles, z over splits (atomic split-K only).
+    pub grid: [u32; 3],
+    /// Block dimensions `[x, y, z]`, in threads.
+    pub block: [u32; 3],
+    /// Output tile one block owns, and its k staging depth.
+    pub tile: TileShape,
+    /// The k extent a block reduces per step (all of `k / splits` for the
+    /// kernels that do not block k).
+    pub bk: u32,
+    /// Threads per block (the product of `block`).
+    pub threads: u32,
+    /// Dynamic shared memory per block, in bytes (the wgmma stage ring).
+    pub dynamic_shared_bytes: u32,
+    /// Pipeline stages (shared-memory buffers in flight; 1 when the kernel
+    /// does not pipeline).
+    pub stages: u32,
+}
+
+/// The wgmma kernels' block tile rows and k step (kernels/wgmma.cu `BM`,
+/// `BK`).
+pub const WGMMA_BM: u32 = 128;
+/// See [`WGMMA_BM`].
+pub const WGMMA_BK: u32 = 64;
+/// Shared memory the wgmma stage ring may use (kernels/wgmma.cu
+/// `RING_BYTES`).
+const WGMMA_RING_BYTES: u32 = 192 * 1024;
+
+/// What the CUDA module adds to a [`KernelFamily`]: the module that
+/// exports it, its symbols, instruction, launch geometry and declaration.
+pub trait CudaFamily: Sized {
+    /// The module that exports this family.
+    fn module(&self) -> CudaModule;
+    /// The family part of the symbol (`scalar_fma`, `wgmma_256`).
+    fn symbol_family(&self) -> &'static str;
+    /// The kernel symbol for one op and dtype (`gemm_<family>_<op>_<dtype>`).
+    fn symbol(&self, op: GemmOp, dtype: DType) -> String;
+    /// Instruction family and shape.
+    fn instruction(&self) -> (&'static str, &'static str);
+    /// Device capabilities the kernel relies on (sorted).
+    fn capabilities(&self, dtype: DType) -> Vec<String>;
+    /// What the family's symbol for `dtype` launches: its instruction,
+    /// ownership, split rule, k block, tile and stages (the same on every
+    /// shape), tensor maps and device capabilities.
+    fn declaration(&self, dtype: DType) -> crate::declaration::SymbolDeclaration;
+    /// Launch geometry on `shape`; refused when a dimension does not fit.
+    fn geometry(&self, shape: GemmShape) -> Result<Geometry, String>;
+    /// Whether the family can serve `op` on `shape`: the wgmma kernels read
+    /// their operands with TMA, which needs every row stride to be a
+    /// multiple of 16 bytes (8 elements) and no dimension to be empty. The
+    /// error names what fails; other families serve every shape.
+    fn serves_shape(&self, op: GemmOp, shape: GemmShape) -> Result<(), String>;
+    /// The kernel a stored route names: its symbol must be this catalog's
+    /// symbol for the route's contract, op and dtype, and its geometry the
+    /// one this catalog computes. Anything else is refused.
+    fn from_route(route: &ResolvedGemmRoute) -> Result<Self, String>;
+}
+
+impl CudaFamily for KernelFamily {
+    fn module(&self) -> CudaModule {
+        if self.is_wgmma() {
+            CudaModule::Wgmma
+        } else {
+            CudaModule::Gemm
+        }
+    }
+
+    fn symbol_family(&self) -> &'static str {
+        match self {
+            CudaKernel::ScalarFma => "scalar_fma",
+            CudaKernel::Tiled => "tiled",
+            CudaKernel::SplitKFixed(_) => "split_k_fixed",
+            CudaKernel::SplitKAtomic(_) => "split_k_atomic",
+            CudaKernel::MmaLarge => "mma_large",
+            CudaKernel::MmaSmall => "mma_small",
+            CudaKernel::WgmmaLarge => "wgmma_256",
+            CudaKernel::WgmmaSmall => "wgmma_128",
+            CudaKernel::WgmmaMedium => "wgmma_192",
+            CudaKernel::LadderDecode(_) => "ladder_64x64_split",
+            CudaKernel::LadderMid(_) => "ladder_128x128_split",
+            CudaKernel::LadderWide(_) => "ladder_128x128_fold",
+            CudaKernel::LadderBand(_) => "ladder_64x128_fold",
+            CudaKernel::LadderNarrow(_) => "ladder_64x32_fold",
+        }
+    }
+
+    fn symbol(&self, op: GemmOp, dtype: DType) -> String {
+        format!("gemm_{}_{}_{}", self.symbol_family(), op, dtype)
+    }
+
+    fn instruction(&self) -> (&'static str, &'static str) {
+        match self {
+            CudaKernel::WgmmaLarge => return ("wgmma.mma_async", "m64n256k16"),
+            CudaKernel::WgmmaMedium => return ("wgmma.mma_async", "m64n192k16"),
+            CudaKernel::WgmmaSmall
+            | CudaKernel::LadderMid(_)
+            | CudaKernel::LadderWide(_)
+            | CudaKernel::LadderBand(_) => {
+                return ("wgmma.mma_async", "m64n128k16");
+            }
+            CudaKernel::LadderDecode(_) => return ("wgmma.mma_async", "m64n64k16"),
+            CudaKernel::LadderNarrow(_) => return ("wgmma.mma_async", "m64n32k16"),
+            _ => {}
+        }
+        if self.is_mma() {
+            ("mma.sync", "m16n8k16")
+        } else {
+            ("fma.rn.f32", "1x1x1")
+        }
+    }
+
+    fn capabilities(&self, dtype: DType) -> Vec<String> {
+        let mut caps = vec!["f32-fused-multiply-add".to_string()];
+        match self {
+            CudaKernel::SplitKAtomic(_) => caps.push("global-atomic-add-f32".into()),
+            CudaKernel::MmaLarge | CudaKernel::MmaSmall => {
+                caps = vec![format!("mma.sync.m16n8k16.{dtype}")];
+            }
+            _ if self.is_wgmma() => {
+                caps = vec![
+                    "cp.async.bulk.tensor.2d.tile".to_string(),
+                    "mbarrier.expect_tx".to_string(),
+                    format!("wgmma.mma_async.{}.{dtype}", self.instruction().1),
+                ];
+                if self.ladder_splits_on_grid() {
+                    // The tile's last block is found by counting finished chunks.
+                    caps.push("atom.global.add.u32".into());
+                }
+            }
+            _ => {}
+        }
+        if dtype.is_half() && !self.is_mma() {
+            caps.push(format!("cvt.rn.{dtype}.f32"));
+        }
+        caps.sort();
+        caps
+    }
+
+    fn declaration(&self, dtype: DType) -> crate::declaration::SymbolDeclaration {
+        use crate::declaration::{BkRule, SplitRule, SymbolDeclaration};
+        let (family, shape) = self.instruction();
+        let (_, ownership) = self.contract();
+        let splits = match self {
+            CudaKernel::SplitKFixed(_) => SplitRule::KBlock,
+            CudaKernel::SplitKAtomic(_) => SplitRule::GridZ,
+            // The 128x128 folding rung has wgmma-small's tile: one chunk
+            // would make it that kernel under another name.
+            CudaKernel::LadderWide(_) => SplitRule::LadderFoldChunks,
+            _ if self.is_ladder() => SplitRule::LadderChunks,
+            _ => SplitRule::Unsplit,
+        };
+        // What the declaration says holds on every shape; a ladder rung's
+        // chunk count is the declaration shape's (the split rule covers it).
+        let g = self
+            .for_shape(DECLARATION_SHAPE.k, DECLARATION_SHAPE.n)
+            .geometry(DECLARATION_SHAPE)
+            .expect("every family serves the declaration shape");
+        let bk = match self {
+            CudaKernel::ScalarFma | CudaKernel::SplitKFixed(_) | CudaKernel::SplitKAtomic(_) => {
+                BkRule::PerSplit
+            }
+            _ => BkRule::Fixed(g.bk),
+        };
+        let d = SymbolDeclaration::new(family, shape, ownership, splits, bk)
+            .with_tile(g.tile, g.stages)
+            .with_capabilities(self.capabilities(dtype));
+        if self.is_wgmma() {
+            d.with_tensor_map()
+        } else {
+            d
+        }
+    }
+
+    fn geometry(&self, shape: GemmShape) -> Result<Geometry, String> {
+        let GemmShape { m, k, n } = shape;
+        for (what, v) in [("m", m), ("k", k), ("n", n)] {
+            if v > u32::MAX as u64 {
+                return Err(format!(
+                    "{what} = {v} does not fit the kernels' 32-bit indices"
+                ));
+            }
+        }
+        let tiles = |x: u64, t: u64| x.div_ceil(t);
+        let (tm, tn, bk, block, z) = match *self {
+            CudaKernel::ScalarFma => (16, 16, k, [16, 16, 1], 1),
+            CudaKernel::SplitKFixed(s) => (16, 16, k.div_ceil(s.max(1) as u64), [16, 16, 1], 1),
+            CudaKernel::SplitKAtomic(s) => (
+                16,
+                16,
+                k.div_ceil(s.max(1) as u64),
+                [16, 16, 1],
+                s.max(1) as u64,
+            ),
+            CudaKernel::Tiled => (64, 64, 16, [16, 16, 1], 1),
+            CudaKernel::MmaLarge => (128, 128, 32, [256, 1, 1], 1),
+            CudaKernel::MmaSmall => (64, 64, 32, [128, 1, 1], 1),
+            CudaKernel::WgmmaLarge
+            | CudaKernel::WgmmaSmall
+            | CudaKernel::WgmmaMedium
+            | CudaKernel::LadderDecode(_)
+            | CudaKernel::LadderMid(_)
+            | CudaKernel::LadderWide(_)
+            | CudaKernel::LadderBand(_)
+            | CudaKernel::LadderNarrow(_) => return wgmma_geometry(*self, shape),
+        };
+        let gx = tiles(n, tn).max(1);
+        let gy = tiles(m, tm).max(1);
+        if gy > MAX_GRID_YZ || z > MAX_GRID_YZ || gx > i32::MAX as u64 {
+            return Err(format!(
+                "grid {gx}x{gy}x{z} exceeds CUDA's limits (m = {m} is too large for this kernel)"
+            ));
+        }
+        let tile_k = match self {
+            CudaKernel::Tiled => 16,
+            CudaKernel::MmaLarge | CudaKernel::MmaSmall => 32,
+            _ => 1,
+        };
+        Ok(Geometry {
+            grid: [gx as u32, gy as u32, z as u32],
+            block,
+            tile: TileShape {
+                m: tm as u32,
+                n: tn as u32,
+                k: tile_k,
+            },
+            bk: bk.min(u32::MAX as u64) as u32,
+            threads: block.iter().product(),
+            dynamic_shared_bytes: 0,
+            stages: 1,
+        })
+    }
+
+    fn serves_shape(&self, op: GemmOp, shape: GemmShape) -> Result<(), String> {
+        serves(*self, op, shape, true)
+    }
+
+    fn from_route(route: &ResolvedGemmRoute) -> Result<CudaKernel, String> {
+        if route.backend != crate::route::PhysicalBackend::CudaNvrtc {
+            return Err(format!("backend {} is not NVRTC", route.backend));
+        }
+        let kernel = KernelFamily::of_route(&KernelFamily::ALL, route, |f, op, dtype| {
+            f.symbol(op, dtype)
+        })?;
+        kernel.serves_shape(route.op, route.shape)?;
+        let g = kernel.geometry(route.shape)?;
+        if route.launch.grid != g.grid
+            || route.launch.block != g.block
+            || route.launch.dynamic_shared_bytes != g.dynamic_shared_bytes
+            || route.threads != g.threads
+        {
+            return Err(format!(
+                "launch {:?}x{:?} differs from the kernel's geometry {:?}x{:?}",
+                route.launch.grid, route.launch.block, g.grid, g.block
+            ));
+        }
+        if route.strides != strides(route.op, route.shape) {
+            return Err("strides differ from the dense layout of the op".into());
+        }
+        match (&route.tensor_map, kernel.is_wgmma()) {
+            (None, false) => {}
+            (Some(t), true) => {
+                let want =
+                    tensor_map_digest(&tensor_maps(kernel, route.op, route.dtype, route.shape));
+                if t.digest != want {
+                    return Err(format!(
+                        "tensor-map digest {} is not the {} maps this build encodes ({})",
+                        t.digest.short(),
+                        kernel.symbol_family(),
+                        want.short()
+                    ));
+                }
+            }
+            (None, true) => {
+                return Err(format!(
+                    "{} route has no tensor-map identity",
+                    kernel.symbol_family()
+                ));
+            }
+            (Some(_), false) => {
+                return Err(format!(
+                    "{} uses no tensor map, but the route records one",
+                    kernel.symbol_family()
+                ));
+            }
+        }
+        Ok(kernel)
+    }
+}
+
+/// [`CudaFamily::serves_shape`], for operands stored dense or (`dense`
+/// false) with leading dimensions [`wgmma_strides`] checks: then TN's A
+/// rows are lda elements long, whatever m is.
+fn serves(kernel: CudaKernel, op: GemmOp, shape: GemmShape, dense: bool) -> Result<(), String> {
+    if !kernel.is_wgmma() {
+        return Ok(());
+    }
+    let GemmShape { m, k, n } = shape;
+    if m == 0 || k == 0 || n == 0 {
+        return Err(format!(
+            "{} needs m, k and n of at least 1 (TMA tensor maps cannot be empty), not {m}x{k}x{n}",
+            kernel.symbol_family()
+        ));
+    }
+    let mut strided = vec![("k", k), ("n", n)];
+    if op == GemmOp::Tn && dense {
+        // A is stored k x m: its dense rows are m elements long.
+        strided.push(("m", m));
+    }
+    for (what, v) in strided {
+        if v % 8 != 0 {
+            return Err(format!(
+                "{} {op} needs {what} to be a multiple of 8 (TMA row strides are multiples of 16 bytes), not {v}",
+                kernel.symbol_family()
+            ));
+        }
+    }
+    if matches!(kernel, CudaKernel::LadderWide(_)) && crate::kernels::ladder_chunks(k, n) == 1 {
+        // With one chunk there is nothing to fold: the rung would be
+        // wgmma_128 under another name, which no route could tell
+        // apart. (The band rung's 64x128 tile is no other kernel's.)
+        return Err(format!(
+            "ladder-wide folds chunks, and k = {k} n = {n} has one: its kernel is wgmma-small's (take ladder-mid or wgmma-large, the batch-invariant route's picks there)"
+        ));
+    }
+    Ok(())
+}
+
+/// Rows and columns of a wgmma block tile ([`KernelFamily::wgmma_tile`]).
+fn wgmma_tile(kernel: KernelFamily) -> (u32, u32) {
+    kernel.wgmma_tile().unwrap_or((WGMMA_BM, 256))
+}
+
+/// One block per BM x BN output tile (a 1-D grid: the kernel orders
+/// tiles itself; the ladder's decode rung adds one grid z slice per k
+/// chunk), a producer warpgroup and one consumer per 64 rows, the stage
+/// ring in dynamic shared memory. A ladder rung must carry its shape's
+/// [`crate::kernels::ladder_chunks`].
+fn wgmma_geometry(kernel: KernelFamily, shape: GemmShape) -> Result<Geometry, String> {
+    let (bm, bn) = wgmma_tile(kernel);
+    let tiles = kernel
+        .wgmma_tiles(shape.m, shape.n)
+        .ok_or_else(|| format!("{} is not a wgmma family", kernel.name()))?;
+    if tiles > i32::MAX as u64 {
+        return Err(format!(
+            "{tiles} output tiles exceed CUDA's grid limit (m = {} is too large for this kernel)",
+            shape.m
+        ));
+    }
+    let mut z = 1;
+    if kernel.is_ladder() {
+        let chunks = crate::kernels::ladder_chunks(shape.k, shape.n);
+        if kernel.splits() != chunks {
+            return Err(format!(
+                "{} folds k = {} n = {} in {chunks} chunks, not {}",
+                kernel.name(),
+                shape.k,
+                shape.n,
+                kernel.splits()
+            ));
+        }
+        if kernel.ladder_splits_on_grid() {
+            z = chunks;
+        }
+    }
+    // A stage holds one, two or four k blocks (the tile's staging depth);
+    // the k step stays one block.
+    let stage_k = WGMMA_BK * kernel.wgmma_k_blocks_per_stage();
+    let stage = (bm + bn) * stage_k * 2;
+    let stages = WGMMA_RING_BYTES / stage;
+    let block = [128 * (1 + bm / 64), 1, 1];
+    Ok(Geometry {
+        grid: [tiles.max(1) as u32, 1, z],
+        block,
+        tile: TileShape {
+            m: bm,
+            n: bn,
+            k: stage_k,
+        },
+        bk: WGMMA_BK,
+        threads: block.iter().product(),
+        // The ring, 1 KiB to align it for the 128-byte swizzle, and a
+        // full and an empty mbarrier per stage.
+        dynamic_shared_bytes: stages * stage + 1024 + 16 * stages,
+        stages,
+    })
+}
+
+/// Every symbol the GEMM module exports, with what it serves and its
+/// resources digest (from `resources`, keyed by symbol, where known).
+pub fn module_entries(
+    module: CudaModule,
+    resources: &std::collections::HashMap<String, Digest>,
+) -> Vec<crate::identity::SymbolEntry> {
+    let mut out = Vec::new();
+    for &k in module.families() {
+        let (contract, _) = k.contract();
+        for op in GemmOp::ALL {
+            for dtype in DType::ALL {
+                if k.supports(*dtype) {
+                    let name = k.symbol(*op, *dtype);
+                    let mut e = crate::identity::SymbolEntry::new(name.clone())
+                        .serving(&[*op], &[*dtype], &contract, k.is_mma())
+                        .declaring(k.declaration(*dtype));
+                    if let Some(d) = resources.get(&name) {
+                        e = e.with_resources(*d);
+                    }
+                    out.push(e);
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// The most dynamic shared memory any launch of `module`'s kernels asks
+/// for (0 when none needs more than the default).
+pub fn max_dynamic_shared_bytes(module: CudaModule) -> u32 {
+    let any = GemmShape { m: 1, k: 8, n: 8 };
+    module
+        .families()
+        .iter()
+        .filter_map(|k| k.geometry(any).ok())
+        .map(|g| g.dynamic_shared_bytes)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Every symbol `module` exports, sorted.
+pub fn module_symbols(module: CudaModule) -> Vec<String> {
+    let mut out = Vec::new();
+    for &k in module.families() {
+        for op in GemmOp::ALL {
+            for dtype in DType::ALL {
+                if k.supports(*dtype) {
+                    out.push(k.symbol(*op, *dtype));
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Dense leading dimensions of the op's storage layout.
+pub fn strides(op: GemmOp, shape: GemmShape) -> GemmStrides {
+    GemmStrides::dense(op, shape)
+}
+
+/// Digest of a kernel launch's argument values (device addresses excluded).
+pub fn arguments_digest(
+    symbol: &str,
+    shape: GemmShape,
+    strides: GemmStrides,
+    splits: u32,
+) -> Digest {
+    crate::kernels::gemm_arguments_digest(
+        "gemm-audit/cuda-arguments/v1",
+        symbol,
+        shape,
+        strides,
+        splits,
+    )
+}
+
+/// The route of `kernel` on one problem, served by `module` (with the
+/// symbol's `resources` digest) under `live`. The module's declaration of
+/// the symbol fills in the instruction, tile, k block, stages and
+/// capabilities; the builder refuses a route that contradicts it. Pure, so
+/// the routes stored in the H200 goldens are rebuilt without a device.
+pub fn nvrtc_route(
+    live: &GemmRouteIdentity,
+    module: &ModuleIdentity,
+    resources: Digest,
+    gemm: &str,
+    (op, dtype, shape): (GemmOp, DType, GemmShape),
+    kernel: CudaKernel,
+) -> Result<ResolvedGemmRoute, String> {
+    nvrtc_route_strided(
+        live,
+        module,
+        resources,
+        gemm,
+        (op, dtype, shape),
+        kernel,
+        strides(op, shape),
+    )
+}
+
+/// [`nvrtc_route`] of operands stored with `strides` (a wgmma kernel only,
+/// within [`wgmma_strides`]; every other family is dense). The CUDA
+/// backend launches dense routes only: this is the route of an engine's
+/// strided views (`InvariantGemms`).
+pub fn nvrtc_route_strided(
+    live: &GemmRouteIdentity,
+    module: &ModuleIdentity,
+    resources: Digest,
+    gemm: &str,
+    (op, dtype, shape): (GemmOp, DType, GemmShape),
+    kernel: CudaKernel,
+    strides: GemmStrides,
+) -> Result<ResolvedGemmRoute, String> {
+    let dense = strides == GemmStrides::dense(op, shape);
+    serves(kernel, op, shape, dense)?;
+    if !dense {
+        if !kernel.is_wgmma() {
+            return Err(format!(
+                "{} reads dense operands only",
+                kernel.symbol_family()
+            ));
+        }
+        wgmma_strides(op, shape, strides)?;
+    }
+    let g = kernel.geometry(shape)?;
+    let symbol = kernel.symbol(op, dtype);
+    let (kind, ownership) = kernel.contract();
+    let mut route = GemmRouteBuilder::new(live, module, &symbol, gemm)
+        .problem(op, dtype, shape)
+        .strides(strides)
+        .contract(kind, kernel.splits())
+        .tensor_cores(kernel.is_mma())
+        .numerics(OperandConversion::ExactWiden, ownership)
+        .launch_config(LaunchConfig {
+            grid: g.grid,
+            block: g.block,
+            dynamic_shared_bytes: g.dynamic_shared_bytes,
+            arguments_digest: arguments_digest(&symbol, shape, strides, kernel.splits()),
+        })
+        .resources(resources);
+    if kernel.is_wgmma() {
+        route = route.tensor_map(tensor_map_digest(&tensor_maps_strided(
+            kernel, op, dtype, shape, strides,
+        )));
+    }
+    route.build().map_err(|e| e.to_string())
+}
+
+/// The shape-based dispatcher of `RouteChoice::Policy`:
+/// - halves with tensor cores permitted: `mma_large` from m =
+///   [`DISPATCH_MMA_LARGE_MIN_M`], `mma_small` below (bit-identical, so
+///   batch invariant);
+/// - otherwise fixed split-K ([`DISPATCH_SPLITS`]) when m <=
+///   [`DISPATCH_SPLIT_K_MAX_M`], k >= [`DISPATCH_SPLIT_K_MIN_K`] and the
+///   policy permits split-K for the dtype (deterministic, not batch
+///   invariant), else tiled.
+pub fn dispatch(dtype: DType, m: u64, k: u64, tensor_cores: bool, split_ok: bool) -> CudaKernel {
+    if dtype.is_half() && tensor_cores {
+        if m >= DISPATCH_MMA_LARGE_MIN_M {
+            CudaKernel::MmaLarge
+        } else {
+            CudaKernel::MmaSmall
+        }
+    } else if crate::kernels::dispatch_split_k(m, k, split_ok) {
+        CudaKernel::SplitKFixed(DISPATCH_SPLITS)
+    } else {
+        CudaKernel::Tiled
+    }
+}
+
+/// Environment variables that change what cuBLAS and cuBLASLt compute or
+/// choose: `NVIDIA_TF32_OVERRIDE` (`0` turns TF32 off for every f32 GEMM,
+/// whatever the math mode), `CUBLAS_WORKSPACE_CONFIG` (the workspace cuBLAS
+/// may split a GEMM into, and so whether results repeat across streams) and
+/// `CUBLASLT_WORKSPACE_SIZE` (the workspace the cuBLASLt heuristic may
+/// use, and so its pick). Users set them for determinism; the ones that are
+/// set are part of the library's identity ([`version_with_knobs`]).
+pub const VENDOR_DETERMINISM_ENV: [&str; 3] = [
+    "CUBLAS_WORKSPACE_CONFIG",
+    "CUBLASLT_WORKSPACE_SIZE",
+    "NVIDIA_TF32_OVERRIDE",
+];
+
+/// Longest value of a knob kept in a version string.
+const KNOB_VALUE_CHARS: usize = 64;
+
+/// A vendor library's version string with the [`VENDOR_DETERMINISM_ENV`]
+/// knobs that `lookup` finds set (the process environment, in use):
+/// unchanged when none is, so traces recorded without them keep their
+/// identity; else e.g. `cuBLAS 13.1.0 [NVIDIA_TF32_OVERRIDE=0]`. The
+/// version is in the library's module digest and in every vendor route,
+/// so flipping a knob is an identity change the guard refuses and `diff`
+/// names. Values keep printable ASCII only (`?` for anything else), at
+/// most 64 characters.
+pub fn version_with_knobs(version: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
+    let set: Vec<String> = VENDOR_DETERMINISM_ENV
+        .iter()
+        .filter_map(|&k| {
+            lookup(k).map(|v| {
+                let v: String = v
+                    .chars()
+                    .take(KNOB_VALUE_CHARS)
+                    .map(|c| if c.is_ascii_graphic() { c } else { '?' })
+                    .collect();
+                format!("{k}={v}")
+            })
+        })
+        .collect();
+    if set.is_empty() {
+        version.to_string()
+    } else {
+        format!("{version} [{}]", set.join(", "))
+    }
+}
+
+/// The pinned NVRTC options. Why each:
+/// - `--gpu-architecture=sm_XX`: a cubin for exactly this device's compute
+///   capability (no driver JIT between the digested artifact and the SASS);
+/// - `--fmad=false`: no contraction of separate multiplies and adds (the
+///   kernels spell every rounding-relevant operation as PTX anyway);
+/// - `--ftz=false`, `--prec-div=true`, `--prec-sqrt=true`: IEEE denormals
+///   and rounding, never `--use_fast_math`;
+/// - `-default-device`: plain functions are device functions;
+/// - `--std=c++17`: a fixed language level.
+pub fn compile_options(arch: &str) -> Vec<String> {
+    vec![
+        format!("--gpu-architecture={arch}"),
+        "--fmad=false".into(),
+        "--ftz=false".into(),
+        "--prec-div=true".into(),
+        "--prec-sqrt=true".into(),
+        "-default-device".into(),
+        "--std=c++17".into(),
+    ]
+}
+
+/// Digest of the compile options (part of the compiler identity).
+pub fn options_digest(options: &[String]) -> Digest {
+    let mut w = DigestWriter::new("gemm-audit/nvrtc-options/v1");
+    w.field("options", FieldValue::StrList(options));
+    w.finish()
+}
+
+#[cfg(test)]
+mod tests;
