@@ -129,6 +129,19 @@ def bits_row(label, make, m, n, dtype):
     return good
 
 
+def problems(r, shapes):
+    """The bit checks' problems: every dtype and op of each (m, k, n) in
+    `shapes` (TN only where m is a multiple of 8), with seeded operands as
+    stored: (dtype, op, m, k, n, a_st, b_st)."""
+    for dtype in (torch.bfloat16, torch.float16):
+        for op in ("nn", "tn", "nt"):
+            for (m, k, n) in shapes:
+                if op == "tn" and m % 8:
+                    continue
+                _, _, a_st, b_st = r.operands(op, m, k, n, dtype, 5)
+                yield dtype, op, m, k, n, a_st, b_st
+
+
 def timed_row(r, op, m, k, n, launches, reps=None):
     """cuBLAS and each of `launches(a_st, b_st, c)` (key -> launcher) on one
     bf16 problem, timed interleaved (best of 7, hot L2): cuBLAS's us and
@@ -165,19 +178,14 @@ def main_ladder(mod):
     ok = True
     r = wp.Runner.__new__(wp.Runner)
     rungs = ((64, 32), (64, 128))
-    for dtype in (torch.bfloat16, torch.float16):
-        for op in ("nn", "tn", "nt"):
-            for (m, k, n) in ((8, 4096, 4096), (64, 4096, 4096), (200, 1024, 3072), (48, 512, 8192 + 96),
-                              (256, 4096, 1024)):
-                if op == "tn" and m % 8:
-                    continue
-                _, _, a_st, b_st = r.operands(op, m, k, n, dtype, 5)
-                for rung in rungs:
-                    ok &= bits_row(
-                        f"{op} {str(dtype)[6:]:8} {rung[0]}x{rung[1]} {m}x{k}x{n} ({lp.chunks(k, n)} chunks): "
-                        "pair vs shipped",
-                        lambda pair: lambda c: ladder(mod, rung, pair, op, dtype, a_st, b_st, m, k, n, c)(),
-                        m, n, dtype)
+    shapes = ((8, 4096, 4096), (64, 4096, 4096), (200, 1024, 3072), (48, 512, 8192 + 96), (256, 4096, 1024))
+    for dtype, op, m, k, n, a_st, b_st in problems(r, shapes):
+        for rung in rungs:
+            ok &= bits_row(
+                f"{op} {str(dtype)[6:]:8} {rung[0]}x{rung[1]} {m}x{k}x{n} ({lp.chunks(k, n)} chunks): "
+                "pair vs shipped",
+                lambda pair: lambda c: ladder(mod, rung, pair, op, dtype, a_st, b_st, m, k, n, c)(),
+                m, n, dtype)
     print("LADDER-PAIR BITS", "PASS" if ok else "FAIL", flush=True)
     if not ok:
         return 1
@@ -204,11 +212,17 @@ PAIR_M_RUNGS = {"decode": (64, 64, "split"), "narrow": (64, 32, "fold"), "band":
                  "wide": (128, 128, "fold")}
 
 
+def pairs_fit(rung, m):
+    """Whether `rung`'s row tiles at m pair up (the patch's clusters need an
+    even count)."""
+    return (-(-m // PAIR_M_RUNGS[rung][0])) % 2 == 0
+
+
 def pair_m(mod, rung, pair, op, dtype, a_st, b_st, m, k, n, c):
     """A ladder rung (PAIR_M_RUNGS), shipped or in clusters of two row tiles
-    (None where its row tiles are odd)."""
+    (None where its row tiles do not pair up)."""
     bm, bn, how = PAIR_M_RUNGS[rung]
-    if pair and (-(-m // bm)) % 2:
+    if pair and not pairs_fit(rung, m):
         return None
     return wp.kernel_launch(mod, (bm, bn), how, op, dtype, a_st, b_st, m, k, n, c, chunks=lp.chunks(k, n),
                             suffix="x2" if pair else "")
@@ -218,20 +232,16 @@ def main_ladder_m(mod):
     """ladder-pair-m: bits against the shipped rungs, then timed beside them."""
     ok = True
     r = wp.Runner.__new__(wp.Runner)
-    for dtype in (torch.bfloat16, torch.float16):
-        for op in ("nn", "tn", "nt"):
-            for (m, k, n) in ((128, 4096, 4096), (96, 4096, 4096), (256, 4096, 6144), (256, 1024, 3072),
-                              (200, 4096, 1024), (512, 14336, 4096), (136, 520, 328)):
-                if op == "tn" and m % 8:
-                    continue
-                _, _, a_st, b_st = r.operands(op, m, k, n, dtype, 5)
-                for rung in PAIR_M_RUNGS:
-                    if (-(-m // PAIR_M_RUNGS[rung][0])) % 2:
-                        continue
-                    ok &= bits_row(
-                        f"{op} {str(dtype)[6:]:8} {rung:6} {m}x{k}x{n} ({lp.chunks(k, n)} chunks): pair vs shipped",
-                        lambda pair: lambda c: pair_m(mod, rung, pair, op, dtype, a_st, b_st, m, k, n, c)(),
-                        m, n, dtype)
+    shapes = ((128, 4096, 4096), (96, 4096, 4096), (256, 4096, 6144), (256, 1024, 3072), (200, 4096, 1024),
+              (512, 14336, 4096), (136, 520, 328))
+    for dtype, op, m, k, n, a_st, b_st in problems(r, shapes):
+        for rung in PAIR_M_RUNGS:
+            if not pairs_fit(rung, m):
+                continue
+            ok &= bits_row(
+                f"{op} {str(dtype)[6:]:8} {rung:6} {m}x{k}x{n} ({lp.chunks(k, n)} chunks): pair vs shipped",
+                lambda pair: lambda c: pair_m(mod, rung, pair, op, dtype, a_st, b_st, m, k, n, c)(),
+                m, n, dtype)
     print("LADDER-PAIR-M BITS", "PASS" if ok else "FAIL", flush=True)
     if not ok:
         return 1
@@ -262,17 +272,13 @@ def main_wide(mod):
     def tile(bn, op, dtype, a_st, b_st, m, k, n, c):
         return wp.kernel_launch(mod, (BM, bn), "wgmma", op, dtype, a_st, b_st, m, k, n, c)
 
-    for dtype in (torch.bfloat16, torch.float16):
-        for op in ("nn", "tn", "nt"):
-            for (m, k, n) in ((200, 136, 264), (384, 1024, 648), (8, 4096, 4096), (1000, 4096, 4096),
-                              (1024, 4096, 14336), (1024, 14336, 4096), (136, 520, 328)):
-                if op == "tn" and m % 8:
-                    continue
-                _, _, a_st, b_st = r.operands(op, m, k, n, dtype, 5)
-                ok &= bits_row(
-                    f"{op} {str(dtype)[6:]:8} {m}x{k}x{n}: 128x320 vs 128x256",
-                    lambda var: lambda c: tile(320 if var else 256, op, dtype, a_st, b_st, m, k, n, c)(),
-                    m, n, dtype)
+    shapes = ((200, 136, 264), (384, 1024, 648), (8, 4096, 4096), (1000, 4096, 4096), (1024, 4096, 14336),
+              (1024, 14336, 4096), (136, 520, 328))
+    for dtype, op, m, k, n, a_st, b_st in problems(r, shapes):
+        ok &= bits_row(
+            f"{op} {str(dtype)[6:]:8} {m}x{k}x{n}: 128x320 vs 128x256",
+            lambda var: lambda c: tile(320 if var else 256, op, dtype, a_st, b_st, m, k, n, c)(),
+            m, n, dtype)
     print("WIDE320 BITS", "PASS" if ok else "FAIL", flush=True)
     if not ok:
         return 1
@@ -314,18 +320,14 @@ def main():
     r = wp.Runner.__new__(wp.Runner)  # operands only: no second module
     # Bits: the variant == one CTA, every op and dtype, odd and even tile rows, m
     # and n tails; and run to run.
-    for dtype in (torch.bfloat16, torch.float16):
-        for op in ("nn", "tn", "nt"):
-            for (m, k, n) in ((200, 136, 264), (384, 1024, 512), (8, 4096, 4096), (1000, 4096, 4096),
-                              (4096, 4096, 4096), (1024, 14336, 4096)):
-                if op == "tn" and m % 8:
-                    continue
-                _, _, a_st, b_st = r.operands(op, m, k, n, dtype, 5)
-                for bn in BNS:
-                    ok &= bits_row(
-                        f"{op} {str(dtype)[6:]:8} bn={bn} {m}x{k}x{n}: {VARIANT} vs one CTA",
-                        lambda var: lambda c: wgmma(mod, bn, var, op, dtype, a_st, b_st, m, k, n, c)(),
-                        m, n, dtype)
+    shapes = ((200, 136, 264), (384, 1024, 512), (8, 4096, 4096), (1000, 4096, 4096), (4096, 4096, 4096),
+              (1024, 14336, 4096))
+    for dtype, op, m, k, n, a_st, b_st in problems(r, shapes):
+        for bn in BNS:
+            ok &= bits_row(
+                f"{op} {str(dtype)[6:]:8} bn={bn} {m}x{k}x{n}: {VARIANT} vs one CTA",
+                lambda var: lambda c: wgmma(mod, bn, var, op, dtype, a_st, b_st, m, k, n, c)(),
+                m, n, dtype)
     print(f"{VARIANT.upper()} BITS", "PASS" if ok else "FAIL", flush=True)
     if not ok:
         return 1
