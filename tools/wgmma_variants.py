@@ -28,6 +28,13 @@ define, which adds gemm_wgmma_<bn><suffix>_<op>_<dtype>:
   narrow and band rungs as gemm_ladder_<bm>x<bn>_foldx2_<op>_<dtype>):
   clusters of two CTAs of one tile row (adjacent tile columns) sharing
   each stage's A' through TMA multicast, against the shipped rungs;
+- tail (wgmma_tail.patch, WGMMA_TAIL_ENTRIES, suffix t, tiles 256, 192
+  and 128 wide): persistent (one block per SM, at most one per tile), and
+  the k blocks of the last, partial wave's tiles cut into one equal
+  contiguous segment per block; a tile cut into pieces is summed in
+  series, each piece starting from the f32 partial the piece before it
+  left in a workspace, so every output keeps the one-CTA kernel's k16
+  sequence. Timed with the split (t) and without it (p: persistent only);
 - ladder-pair-m (ladder_pair_m.patch, LADDER_PAIR_M_ENTRIES, the decode,
   narrow, band and wide rungs as gemm_ladder_<bm>x<bn>_<how>x2_<op>_<dt>):
   clusters of two CTAs of one tile column (row tiles 2i and 2i + 1, so
@@ -44,6 +51,7 @@ launches, interleaved, hot L2.
     LD_LIBRARY_PATH=/usr/local/cuda/lib64 python3 tools/wgmma_variants.py persist
 """
 
+import ctypes
 import os
 import subprocess
 import sys
@@ -66,6 +74,7 @@ VARIANTS = {
     "persist-store": ("wgmma_persist_store.patch", "WGMMA_PERSIST2_ENTRIES", "q"),
     "wide320": ("wgmma_320.patch", "WGMMA_320_ENTRIES", ""),
     "ladder-pair-m": ("ladder_pair_m.patch", "LADDER_PAIR_M_ENTRIES", "x2"),
+    "tail": ("wgmma_tail.patch", "WGMMA_TAIL_ENTRIES", "t"),
 }
 VARIANT = sys.argv[1] if len(sys.argv) > 1 else "pair"
 # The tile widths a variant is built for.
@@ -296,6 +305,75 @@ def main_wide(mod):
     return 0
 
 
+def tail_launch(mod, bn, split, op, dtype, a_st, b_st, m, k, n, c):
+    """tail's 128 x bn kernel: min(tiles, SMs) blocks; split 0 walks whole
+    tiles only (persistent), 1 also cuts the last partial wave's tiles
+    along k. Its workspace holds one f32 partial per tail tile (fewer than
+    the blocks), its flags one u32 per tail tile, zero at rest."""
+    dt = "bf16" if dtype == torch.bfloat16 else "f16"
+    smem = wp.smem_bytes(bn) + 16  # and the `epi` barrier
+    mod.func(f"gemm_wgmma_{bn}t_{op}_{dt}", smem)  # before kernel_launch asks with less
+    run = wp.kernel_launch(mod, (BM, bn), "wgmma", op, dtype, a_st, b_st, m, k, n, c, suffix="t")
+    run.grid = (min(run.grid[0], SMS), 1, 1)
+    run.smem = smem
+    ws = torch.empty(SMS * BM * bn, device="cuda", dtype=torch.float32)
+    flags = torch.zeros(SMS, device="cuda", dtype=torch.int32)
+    run.args = run.args + [ctypes.c_void_p(ws.data_ptr()), ctypes.c_void_p(flags.data_ptr()),
+                           ctypes.c_uint32(split)]
+    run.keep = (*run.keep, ws, flags)
+    return run
+
+
+def tail_shape(bn, m, n):
+    """Tiles, whole waves and tiles left over of 128 x bn tiles on SMS SMs."""
+    tiles = -(-m // BM) * -(-n // bn)
+    return f"{tiles}={tiles // SMS}x{SMS}+{tiles % SMS}"
+
+
+def main_tail(mod):
+    """tail: split (and persistent alone) against the one-CTA kernel of
+    each tile, bit for bit, run to run (the flags back at zero) and with
+    every output written; then timed beside it and cuBLAS."""
+    ok = True
+    r = wp.Runner.__new__(wp.Runner)
+    bns = (256, 192, 128)
+    # Leftover tiles with long and short segments (k = 1000: three blocks a
+    # segment, so chains of middle pieces), m and n tails, k tails.
+    shapes = ((4096, 4096, 14336), (4096, 4096, 4096), (1000, 1000, 9000), (2056, 328, 5000),
+              (8, 4096, 4096), (3000, 14336, 4096))
+    for dtype, op, m, k, n, a_st, b_st in problems(r, shapes):
+        for bn in bns:
+            for split in (0, 1):
+                ok &= bits_row(
+                    f"{op} {str(dtype)[6:]:8} bn={bn} {m}x{k}x{n} ({tail_shape(bn, m, n)}) split={split}: vs one CTA",
+                    lambda var: lambda c: (tail_launch(mod, bn, split, op, dtype, a_st, b_st, m, k, n, c) if var
+                                           else wgmma(mod, bn, False, op, dtype, a_st, b_st, m, k, n, c))(),
+                    m, n, dtype)
+    print("TAIL BITS", "PASS" if ok else "FAIL", flush=True)
+    if not ok:
+        return 1
+    shapes = [(m, 4096, 4096) for m in (1024, 2048, 4096, 8192)]
+    shapes += [(m, 4096, 6144) for m in (1024, 4096, 8192)] + [(m, 4096, 14336) for m in (1024, 2048, 4096, 8192)]
+    shapes += [(1024, 14336, 4096), (4096, 14336, 4096), (8192, 8192, 8192)]
+    bns = (256, 192)
+    heads = " ".join(f"{'w' + str(bn):>6} {'p':>6} {'t':>6}" for bn in bns)
+    print(f"{'op':3} {'m x k x n':>18} {'tiles (256)':>14} {'cuBLAS us':>10} {heads}"
+          "  (cuBLAS time / kernel time; p persistent, t split tail)", flush=True)
+    for op in ("nn", "nt", "tn"):
+        for (m, k, n) in shapes:
+            def launches(a_st, b_st, c):
+                out = {}
+                for bn in bns:
+                    out[(bn, "")] = wgmma(mod, bn, False, op, torch.bfloat16, a_st, b_st, m, k, n, c)
+                    for split in (0, 1):
+                        out[(bn, split)] = tail_launch(mod, bn, split, op, torch.bfloat16, a_st, b_st, m, k, n, c)
+                return out
+            base, ratio = timed_row(r, op, m, k, n, launches)
+            cols = " ".join(f"{ratio[(bn, v)]:6.3f}" for bn in bns for v in ("", 0, 1))
+            print(f"{op:3} {m:>6}x{k}x{n} {tail_shape(256, m, n):>14} {base:10.1f} {cols}", flush=True)
+    return 0
+
+
 def main():
     global SMS
     if VARIANT not in VARIANTS:
@@ -316,6 +394,8 @@ def main():
         return main_wide(mod)
     if VARIANT == "ladder-pair-m":
         return main_ladder_m(mod)
+    if VARIANT == "tail":
+        return main_tail(mod)
     ok = True
     r = wp.Runner.__new__(wp.Runner)  # operands only: no second module
     # Bits: the variant == one CTA, every op and dtype, odd and even tile rows, m

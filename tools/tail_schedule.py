@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""The split tail's schedule (tools/wgmma_tail.patch, tail_plan and
+tail_walk), checked on the CPU: every tile's pieces cover its k blocks
+once, in order; the pieces never wait on one another in a cycle (each
+block runs its items in order and a piece waits for the one before it);
+and a timeline in k-block units against whole tiles only.
+
+The kernel derives the schedule from (tiles, k blocks, grid) alone; the
+bits do not depend on it (each piece continues the partial of the one
+before), only the time does. `--spill B` is the cost of storing or loading
+a partial, in k blocks (default 2: 128 KiB per 128x256 tile).
+
+    python3 tools/tail_schedule.py            # goal shapes, then random ones
+"""
+
+import argparse
+import random
+
+
+def plan(tiles, kb, grid, b, split=True):
+    """Block b's items (tile, lo, hi) in the order tail_walk runs them."""
+    r = tiles % grid if split else 0
+    first = tiles - r
+    whole = -(-(first - b) // grid) if first > b else 0
+    pieces = {}
+    segments = grid if 2 * r >= grid else 2 * r
+    if r and b < segments:
+        total = r * kb
+        lo, hi = b * total // segments, (b + 1) * total // segments
+        if lo != hi:
+            for j in range(lo // kb, (hi - 1) // kb + 1):
+                t0 = j * kb
+                p = (first + j, max(lo, t0) - t0, min(hi, t0 + kb) - t0)
+                kind = "end" if p[2] == kb else "begin" if p[1] == 0 else "middle"
+                pieces[kind] = p
+    half = whole // 2
+    items = [pieces["begin"]] if "begin" in pieces else []
+    items += [(b + i * grid, 0, kb) for i in range(half)]
+    items += [pieces["middle"]] if "middle" in pieces else []
+    items += [(b + i * grid, 0, kb) for i in range(half, whole)]
+    items += [pieces["end"]] if "end" in pieces else []
+    return items
+
+
+def check(tiles, kb, sms, split=True, spill=2.0):
+    """Asserts coverage, order and progress; returns (timeline, whole-tile
+    time) in k blocks."""
+    grid = min(tiles, sms)
+    blocks = [plan(tiles, kb, grid, b, split) for b in range(grid)]
+    cover = {}
+    for b, items in enumerate(blocks):
+        for (t, lo, hi) in items:
+            assert 0 <= lo < hi <= kb, (t, lo, hi)
+            cover.setdefault(t, []).append((lo, hi))
+    assert sorted(cover) == list(range(tiles)), "every tile once"
+    for t, ps in cover.items():
+        ps.sort()
+        assert ps[0][0] == 0 and ps[-1][1] == kb, (t, ps)
+        assert all(a[1] == c[0] for a, c in zip(ps, ps[1:])), (t, ps)
+    done, pos, clock = {}, [0] * grid, [0.0] * grid
+    moved = True
+    while moved:
+        moved = False
+        for b in range(grid):
+            while pos[b] < len(blocks[b]):
+                t, lo, hi = blocks[b][pos[b]]
+                start = clock[b]
+                if lo > 0:
+                    if (t, lo) not in done:
+                        break  # waits for the piece before
+                    start = max(start, done[(t, lo)])
+                clock[b] = start + (hi - lo) + spill * ((lo > 0) + (hi < kb))
+                done[(t, hi)] = clock[b]
+                pos[b] += 1
+                moved = True
+    assert all(pos[b] == len(blocks[b]) for b in range(grid)), "a cycle of waits"
+    return max(clock), -(-tiles // grid) * kb
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sms", type=int, default=132)
+    ap.add_argument("--spill", type=float, default=2.0)
+    ap.add_argument("--random", type=int, default=3000, help="random (tiles, k blocks, grid) to check")
+    a = ap.parse_args()
+    print(f"{'m x k x n':>20} {'tile':>7} {'tiles':>14} {'whole':>6} {'split':>7} {'gain':>6}")
+    for (m, k, n) in [(4096, 4096, 4096), (8192, 4096, 4096), (4096, 4096, 6144), (8192, 4096, 6144),
+                      (4096, 4096, 14336), (8192, 4096, 14336), (4096, 14336, 4096), (8192, 8192, 8192)]:
+        for bn in (256, 192):
+            tiles, kb = -(-m // 128) * -(-n // bn), -(-k // 64)
+            t, whole = check(tiles, kb, a.sms, spill=a.spill)
+            check(tiles, kb, a.sms, split=False)
+            print(f"{m:>6}x{k}x{n} {'128x' + str(bn):>7} {tiles:>5}={tiles // a.sms}x{a.sms}+{tiles % a.sms:<3}"
+                  f" {whole:>6} {t:>7.0f} {whole / t:6.3f}")
+    rng = random.Random(1)
+    for _ in range(a.random):
+        args = (rng.randint(1, 5000), rng.randint(1, 300), rng.randint(1, 200))
+        check(*args)
+        check(*args, split=False)
+    print(f"{a.random} random schedules: every tile covered once, in order, no cycle of waits")
+
+
+if __name__ == "__main__":
+    main()
