@@ -5,8 +5,8 @@ here is used by the crate; docs/benchmarks.md, section 4i).
 
 BASE.cu is the reference build (e.g. the committed file, from
 `git show REV:crates/cuda/kernels/wgmma.cu`); each NEW.cu is a variant
-(default: the working tree's wgmma.cu). Every kernel family (wgmma 256
-and 128, the ladder's five rungs) runs every build on NaN-filled outputs:
+(default: the working tree's wgmma.cu). Every kernel family (wgmma 256,
+192 and 128, the ladder's five rungs) runs every build on NaN-filled outputs:
 dense C, C 4 bytes off a 16-byte boundary, and C with a padded even ldc;
 an element that differs from BASE's, or is left unwritten, fails. Then
 each is timed (CUDA graphs of launches, hot L2, best of 7 interleaved
@@ -28,7 +28,8 @@ import wgmma_probe as wp  # noqa: E402
 from ladder_tune import best_of, graph_time as graph  # noqa: E402
 
 # family: (rows, cols, how), how = wgmma | split | fold
-FAMILIES = {"w256": (128, 256, "wgmma"), "w128": (128, 128, "wgmma"), "decode": (64, 64, "split"),
+FAMILIES = {"w256": (128, 256, "wgmma"), "w192": (128, 192, "wgmma"), "w128": (128, 128, "wgmma"),
+            "decode": (64, 64, "split"),
             "mid": (128, 128, "split"), "wide": (128, 128, "fold"), "band": (64, 128, "fold"),
             "narrow": (64, 32, "fold")}
 KEEP = []
@@ -77,7 +78,8 @@ def main():
     for dtype in (torch.bfloat16, torch.float16):
         for op in ("nn", "tn", "nt"):
             for (m, k, n) in ((200, 1024, 264), (8, 4096, 4096), (1000, 512, 3072), (72, 4096, 1024),
-                              (64, 4104, 4096), (40, 4288, 1024), (24, 4096, 1024), (16, 4096, 4096)):
+                              (64, 4104, 4096), (40, 4288, 1024), (24, 4096, 1024), (16, 4096, 4096),
+                              (2056, 1000, 5000)):
                 if op == "tn" and m % 8:
                     continue
                 _, _, a_st, b_st = r.operands(op, m, k, n, dtype, 5)
@@ -112,8 +114,11 @@ def main():
                   ("wide", "nn", 256, 4096, 1024), ("w128", "nn", 1024, 4096, 6144), ("w256", "nn", 4096, 4096, 4096)]
         return time_cases(mods, r, dt, cases)
     cases = [("w256", op, m, 4096, 4096) for op in ("nn", "tn", "nt") for m in (1024, 4096, 8192)]
-    cases += [("w256", "nn", m, k, n) for (m, k, n) in ((4096, 4096, 14336), (4096, 14336, 4096),
-                                                       (8192, 8192, 8192), (4096, 1024, 4096))]
+    cases += [("w256", op, m, k, n) for op in ("nn", "tn", "nt")
+              for (m, k, n) in ((1024, 4096, 6144), (8192, 4096, 6144), (1024, 4096, 14336), (2048, 4096, 14336),
+                                (4096, 4096, 14336), (8192, 8192, 8192))]
+    cases += [("w256", "nn", m, k, n) for (m, k, n) in ((4096, 14336, 4096), (4096, 1024, 4096))]
+    cases += [("w192", "nn", m, k, n) for (m, k, n) in ((1024, 4096, 14336), (4096, 4096, 14336), (8192, 4096, 6144))]
     cases += [("w128", "nn", m, 4096, n) for (m, n) in ((1024, 6144), (4096, 4096))]
     cases += [("wide", "nn", 1024, 4096, 1024), ("mid", "nn", 1024, 4096, 1024)]
     cases += [("band", op, m, 4096, n) for op in ("nn", "tn") for (m, n) in ((256, 4096), (64, 14336))]

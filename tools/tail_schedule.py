@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""The split tail's schedule (tools/wgmma_tail.patch, tail_plan and
-tail_walk), checked on the CPU: every tile's pieces cover its k blocks
+"""The split tail's schedule (tail_plan and tail_walk of
+tools/wgmma_tail.patch and, with its rule for when to cut,
+tools/wgmma_persistent.patch), checked on the CPU: every tile's pieces cover its k blocks
 once, in order; the pieces never wait on one another in a cycle (each
 block runs its items in order and a piece waits for the one before it);
-and a timeline in k-block units against whole tiles only.
+and a timeline in k-block units against whole tiles only (the timeline leaves out
+L2: blocks whose k walks drift apart stop sharing A' and B' there, which is
+why the kernel cuts only where its rule says; that rule is printed).
 
 The kernel derives the schedule from (tiles, k blocks, grid) alone; the
 bits do not depend on it (each piece continues the partial of the one
@@ -17,13 +20,31 @@ import argparse
 import random
 
 
+def splits(tiles, kb, grid):
+    """(tail tiles, segments) of the schedule: the kernel's rule (cut the
+    last wave only where segments are at most 4/5 of a tile and the wave is
+    cut by at least 1/40 of the whole-tile time), or (0, 0)."""
+    r = tiles % grid
+    segments = grid if 2 * r >= grid else 2 * r
+    if r:
+        seg = -(-r * kb // segments)
+        if 5 * seg <= 4 * kb and 40 * (kb - seg) >= (tiles // grid + 1) * kb:
+            return r, segments
+    return 0, 0
+
+
 def plan(tiles, kb, grid, b, split=True):
-    """Block b's items (tile, lo, hi) in the order tail_walk runs them."""
-    r = tiles % grid if split else 0
+    """Block b's items (tile, lo, hi) in the order tail_walk runs them;
+    split: True (always cut a partial last wave), "rule" (the kernel's
+    rule) or False (whole tiles only)."""
+    if split == "rule":
+        r, segments = splits(tiles, kb, grid)
+    else:
+        r = tiles % grid if split else 0
+        segments = grid if 2 * r >= grid else 2 * r
     first = tiles - r
     whole = -(-(first - b) // grid) if first > b else 0
     pieces = {}
-    segments = grid if 2 * r >= grid else 2 * r
     if r and b < segments:
         total = r * kb
         lo, hi = b * total // segments, (b + 1) * total // segments
@@ -83,20 +104,23 @@ def main():
     ap.add_argument("--spill", type=float, default=2.0)
     ap.add_argument("--random", type=int, default=3000, help="random (tiles, k blocks, grid) to check")
     a = ap.parse_args()
-    print(f"{'m x k x n':>20} {'tile':>7} {'tiles':>14} {'whole':>6} {'split':>7} {'gain':>6}")
-    for (m, k, n) in [(4096, 4096, 4096), (8192, 4096, 4096), (4096, 4096, 6144), (8192, 4096, 6144),
+    print(f"{'m x k x n':>20} {'tile':>7} {'tiles':>14} {'whole':>6} {'split':>7} {'gain':>6}  kernel's rule")
+    for (m, k, n) in [(1024, 4096, 6144), (1024, 4096, 14336), (2048, 4096, 4096), (4096, 4096, 4096),
+                      (8192, 4096, 4096), (4096, 4096, 6144), (8192, 4096, 6144), (2048, 4096, 14336),
                       (4096, 4096, 14336), (8192, 4096, 14336), (4096, 14336, 4096), (8192, 8192, 8192)]:
         for bn in (256, 192):
             tiles, kb = -(-m // 128) * -(-n // bn), -(-k // 64)
             t, whole = check(tiles, kb, a.sms, spill=a.spill)
             check(tiles, kb, a.sms, split=False)
+            rule = "split" if splits(tiles, kb, min(tiles, a.sms))[0] else "whole tiles"
             print(f"{m:>6}x{k}x{n} {'128x' + str(bn):>7} {tiles:>5}={tiles // a.sms}x{a.sms}+{tiles % a.sms:<3}"
-                  f" {whole:>6} {t:>7.0f} {whole / t:6.3f}")
+                  f" {whole:>6} {t:>7.0f} {whole / t:6.3f}  {rule}")
     rng = random.Random(1)
     for _ in range(a.random):
         args = (rng.randint(1, 5000), rng.randint(1, 300), rng.randint(1, 200))
         check(*args)
         check(*args, split=False)
+        check(*args, split="rule")
     print(f"{a.random} random schedules: every tile covered once, in order, no cycle of waits")
 
 

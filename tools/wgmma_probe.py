@@ -92,6 +92,13 @@ class Module:
         return self.funcs[name]
 
 
+def persistent(f):
+    """True for a persistent wgmma_gemm (builds since docs/benchmarks.md
+    4p): it takes nine parameters, the one-CTA kernel seven."""
+    offset, size = ctypes.c_size_t(), ctypes.c_size_t()
+    return cuda.cuFuncGetParamInfo(f, 8, ctypes.byref(offset), ctypes.byref(size)) == 0
+
+
 def launch(f, grid, block, smem, args):
     ptrs = (ctypes.c_void_p * len(args))(*[ctypes.cast(ctypes.pointer(a), ctypes.c_void_p) for a in args])
     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
@@ -193,7 +200,18 @@ def kernel_launch(mod, tile, how, op, dtype, a_st, b_st, m, k, n, c, ldc=None, c
     cp = ctypes.c_void_p(c if isinstance(c, int) else c.data_ptr())
     dims = [ctypes.c_uint32(m), ctypes.c_uint32(k), ctypes.c_uint32(n), ctypes.c_uint32(ldc or n)]
     if how == "wgmma":
-        return Launch(f, (tiles, 1, 1), (384, 1, 1), smem, [ta, tb, cp, *dims], (ta, tb, c))
+        if not persistent(f):
+            return Launch(f, (tiles, 1, 1), (384, 1, 1), smem, [ta, tb, cp, *dims], (ta, tb, c))
+        # Builds since 4p: at most one block per SM, a workspace of one
+        # 128 x bn f32 partial and one flag per tile of the last partial
+        # wave, and the `epi` barrier's 16 bytes.
+        grid = min(tiles, torch.cuda.get_device_properties(0).multi_processor_count)
+        tail = tiles % grid
+        ws = torch.zeros(max(1, tail * bm * bn), device="cuda", dtype=torch.float32)
+        flags = torch.zeros(max(1, tail), device="cuda", dtype=torch.int32)
+        check(cuda.cuFuncSetAttribute(f, 8, smem + 16), "max dynamic smem")
+        args = [ta, tb, cp, ctypes.c_void_p(ws.data_ptr()), ctypes.c_void_p(flags.data_ptr()), *dims]
+        return Launch(f, (grid, 1, 1), (384, 1, 1), smem + 16, args, (ta, tb, c, ws, flags))
     split = how == "split"
     # The workspace (chunks x m x n f32) and the tile counters only a
     # splitting rung reads.
