@@ -308,19 +308,13 @@ def main_wide(mod):
 def tail_launch(mod, bn, split, op, dtype, a_st, b_st, m, k, n, c):
     """tail's 128 x bn kernel: min(tiles, SMs) blocks; split 0 walks whole
     tiles only (persistent), 1 also cuts the last partial wave's tiles
-    along k. Its workspace holds one f32 partial per tail tile (fewer than
-    the blocks), its flags one u32 per tail tile, zero at rest."""
-    dt = "bf16" if dtype == torch.bfloat16 else "f16"
-    smem = wp.smem_bytes(bn) + 16  # and the `epi` barrier
-    mod.func(f"gemm_wgmma_{bn}t_{op}_{dt}", smem)  # before kernel_launch asks with less
+    along k. wgmma_probe.kernel_launch takes it for a persistent build (it
+    has more than seven parameters) and sizes its workspace (one f32
+    partial and one u32 flag per tail tile) and grid; its parameters are
+    (maps, C, m, k, n, ldc, workspace, flags, split)."""
     run = wp.kernel_launch(mod, (BM, bn), "wgmma", op, dtype, a_st, b_st, m, k, n, c, suffix="t")
-    run.grid = (min(run.grid[0], SMS), 1, 1)
-    run.smem = smem
-    ws = torch.empty(SMS * BM * bn, device="cuda", dtype=torch.float32)
-    flags = torch.zeros(SMS, device="cuda", dtype=torch.int32)
-    run.args = run.args + [ctypes.c_void_p(ws.data_ptr()), ctypes.c_void_p(flags.data_ptr()),
-                           ctypes.c_uint32(split)]
-    run.keep = (*run.keep, ws, flags)
+    ta, tb, cp, ws, flags, *dims = run.args
+    run.args = [ta, tb, cp, *dims, ws, flags, ctypes.c_uint32(split)]
     return run
 
 
