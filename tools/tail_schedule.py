@@ -20,12 +20,18 @@ import argparse
 import random
 
 
+def segments_of(r, grid):
+    """Segments the r tail tiles' k blocks are cut into: one a block, or
+    two a tail tile where that is fewer."""
+    return grid if 2 * r >= grid else 2 * r
+
+
 def splits(tiles, kb, grid):
     """(tail tiles, segments) of the schedule: the kernel's rule (cut the
     last wave only where segments are at most 4/5 of a tile and the wave is
     cut by at least 1/40 of the whole-tile time), or (0, 0)."""
     r = tiles % grid
-    segments = grid if 2 * r >= grid else 2 * r
+    segments = segments_of(r, grid)
     if r:
         seg = -(-r * kb // segments)
         if 5 * seg <= 4 * kb and 40 * (kb - seg) >= (tiles // grid + 1) * kb:
@@ -41,7 +47,7 @@ def plan(tiles, kb, grid, b, split=True):
         r, segments = splits(tiles, kb, grid)
     else:
         r = tiles % grid if split else 0
-        segments = grid if 2 * r >= grid else 2 * r
+        segments = segments_of(r, grid)
     first = tiles - r
     whole = -(-(first - b) // grid) if first > b else 0
     pieces = {}
