@@ -33,6 +33,14 @@
 //!   for m <= 256, L2-cold (six rotating copies, each launch streaming its
 //!   weights from memory). A full run takes every m of 1..8192 (5 samples
 //!   of about 10 ms each per route), `--quick` five of them.
+//! - `sustained-by-m`: cuBLAS, `batch-invariant`, wgmma-large and
+//!   cublaslt-invariant at m = 1024, 4096 and 8192 (NN/TN/NT bf16 and NN
+//!   f16 at k = n = 4096, the QKV / MLP projections, and the 4096^3 and
+//!   8192^3 cubes), heavy routes only, back to back after three seconds of
+//!   warm-up: the clock a prefill or training step runs at, where the GPU
+//!   sits at its power cap (`decode-by-m` times the same rows between short
+//!   decode kernels, at the boost clock). The SM clock and power are read
+//!   with `nvidia-smi` beside the samples where it is present.
 //! - `lt-family`: the candidates `cublaslt-invariant` chooses its one
 //!   configuration per family among (NN/TN/NT x bf16/f16 at k = n = 4096
 //!   and the QKV / MLP projections), each timed as the route times them,
@@ -65,6 +73,9 @@ use gemm_audit::{
 };
 use std::process::ExitCode;
 use std::time::Instant;
+
+#[path = "gpu/sustained.rs"]
+mod sustained;
 
 /// Input seed of every benchmarked GEMM.
 const SEED: u64 = 0x6a09_e667;
@@ -306,6 +317,11 @@ const SECTIONS: &[Section] = &[
         name: "decode-by-m",
         title: "1h. Batch-invariant routes by m, NN/TN/NT x bf16/f16 at k=n=4096 and the d_model-4096 projections (NN bf16): L2-hot and L2-cold (m <= 256) vs cuBLAS",
         run: bench_decode_by_m,
+    },
+    Section {
+        name: "sustained-by-m",
+        title: "1j. The batch-invariant routes at m >= 1024 under sustained load (heavy routes back to back, the power cap): vs cuBLAS",
+        run: sustained::bench_sustained,
     },
     Section {
         name: "lt-family",
@@ -901,6 +917,61 @@ const DECODE_PROJECTIONS: [(u64, u64); 5] = [
 /// weights is well past the H200's 60 MiB L2.
 const COLD_COPIES: usize = 6;
 
+/// One GEMM problem of a by-m table: (op, dtype, k, n, m).
+type Problem = (GemmOp, DType, u64, u64, u64);
+
+/// Resolves every column's route on `problem` (vendor routes under
+/// cublas-fast), appending those resolved to `routes`: the route index of
+/// each column, `None` where it was refused (with a `section` line in
+/// `summary` saying why), or `None` overall where an operand is over the
+/// backend's size limit.
+fn resolve_columns(
+    gpu: &Gpu,
+    columns: &[(&str, RouteChoice)],
+    (op, dtype, k, n, m): Problem,
+    section: &str,
+    routes: &mut Vec<ResolvedGemmRoute>,
+    summary: &mut Vec<String>,
+) -> Option<Vec<Option<usize>>> {
+    let what = format!("{section} {op} {dtype} k={k} n={n} m={m}");
+    if m * k.max(n) > gemm_audit::kernels::MAX_ELEMENTS {
+        summary.push(format!(
+            "{what}: left out (an operand is over the backend's {} elements)",
+            gemm_audit::kernels::MAX_ELEMENTS
+        ));
+        return None;
+    }
+    let mut cells = Vec::new();
+    for &(label, route) in columns {
+        let backend = if route.is_vendor() {
+            &gpu.fast
+        } else {
+            &gpu.det
+        };
+        let spec = GemmSpec {
+            name: format!("{label}@{op}-{dtype}-{k}x{n}-m{m}"),
+            op,
+            dtype,
+            m,
+            k,
+            n,
+            route,
+            seed: None,
+        };
+        match backend.resolve(&spec) {
+            Ok(r) => {
+                cells.push(Some(routes.len()));
+                routes.push(r);
+            }
+            Err(e) => {
+                cells.push(None);
+                summary.push(format!("{what}: {label} left out: {e}"));
+            }
+        }
+    }
+    Some(cells)
+}
+
 /// cuBLAS, cublaslt-invariant and wgmma-large at every m of [`DECODE_M`]
 /// for each op and half dtype, k = n = 4096: one interleaved run with hot
 /// L2 (one copy of the operands: after the first launch of a sample the
@@ -937,7 +1008,7 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
     let mut summary = Vec::new();
     let mut routes = Vec::new();
     // (op, dtype, k, n, m) and the route index of each column.
-    type Row = ((GemmOp, DType, u64, u64, u64), Vec<Option<usize>>);
+    type Row = (Problem, Vec<Option<usize>>);
     let mut rows: Vec<Row> = Vec::new();
     let mut problems = Vec::new();
     for op in [GemmOp::Nn, GemmOp::Tn, GemmOp::Nt] {
@@ -951,43 +1022,17 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
     }
     for (op, dtype, k, n) in problems {
         for &m in &ms {
-            if m * k.max(n) > gemm_audit::kernels::MAX_ELEMENTS {
-                summary.push(format!(
-                    "decode-by-m {op} {dtype} k={k} n={n} m={m}: left out (an operand is over the backend's {} elements)",
-                    gemm_audit::kernels::MAX_ELEMENTS
-                ));
+            let problem = (op, dtype, k, n, m);
+            let Some(cells) = resolve_columns(
+                gpu,
+                &columns,
+                problem,
+                "decode-by-m",
+                &mut routes,
+                &mut summary,
+            ) else {
                 continue;
-            }
-            let mut cells = Vec::new();
-            for (label, route) in columns {
-                let backend = if route.is_vendor() {
-                    &gpu.fast
-                } else {
-                    &gpu.det
-                };
-                let spec = GemmSpec {
-                    name: format!("{label}@{op}-{dtype}-{k}x{n}-m{m}"),
-                    op,
-                    dtype,
-                    m,
-                    k,
-                    n,
-                    route,
-                    seed: None,
-                };
-                match backend.resolve(&spec) {
-                    Ok(r) => {
-                        cells.push(Some(routes.len()));
-                        routes.push(r);
-                    }
-                    Err(e) => {
-                        cells.push(None);
-                        summary.push(format!(
-                            "decode-by-m {op} {dtype} k={k} n={n} m={m}: {label} left out: {e}"
-                        ));
-                    }
-                }
-            }
+            };
             rows.push(((op, dtype, k, n, m), cells));
         }
     }

@@ -299,10 +299,15 @@ fn wgmma_families_equal_mma_and_are_batch_invariant() {
     }
     for dtype in [DType::Bf16, DType::F16] {
         for op in OPS {
+            // The last two have more tiles than the H200 has SMs, so the
+            // persistent kernels cut their last wave's tiles along k (with
+            // m, n and k tails, and pieces from the middle of a tile).
             for s in [
                 shape(200, 136, 264),
                 shape(256, 512, 512),
                 shape(1024, 4096, 520),
+                shape(2056, 1000, 5000),
+                shape(1032, 4096, 8200),
             ] {
                 let mma = g
                     .run(&route(&g, op, dtype, s, CudaKernel::MmaLarge), SEED)
@@ -1628,6 +1633,26 @@ fn invariant_gemms_run_on_engine_buffers_like_the_backend() {
         );
         println!(
             "invariant GEMM {op} {dtype} k={k} n={n}: engine = backend, rows identical across m"
+        );
+    }
+    // More tiles than SMs: one block per SM, the last wave's tiles summed
+    // in series through the plan's workspace, whose flags must be back at
+    // zero after every launch for the replays to repeat the eager bits.
+    let sms = live.device.multiprocessors;
+    for fam in WGMMA_TILES {
+        let s = shape(2056, 1000, 5000);
+        let (bm, bn) = fam.wgmma_tile().unwrap();
+        let tiles = s.m.div_ceil(u64::from(bm)) * s.n.div_ceil(u64::from(bn));
+        assert!(
+            tiles % u64::from(sms) != 0 && tiles > u64::from(sms),
+            "{fam}: {tiles} tiles"
+        );
+        let plan = inv.plan(&live, fam, GemmOp::Nn, DType::Bf16, s).unwrap();
+        assert_eq!(plan.route("t").launch.grid, [sms, 1, 1], "{fam}");
+        let theirs = route(&g, GemmOp::Nn, DType::Bf16, s, fam);
+        engine_run_and_replay(&g, &stream, &live, &plan, &theirs, 3);
+        println!(
+            "invariant GEMM {fam} {s:?}: {tiles} tiles on {sms} blocks, engine = backend, 3 replays repeat"
         );
     }
     // Refusals, with the reason; nothing pushed when a buffer is short.

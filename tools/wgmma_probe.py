@@ -21,6 +21,7 @@ validated by code that shares nothing with the Rust host side.
 import argparse
 import ctypes
 import os
+import subprocess
 import sys
 import time
 
@@ -45,6 +46,17 @@ def check(rc, what):
         msg = ctypes.c_char_p()
         cuda.cuGetErrorString(rc, ctypes.byref(msg))
         raise RuntimeError(f"{what}: CUDA error {rc} {msg.value}")
+
+
+def one_cta_source(directory):
+    """Writes the one-CTA wgmma.cu (c2f6d30's: one block per tile, before
+    the persistent kernels of docs/benchmarks.md 4q) into `directory` by
+    reversing tools/wgmma_persistent.patch on the shipped file, and returns
+    its path: the base every variant patch of 4g-4p applies to."""
+    path = os.path.join(directory, "wgmma_one_cta.cu")
+    subprocess.run(["patch", "-s", "-R", "-o", path, os.path.join(ROOT, "crates/cuda/kernels/wgmma.cu"),
+                    os.path.join(ROOT, "tools/wgmma_persistent.patch")], check=True)
+    return path
 
 
 def compile_cubin(path, arch, defines):

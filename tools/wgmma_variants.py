@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Checks and times unshipped variants of wgmma_gemm against the shipped
-one-CTA kernels and cuBLAS, on the device, without touching the crate.
+"""Checks and times unshipped variants of wgmma_gemm against the one-CTA
+kernels and cuBLAS, on the device, without touching the crate.
 
-Each variant is a patch of crates/cuda/kernels/wgmma.cu kept beside this
-file, applied to a temporary copy (with `patch`) and compiled with its
-define, which adds gemm_wgmma_<bn><suffix>_<op>_<dtype>:
+Each variant is a patch of the one-CTA crates/cuda/kernels/wgmma.cu (the
+file before the persistent kernels shipped: wgmma_probe.one_cta_source)
+kept beside this file, applied to a temporary copy (with `patch`) and
+compiled with its define, which adds gemm_wgmma_<bn><suffix>_<op>_<dtype>
+beside the one-CTA kernels ("shipped" below: shipped when measured):
 
 - pair (wgmma_pair.patch, WGMMA_PAIR_ENTRIES, suffix x2): clusters of two
   CTAs of one tile column sharing each stage's B' through TMA multicast
@@ -41,8 +43,9 @@ define, which adds gemm_wgmma_<bn><suffix>_<op>_<dtype>:
   only where the row tiles are even) sharing each stage's B' (the
   weights) through TMA multicast, k block j's B' issued by rank j % 2.
 
-Neither was faster on the H200 (docs/benchmarks.md, section 4g), so
-neither ships. Every output is compared bit for bit with the one-CTA
+Only the split tail shipped (with a rule for when to cut, 4q: faster
+under sustained load, slower in short bursts); the others were no faster
+on the H200 (docs/benchmarks.md, sections 4g-4p). Every output is compared bit for bit with the one-CTA
 kernel of the same tile (whose bits tools/wgmma_probe.py ties to mma_large
 and a float64 reference); timing is CUDA events around CUDA graphs of
 launches, interleaved, hot L2.
@@ -377,9 +380,10 @@ def main():
     SMS = torch.cuda.get_device_properties(0).multi_processor_count
     print(torch.cuda.get_device_name(), SMS, "SMs, torch", torch.__version__, "variant", VARIANT, flush=True)
     t0 = time.time()
-    patched = os.path.join(tempfile.mkdtemp(), f"wgmma_{VARIANT}.cu")
-    subprocess.run(["patch", "-o", patched, os.path.join(wp.ROOT, "crates/cuda/kernels/wgmma.cu"),
-                    os.path.join(wp.ROOT, "tools", patch)], check=True)
+    tmp = tempfile.mkdtemp()
+    patched = os.path.join(tmp, f"wgmma_{VARIANT}.cu")
+    subprocess.run(["patch", "-o", patched, wp.one_cta_source(tmp), os.path.join(wp.ROOT, "tools", patch)],
+                   check=True)
     mod = wp.Module(wp.compile_cubin(patched, "sm_90a", [define]))
     print(f"compiled in {time.time() - t0:.1f} s", flush=True)
     if VARIANT == "ladder-pair":

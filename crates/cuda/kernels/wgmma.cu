@@ -7,13 +7,16 @@
 // output.
 //
 // Why it is deterministic and batch invariant by construction:
-// - one tile configuration for every m: a block owns a BM x BN output tile
-//   and walks k in ascending BK = 64 steps, each four wgmma k16 steps
-//   accumulating into the same f32 registers from +0.0; there is no
-//   split-K, no atomics and no reduction across blocks;
+// - one tile configuration for every m: each BM x BN output tile walks k
+//   in ascending BK = 64 steps, each four wgmma k16 steps accumulating
+//   into the same f32 registers from +0.0; there is no split-K, no atomics
+//   and no reduction across blocks. Where the last wave of tiles would
+//   leave SMs idle, a tile's walk may be cut into pieces run by different
+//   blocks in series, each continuing the f32 partial of the one before
+//   (see the schedule at wgmma_gemm): the same sequence of operations;
 // - an output element's value depends only on its row of A', its column of
 //   B' and that fixed sequence of wgmma operations, never on m, on which
-//   block owns it or on when the block runs (rows past m and the k tail are
+//   blocks run it or on when they run (rows past m and the k tail are
 //   zero-filled by TMA, identically for every m);
 // - the three tile variants (BN = 256, 192 and 128) issue the same k16
 //   sequence per output element, so they are expected to agree bit for
@@ -532,26 +535,137 @@ __device__ __forceinline__ void store_tile(u16* C, const float* d, unsigned char
 // Bytes of shared memory the epilogue stages per consumer warpgroup.
 #define STAGED_BYTES(bn) (64u * ((bn) * 2u + 16u))
 
+// ------------------------------------------------------------ the schedule
+//
+// wgmma_gemm is persistent: gridDim.x blocks (at most one per SM, at most
+// one per tile; the host picks min(tiles, SMs)) take the tiles b, b + grid,
+// ... of the first q = tiles / grid waves whole. Of the r = tiles % grid
+// tiles left, a last wave that would leave SMs idle, the k blocks are cut
+// into S = min(grid, 2 r) equal contiguous segments, one a block (blocks
+// b >= S take none). A tile cut into pieces is summed in series: each piece
+// starts from the f32 partial the piece before it left in the workspace
+// (stored and loaded as is, so exact) and walks its k blocks in ascending
+// k16 order onto it. Every output therefore sees the same sequence of
+// wgmma operations as a block that walks all of k, whoever runs which
+// piece and when: the schedule depends on m and on the grid, the bits do
+// not.
+//
+// A block runs its piece that starts a tile first, a piece from the middle
+// of a tile after half its whole tiles, and a piece that ends a tile last,
+// so the piece before has long finished when it is waited for; a piece
+// only ever waits for pieces of lower-numbered blocks. flags[j] holds how
+// many k blocks tail tile j's partial has summed (0 at rest); the piece
+// that ends the tile puts it back to 0, so a launch leaves the flags as it
+// found them (graph replays need nothing reset).
+//
+// The split is taken only where it paid on the H200 (docs/benchmarks.md,
+// 4p): segments of at most 4/5 of a tile's k blocks, and a last wave cut
+// by at least 1/40 of the whole-tile time. Long pieces shift the blocks'
+// k walks against one another, and blocks that walk k in step share A'
+// and B' in L2: 4096 x 14336 x 4096, whose segments are 0.88 of a tile,
+// ran 31% slower split. The gain is a sustained-load one (4q): at the
+// power cap (about 1.5 GHz) the split runs 3-4% faster than whole tiles,
+// while in a short burst at the 1.98 GHz boost clock, where the walks'
+// L2 sharing matters more, it runs 3-6% slower.
+
+struct TailPiece {
+    u32 tile, lo, hi;  // linear tile, k blocks [lo, hi)
+};
+
+struct TailPlan {
+    u32 whole;  // whole tiles of this block: blockIdx.x + i gridDim.x
+    u32 first;  // linear index of tail tile 0 (q grid)
+    u32 kblocks;
+    bool has_begin, has_middle, has_end;
+    TailPiece begin, middle, end;
+};
+
+__device__ __forceinline__ TailPlan tail_plan(u32 tiles, u32 kblocks) {
+    const u32 G = gridDim.x, b = blockIdx.x;
+    TailPlan p;
+    p.kblocks = kblocks;
+    p.has_begin = p.has_middle = p.has_end = false;
+    u32 r = tiles % G;
+    // With more segments than two a tile, a tile would be cut into chains of
+    // short pieces that wait on one another.
+    const u32 S = 2 * r >= G ? G : 2 * r;
+    const u64 R = (u64)r * kblocks;
+    const u64 seg = S ? (R + S - 1) / S : 0, K = kblocks, waves = tiles / G + 1;
+    if (r != 0 && !(5 * seg <= 4 * K && 40 * (K - seg) >= waves * K)) r = 0;
+    p.first = tiles - r;
+    p.whole = p.first > b ? (p.first - b + G - 1) / G : 0;
+    if (r == 0 || b >= S) return p;
+    const u64 lo = (u64)b * R / S, hi = (u64)(b + 1) * R / S;
+    if (lo == hi) return p;
+    const u32 j0 = (u32)(lo / kblocks), j1 = (u32)((hi - 1) / kblocks);
+    for (u32 j = j0; j <= j1; ++j) {
+        const u64 t0 = (u64)j * kblocks;
+        TailPiece c;
+        c.tile = p.first + j;
+        c.lo = (u32)((lo > t0 ? lo : t0) - t0);
+        c.hi = (u32)((hi < t0 + kblocks ? hi : t0 + kblocks) - t0);
+        if (c.hi == kblocks) {
+            p.end = c;
+            p.has_end = true;
+        } else if (c.lo == 0) {
+            p.begin = c;
+            p.has_begin = true;
+        } else {
+            p.middle = c;
+            p.has_middle = true;
+        }
+    }
+    return p;
+}
+
+// Calls f(piece) for each of this block's work items, in the order above.
+template <typename F>
+__device__ __forceinline__ void tail_walk(const TailPlan& p, F f) {
+    const u32 G = gridDim.x, b = blockIdx.x;
+    const u32 half = p.whole / 2;
+    if (p.has_begin) f(p.begin);
+    for (u32 i = 0; i < half; ++i) f(TailPiece{b + i * G, 0, p.kblocks});
+    if (p.has_middle) f(p.middle);
+    for (u32 i = half; i < p.whole; ++i) f(TailPiece{b + i * G, 0, p.kblocks});
+    if (p.has_end) f(p.end);
+}
+
+__device__ __forceinline__ u32 ld_acquire(const u32* p) {
+    u32 v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void st_release(u32* p, u32 v) {
+    asm volatile("fence.acq_rel.gpu;\nst.relaxed.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
+// Read as the partial of a piece that starts a tile (see wgmma_gemm).
+__device__ float4 tail_zero;
+
+// Dynamic shared memory: the ring, then full[s], empty[s] and `epi` (both
+// consumers are done with the ring after an epilogue staged in it).
 template <int OP, int DT, int BN>
-__device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap& tb, u16* C, u32 m,
-                                           u32 k, u32 n, u32 ldc) {
+__device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap& tb, u16* C,
+                                           float* ws, u32* flags, u32 m, u32 k, u32 n, u32 ldc) {
     typedef Ring<BN> R;
     static_assert(2 * STAGED_BYTES(BN) <= R::STAGES * R::STAGE_BYTES, "the epilogue is staged in the ring");
     extern __shared__ unsigned char smem_raw[];
     const u32 base = (smem_addr(smem_raw) + 1023u) & ~1023u;
     const u32 bars = base + R::STAGES * R::STAGE_BYTES;
-    // full[s] at bars + 8 s, empty[s] at bars + 8 (STAGES + s).
+    const u32 epi = bars + 16 * R::STAGES;
     const u32 tid = threadIdx.x;
     const u32 wg = tid / 128;
-    u32 tile_m, tile_n;
-    tile_of<BM, BN>(blockIdx.x, m, n, tile_m, tile_n);
     const u32 kblocks = (k + BK - 1) / BK;
+    const u32 tiles = ((m + BM - 1) / BM) * ((n + BN - 1) / BN);
+    const TailPlan plan = tail_plan(tiles, kblocks);
 
     if (tid == 0) {
         for (u32 s = 0; s < R::STAGES; ++s) {
             mbar_init(bars + 8 * s, 1);
             mbar_init(bars + 8 * (R::STAGES + s), 8);  // one arrival per consumer warp
         }
+        mbar_init(epi, 2);  // one arrival per consumer warpgroup
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
@@ -559,48 +673,106 @@ __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap&
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0) {
-            for (u32 it = 0; it < kblocks; ++it) {
-                const u32 s = it % R::STAGES;
-                mbar_wait(bars + 8 * (R::STAGES + s), ((it / R::STAGES) & 1) ^ 1);
-                const u32 full = bars + 8 * s;
-                mbar_expect_tx(full, R::STAGE_BYTES);
-                const u32 a_dst = base + s * R::STAGE_BYTES;
-                load_stage<OP, BM, BN>(ta, tb, a_dst, a_dst + R::A_BYTES, full, (int)(it * BK),
-                                       tile_m, tile_n);
-            }
+            // The ring runs on across items, so the next item's loads overlap
+            // a partial's store; after an epilogue staged in the ring they
+            // wait for `epi`.
+            u32 i = 0, epilogues = 0;
+            bool after_epilogue = false;
+            tail_walk(plan, [&](const TailPiece& w) {
+                if (after_epilogue) {
+                    mbar_wait(epi, epilogues & 1);
+                    ++epilogues;
+                }
+                u32 tile_m, tile_n;
+                tile_of<BM, BN>(w.tile, m, n, tile_m, tile_n);
+                for (u32 it = w.lo; it < w.hi; ++it, ++i) {
+                    const u32 s = i % R::STAGES;
+                    mbar_wait(bars + 8 * (R::STAGES + s), ((i / R::STAGES) & 1) ^ 1);
+                    const u32 full = bars + 8 * s;
+                    mbar_expect_tx(full, R::STAGE_BYTES);
+                    const u32 a_dst = base + s * R::STAGE_BYTES;
+                    load_stage<OP, BM, BN>(ta, tb, a_dst, a_dst + R::A_BYTES, full, (int)(it * BK),
+                                           tile_m, tile_n);
+                }
+                after_epilogue = w.hi == kblocks;
+            });
         }
-    } else {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-        const u32 consumer = uniform(wg - 1);
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const u32 consumer = uniform(wg - 1);
+    const u32 lane = tid % 32;
+    const u32 t = tid % 128;
+    u32 i = 0;
+    tail_walk(plan, [&](const TailPiece& w) {
+        u32 tile_m, tile_n;
+        tile_of<BM, BN>(w.tile, m, n, tile_m, tile_n);
+        // This thread's registers of a tail tile's partial, 16 bytes per
+        // thread and instruction (used by pieces only).
+        float4* part = (float4*)(ws + (u64)(w.tile - plan.first) * BM * BN) + consumer * (BN / 8) * 128 + t;
+        u32* flag = flags + (w.tile - plan.first);
         float d[BN / 2];
+        // The partial, or zeros read the same way: accumulators defined on
+        // two paths (a branch or a select) make ptxas serialize every wgmma
+        // of the kernel (C7515).
+        const bool seeded = w.lo != 0;
+        if (seeded) {
+            if (tid == 128) {
+                while (ld_acquire(flag) != w.lo) {
+                }
+            }
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");
+        }
+        const float4* from = seeded ? part : &tail_zero;
 #pragma unroll
-        for (int i = 0; i < BN / 2; ++i) d[i] = 0.0f;
-        const u32 lane = tid % 32;
-        for (u32 it = 0; it < kblocks; ++it) {
-            const u32 s = it % R::STAGES;
-            mbar_wait(bars + 8 * s, (it / R::STAGES) & 1);
-            const u32 a_stage = base + s * R::STAGE_BYTES;
+        for (int j = 0; j < BN / 8; ++j) {
+            const float4 v = __ldcg(from + (seeded ? j * 128 : 0));
+            d[4 * j] = v.x;
+            d[4 * j + 1] = v.y;
+            d[4 * j + 2] = v.z;
+            d[4 * j + 3] = v.w;
+        }
+        if (seeded && w.hi == kblocks && tid == 128) *flag = 0;
+        const u32 i0 = i;
+        for (u32 it = w.lo; it < w.hi; ++it, ++i) {
+            const u32 s = i % R::STAGES;
+            mbar_wait(bars + 8 * s, (i / R::STAGES) & 1);
+            const u32 a_stage = uniform(base + s * R::STAGE_BYTES);
             consume_stage<OP, DT, BN>(d, a_stage, a_stage + R::A_BYTES, consumer);
-            if (it > 0 && lane == 0) {
-                mbar_arrive(bars + 8 * (R::STAGES + (it - 1) % R::STAGES));
+            if (i > i0 && lane == 0) {
+                mbar_arrive(bars + 8 * (R::STAGES + (i - 1) % R::STAGES));
             }
         }
         wgmma_wait<0>();
-        // Once both consumers are past their last wgmma, every stage has
-        // been read: the ring is free for the epilogue.
+        if (lane == 0) mbar_arrive(bars + 8 * (R::STAGES + (i - 1) % R::STAGES));
+        if (w.hi < kblocks) {
+#pragma unroll
+            for (int j = 0; j < BN / 8; ++j) {
+                __stcg(part + j * 128, make_float4(d[4 * j], d[4 * j + 1], d[4 * j + 2], d[4 * j + 3]));
+            }
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");
+            if (tid == 128) st_release(flag, w.hi);
+            return;
+        }
+        // Both consumers are past their last wgmma, and the producer loads
+        // nothing more until `epi`: the ring is free for the epilogue.
         asm volatile("bar.sync 1, 256;\n" ::: "memory");
         store_tile<DT, BN>(C, d, smem_raw + (base - smem_addr(smem_raw)) + consumer * STAGED_BYTES(BN),
                            2 + consumer, tile_m * BM + consumer * 64, tile_n * BN, m, n, ldc);
-    }
+        asm volatile("bar.sync %0, 128;\n" ::"r"(2 + consumer) : "memory");
+        if (t == 0) mbar_arrive(epi);
+    });
 }
 
-// Dynamic shared memory a launch needs: the ring, 1 KiB of alignment slack
-// and the barriers.
+// The entries: gemm_wgmma_<bn>_<op>_<dtype>(maps of A and B, C, workspace,
+// flags, m, k, n, ldc). The workspace holds one BM x BN f32 partial per
+// tail tile and the flags one u32 per tail tile, zero before the first
+// launch (tiles % grid of each; see the schedule above).
 #define ENTRY(bn, opname, OPV, dtname, DTV)                                                       \
     extern "C" __global__ void __launch_bounds__(THREADS, 1) gemm_wgmma_##bn##_##opname##_##dtname( \
-        const __grid_constant__ TensorMap ta, const __grid_constant__ TensorMap tb, void* C, u32 m, \
-        u32 k, u32 n, u32 ldc) {                                                                 \
-        wgmma_gemm<OPV, DTV, bn>(ta, tb, (u16*)C, m, k, n, ldc);                                 \
+        const __grid_constant__ TensorMap ta, const __grid_constant__ TensorMap tb, void* C,      \
+        float* ws, u32* flags, u32 m, u32 k, u32 n, u32 ldc) {                                   \
+        wgmma_gemm<OPV, DTV, bn>(ta, tb, (u16*)C, ws, flags, m, k, n, ldc);                     \
     }
 
 #define ALL_OPS(bn, dtname, DTV)     \
@@ -863,7 +1035,7 @@ __device__ __forceinline__ void ladder_gemm(const TensorMap& ta, const TensorMap
 // width is its own instantiation, so the loop that issues the wgmma has
 // compile-time descriptors (a choice inside it cost 6-19%,
 // docs/benchmarks.md 4h). The host's tensor map box agrees
-// (catalog.rs `tn_a_box_cols`).
+// (catalog/tensor_map.rs `tn_a_box_cols`).
 template <int OP, int DT, int TBM, int BN, bool GRID_CHUNKS, int KPS>
 __device__ __forceinline__ void ladder_entry(const TensorMap& ta, const TensorMap& tb, u16* C,
                                              float* ws, u32* counters, u32 m, u32 k, u32 n,

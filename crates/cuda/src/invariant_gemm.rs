@@ -149,12 +149,12 @@ impl InvariantGemms {
             strides,
         )
         .map_err(|e| cuda_err(format!("{symbol} cannot serve {op} {dtype} {shape:?}: {e}")))?;
-        let geometry = family.geometry(shape).map_err(cuda_err)?;
-        let chunks = family.splits();
-        let workspace = if family.ladder_splits_on_grid() && chunks > 1 {
-            Some(self.workspace(chunks, shape, &geometry)?)
-        } else {
-            None
+        let geometry = family
+            .geometry_on(shape, live.device.multiprocessors)
+            .map_err(cuda_err)?;
+        let workspace = match catalog::wgmma_workspace(family, shape, &geometry) {
+            Some((floats, flags)) => Some(self.workspace(shape, floats, flags)?),
+            None => None,
         };
         Ok(InvariantGemm {
             ctx: self.ctx.clone(),
@@ -198,27 +198,25 @@ impl InvariantGemms {
         self.plan_strided(live, rung, op, dtype, shape, strides)
     }
 
-    /// A splitting rung's partial planes and per-tile counters, zeroed.
+    /// The partials and flags or counters a launch reads besides its
+    /// operands ([`catalog::wgmma_workspace`]), zeroed.
     fn workspace(
         &self,
-        chunks: u32,
         shape: GemmShape,
-        geometry: &Geometry,
+        floats: u64,
+        flags: u64,
     ) -> Result<(CudaSlice<f32>, CudaSlice<u32>)> {
-        let planes = (shape.m * shape.n)
-            .checked_mul(u64::from(chunks))
-            .filter(|&e| e <= crate::kernels::MAX_ELEMENTS)
-            .ok_or_else(|| cuda_err(format!("the workspace of {shape:?} is too large")))?;
+        if floats > crate::kernels::MAX_ELEMENTS {
+            return Err(cuda_err(format!("the workspace of {shape:?} is too large")));
+        }
         let stream = self.ctx.default_stream();
         let ws = stream
-            .alloc_zeros::<f32>(planes.max(1) as usize)
-            .map_err(drv("allocating the ladder's workspace"))?;
+            .alloc_zeros::<f32>(floats.max(1) as usize)
+            .map_err(drv("allocating the workspace"))?;
         let counters = stream
-            .alloc_zeros::<u32>(geometry.grid[0].max(1) as usize)
-            .map_err(drv("allocating the ladder's tile counters"))?;
-        stream
-            .synchronize()
-            .map_err(drv("zeroing the ladder's workspace"))?;
+            .alloc_zeros::<u32>(flags.max(1) as usize)
+            .map_err(drv("allocating the workspace's flags"))?;
+        stream.synchronize().map_err(drv("zeroing the workspace"))?;
         Ok((ws, counters))
     }
 }
@@ -230,8 +228,8 @@ pub struct InvariantGemm {
     func: CudaFunction,
     geometry: Geometry,
     route: ResolvedGemmRoute,
-    /// A splitting rung's partial planes and tile counters (more than one
-    /// chunk only): one launch at a time may use them.
+    /// Partials and flags or counters ([`catalog::wgmma_workspace`]): one
+    /// launch at a time may use them.
     workspace: Option<(CudaSlice<f32>, CudaSlice<u32>)>,
 }
 
@@ -261,11 +259,16 @@ impl InvariantGemm {
     /// loaded into; nothing is enqueued when the push is refused.
     ///
     /// A plan of a ladder rung that puts its k chunks on the grid
-    /// (`ladder-decode`, `ladder-mid`, more than one chunk) owns one
-    /// workspace and one set of tile counters: its launches must follow one
-    /// another (one stream, or one graph), never overlap. Counters reset
-    /// themselves, so eager runs and graph replays repeat. Make one plan
-    /// per stream to run the same problem concurrently.
+    /// (`ladder-decode`, `ladder-mid`, more than one chunk), or of a
+    /// persistent wgmma kernel with more tiles than SMs (`wgmma-large`,
+    /// `-medium`, `-small`, whose last wave's tiles are summed in series
+    /// through partials), owns one workspace and one set of counters or
+    /// flags: its launches must follow one another (one stream, or one
+    /// graph), never overlap. Counters and flags reset themselves, so
+    /// eager runs and graph replays repeat. Make one plan per stream to
+    /// run the same problem concurrently. A persistent kernel's pieces wait
+    /// for one another, which needs its blocks (at most one per SM) to make
+    /// progress together: the same assumption as any stream-K GEMM.
     pub fn run<T: DeviceRepr>(
         &self,
         recorder: &GemmRouteRecorder,
@@ -344,19 +347,18 @@ impl InvariantGemm {
             .map_or((0, 0), |((ws, _), (counters, _))| (*ws, *counters));
         let mut lb = stream.launch_builder(&self.func);
         lb.arg(&maps[0]).arg(&maps[1]).arg(&mut *c);
-        if self.family.is_ladder() {
-            lb.arg(&ws).arg(&counters);
-        }
+        lb.arg(&ws).arg(&counters);
         let ldc = st.ldc as u32;
         lb.arg(&m).arg(&k).arg(&n).arg(&ldc);
         if self.family.is_ladder() {
             lb.arg(&chunks);
         }
         // SAFETY: the arguments match kernels/wgmma.cu's signature (tensor
-        // maps of A and B, C, m, k, n, ldc; for the ladder also its workspace of
-        // chunks x m x n f32 and one zeroed counter per tile, allocated by
-        // the plan, or null where the rung reads neither, and the chunks
-        // its geometry was checked for); the maps were encoded over A and B
+        // maps of A and B, C, workspace, counters or flags, m, k, n, ldc;
+        // for the ladder also the chunks its geometry was checked for); the
+        // workspace and its zeroed counters or flags are the ones
+        // catalog::wgmma_workspace sizes for this family, shape and
+        // geometry, allocated by the plan, or null where it reads none; the maps were encoded over A and B
         // with the planned problem's dims and leading dimensions, which
         // the buffers span (checked above; TMA zero-fills reads past the dims)
         // and are passed by value; C spans m rows ldc apart of n elements

@@ -3,7 +3,7 @@
 //! vendor call), its device buffers ([`Prepared`]), and CUDA-event timing
 //! of launches ([`EventTimer`], [`time_launches`]).
 
-use super::catalog::{CudaFamily, CudaKernel, Geometry};
+use super::catalog::{self, CudaFamily, CudaKernel, Geometry};
 use super::cuda_error::{CudaError, cuda_err, drv};
 use super::seed::OperandSpec;
 use super::shared::Shared;
@@ -163,7 +163,7 @@ fn nvrtc_target(sh: &Shared, route: &ResolvedGemmRoute) -> Result<Target> {
     }
     let (func, _) = module.function(&route.kernel_symbol)?;
     let geometry = kernel
-        .geometry(shape)
+        .geometry_on(shape, route.device.multiprocessors)
         .map_err(|e| cuda_err(format!("route {:?}: {e}", route.gemm)))?;
     Ok(Target::Nvrtc {
         kernel,
@@ -171,6 +171,23 @@ fn nvrtc_target(sh: &Shared, route: &ResolvedGemmRoute) -> Result<Target> {
         geometry,
         maps: None,
     })
+}
+
+/// A zeroed f32 workspace of `floats` elements and `counters` u32 counters
+/// or flags (at least one of each).
+fn scratch(
+    sh: &Shared,
+    floats: usize,
+    counters: usize,
+) -> Result<(CudaSlice<f32>, CudaSlice<u32>)> {
+    Ok((
+        sh.stream
+            .alloc_zeros::<f32>(floats.max(1))
+            .map_err(drv("allocating the launch's workspace"))?,
+        sh.stream
+            .alloc_zeros::<u32>(counters.max(1))
+            .map_err(drv("allocating the workspace's counters"))?,
+    ))
 }
 
 impl Prepared {
@@ -238,27 +255,20 @@ impl Prepared {
             .map_err(drv("allocating the output"))?;
         let scratch = match &target {
             Target::Nvrtc {
-                kernel, geometry, ..
-            } if matches!(kernel, CudaKernel::SplitKAtomic(_))
-                || kernel.ladder_splits_on_grid() =>
-            {
+                kernel: CudaKernel::SplitKAtomic(_),
+                geometry,
+                ..
+            } => {
+                // Atomic split-K accumulates into one plane.
                 let tiles = geometry.grid[0] as usize * geometry.grid[1] as usize;
-                // Atomic split-K accumulates into one plane; the ladder
-                // keeps one partial plane per chunk.
-                let planes = if kernel.ladder_splits_on_grid() {
-                    kernel.splits() as usize
-                } else {
-                    1
-                };
-                Some((
-                    sh.stream
-                        .alloc_zeros::<f32>(((m * n) as usize * planes).max(1))
-                        .map_err(drv("allocating split-K scratch"))?,
-                    sh.stream
-                        .alloc_zeros::<u32>(tiles.max(1))
-                        .map_err(drv("allocating split-K counters"))?,
-                ))
+                Some(scratch(sh, (m * n) as usize, tiles)?)
             }
+            Target::Nvrtc {
+                kernel, geometry, ..
+            } => match catalog::wgmma_workspace(*kernel, shape, geometry) {
+                Some((floats, flags)) => Some(scratch(sh, floats as usize, flags as usize)?),
+                None => None,
+            },
             _ => None,
         };
         Ok(Prepared {
@@ -318,20 +328,14 @@ impl Prepared {
                     }
                 };
                 lb.arg(&mut *c);
-                // The ladder takes its workspace and counters before the
-                // dims (null where the rung reads neither).
+                // The wgmma kernels take their workspace and counters or
+                // flags before the dims (null where they read none).
                 let null = 0u64;
-                match (*kernel, scratch.as_ref()) {
-                    (k, Some((s, counters))) if k.ladder_splits_on_grid() => {
-                        lb.arg(s).arg(counters);
-                    }
-                    (k, None) if k.ladder_splits_on_grid() => {
-                        return Err(cuda_err("ladder launch without its workspace"));
-                    }
-                    (k, _) if k.ladder_folds_in_registers() => {
-                        lb.arg(&null).arg(&null);
-                    }
-                    _ => {}
+                if kernel.is_wgmma() {
+                    match scratch.as_ref() {
+                        Some((s, counters)) => lb.arg(s).arg(counters),
+                        None => lb.arg(&null).arg(&null),
+                    };
                 }
                 lb.arg(&m).arg(&k).arg(&n);
                 if kernel.is_wgmma() {
@@ -356,14 +360,15 @@ impl Prepared {
                 let _ = sh;
                 // SAFETY: the argument list matches the kernel's signature:
                 // kernels/gemm.cu (A, B, C, m, k, n[, scratch, counters][, splits])
-                // or kernels/wgmma.cu (tensor maps of A and B, C[, workspace,
-                // counters], m, k, n, ldc = n[, chunks]).
+                // or kernels/wgmma.cu (tensor maps of A and B, C, workspace,
+                // counters or flags, m, k, n, ldc = n[, chunks]).
                 // A, B and C hold the dense operands of `shape` for the
-                // route's op and dtype, scratch m*n f32 per split plane and
-                // counters one u32 per block tile (zero between launches;
-                // the register-folding ladder rung reads neither and gets
-                // null), so every index the kernel computes is in
-                // bounds; the tensor maps were encoded over this launch's A
+                // route's op and dtype; atomic split-K's scratch is m*n f32
+                // and one u32 per block tile, a wgmma kernel's the zeroed
+                // workspace catalog::wgmma_workspace sizes for its family,
+                // shape and geometry, or null where it reads none (counters
+                // and flags are zero again after each launch), so every
+                // index the kernel computes is in bounds; the tensor maps were encoded over this launch's A
                 // and B, which live as long as it does, with the dims of
                 // `shape` (TMA zero-fills reads past them), and the wgmma
                 // kernels bounds-check every store. A function that needs

@@ -142,8 +142,14 @@ pub trait CudaFamily: Sized {
     /// ownership, split rule, k block, tile and stages (the same on every
     /// shape), tensor maps and device capabilities.
     fn declaration(&self, dtype: DType) -> crate::declaration::SymbolDeclaration;
-    /// Launch geometry on `shape`; refused when a dimension does not fit.
+    /// Launch geometry on `shape`, one block per output tile; refused when
+    /// a dimension does not fit.
     fn geometry(&self, shape: GemmShape) -> Result<Geometry, String>;
+    /// Launch geometry on `shape` on a device of `multiprocessors` SMs:
+    /// the persistent wgmma kernels ([`KernelFamily::wgmma_persistent`])
+    /// launch one block per SM where there are more tiles than SMs; every
+    /// other family (and 0 SMs) as [`CudaFamily::geometry`].
+    fn geometry_on(&self, shape: GemmShape, multiprocessors: u32) -> Result<Geometry, String>;
     /// Whether the family can serve `op` on `shape`: the wgmma kernels read
     /// their operands with TMA, which needs every row stride to be a
     /// multiple of 16 bytes (8 elements) and no dimension to be empty. The
@@ -329,6 +335,14 @@ impl CudaFamily for KernelFamily {
         })
     }
 
+    fn geometry_on(&self, shape: GemmShape, multiprocessors: u32) -> Result<Geometry, String> {
+        let mut g = self.geometry(shape)?;
+        if self.wgmma_persistent() && multiprocessors > 0 {
+            g.grid[0] = g.grid[0].min(multiprocessors);
+        }
+        Ok(g)
+    }
+
     fn serves_shape(&self, op: GemmOp, shape: GemmShape) -> Result<(), String> {
         serves(*self, op, shape, true)
     }
@@ -341,7 +355,7 @@ impl CudaFamily for KernelFamily {
             f.symbol(op, dtype)
         })?;
         kernel.serves_shape(route.op, route.shape)?;
-        let g = kernel.geometry(route.shape)?;
+        let g = kernel.geometry_on(route.shape, route.device.multiprocessors)?;
         if route.launch.grid != g.grid
             || route.launch.block != g.block
             || route.launch.dynamic_shared_bytes != g.dynamic_shared_bytes
@@ -477,11 +491,44 @@ fn wgmma_geometry(kernel: KernelFamily, shape: GemmShape) -> Result<Geometry, St
         },
         bk: WGMMA_BK,
         threads: block.iter().product(),
-        // The ring, 1 KiB to align it for the 128-byte swizzle, and a
-        // full and an empty mbarrier per stage.
-        dynamic_shared_bytes: stages * stage + 1024 + 16 * stages,
+        // The ring, 1 KiB to align it for the 128-byte swizzle, a full and
+        // an empty mbarrier per stage, and the persistent kernels' `epi`
+        // barrier (16 bytes, keeping 16-byte steps).
+        dynamic_shared_bytes: stages * stage
+            + 1024
+            + 16 * stages
+            + if kernel.wgmma_persistent() { 16 } else { 0 },
         stages,
     })
+}
+
+/// The f32 elements and u32 flags or counters a wgmma launch of `kernel`
+/// on `shape` with `geometry` reads besides its operands, zeroed before
+/// its first launch; `None` where it reads none (it is then passed null):
+/// - a ladder rung that puts k chunks on the grid (more than one chunk):
+///   one m x n partial plane per chunk, one counter per output tile;
+/// - a persistent wgmma kernel with more tiles than blocks: one BM x BN
+///   partial and one flag per tile of the last, partial wave
+///   (tiles % blocks; kernels/wgmma.cu, the schedule).
+///
+/// Both reset their counters or flags themselves, so one workspace serves
+/// any number of launches that follow one another (eager or replayed).
+pub fn wgmma_workspace(
+    kernel: CudaKernel,
+    shape: GemmShape,
+    geometry: &Geometry,
+) -> Option<(u64, u64)> {
+    if kernel.ladder_splits_on_grid() && kernel.splits() > 1 {
+        let tiles = u64::from(geometry.grid[0]);
+        return Some((shape.m * shape.n * u64::from(kernel.splits()), tiles));
+    }
+    if !kernel.wgmma_persistent() {
+        return None;
+    }
+    let (bm, bn) = wgmma_tile(kernel);
+    let tiles = kernel.wgmma_tiles(shape.m, shape.n)?;
+    let tail = tiles % u64::from(geometry.grid[0].max(1));
+    (tail > 0).then(|| (tail * u64::from(bm * bn), tail))
 }
 
 /// Every symbol the GEMM module exports, with what it serves and its
@@ -610,7 +657,7 @@ pub fn nvrtc_route_strided(
         }
         wgmma_strides(op, shape, strides)?;
     }
-    let g = kernel.geometry(shape)?;
+    let g = kernel.geometry_on(shape, live.device.multiprocessors)?;
     let symbol = kernel.symbol(op, dtype);
     let (kind, ownership) = kernel.contract();
     let mut route = GemmRouteBuilder::new(live, module, &symbol, gemm)

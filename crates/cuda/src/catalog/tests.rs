@@ -250,7 +250,38 @@ fn wgmma_geometry_matches_the_kernel_source() {
     assert_eq!((large.tile.m, large.tile.n, large.tile.k), (128, 256, 64));
     // 4 stages of 48 KiB + alignment slack + barriers, under 227 KiB.
     assert_eq!(large.stages, 4);
-    assert_eq!(large.dynamic_shared_bytes, 4 * 49152 + 1024 + 64);
+    // and the persistent kernel's `epi` barrier.
+    assert!(WGMMA_SOURCE.contains("const u32 epi = bars + 16 * R::STAGES;"));
+    assert_eq!(large.dynamic_shared_bytes, 4 * 49152 + 1024 + 64 + 16);
+    // Fewer tiles than SMs: one block each, no workspace.
+    assert_eq!(CudaKernel::WgmmaLarge.geometry_on(s, 132).unwrap(), large);
+    assert_eq!(wgmma_workspace(CudaKernel::WgmmaLarge, s, &large), None);
+    // More: one block per SM, and a partial and a flag for each tile of the
+    // last, partial wave (1792 = 13 x 132 + 76 tiles of 128 x 256).
+    let up = GemmShape {
+        m: 4096,
+        k: 4096,
+        n: 14336,
+    };
+    let persistent = CudaKernel::WgmmaLarge.geometry_on(up, 132).unwrap();
+    assert_eq!(persistent.grid, [132, 1, 1]);
+    assert_eq!(
+        wgmma_workspace(CudaKernel::WgmmaLarge, up, &persistent),
+        Some((76 * 128 * 256, 76))
+    );
+    // No SM count (not a CUDA device): one block per tile, which leaves no
+    // wave partial.
+    let per_tile = CudaKernel::WgmmaLarge.geometry_on(up, 0).unwrap();
+    assert_eq!(per_tile.grid, [1792, 1, 1]);
+    assert_eq!(wgmma_workspace(CudaKernel::WgmmaLarge, up, &per_tile), None);
+    // The ladder's rungs are not persistent.
+    for f in [CudaKernel::LadderNarrow(1), CudaKernel::LadderMid(1)] {
+        assert_eq!(
+            f.geometry_on(up, 132).unwrap(),
+            f.geometry(up).unwrap(),
+            "{f}"
+        );
+    }
     let small = CudaKernel::WgmmaSmall.geometry(s).unwrap();
     assert_eq!(small.grid, [8 * 5, 1, 1]);
     assert_eq!(small.stages, 6);
@@ -259,6 +290,11 @@ fn wgmma_geometry_matches_the_kernel_source() {
     assert_eq!(crate::kernels::ladder_chunks(s.k, s.n), 4);
     let decode = CudaKernel::LadderDecode(4).geometry(s).unwrap();
     assert_eq!(decode.grid, [16 * 9, 1, 4]);
+    // Its workspace: a partial plane per chunk, a counter per tile.
+    assert_eq!(
+        wgmma_workspace(CudaKernel::LadderDecode(4), s, &decode),
+        Some((4 * 1000 * 520, 16 * 9))
+    );
     assert_eq!(decode.block, [256, 1, 1]);
     assert_eq!((decode.tile.m, decode.tile.n), (64, 64));
     // Stages of two k blocks (32 KiB).

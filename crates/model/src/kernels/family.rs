@@ -281,6 +281,18 @@ impl KernelFamily {
         })
     }
 
+    /// True for the persistent wgmma kernels (`wgmma-large`, `-medium`,
+    /// `-small`): at most one block per SM walks the tiles, and where the
+    /// last wave of tiles would leave SMs idle its tiles are cut along k
+    /// into pieces summed in series through a workspace (the same k16
+    /// sequence per output, so the same bits; docs/design.md).
+    pub fn wgmma_persistent(&self) -> bool {
+        matches!(
+            self,
+            KernelFamily::WgmmaLarge | KernelFamily::WgmmaSmall | KernelFamily::WgmmaMedium
+        )
+    }
+
     /// True for the TMA + wgmma families (the ladder's rungs included).
     pub fn is_wgmma(&self) -> bool {
         matches!(

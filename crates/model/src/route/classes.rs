@@ -127,7 +127,7 @@ classes! {
     "bk" => P("the symbol's k block: fixed, or one split's (ceil(k / splits))"), P("the symbol declares 0 (the library does not say)");
     "stages" => P(SYMBOL), P("the symbol declares 0 (the library does not say)");
     "threads" => I("the launch's block size (the launch-set builder holds them equal)"), I(CHOICE);
-    "launch.grid" => I("follows from the shape and tile; the split rule reads its z where it says so"), I(CHOICE);
+    "launch.grid" => I("follows from the shape and tile (the persistent wgmma kernels: and the route's SM count); the split rule reads its z where it says so"), I(CHOICE);
     "launch.block" => I("the launch's own; its thread count must equal threads"), I(CHOICE);
     "launch.dynamic_shared_bytes" => I("the launch's own"), I(CHOICE);
     "launch.arguments_digest" => I("the argument values: only the backend that launched can recompute them"), I("the call's argument values");
