@@ -57,7 +57,8 @@ def builds(tmp):
     and 32 instead of 16), tail (persistent without (p) and with (t) the
     split, always cut, wgmma_tail.patch), store (persistent with the store
     overlapped, wgmma_persist_store.patch), pair (clusters of two sharing
-    B' by multicast, wgmma_pair.patch)."""
+    B' by multicast, wgmma_pair.patch); and REGIME_EXTRA's builds
+    (name=path.cu, comma separated)."""
     base = wp.one_cta_source(tmp)
     src = open(base).read()
     wanted = os.environ.get("REGIME_BUILDS", "tail,store,pair").split(",")
@@ -99,6 +100,10 @@ def builds(tmp):
         makers["q"] = as_variant(variant("persist-store"), "persist-store")
     if "pair" in wanted:
         makers["x2"] = as_variant(variant("pair"), "pair")
+    # Other builds of wgmma.cu to time beside them: REGIME_EXTRA=name=path,...
+    for item in filter(None, os.environ.get("REGIME_EXTRA", "").split(",")):
+        name, path = item.split("=", 1)
+        makers[name] = plain(path)
     return makers
 
 

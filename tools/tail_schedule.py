@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The split tail's schedule (tail_plan and tail_walk of
-tools/wgmma_tail.patch and, with its rule for when to cut,
-tools/wgmma_persistent.patch), checked on the CPU: every tile's pieces cover its k blocks
+crates/cuda/kernels/wgmma.cu, whose pieces run late, and of
+tools/wgmma_tail.patch, whose begin pieces run first), checked on the CPU: every tile's pieces cover its k blocks
 once, in order; the pieces never wait on one another in a cycle (each
 block runs its items in order and a piece waits for the one before it);
 and a timeline in k-block units against whole tiles only (the timeline leaves out
@@ -39,10 +39,13 @@ def splits(tiles, kb, grid):
     return 0, 0
 
 
-def plan(tiles, kb, grid, b, split=True):
+def plan(tiles, kb, grid, b, split=True, late=True):
     """Block b's items (tile, lo, hi) in the order tail_walk runs them;
     split: True (always cut a partial last wave), "rule" (the kernel's
-    rule) or False (whole tiles only)."""
+    rule) or False (whole tiles only); late: the shipped kernel's order
+    (a piece that begins a tile before the block's last two whole tiles,
+    a middle piece before its last one, an end piece last), or not:
+    wgmma_tail.patch's (begin first, middle after half, end last)."""
     if split == "rule":
         r, segments = splits(tiles, kb, grid)
     else:
@@ -60,20 +63,24 @@ def plan(tiles, kb, grid, b, split=True):
                 p = (first + j, max(lo, t0) - t0, min(hi, t0 + kb) - t0)
                 kind = "end" if p[2] == kb else "begin" if p[1] == 0 else "middle"
                 pieces[kind] = p
-    half = whole // 2
-    items = [pieces["begin"]] if "begin" in pieces else []
-    items += [(b + i * grid, 0, kb) for i in range(half)]
+    if late:
+        at_begin, at_middle = max(whole - 2, 0), max(whole - 1, 0)
+    else:
+        at_begin, at_middle = 0, whole // 2
+    items = [(b + i * grid, 0, kb) for i in range(at_begin)]
+    items += [pieces["begin"]] if "begin" in pieces else []
+    items += [(b + i * grid, 0, kb) for i in range(at_begin, at_middle)]
     items += [pieces["middle"]] if "middle" in pieces else []
-    items += [(b + i * grid, 0, kb) for i in range(half, whole)]
+    items += [(b + i * grid, 0, kb) for i in range(at_middle, whole)]
     items += [pieces["end"]] if "end" in pieces else []
     return items
 
 
-def check(tiles, kb, sms, split=True, spill=2.0):
+def check(tiles, kb, sms, split=True, spill=2.0, late=True):
     """Asserts coverage, order and progress; returns (timeline, whole-tile
     time) in k blocks."""
     grid = min(tiles, sms)
-    blocks = [plan(tiles, kb, grid, b, split) for b in range(grid)]
+    blocks = [plan(tiles, kb, grid, b, split, late) for b in range(grid)]
     cover = {}
     for b, items in enumerate(blocks):
         for (t, lo, hi) in items:
@@ -110,24 +117,28 @@ def main():
     ap.add_argument("--spill", type=float, default=2.0)
     ap.add_argument("--random", type=int, default=3000, help="random (tiles, k blocks, grid) to check")
     a = ap.parse_args()
-    print(f"{'m x k x n':>20} {'tile':>7} {'tiles':>14} {'whole':>6} {'split':>7} {'gain':>6}  kernel's rule")
+    print(f"{'m x k x n':>20} {'tile':>7} {'tiles':>14} {'whole':>6} {'split':>7} {'gain':>6} {'early':>7}  kernel's rule"
+          "  (split: the shipped order's timeline; early: wgmma_tail.patch's)")
     for (m, k, n) in [(1024, 4096, 6144), (1024, 4096, 14336), (2048, 4096, 4096), (4096, 4096, 4096),
                       (8192, 4096, 4096), (4096, 4096, 6144), (8192, 4096, 6144), (2048, 4096, 14336),
                       (4096, 4096, 14336), (8192, 4096, 14336), (4096, 14336, 4096), (8192, 8192, 8192)]:
         for bn in (256, 192):
             tiles, kb = -(-m // 128) * -(-n // bn), -(-k // 64)
             t, whole = check(tiles, kb, a.sms, spill=a.spill)
+            early, _ = check(tiles, kb, a.sms, spill=a.spill, late=False)
             check(tiles, kb, a.sms, split=False)
             rule = "split" if splits(tiles, kb, min(tiles, a.sms))[0] else "whole tiles"
             print(f"{m:>6}x{k}x{n} {'128x' + str(bn):>7} {tiles:>5}={tiles // a.sms}x{a.sms}+{tiles % a.sms:<3}"
-                  f" {whole:>6} {t:>7.0f} {whole / t:6.3f}  {rule}")
+                  f" {whole:>6} {t:>7.0f} {whole / t:6.3f} {early:>7.0f}  {rule}")
     rng = random.Random(1)
     for _ in range(a.random):
         args = (rng.randint(1, 5000), rng.randint(1, 300), rng.randint(1, 200))
-        check(*args)
+        for late in (True, False):
+            check(*args, late=late)
+            check(*args, split="rule", late=late)
         check(*args, split=False)
-        check(*args, split="rule")
-    print(f"{a.random} random schedules: every tile covered once, in order, no cycle of waits")
+    print(f"{a.random} random (tiles, k blocks, grid) in both orders: every tile covered once, in order, "
+          "no cycle of waits")
 
 
 if __name__ == "__main__":

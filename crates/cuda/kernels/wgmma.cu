@@ -550,23 +550,27 @@ __device__ __forceinline__ void store_tile(u16* C, const float* d, unsigned char
 // piece and when: the schedule depends on m and on the grid, the bits do
 // not.
 //
-// A block runs its piece that starts a tile first, a piece from the middle
-// of a tile after half its whole tiles, and a piece that ends a tile last,
-// so the piece before has long finished when it is waited for; a piece
-// only ever waits for pieces of lower-numbered blocks. flags[j] holds how
-// many k blocks tail tile j's partial has summed (0 at rest); the piece
-// that ends the tile puts it back to 0, so a launch leaves the flags as it
-// found them (graph replays need nothing reset).
+// A block runs its piece that starts a tile before its last two whole
+// tiles, a piece from the middle of a tile before its last whole tile, and
+// a piece that ends a tile last, so the piece before (at most 4/5 of a
+// tile, see the rule below) has finished when it is waited for; a piece
+// only ever waits for pieces of lower-numbered blocks. Pieces that late
+// keep the blocks' k walks in step until the last two tiles: a block that
+// ran a piece first would walk the rest of the kernel out of step with
+// those that did not, and blocks in step share A' and B' in L2 (pieces
+// first cost 3-6% at the 1.98 GHz boost clock; docs/benchmarks.md 4r).
+// flags[j] holds how many k blocks tail tile j's partial has summed (0 at
+// rest); the piece that ends the tile puts it back to 0, so a launch
+// leaves the flags as it found them (graph replays need nothing reset).
 //
 // The split is taken only where it paid on the H200 (docs/benchmarks.md,
 // 4p): segments of at most 4/5 of a tile's k blocks, and a last wave cut
 // by at least 1/40 of the whole-tile time. Long pieces shift the blocks'
 // k walks against one another, and blocks that walk k in step share A'
 // and B' in L2: 4096 x 14336 x 4096, whose segments are 0.88 of a tile,
-// ran 31% slower split. The gain is a sustained-load one (4q): at the
-// power cap (about 1.5 GHz) the split runs 3-4% faster than whole tiles,
-// while in a short burst at the 1.98 GHz boost clock, where the walks'
-// L2 sharing matters more, it runs 3-6% slower.
+// ran 31% slower split. With the pieces late the split runs 1-2% faster
+// than whole tiles at the power cap (about 1.5 GHz, where large GEMMs run
+// back to back) and within 1.5% of them at the boost clock (4r).
 
 struct TailPiece {
     u32 tile, lo, hi;  // linear tile, k blocks [lo, hi)
@@ -622,11 +626,12 @@ __device__ __forceinline__ TailPlan tail_plan(u32 tiles, u32 kblocks) {
 template <typename F>
 __device__ __forceinline__ void tail_walk(const TailPlan& p, F f) {
     const u32 G = gridDim.x, b = blockIdx.x;
-    const u32 half = p.whole / 2;
+    const u32 at_begin = p.whole >= 2 ? p.whole - 2 : 0, at_middle = p.whole >= 1 ? p.whole - 1 : 0;
+    for (u32 i = 0; i < at_begin; ++i) f(TailPiece{b + i * G, 0, p.kblocks});
     if (p.has_begin) f(p.begin);
-    for (u32 i = 0; i < half; ++i) f(TailPiece{b + i * G, 0, p.kblocks});
+    for (u32 i = at_begin; i < at_middle; ++i) f(TailPiece{b + i * G, 0, p.kblocks});
     if (p.has_middle) f(p.middle);
-    for (u32 i = half; i < p.whole; ++i) f(TailPiece{b + i * G, 0, p.kblocks});
+    for (u32 i = at_middle; i < p.whole; ++i) f(TailPiece{b + i * G, 0, p.kblocks});
     if (p.has_end) f(p.end);
 }
 
