@@ -18,8 +18,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// Seconds of timed-like rounds before the samples: the power cap takes
-/// hold within about one second of back-to-back work on the H200.
+/// Seconds of timed-like rounds before the samples. On the H200 the clock
+/// leaves its boost within 0.1 s of back-to-back work and the board power
+/// settles at the cap within about a second (docs/benchmarks.md 4q).
 const WARMUP_SECS: f64 = 3.0;
 
 /// The batch sizes of the large-m goal.
@@ -121,8 +122,10 @@ pub(super) fn bench_sustained(gpu: &Gpu, cfg: &Config) -> Res<Report> {
     Ok(Report { table, summary })
 }
 
-/// `nvidia-smi`'s SM clock, board power and power-cap flag, read every
-/// 200 ms on a thread of its own while the samples run.
+/// `nvidia-smi`'s SM clock, board power and power-cap flag of the first
+/// GPU in its order (on a machine of several, not necessarily the one
+/// timed), read every 200 ms on a thread of its own while the section's
+/// routes are prepared and timed.
 struct ClockLog {
     stop: Arc<AtomicBool>,
     thread: JoinHandle<Vec<(f64, f64, bool)>>,
