@@ -275,6 +275,18 @@ struct Gpu {
     pedantic: CudaBackend,
 }
 
+impl Gpu {
+    /// The backend a route is resolved under: cublas-fast for the vendor
+    /// routes (as a bf16 user calls them), the deterministic one otherwise.
+    fn backend_for(&self, route: RouteChoice) -> &CudaBackend {
+        if route.is_vendor() {
+            &self.fast
+        } else {
+            &self.det
+        }
+    }
+}
+
 /// A benchmark section: name (for filters), title, and what runs it.
 struct Section {
     name: &'static str,
@@ -820,11 +832,7 @@ fn bench_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
     for &(op, m) in &rows {
         let mut row = Vec::new();
         for (label, route) in columns {
-            let backend = if route.is_vendor() {
-                &gpu.fast
-            } else {
-                &gpu.det
-            };
+            let backend = gpu.backend_for(route);
             let r = backend.resolve(&GemmSpec {
                 name: format!("{label}@{op}-m{m}"),
                 op,
@@ -943,11 +951,7 @@ fn resolve_columns(
     }
     let mut cells = Vec::new();
     for &(label, route) in columns {
-        let backend = if route.is_vendor() {
-            &gpu.fast
-        } else {
-            &gpu.det
-        };
+        let backend = gpu.backend_for(route);
         let spec = GemmSpec {
             name: format!("{label}@{op}-{dtype}-{k}x{n}-m{m}"),
             op,
@@ -1219,11 +1223,7 @@ fn bench_report_clock(gpu: &Gpu, cfg: &Config) -> Res<Report> {
     let mut routes = Vec::new();
     let mut backends = Vec::new();
     for &(label, route, m, k, n) in &cases {
-        let backend = if route.is_vendor() {
-            &gpu.fast
-        } else {
-            &gpu.det
-        };
+        let backend = gpu.backend_for(route);
         let spec = GemmSpec {
             name: format!("{label}@m{m}"),
             op: GemmOp::Nn,

@@ -1641,8 +1641,7 @@ fn invariant_gemms_run_on_engine_buffers_like_the_backend() {
     let sms = live.device.multiprocessors;
     for fam in WGMMA_TILES {
         let s = shape(2056, 1000, 5000);
-        let (bm, bn) = fam.wgmma_tile().unwrap();
-        let tiles = s.m.div_ceil(u64::from(bm)) * s.n.div_ceil(u64::from(bn));
+        let tiles = fam.wgmma_tiles(s.m, s.n).unwrap();
         assert!(
             tiles % u64::from(sms) != 0 && tiles > u64::from(sms),
             "{fam}: {tiles} tiles"
