@@ -123,7 +123,7 @@ class Clock:
     background; `mean(t0, t1)` averages the readings between two times."""
 
     def __init__(self, path):
-        self.path = path
+        self.path, self.read, self.rows = path, 0, []
         self.out = open(path, "w")
         fields = "timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.sw_power_cap"
         if subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv"],
@@ -135,15 +135,21 @@ class Clock:
 
     def mean(self, t0, t1):
         self.out.flush()
-        rows = []
-        for line in open(self.path):
-            f = [x.strip() for x in line.split(",")]
-            try:
-                t = datetime.strptime(f[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
-                rows.append((t, float(f[1]), float(f[2]), f[4] if len(f) > 4 else "?"))
-            except (ValueError, IndexError):
-                continue
-        inside = [r for r in rows if t0 <= r[0] <= t1]
+        # Only the lines written since the last call (a partly written last
+        # line fails to parse and is read again next time).
+        with open(self.path) as f:
+            f.seek(self.read)
+            for line in f:
+                if not line.endswith("\n"):
+                    break
+                self.read += len(line.encode())
+                x = [v.strip() for v in line.split(",")]
+                try:
+                    t = datetime.strptime(x[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+                    self.rows.append((t, float(x[1]), float(x[2]), x[4] if len(x) > 4 else "?"))
+                except (ValueError, IndexError):
+                    continue
+        inside = [r for r in self.rows if t0 <= r[0] <= t1]
         if not inside:
             return "no clock readings"
         capped = sum(r[3] == "Active" for r in inside)
@@ -203,7 +209,7 @@ def probe(mods, clock):
                 ok &= diff == 0
                 if diff:
                     print(f"BAD {name} {m}x{k}x{n} {kind}: {diff} elements differ from the one-CTA kernel's", flush=True)
-            KEEP.append((samplers, outs, a, b, c))
+            KEEP.append((samplers, outs, a, b, c))  # the graphs' buffers outlive them
             for duty in ("cool", "hot"):
                 t0 = time.time()
                 got = block(samplers, duty, 5 if duty == "cool" else 7)
@@ -215,7 +221,6 @@ def probe(mods, clock):
                 tf = flop / statistics.median(base) / 1e6
                 print(f"{m}x{k}x{n} {kind:7} {duty:4}: cuBLAS {statistics.median(base):7.1f}/{min(base):7.1f} us "
                       f"({tf:4.0f} TFLOP/s)  {cells}  [{clock.mean(t0, t1)}]", flush=True)
-            del outs
     clock.stop()
     print("BITS", "PASS" if ok else "FAIL", flush=True)
     return 0 if ok else 1
