@@ -20,7 +20,11 @@ Kernels: cuBLAS (torch.matmul), the one-CTA 128x256 kernel (`one`, shipped
 until 4q), the working tree's (`shipped`) and the variants REGIME_BUILDS
 names (see `builds`; every kernel's bits are checked equal to the one-CTA
 kernel's: a tile's k order is its own).
-REGIME_OPERANDS picks the operands (default both). The SM clock and board
+REGIME_OPERANDS picks the operands (default both), REGIME_PROBLEMS the
+problems (m,k,n;...). Every persistent build is also run with each
+choice of the clock-split build forced (a no-op for builds that do not
+choose): its bits checked, its flags back at 0 after every launch. The SM
+clock and board
 power come from `nvidia-smi -lms 20` running beside the probe, averaged
 over each block's samples.
 
@@ -44,7 +48,9 @@ from ladder_tune import graph_time as graph  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHIPPED = os.path.join(wp.ROOT, "crates/cuda/kernels/wgmma.cu")
-PROBLEMS = [(8192, 4096, 4096), (4096, 4096, 14336), (8192, 4096, 6144), (8192, 8192, 8192)]
+# REGIME_PROBLEMS=m,k,n;... replaces them.
+PROBLEMS = [tuple(int(v) for v in p.split(",")) for p in os.environ.get(
+    "REGIME_PROBLEMS", "8192,4096,4096;4096,4096,14336;8192,4096,6144;8192,8192,8192").split(";")]
 KEEP = []
 
 
@@ -57,15 +63,16 @@ def builds(tmp):
     and 32 instead of 16), tail (persistent without (p) and with (t) the
     split, always cut, wgmma_tail.patch), store (persistent with the store
     overlapped, wgmma_persist_store.patch), pair (clusters of two sharing
-    B' by multicast, wgmma_pair.patch); and REGIME_EXTRA's builds
-    (name=path.cu, comma separated)."""
+    B' by multicast, wgmma_pair.patch), clock (the shipped kernel with
+    wgmma_clock_split.patch, and `csplit`, that build always splitting);
+    and REGIME_EXTRA's builds (name=path.cu, comma separated)."""
     base = wp.one_cta_source(tmp)
     src = open(base).read()
     wanted = os.environ.get("REGIME_BUILDS", "tail,store,pair").split(",")
     wv.SMS = torch.cuda.get_device_properties(0).multi_processor_count
 
-    def plain(path):
-        mod = wp.Module(wp.compile_cubin(path, "sm_90a", []))
+    def plain(path, defines=()):
+        mod = wp.Module(wp.compile_cubin(path, "sm_90a", list(defines)))
         return lambda a, b, m, k, n, c: wp.kernel_launch(mod, (128, 256), "wgmma", "nn", torch.bfloat16,
                                                           a, b, m, k, n, c)
 
@@ -100,6 +107,15 @@ def builds(tmp):
         makers["q"] = as_variant(variant("persist-store"), "persist-store")
     if "pair" in wanted:
         makers["x2"] = as_variant(variant("pair"), "pair")
+    if "clock" in wanted:
+        # The shipped kernel with wgmma_clock_split.patch (4s): each launch
+        # splits its last wave or not by its measured SM clock; `csplit`,
+        # the same build told to split at any clock.
+        path = os.path.join(tmp, "wgmma_clock.cu")
+        subprocess.run(["patch", "-s", "-o", path, SHIPPED, os.path.join(HERE, "wgmma_clock_split.patch")],
+                       check=True)
+        makers["clock"] = plain(path)
+        makers["csplit"] = plain(path, ["TAIL_SPLIT_BELOW_MHZ=100000"])
     # Other builds of wgmma.cu to time beside them: REGIME_EXTRA=name=path,...
     for item in filter(None, os.environ.get("REGIME_EXTRA", "").split(",")):
         name, path = item.split("=", 1)
@@ -161,6 +177,33 @@ class Clock:
         self.out.close()
 
 
+def forced(launches, outs, what):
+    """Builds since 4s choose by the SM clock whether a launch splits its
+    last wave, in words after the tail flags, the last of them a forced
+    choice (1 split, 2 whole): each forced once, the bits checked against
+    the one-CTA kernel's, and every flag and word back at 0 after each
+    launch (a launch must leave them as it found them)."""
+    ok = True
+    for name, launch in launches.items():
+        flags = launch.counters
+        if name == "one" or flags is None:
+            continue
+        for choice in (1, 2, 0):
+            flags[-1] = choice
+            out = launch.keep[2]
+            out.fill_(float("nan"))
+            torch.cuda.synchronize()
+            launch()
+            torch.cuda.synchronize()
+            diff = (wp.bits(out) != wp.bits(outs["one"])).sum().item()
+            left = flags[:-1].abs().sum().item()
+            if diff or left:
+                ok = False
+                print(f"BAD {name} {what} forced {choice}: {diff} elements differ from the one-CTA kernel's, "
+                      f"flags not back at 0: {left}", flush=True)
+    return ok
+
+
 def block(samplers, duty, rounds):
     """Samples of every sampler, interleaved, under `duty`: name -> list (us)."""
     got = {k: [] for k in samplers}
@@ -197,18 +240,21 @@ def probe(mods, clock):
             c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
             samplers = {"cublas": graph(lambda: torch.matmul(a, b, out=c), reps)}
             outs = {}
+            launches = {}
             for name, make in mods.items():
                 mine = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
                 launch = make(a, b, m, k, n, mine)
                 launch()
                 torch.cuda.synchronize()
                 outs[name] = mine
+                launches[name] = launch
                 samplers[name] = graph(launch, reps)
             for name in list(mods)[1:]:
                 diff = (wp.bits(outs[name]) != wp.bits(outs["one"])).sum().item()
                 ok &= diff == 0
                 if diff:
                     print(f"BAD {name} {m}x{k}x{n} {kind}: {diff} elements differ from the one-CTA kernel's", flush=True)
+            ok &= forced(launches, outs, f"{m}x{k}x{n} {kind}")
             KEEP.append((samplers, outs, a, b, c))  # the graphs' buffers outlive them
             for duty in ("cool", "hot"):
                 t0 = time.time()

@@ -158,7 +158,8 @@ class Launch:
     """One launch of a wgmma-module kernel: call it to enqueue it on the
     current stream. `grid` may be changed before a call (the cluster and
     persistent variants do); `keep` holds what the arguments point into,
-    `counters` a splitting rung's tile counters."""
+    `counters` a splitting rung's tile counters or a persistent kernel's
+    tail flags."""
 
     def __init__(self, f, grid, block, smem, args, keep, counters=None):
         self.f, self.grid, self.block, self.smem, self.args = f, grid, block, smem, args
@@ -216,14 +217,15 @@ def kernel_launch(mod, tile, how, op, dtype, a_st, b_st, m, k, n, c, ldc=None, c
             return Launch(f, (tiles, 1, 1), (384, 1, 1), smem, [ta, tb, cp, *dims], (ta, tb, c))
         # Builds since 4p: at most one block per SM, a workspace of one
         # 128 x bn f32 partial and one flag per tile of the last partial
-        # wave, and the `epi` barrier's 16 bytes.
+        # wave (since 4s three words more: the launch's choice to split,
+        # its readers, a forced choice), and the `epi` barrier's 16 bytes.
         grid = min(tiles, torch.cuda.get_device_properties(0).multi_processor_count)
         tail = tiles % grid
         ws = torch.zeros(max(1, tail * bm * bn), device="cuda", dtype=torch.float32)
-        flags = torch.zeros(max(1, tail), device="cuda", dtype=torch.int32)
+        flags = torch.zeros(tail + 3, device="cuda", dtype=torch.int32)
         check(cuda.cuFuncSetAttribute(f, 8, smem + 16), "max dynamic smem")
         args = [ta, tb, cp, ctypes.c_void_p(ws.data_ptr()), ctypes.c_void_p(flags.data_ptr()), *dims]
-        return Launch(f, (grid, 1, 1), (384, 1, 1), smem + 16, args, (ta, tb, c, ws, flags))
+        return Launch(f, (grid, 1, 1), (384, 1, 1), smem + 16, args, (ta, tb, c, ws, flags), flags)
     split = how == "split"
     # The workspace (chunks x m x n f32) and the tile counters only a
     # splitting rung reads.

@@ -40,11 +40,16 @@ const PROBLEMS: [(GemmOp, DType, u64, u64); 7] = [
 ];
 const CUBES: [u64; 2] = [4096, 8192];
 
-/// cuBLAS first: every other column is timed against it.
-const COLUMNS: [(&str, RouteChoice); 4] = [
+/// cuBLAS first: every other column is timed against it. The three wgmma
+/// rungs each have a column so that the rule `batch-invariant` picks among
+/// them by can be read against the cap as well as against the boost clock
+/// (`decode-by-m`).
+const COLUMNS: [(&str, RouteChoice); 6] = [
     ("cuBLAS", RouteChoice::Cublas),
     ("ladder", RouteChoice::BatchInvariant),
-    ("wgmma", RouteChoice::Kernel(KernelFamily::WgmmaLarge)),
+    ("large", RouteChoice::Kernel(KernelFamily::WgmmaLarge)),
+    ("medium", RouteChoice::Kernel(KernelFamily::WgmmaMedium)),
+    ("small", RouteChoice::Kernel(KernelFamily::WgmmaSmall)),
     ("inv", RouteChoice::CublasLtInvariant),
 ];
 
@@ -85,18 +90,13 @@ pub(super) fn bench_sustained(gpu: &Gpu, cfg: &Config) -> Res<Report> {
     let clock = ClockLog::start();
     let (_, stats) = time_routes(gpu, cfg, &routes, "sustained by m")?;
     let clock = clock.stop();
-    let mut table = Table::new(&[
-        "problem",
-        "cuBLAS us",
-        "cuBLAS TFLOP/s",
-        "ladder",
-        "wgmma",
-        "inv",
-    ]);
+    let mut header = vec!["problem", "cuBLAS us", "cuBLAS TFLOP/s"];
+    header.extend(COLUMNS[1..].iter().map(|(label, _)| *label));
+    let mut table = Table::new(&header);
     table.notes.push(format!(
         "median of {} samples of ~{:.0} ms per route after {} warm-up round(s) (>= {WARMUP_SECS} s), heavy routes \
-         only, back to back; ladder = route batch-invariant, wgmma = wgmma-large, inv = cublaslt-invariant, each as \
-         cuBLAS time / route time (1.00 = vendor speed)",
+         only, back to back; ladder = route batch-invariant, large/medium/small = wgmma-large/-medium/-small, \
+         inv = cublaslt-invariant, each as cuBLAS time / route time (1.00 = vendor speed)",
         cfg.samples,
         sample_secs * 1e3,
         cfg.warmup
