@@ -69,9 +69,9 @@ def first_tile(tmp):
     b = torch.randn(k, n, device="cuda").to(torch.bfloat16)
     c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     launch = wp.kernel_launch(mod, (128, 256), "wgmma", "nn", torch.bfloat16, a, b, m, k, n, c)
-    tail = launch.counters.numel() - 3
-    # Room for the three words the instrumented build writes.
-    flags = torch.zeros(tail + 8, device="cuda", dtype=torch.int32)
+    tail = launch.counters.numel() - wp.TAIL_WORDS
+    # Room for the three words the instrumented build writes after them.
+    flags = torch.zeros(tail + wp.TAIL_WORDS + 3, device="cuda", dtype=torch.int32)
     launch.args[4] = ctypes.c_void_p(flags.data_ptr())
     launch.keep = (*launch.keep, flags)
     for mode in ("cool", "hot", "cool"):

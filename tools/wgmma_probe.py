@@ -139,6 +139,11 @@ def tensor_map(t, dims, box, dtype, swizzle=3):
 
 
 BM, BK = 128, 64
+# u32 words after a persistent kernel's tail flags that
+# tools/wgmma_clock_split.patch reads (docs/benchmarks.md 4s): the launch's
+# choice to split, its readers, a forced choice. Builds without the patch
+# ignore them.
+TAIL_WORDS = 3
 # Bytes of shared memory a kernel's stage ring may use (RING_BYTES in wgmma.cu).
 RING = 192 * 1024
 
@@ -217,12 +222,11 @@ def kernel_launch(mod, tile, how, op, dtype, a_st, b_st, m, k, n, c, ldc=None, c
             return Launch(f, (tiles, 1, 1), (384, 1, 1), smem, [ta, tb, cp, *dims], (ta, tb, c))
         # Builds since 4p: at most one block per SM, a workspace of one
         # 128 x bn f32 partial and one flag per tile of the last partial
-        # wave (since 4s three words more: the launch's choice to split,
-        # its readers, a forced choice), and the `epi` barrier's 16 bytes.
+        # wave, then TAIL_WORDS, and the `epi` barrier's 16 bytes.
         grid = min(tiles, torch.cuda.get_device_properties(0).multi_processor_count)
         tail = tiles % grid
         ws = torch.zeros(max(1, tail * bm * bn), device="cuda", dtype=torch.float32)
-        flags = torch.zeros(tail + 3, device="cuda", dtype=torch.int32)
+        flags = torch.zeros(tail + TAIL_WORDS, device="cuda", dtype=torch.int32)
         check(cuda.cuFuncSetAttribute(f, 8, smem + 16), "max dynamic smem")
         args = [ta, tb, cp, ctypes.c_void_p(ws.data_ptr()), ctypes.c_void_p(flags.data_ptr()), *dims]
         return Launch(f, (grid, 1, 1), (384, 1, 1), smem + 16, args, (ta, tb, c, ws, flags), flags)
@@ -267,6 +271,11 @@ class Runner:
 
 def bits(t):
     return t.view(torch.int16)
+
+
+def differing(out, ref):
+    """How many elements of `out` differ from `ref` in their bits."""
+    return (bits(out) != bits(ref)).sum().item()
 
 
 def validate(r, quick):
