@@ -38,6 +38,20 @@ const WGMMA_TILES: [CudaKernel; 3] = [
 const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::Bf16];
 const SEED: u64 = 0x6a09_e667;
 
+/// Held by the tests that read or pin `cublaslt-invariant`'s family
+/// choices: those live in the vendor handles every backend of the process
+/// shares (one device context per process), so a test that adopts another
+/// configuration would move the family under a test asserting that it
+/// stays one configuration across m, if they ran at once.
+static LT_FAMILY_CHOICES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// [`LT_FAMILY_CHOICES`], also after a test that held it failed.
+fn lt_family_choices() -> std::sync::MutexGuard<'static, ()> {
+    LT_FAMILY_CHOICES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn gpu() -> CudaBackend {
     CudaBackend::open().expect("a CUDA device (set LD_LIBRARY_PATH to the CUDA lib64)")
 }
@@ -299,15 +313,18 @@ fn wgmma_families_equal_mma_and_are_batch_invariant() {
     }
     for dtype in [DType::Bf16, DType::F16] {
         for op in OPS {
-            // The last two have more tiles than the H200 has SMs, so the
+            // The last three have more tiles than the H200 has SMs, so the
             // persistent kernels cut their last wave's tiles along k (with
-            // m, n and k tails, and pieces from the middle of a tile).
+            // m, n and k tails, and pieces from the middle of a tile); in
+            // the last, every family's segments are over 3/5 of a tile and
+            // each launch chooses by its SM clock whether to cut.
             for s in [
                 shape(200, 136, 264),
                 shape(256, 512, 512),
                 shape(1024, 4096, 520),
                 shape(2056, 1000, 5000),
                 shape(1032, 4096, 8200),
+                shape(3592, 2056, 5576),
             ] {
                 let mma = g
                     .run(&route(&g, op, dtype, s, CudaKernel::MmaLarge), SEED)
@@ -963,6 +980,7 @@ fn graph_enum_round_trip() {
 #[test]
 #[ignore = "needs a CUDA device"]
 fn cublaslt_invariant_is_one_configuration_and_batch_invariant() {
+    let _choices = lt_family_choices();
     let g = gpu();
     let v = vendor_backend(&g, PolicyMode::CublasFast);
     let (k, n) = (4096u64, 4096u64);
@@ -1085,6 +1103,7 @@ fn cublaslt_invariant_is_one_configuration_and_batch_invariant() {
 #[test]
 #[ignore = "needs a CUDA device"]
 fn cublaslt_invariant_adopts_a_recorded_configuration() {
+    let _choices = lt_family_choices();
     let v = vendor_backend(&gpu(), PolicyMode::CublasFast);
     let (op, dtype, k, n) = (GemmOp::Nn, DType::Bf16, 4096u64, 4096u64);
     let spec = |m| {

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""What the clock-chosen split of tools/wgmma_clock_split.patch measures
-(device only; nothing here is used by the crate; docs/benchmarks.md 4s):
+"""What the persistent wgmma kernels' clock-chosen split measures (device
+only; nothing here is used by the crate; docs/benchmarks.md 4s, 4t):
 
 1. %globaltimer's step and %clock64 against it, one thread spinning alone;
-2. block 0's first-tile timing in the patched 128x256 kernel (8192 x 4096
+2. block 0's first-tile timing in the shipped 128x256 kernel (8192 x 4096
    x 4096, bf16 NN), written by an instrumented build after the launch's
    tail words: cool (each launch after 0.3 s idle), hot (after 2 s of
    back-to-back launches), cool again.
@@ -13,7 +13,6 @@
 
 import ctypes
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -56,9 +55,7 @@ def timers(tmp):
 
 def first_tile(tmp):
     path = os.path.join(tmp, "clock.cu")
-    subprocess.run(["patch", "-s", "-o", path, os.path.join(wp.ROOT, "crates/cuda/kernels/wgmma.cu"),
-                    os.path.join(HERE, "wgmma_clock_split.patch")], check=True)
-    src = open(path).read()
+    src = open(os.path.join(wp.ROOT, "crates/cuda/kernels/wgmma.cu")).read()
     publish = "    st_release(choice, c);\n}"
     assert publish in src, "tail_publish moved: update this probe"
     src = src.replace(publish, "    choice[3] = (u32)cycles;\n    choice[4] = (u32)ns;\n    choice[5] = c;\n" + publish)

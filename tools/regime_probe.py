@@ -63,8 +63,8 @@ def builds(tmp):
     and 32 instead of 16), tail (persistent without (p) and with (t) the
     split, always cut, wgmma_tail.patch), store (persistent with the store
     overlapped, wgmma_persist_store.patch), pair (clusters of two sharing
-    B' by multicast, wgmma_pair.patch), clock (the shipped kernel with
-    wgmma_clock_split.patch, and `csplit`, that build always splitting);
+    B' by multicast, wgmma_pair.patch), clock (the shipped kernel told to
+    split where it chooses by the clock, `csplit`, or not, `cwhole`);
     and REGIME_EXTRA's builds (name=path.cu, comma separated)."""
     base = wp.one_cta_source(tmp)
     src = open(base).read()
@@ -108,14 +108,12 @@ def builds(tmp):
     if "pair" in wanted:
         makers["x2"] = as_variant(variant("pair"), "pair")
     if "clock" in wanted:
-        # The shipped kernel with wgmma_clock_split.patch (4s): each launch
-        # splits its last wave or not by its measured SM clock; `csplit`,
-        # the same build told to split at any clock.
-        path = os.path.join(tmp, "wgmma_clock.cu")
-        subprocess.run(["patch", "-s", "-o", path, SHIPPED, os.path.join(HERE, "wgmma_clock_split.patch")],
-                       check=True)
-        makers["clock"] = plain(path)
-        makers["csplit"] = plain(path, ["TAIL_SPLIT_BELOW_MHZ=100000"])
+        # The shipped kernel chooses by its measured SM clock whether a
+        # launch splits a last wave of segments over 3/5 of a tile (4s,
+        # 4t): `csplit` is that build told to split at any clock and
+        # however long the segments, `cwhole` never to split there.
+        makers["csplit"] = plain(SHIPPED, ["TAIL_SPLIT_BELOW_MHZ=100000", "TAIL_DRIFT_MAX_KBLOCKS=100000"])
+        makers["cwhole"] = plain(SHIPPED, ["TAIL_SPLIT_BELOW_MHZ=0"])
     # Other builds of wgmma.cu to time beside them: REGIME_EXTRA=name=path,...
     for item in filter(None, os.environ.get("REGIME_EXTRA", "").split(",")):
         name, path = item.split("=", 1)

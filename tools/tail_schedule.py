@@ -17,7 +17,14 @@ a partial, in k blocks (default 2: 128 KiB per 128x256 tile).
 """
 
 import argparse
+import os
 import random
+import re
+
+# The longest segment over 3/5 of a tile the kernel cuts, in k blocks (its
+# TAIL_DRIFT_MAX_KBLOCKS, read from the kernel so it is written once).
+_KERNEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates/cuda/kernels/wgmma.cu")
+DRIFT_MAX_KBLOCKS = int(re.search(r"#define TAIL_DRIFT_MAX_KBLOCKS (\d+)", open(_KERNEL).read()).group(1))
 
 
 def segments_of(r, grid):
@@ -27,16 +34,22 @@ def segments_of(r, grid):
 
 
 def splits(tiles, kb, grid):
-    """(tail tiles, segments) of the schedule: the kernel's rule (cut the
-    last wave only where segments are at most 4/5 of a tile and the wave is
-    cut by at least 1/40 of the whole-tile time), or (0, 0)."""
+    """(tail tiles, segments, by clock) of the schedule: the kernel's rule
+    (cut the last wave only where it is cut by at least 1/40 of the
+    whole-tile time, into segments of at most 4/5 of a tile, 15/16 where
+    every block has three whole tiles or more, and of at most
+    DRIFT_MAX_KBLOCKS k blocks where they are over 3/5 of a tile; those are
+    cut or not by the launch's SM clock where every block has three whole
+    tiles), or (0, 0, False)."""
     r = tiles % grid
     segments = segments_of(r, grid)
     if r:
         seg = -(-r * kb // segments)
-        if 5 * seg <= 4 * kb and 40 * (kb - seg) >= (tiles // grid + 1) * kb:
-            return r, segments
-    return 0, 0
+        three, long_seg = tiles // grid >= 3, 5 * seg > 3 * kb
+        fits = (16 * seg <= 15 * kb if three else 5 * seg <= 4 * kb) and (not long_seg or seg <= DRIFT_MAX_KBLOCKS)
+        if fits and 40 * (kb - seg) >= (tiles // grid + 1) * kb:
+            return r, segments, three and long_seg
+    return 0, 0, False
 
 
 def plan(tiles, kb, grid, b, split=True, late=True):
@@ -47,7 +60,7 @@ def plan(tiles, kb, grid, b, split=True, late=True):
     a middle piece before its last one, an end piece last), or not:
     wgmma_tail.patch's (begin first, middle after half, end last)."""
     if split == "rule":
-        r, segments = splits(tiles, kb, grid)
+        r, segments, _ = splits(tiles, kb, grid)
     else:
         r = tiles % grid if split else 0
         segments = segments_of(r, grid)
@@ -127,7 +140,8 @@ def main():
             t, whole = check(tiles, kb, a.sms, spill=a.spill)
             early, _ = check(tiles, kb, a.sms, spill=a.spill, late=False)
             check(tiles, kb, a.sms, split=False)
-            rule = "split" if splits(tiles, kb, min(tiles, a.sms))[0] else "whole tiles"
+            r, _, by_clock = splits(tiles, kb, min(tiles, a.sms))
+            rule = "by the SM clock" if by_clock else "split" if r else "whole tiles"
             print(f"{m:>6}x{k}x{n} {'128x' + str(bn):>7} {tiles:>5}={tiles // a.sms}x{a.sms}+{tiles % a.sms:<3}"
                   f" {whole:>6} {t:>7.0f} {whole / t:6.3f} {early:>7.0f}  {rule}")
     rng = random.Random(1)

@@ -139,9 +139,9 @@ def tensor_map(t, dims, box, dtype, swizzle=3):
 
 
 BM, BK = 128, 64
-# u32 words after a persistent kernel's tail flags that
-# tools/wgmma_clock_split.patch reads (docs/benchmarks.md 4s): the launch's
-# choice to split, its readers, a forced choice. Builds without the patch
+# u32 words after a persistent kernel's tail flags that the shipped kernel
+# reads (catalog::TAIL_CHOICE_WORDS; docs/benchmarks.md 4s, 4t): the
+# launch's choice to split, its readers, a forced choice. Builds before 4t
 # ignore them.
 TAIL_WORDS = 3
 # Bytes of shared memory a kernel's stage ring may use (RING_BYTES in wgmma.cu).

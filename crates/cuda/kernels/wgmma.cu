@@ -66,6 +66,16 @@ __device__ __forceinline__ u32 smem_addr(const void* p) {
     return r;
 }
 
+__device__ __forceinline__ void st_shared(u32 addr, u32 v) {
+    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ u32 ld_shared(u32 addr) {
+    u32 v;
+    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+    return v;
+}
+
 __device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
@@ -552,7 +562,7 @@ __device__ __forceinline__ void store_tile(u16* C, const float* d, unsigned char
 //
 // A block runs its piece that starts a tile before its last two whole
 // tiles, a piece from the middle of a tile before its last whole tile, and
-// a piece that ends a tile last, so the piece before (at most 4/5 of a
+// a piece that ends a tile last, so the piece before (at most 15/16 of a
 // tile, see the rule below) has finished when it is waited for; a piece
 // only ever waits for pieces of lower-numbered blocks. Pieces that late
 // keep the blocks' k walks in step until the last two tiles: a block that
@@ -564,13 +574,46 @@ __device__ __forceinline__ void store_tile(u16* C, const float* d, unsigned char
 // leaves the flags as it found them (graph replays need nothing reset).
 //
 // The split is taken only where it paid on the H200 (docs/benchmarks.md,
-// 4p): segments of at most 4/5 of a tile's k blocks, and a last wave cut
-// by at least 1/40 of the whole-tile time. Long pieces shift the blocks'
-// k walks against one another, and blocks that walk k in step share A'
-// and B' in L2: 4096 x 14336 x 4096, whose segments are 0.88 of a tile,
-// ran 31% slower split. With the pieces late the split runs 1-2% faster
-// than whole tiles at the power cap (about 1.5 GHz, where large GEMMs run
-// back to back) and within 1.5% of them at the boost clock (4r).
+// 4p, 4s, 4t): a last wave cut by at least 1/40 of the whole-tile time,
+// into segments of at most 4/5 of a tile's k blocks (15/16 where every
+// block has three whole tiles or more) and, where they are over 3/5 of a
+// tile, of at most TAIL_DRIFT_MAX_KBLOCKS k blocks. A block that runs a
+// piece walks k up to a segment out of step with those that do not, and
+// blocks share A' and B' in L2 only while their k walks stay within what
+// L2 holds: at the power cap, segments of 73 and 85 k blocks ran 0.6% and
+// 1.5% faster split, of 97 1% slower, of 113-197 8-20% slower
+// (4096 x 14336 x 4096, 197 k blocks: 20% slower at either clock, and 31%
+// with the pieces first, 4p).
+//
+// Where the segments are longer than 3/5 of a tile, whether the split
+// pays depends on the SM clock (4q, 4r, 4s, 4t): at the power cap, where
+// large GEMMs run back to back, it runs 1-3% faster than whole tiles; at
+// the boost clock, where the kernel leans on L2 and memory, whose speed
+// does not follow the SM clock, 1-7% slower. Shorter segments cut enough
+// of the last wave to pay at any clock (MLP up at m = 1024, segments of
+// 1/2 a tile: 8% faster split at the boost clock too), so they are always
+// taken.
+// So where the segments are over 3/5 of a tile and every block has at
+// least three whole tiles, the launch measures its clock and decides:
+// block 0's producer times its first tile (%clock64 cycles against
+// %globaltimer nanoseconds) and publishes the choice in the words after
+// the flags, and every block reads it before its last two whole tiles,
+// where the two walks part (block 0's first tile ends long before then,
+// so nobody waits). Under this load the H200's SMs run slower than
+// nvidia-smi's clock says: block 0 measured 1.63 GHz after idle time (the
+// boost clock) and 1.22-1.26 GHz at the power cap. Below
+// TAIL_SPLIT_BELOW_MHZ the launch splits, else every tile is whole.
+// Either walk gives every output the same wgmma sequence, so the bits do
+// not depend on the choice.
+#ifndef TAIL_DRIFT_MAX_KBLOCKS
+#define TAIL_DRIFT_MAX_KBLOCKS 90
+#endif
+#ifndef TAIL_SPLIT_BELOW_MHZ
+#define TAIL_SPLIT_BELOW_MHZ 1450
+#endif
+// A first tile shorter than this (few k blocks) times the clock too
+// coarsely (%globaltimer ticks every 32 ns or so): the launch splits.
+#define TAIL_CLOCK_MIN_NS 16000
 
 struct TailPiece {
     u32 tile, lo, hi;  // linear tile, k blocks [lo, hi)
@@ -582,20 +625,33 @@ struct TailPlan {
     u32 kblocks;
     bool has_begin, has_middle, has_end;
     TailPiece begin, middle, end;
+    // Split or not by the launch's clock (segments over 3/5 of a tile,
+    // and every block has three or more whole tiles); unsplit, this
+    // block's tiles are all `all_whole` of its b + i grid.
+    bool by_clock;
+    u32 all_whole;
+    u32* choice;  // flags[tiles % grid]: 0 not yet, 1 split, 2 whole; then
+                  // how many readers have read it, and a forced choice
 };
 
-__device__ __forceinline__ TailPlan tail_plan(u32 tiles, u32 kblocks) {
+__device__ __forceinline__ TailPlan tail_plan(u32 tiles, u32 kblocks, u32* flags) {
     const u32 G = gridDim.x, b = blockIdx.x;
     TailPlan p;
     p.kblocks = kblocks;
     p.has_begin = p.has_middle = p.has_end = false;
     u32 r = tiles % G;
+    p.choice = flags + r;
+    p.all_whole = tiles / G + (b < r ? 1 : 0);
     // With more segments than two a tile, a tile would be cut into chains of
     // short pieces that wait on one another.
     const u32 S = 2 * r >= G ? G : 2 * r;
     const u64 R = (u64)r * kblocks;
     const u64 seg = S ? (R + S - 1) / S : 0, K = kblocks, waves = tiles / G + 1;
-    if (r != 0 && !(5 * seg <= 4 * K && 40 * (K - seg) >= waves * K)) r = 0;
+    const bool three = tiles / G >= 3, long_seg = 5 * seg > 3 * K;
+    const bool fits = (three ? 16 * seg <= 15 * K : 5 * seg <= 4 * K) &&
+                      (!long_seg || seg <= TAIL_DRIFT_MAX_KBLOCKS);
+    if (r != 0 && !(fits && 40 * (K - seg) >= waves * K)) r = 0;
+    p.by_clock = r != 0 && three && long_seg;
     p.first = tiles - r;
     p.whole = p.first > b ? (p.first - b + G - 1) / G : 0;
     if (r == 0 || b >= S) return p;
@@ -622,12 +678,18 @@ __device__ __forceinline__ TailPlan tail_plan(u32 tiles, u32 kblocks) {
     return p;
 }
 
-// Calls f(piece) for each of this block's work items, in the order above.
-template <typename F>
-__device__ __forceinline__ void tail_walk(const TailPlan& p, F f) {
+// Calls f(piece) for each of this block's work items, in the order above;
+// where the plan splits by the clock, split() (called once, where the two
+// walks part) says whether this launch does.
+template <typename S, typename F>
+__device__ __forceinline__ void tail_walk(const TailPlan& p, S split, F f) {
     const u32 G = gridDim.x, b = blockIdx.x;
     const u32 at_begin = p.whole >= 2 ? p.whole - 2 : 0, at_middle = p.whole >= 1 ? p.whole - 1 : 0;
     for (u32 i = 0; i < at_begin; ++i) f(TailPiece{b + i * G, 0, p.kblocks});
+    if (p.by_clock && !split()) {
+        for (u32 i = at_begin; i < p.all_whole; ++i) f(TailPiece{b + i * G, 0, p.kblocks});
+        return;
+    }
     if (p.has_begin) f(p.begin);
     for (u32 i = at_begin; i < at_middle; ++i) f(TailPiece{b + i * G, 0, p.kblocks});
     if (p.has_middle) f(p.middle);
@@ -648,6 +710,38 @@ __device__ __forceinline__ void st_release(u32* p, u32 v) {
 // Read as the partial of a piece that starts a tile (see wgmma_gemm).
 __device__ float4 tail_zero;
 
+__device__ __forceinline__ u64 global_ns() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+    return t;
+}
+
+// Block 0's producer, after loading its first tile (begun at cycle c0 and
+// nanosecond t0): the launch's choice, published for every block. A forced
+// choice (choice[2], which no launch writes) wins.
+__device__ __forceinline__ void tail_publish(u32* choice, u64 c0, u64 t0) {
+    const u64 cycles = clock64() - c0, ns = global_ns() - t0;
+    u32 c = *(volatile u32*)(choice + 2);
+    if (c == 0) {
+        c = ns >= TAIL_CLOCK_MIN_NS && cycles * 1000 >= (u64)TAIL_SPLIT_BELOW_MHZ * ns ? 2 : 1;
+    }
+    st_release(choice, c);
+}
+
+// One thread's read of the launch's choice (waiting for it to be
+// published); two threads a block read it, and the last of the 2 grid puts
+// both words back to 0 for the next launch.
+__device__ __forceinline__ bool tail_read(u32* choice) {
+    u32 c;
+    while ((c = ld_acquire(choice)) == 0) {
+    }
+    if (atomicAdd(choice + 1, 1u) == 2 * gridDim.x - 1) {
+        choice[0] = 0;
+        choice[1] = 0;
+    }
+    return c == 1;
+}
+
 // Dynamic shared memory: the ring, then full[s], empty[s] and `epi` (both
 // consumers are done with the ring after an epilogue staged in it).
 template <int OP, int DT, int BN>
@@ -663,7 +757,7 @@ __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap&
     const u32 wg = tid / 128;
     const u32 kblocks = (k + BK - 1) / BK;
     const u32 tiles = ((m + BM - 1) / BM) * ((n + BN - 1) / BN);
-    const TailPlan plan = tail_plan(tiles, kblocks);
+    const TailPlan plan = tail_plan(tiles, kblocks, flags);
 
     if (tid == 0) {
         for (u32 s = 0; s < R::STAGES; ++s) {
@@ -683,7 +777,10 @@ __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap&
             // wait for `epi`.
             u32 i = 0, epilogues = 0;
             bool after_epilogue = false;
-            tail_walk(plan, [&](const TailPiece& w) {
+            const bool times = plan.by_clock && blockIdx.x == 0;
+            const u64 c0 = times ? clock64() : 0, t0 = times ? global_ns() : 0;
+            const auto split = [&]() { return tail_read(plan.choice); };
+            tail_walk(plan, split, [&](const TailPiece& w) {
                 if (after_epilogue) {
                     mbar_wait(epi, epilogues & 1);
                     ++epilogues;
@@ -699,6 +796,8 @@ __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap&
                     load_stage<OP, BM, BN>(ta, tb, a_dst, a_dst + R::A_BYTES, full, (int)(it * BK),
                                            tile_m, tile_n);
                 }
+                // Block 0's first tile, a whole one, is loaded: publish.
+                if (times && i == kblocks) tail_publish(plan.choice, c0, t0);
                 after_epilogue = w.hi == kblocks;
             });
         }
@@ -709,7 +808,14 @@ __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap&
     const u32 lane = tid % 32;
     const u32 t = tid % 128;
     u32 i = 0;
-    tail_walk(plan, [&](const TailPiece& w) {
+    // One consumer thread reads the choice for both warpgroups, through
+    // the spare word after `epi`.
+    const auto split = [&]() {
+        if (tid == 128) st_shared(epi + 8, tail_read(plan.choice) ? 1u : 0u);
+        asm volatile("bar.sync 1, 256;\n" ::: "memory");
+        return ld_shared(epi + 8) != 0;
+    };
+    tail_walk(plan, split, [&](const TailPiece& w) {
         u32 tile_m, tile_n;
         tile_of<BM, BN>(w.tile, m, n, tile_m, tile_n);
         // This thread's registers of a tail tile's partial, 16 bytes per

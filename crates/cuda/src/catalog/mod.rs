@@ -502,6 +502,12 @@ fn wgmma_geometry(kernel: KernelFamily, shape: GemmShape) -> Result<Geometry, St
     })
 }
 
+/// The u32 words after a persistent wgmma kernel's tail flags where a
+/// launch publishes whether it splits its last wave (the choice, how many
+/// of its blocks' threads have read it, and a forced choice no launch
+/// writes; kernels/wgmma.cu, `tail_publish`). Zero at rest, like the flags.
+pub const TAIL_CHOICE_WORDS: u64 = 3;
+
 /// The f32 elements and u32 flags or counters a wgmma launch of `kernel`
 /// on `shape` with `geometry` reads besides its operands, zeroed before
 /// its first launch; `None` where it reads none (it is then passed null):
@@ -509,7 +515,9 @@ fn wgmma_geometry(kernel: KernelFamily, shape: GemmShape) -> Result<Geometry, St
 ///   one m x n partial plane per chunk, one counter per output tile;
 /// - a persistent wgmma kernel with more tiles than blocks: one BM x BN
 ///   partial and one flag per tile of the last, partial wave
-///   (tiles % blocks; kernels/wgmma.cu, the schedule).
+///   (tiles % blocks; kernels/wgmma.cu, the schedule), then
+///   [`TAIL_CHOICE_WORDS`] words for the launch's choice whether to split
+///   that wave.
 ///
 /// Both reset their counters or flags themselves, so one workspace serves
 /// any number of launches that follow one another (eager or replayed).
@@ -528,7 +536,7 @@ pub fn wgmma_workspace(
     let (bm, bn) = wgmma_tile(kernel);
     let tiles = kernel.wgmma_tiles(shape.m, shape.n)?;
     let tail = tiles % u64::from(geometry.grid[0].max(1));
-    (tail > 0).then(|| (tail * u64::from(bm * bn), tail))
+    (tail > 0).then(|| (tail * u64::from(bm * bn), tail + TAIL_CHOICE_WORDS))
 }
 
 /// Every symbol the GEMM module exports, with what it serves and its

@@ -257,7 +257,8 @@ fn wgmma_geometry_matches_the_kernel_source() {
     assert_eq!(CudaKernel::WgmmaLarge.geometry_on(s, 132).unwrap(), large);
     assert_eq!(wgmma_workspace(CudaKernel::WgmmaLarge, s, &large), None);
     // More: one block per SM, and a partial and a flag for each tile of the
-    // last, partial wave (1792 = 13 x 132 + 76 tiles of 128 x 256).
+    // last, partial wave (1792 = 13 x 132 + 76 tiles of 128 x 256), then the
+    // words of the launch's choice to split it.
     let up = GemmShape {
         m: 4096,
         k: 4096,
@@ -267,7 +268,7 @@ fn wgmma_geometry_matches_the_kernel_source() {
     assert_eq!(persistent.grid, [132, 1, 1]);
     assert_eq!(
         wgmma_workspace(CudaKernel::WgmmaLarge, up, &persistent),
-        Some((76 * 128 * 256, 76))
+        Some((76 * 128 * 256, 76 + 3))
     );
     // No SM count (not a CUDA device): one block per tile, which leaves no
     // wave partial.
