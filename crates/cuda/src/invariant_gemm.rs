@@ -210,14 +210,10 @@ impl InvariantGemms {
             return Err(cuda_err(format!("the workspace of {shape:?} is too large")));
         }
         let stream = self.ctx.default_stream();
-        let ws = stream
-            .alloc_zeros::<f32>(floats.max(1) as usize)
-            .map_err(drv("allocating the workspace"))?;
-        let counters = stream
-            .alloc_zeros::<u32>(flags.max(1) as usize)
-            .map_err(drv("allocating the workspace's flags"))?;
+        let ws = super::launch::zeroed_workspace(&stream, floats as usize, flags as usize)?;
+        // Zero before the engine's own stream first reads it.
         stream.synchronize().map_err(drv("zeroing the workspace"))?;
-        Ok((ws, counters))
+        Ok(ws)
     }
 }
 

@@ -173,20 +173,22 @@ fn nvrtc_target(sh: &Shared, route: &ResolvedGemmRoute) -> Result<Target> {
     })
 }
 
-/// A zeroed f32 workspace of `floats` elements and `counters` u32 counters
-/// or flags (at least one of each).
-fn scratch(
-    sh: &Shared,
+/// A workspace of `floats` f32 elements and `counters` u32 counters or
+/// flags (at least one of each), zeroed in `stream`'s order: a caller that
+/// launches on another stream synchronizes `stream` first. The backend's
+/// launches and the engines' plans both allocate theirs here.
+pub(super) fn zeroed_workspace(
+    stream: &Arc<CudaStream>,
     floats: usize,
     counters: usize,
 ) -> Result<(CudaSlice<f32>, CudaSlice<u32>)> {
     Ok((
-        sh.stream
+        stream
             .alloc_zeros::<f32>(floats.max(1))
-            .map_err(drv("allocating the launch's workspace"))?,
-        sh.stream
+            .map_err(drv("allocating the workspace"))?,
+        stream
             .alloc_zeros::<u32>(counters.max(1))
-            .map_err(drv("allocating the workspace's counters"))?,
+            .map_err(drv("allocating the workspace's counters or flags"))?,
     ))
 }
 
@@ -261,12 +263,16 @@ impl Prepared {
             } => {
                 // Atomic split-K accumulates into one plane.
                 let tiles = geometry.grid[0] as usize * geometry.grid[1] as usize;
-                Some(scratch(sh, (m * n) as usize, tiles)?)
+                Some(zeroed_workspace(&sh.stream, (m * n) as usize, tiles)?)
             }
             Target::Nvrtc {
                 kernel, geometry, ..
             } => match catalog::wgmma_workspace(*kernel, shape, geometry) {
-                Some((floats, flags)) => Some(scratch(sh, floats as usize, flags as usize)?),
+                Some((floats, flags)) => Some(zeroed_workspace(
+                    &sh.stream,
+                    floats as usize,
+                    flags as usize,
+                )?),
                 None => None,
             },
             _ => None,
