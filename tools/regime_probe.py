@@ -21,7 +21,8 @@ until 4q), the working tree's (`shipped`) and the variants REGIME_BUILDS
 names (see `builds`; every kernel's bits are checked equal to the one-CTA
 kernel's: a tile's k order is its own).
 REGIME_OPERANDS picks the operands (default both), REGIME_PROBLEMS the
-problems (m,k,n;...). Every persistent build is also run with each
+problems (m,k,n;...), REGIME_ROUNDS the samples a block takes of each
+kernel (cool,hot; default 5,7). Every persistent build is also run with each
 choice of the clock-split build forced (a no-op for builds that do not
 choose): its bits checked, its flags back at 0 after every launch. The SM
 clock and board
@@ -51,6 +52,8 @@ SHIPPED = os.path.join(wp.ROOT, "crates/cuda/kernels/wgmma.cu")
 # REGIME_PROBLEMS=m,k,n;... replaces them.
 PROBLEMS = [tuple(int(v) for v in p.split(",")) for p in os.environ.get(
     "REGIME_PROBLEMS", "8192,4096,4096;4096,4096,14336;8192,4096,6144;8192,8192,8192").split(";")]
+# REGIME_ROUNDS=cool,hot: samples of each kernel in the cool and hot blocks.
+ROUNDS = [int(v) for v in os.environ.get("REGIME_ROUNDS", "5,7").split(",")]
 KEEP = []
 
 
@@ -254,9 +257,9 @@ def probe(mods, clock):
                     print(f"BAD {name} {m}x{k}x{n} {kind}: {diff} elements differ from the one-CTA kernel's", flush=True)
             ok &= forced(launches, outs, f"{m}x{k}x{n} {kind}")
             KEEP.append((samplers, outs, a, b, c))  # the graphs' buffers outlive them
-            for duty in ("cool", "hot"):
+            for duty, rounds in zip(("cool", "hot"), ROUNDS):
                 t0 = time.time()
-                got = block(samplers, duty, 5 if duty == "cool" else 7)
+                got = block(samplers, duty, rounds)
                 t1 = time.time()
                 base = got["cublas"]
                 cells = " ".join(

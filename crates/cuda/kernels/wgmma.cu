@@ -32,9 +32,9 @@
 // (and m too for tn, whose A is m-contiguous); the host refuses other
 // shapes with that reason. C's rows are `ldc` elements apart (n when
 // dense; an even ldc >= n keeps every 2-element store 4-byte aligned).
-// The epilogue stages each tile in the drained stage ring and stores it as
-// 16-byte runs of rows (4-byte stores where C or ldc is not 16-byte
-// aligned): see store_tile.
+// The epilogue stages each tile in stages of the ring the tile has read
+// and stores it as 16-byte runs of rows (4-byte stores where C or ldc is
+// not 16-byte aligned): see store_tile.
 
 typedef unsigned short u16;
 typedef unsigned int u32;
@@ -497,11 +497,12 @@ __device__ __forceinline__ void consume_stage(float* d, u32 a_stage, u32 b_stage
 }
 
 // Epilogue: one consumer warpgroup's 64 x BN tile, rounded, staged in
-// shared memory (the drained stage ring) and stored as whole 16-byte runs
-// of C's rows. Storing the wgmma fragment straight from registers (16
-// bytes of 8 rows per warp instruction) took about 7 us per wave of
-// 128 x 256 tiles on the H200 (docs/benchmarks.md, 4i). The values and
-// their rounding are the same either way: only the stores differ.
+// shared memory (ring stages the tile has read) and stored as whole
+// 16-byte runs of C's rows. Storing the wgmma fragment straight from
+// registers (16 bytes of 8 rows per warp instruction) took about 7 us per
+// wave of 128 x 256 tiles on the H200 (docs/benchmarks.md, 4i). The
+// values and their rounding are the same either way: only the stores
+// differ.
 //
 // Fragment of warp w, lane l: rows 16 w + l/4 (+8), columns 8 j + 2 (l%4)
 // (+1). Staged rows are BN * 2 + 16 bytes apart, so the 32 lanes of one
@@ -743,12 +744,21 @@ __device__ __forceinline__ bool tail_read(u32* choice) {
 }
 
 // Dynamic shared memory: the ring, then full[s], empty[s] and `epi` (both
-// consumers are done with the ring after an epilogue staged in it).
+// consumers are done with their staging after an epilogue).
+//
+// An epilogue stages each consumer's 64 x BN tile in one of the two stages
+// the item it ends read last, so the producer loads the next item's first
+// STAGES - 2 stages while the tile is stored and waits for `epi` only
+// before it reuses those two: the consumers find the next tile's first k
+// blocks loaded instead of waiting out TMA's latency after every tile
+// (about 1% faster at the power cap, the same at the boost clock:
+// docs/benchmarks.md, 4u).
 template <int OP, int DT, int BN>
 __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap& tb, u16* C,
                                            float* ws, u32* flags, u32 m, u32 k, u32 n, u32 ldc) {
     typedef Ring<BN> R;
-    static_assert(2 * STAGED_BYTES(BN) <= R::STAGES * R::STAGE_BYTES, "the epilogue is staged in the ring");
+    static_assert(STAGED_BYTES(BN) <= R::STAGE_BYTES && R::STAGES >= 3,
+                  "a consumer's epilogue is staged in one stage, with at least one stage to load ahead");
     extern __shared__ unsigned char smem_raw[];
     const u32 base = (smem_addr(smem_raw) + 1023u) & ~1023u;
     const u32 bars = base + R::STAGES * R::STAGE_BYTES;
@@ -773,21 +783,30 @@ __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap&
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0) {
             // The ring runs on across items, so the next item's loads overlap
-            // a partial's store; after an epilogue staged in the ring they
-            // wait for `epi`.
-            u32 i = 0, epilogues = 0;
-            bool after_epilogue = false;
+            // a partial's store; after an epilogue staged in the last two
+            // stages read (load numbers staged_at - 2 and - 1), the loads
+            // that reuse them wait for `epi`.
+            u32 i = 0, epilogues = 0, staged_at = 0;
+            bool staging = false;
+            const auto wait_epi = [&]() {
+                mbar_wait(epi, epilogues & 1);
+                ++epilogues;
+                staging = false;
+            };
             const bool times = plan.by_clock && blockIdx.x == 0;
             const u64 c0 = times ? clock64() : 0, t0 = times ? global_ns() : 0;
             const auto split = [&]() { return tail_read(plan.choice); };
             tail_walk(plan, split, [&](const TailPiece& w) {
-                if (after_epilogue) {
-                    mbar_wait(epi, epilogues & 1);
-                    ++epilogues;
-                }
                 u32 tile_m, tile_n;
                 tile_of<BM, BN>(w.tile, m, n, tile_m, tile_n);
                 for (u32 it = w.lo; it < w.hi; ++it, ++i) {
+                    // An item that ends a tile waits for the epilogue in
+                    // flight before its last load at the latest, so the next
+                    // epilogue cannot begin first: `epi`'s phases are waited
+                    // for one at a time, in order.
+                    if (staging && (i >= staged_at + R::STAGES - 2 || (w.hi == kblocks && it + 1 == w.hi))) {
+                        wait_epi();
+                    }
                     const u32 s = i % R::STAGES;
                     mbar_wait(bars + 8 * (R::STAGES + s), ((i / R::STAGES) & 1) ^ 1);
                     const u32 full = bars + 8 * s;
@@ -798,7 +817,10 @@ __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap&
                 }
                 // Block 0's first tile, a whole one, is loaded: publish.
                 if (times && i == kblocks) tail_publish(plan.choice, c0, t0);
-                after_epilogue = w.hi == kblocks;
+                if (w.hi == kblocks) {
+                    staging = true;
+                    staged_at = i;
+                }
             });
         }
         return;
@@ -866,10 +888,12 @@ __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap&
             return;
         }
         // Both consumers are past their last wgmma, and the producer loads
-        // nothing more until `epi`: the ring is free for the epilogue.
+        // nothing into the last two stages read until `epi`: consumer c
+        // stages its tile in the stage of load i - 2 + c.
         asm volatile("bar.sync 1, 256;\n" ::: "memory");
-        store_tile<DT, BN>(C, d, smem_raw + (base - smem_addr(smem_raw)) + consumer * STAGED_BYTES(BN),
-                           2 + consumer, tile_m * BM + consumer * 64, tile_n * BN, m, n, ldc);
+        const u32 staged = ((i + R::STAGES - 2 + consumer) % R::STAGES) * R::STAGE_BYTES;
+        store_tile<DT, BN>(C, d, smem_raw + (base - smem_addr(smem_raw)) + staged, 2 + consumer,
+                           tile_m * BM + consumer * 64, tile_n * BN, m, n, ldc);
         asm volatile("bar.sync %0, 128;\n" ::"r"(2 + consumer) : "memory");
         if (t == 0) mbar_arrive(epi);
     });
