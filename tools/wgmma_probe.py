@@ -21,6 +21,7 @@ validated by code that shares nothing with the Rust host side.
 import argparse
 import ctypes
 import os
+import re
 import subprocess
 import sys
 import time
@@ -140,10 +141,11 @@ def tensor_map(t, dims, box, dtype, swizzle=3):
 
 BM, BK = 128, 64
 # u32 words after a persistent kernel's tail flags that the shipped kernel
-# reads (catalog::TAIL_CHOICE_WORDS; docs/benchmarks.md 4s, 4t): the
-# launch's choice to split, its readers, a forced choice. Builds before 4t
-# ignore them.
-TAIL_WORDS = 3
+# reads (docs/benchmarks.md 4s, 4t): the launch's choice to split, its
+# readers, a forced choice; read from the crate's catalog::TAIL_CHOICE_WORDS,
+# where the host sizes the same words. Builds before 4t ignore them.
+TAIL_WORDS = int(re.search(r"pub const TAIL_CHOICE_WORDS: u64 = (\d+);",
+                           open(os.path.join(ROOT, "crates/cuda/src/catalog/mod.rs")).read()).group(1))
 # Bytes of shared memory a kernel's stage ring may use (RING_BYTES in wgmma.cu).
 RING = 192 * 1024
 
