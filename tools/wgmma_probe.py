@@ -80,11 +80,14 @@ def compile_cubin(path, arch, defines):
     nvrtc.nvrtcGetCUBINSize(prog, ctypes.byref(size))
     cubin = ctypes.create_string_buffer(size.value)
     nvrtc.nvrtcGetCUBIN(prog, cubin)
+    own = re.search(rb"^#define PERSISTENT_BYTES (\d+)", src, re.M)
+    cubin.persistent_bytes = int(own.group(1)) if own else PERSISTENT_BYTES
     return cubin
 
 
 class Module:
     def __init__(self, cubin):
+        self.persistent_bytes = getattr(cubin, "persistent_bytes", PERSISTENT_BYTES)
         self.mod = ctypes.c_void_p()
         check(cuda.cuModuleLoadData(ctypes.byref(self.mod), cubin), "cuModuleLoadData")
         self.funcs = {}
@@ -144,8 +147,13 @@ BM, BK = 128, 64
 # reads (docs/benchmarks.md 4s, 4t): the launch's choice to split, its
 # readers, a forced choice; read from the crate's catalog::TAIL_CHOICE_WORDS,
 # where the host sizes the same words. Builds before 4t ignore them.
-TAIL_WORDS = int(re.search(r"pub const TAIL_CHOICE_WORDS: u64 = (\d+);",
-                           open(os.path.join(ROOT, "crates/cuda/src/catalog/mod.rs")).read()).group(1))
+CATALOG = open(os.path.join(ROOT, "crates/cuda/src/catalog/mod.rs")).read()
+TAIL_WORDS = int(re.search(r"pub const TAIL_CHOICE_WORDS: u64 = (\d+);", CATALOG).group(1))
+# Shared memory a persistent kernel holds after its ring's barriers: the
+# crate's catalog::WGMMA_PERSISTENT_SHARED_BYTES, unless a build's source
+# says otherwise (`#define PERSISTENT_BYTES n`, as wgmma_store_handover.patch
+# does; compile_cubin reads it).
+PERSISTENT_BYTES = int(re.search(r"const WGMMA_PERSISTENT_SHARED_BYTES: u32 = (\d+);", CATALOG).group(1))
 # Bytes of shared memory a kernel's stage ring may use (RING_BYTES in wgmma.cu).
 RING = 192 * 1024
 
@@ -224,14 +232,16 @@ def kernel_launch(mod, tile, how, op, dtype, a_st, b_st, m, k, n, c, ldc=None, c
             return Launch(f, (tiles, 1, 1), (384, 1, 1), smem, [ta, tb, cp, *dims], (ta, tb, c))
         # Builds since 4p: at most one block per SM, a workspace of one
         # 128 x bn f32 partial and one flag per tile of the last partial
-        # wave, then TAIL_WORDS, and the `epi` barrier's 16 bytes.
+        # wave, then TAIL_WORDS, and the build's persistent_bytes of shared
+        # memory after the ring's barriers.
         grid = min(tiles, torch.cuda.get_device_properties(0).multi_processor_count)
         tail = tiles % grid
         ws = torch.zeros(max(1, tail * bm * bn), device="cuda", dtype=torch.float32)
         flags = torch.zeros(tail + TAIL_WORDS, device="cuda", dtype=torch.int32)
-        check(cuda.cuFuncSetAttribute(f, 8, smem + 16), "max dynamic smem")
+        extra = mod.persistent_bytes
+        check(cuda.cuFuncSetAttribute(f, 8, smem + extra), "max dynamic smem")
         args = [ta, tb, cp, ctypes.c_void_p(ws.data_ptr()), ctypes.c_void_p(flags.data_ptr()), *dims]
-        return Launch(f, (grid, 1, 1), (384, 1, 1), smem + 16, args, (ta, tb, c, ws, flags), flags)
+        return Launch(f, (grid, 1, 1), (384, 1, 1), smem + extra, args, (ta, tb, c, ws, flags), flags)
     split = how == "split"
     # The workspace (chunks x m x n f32) and the tile counters only a
     # splitting rung reads.

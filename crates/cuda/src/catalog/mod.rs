@@ -124,6 +124,10 @@ pub const WGMMA_BK: u32 = 64;
 /// Shared memory the wgmma stage ring may use (kernels/wgmma.cu
 /// `RING_BYTES`).
 const WGMMA_RING_BYTES: u32 = 192 * 1024;
+/// Shared memory a persistent wgmma kernel holds after its stage ring's
+/// barriers: the `epi` mbarrier and the split choice's word after it
+/// (kernels/wgmma.cu `wgmma_gemm`), 16 bytes to keep 16-byte steps.
+const WGMMA_PERSISTENT_SHARED_BYTES: u32 = 16;
 
 /// What the CUDA module adds to a [`KernelFamily`]: the module that
 /// exports it, its symbols, instruction, launch geometry and declaration.
@@ -362,8 +366,16 @@ impl CudaFamily for KernelFamily {
             || route.threads != g.threads
         {
             return Err(format!(
-                "launch {:?}x{:?} differs from the kernel's geometry {:?}x{:?}",
-                route.launch.grid, route.launch.block, g.grid, g.block
+                "launch {:?}x{:?}, {} B dynamic shared memory, {} threads differs from the \
+                 kernel's geometry {:?}x{:?}, {} B, {} threads",
+                route.launch.grid,
+                route.launch.block,
+                route.launch.dynamic_shared_bytes,
+                route.threads,
+                g.grid,
+                g.block,
+                g.dynamic_shared_bytes,
+                g.threads
             ));
         }
         if route.strides != strides(route.op, route.shape) {
@@ -493,11 +505,15 @@ fn wgmma_geometry(kernel: KernelFamily, shape: GemmShape) -> Result<Geometry, St
         threads: block.iter().product(),
         // The ring, 1 KiB to align it for the 128-byte swizzle, a full and
         // an empty mbarrier per stage, and the persistent kernels' `epi`
-        // barrier (16 bytes, keeping 16-byte steps).
+        // barrier and choice word.
         dynamic_shared_bytes: stages * stage
             + 1024
             + 16 * stages
-            + if kernel.wgmma_persistent() { 16 } else { 0 },
+            + if kernel.wgmma_persistent() {
+                WGMMA_PERSISTENT_SHARED_BYTES
+            } else {
+                0
+            },
         stages,
     })
 }

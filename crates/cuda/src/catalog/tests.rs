@@ -48,6 +48,36 @@ fn wgmma_routes_of_the_h200_golden_match_this_catalog() {
     assert!(checked >= 60, "{checked}");
 }
 
+/// A route whose launch geometry differs from the kernel's only in its
+/// dynamic shared memory is refused, and the reason names both sizes
+/// (grid and block alone read the same on each side).
+#[test]
+fn a_route_with_other_shared_memory_is_refused_naming_both_sizes() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../traces/nvidia-h200/wgmma-sweep.gat");
+    let t = crate::RecordedGemmTrace::read(&path).unwrap();
+    let mut r = t
+        .routes
+        .iter()
+        .find(|r| CudaKernel::from_route(r).is_ok_and(|k| k.is_wgmma()))
+        .expect("a wgmma route")
+        .clone();
+    let had = r.launch.dynamic_shared_bytes;
+    r.launch.dynamic_shared_bytes = had + 32;
+    let e = CudaKernel::from_route(&r).unwrap_err();
+    assert!(
+        e.contains(&format!("{} B dynamic shared memory", had + 32)),
+        "{e}"
+    );
+    assert!(
+        e.contains(&format!(
+            "geometry {:?}x{:?}, {had} B",
+            r.launch.grid, r.launch.block
+        )),
+        "{e}"
+    );
+}
+
 /// Unset knobs leave the version as it was (recorded identities stay
 /// valid); each set knob is named with its value, in a fixed order,
 /// and hostile values cannot forge text.
@@ -250,8 +280,10 @@ fn wgmma_geometry_matches_the_kernel_source() {
     assert_eq!((large.tile.m, large.tile.n, large.tile.k), (128, 256, 64));
     // 4 stages of 48 KiB + alignment slack + barriers, under 227 KiB.
     assert_eq!(large.stages, 4);
-    // and the persistent kernel's `epi` barrier.
+    // and the persistent kernel's `epi` barrier and choice word after them.
     assert!(WGMMA_SOURCE.contains("const u32 epi = bars + 16 * R::STAGES;"));
+    assert!(WGMMA_SOURCE.contains("st_shared(epi + 8, "));
+    assert_eq!(WGMMA_PERSISTENT_SHARED_BYTES, 16);
     assert_eq!(large.dynamic_shared_bytes, 4 * 49152 + 1024 + 64 + 16);
     // Fewer tiles than SMs: one block each, no workspace.
     assert_eq!(CudaKernel::WgmmaLarge.geometry_on(s, 132).unwrap(), large);
