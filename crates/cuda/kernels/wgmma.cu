@@ -505,14 +505,14 @@ __device__ __forceinline__ void consume_stage(float* d, u32 a_stage, u32 b_stage
 // differ.
 //
 // Fragment of warp w, lane l: rows 16 w + l/4 (+8), columns 8 j + 2 (l%4)
-// (+1). Staged rows are BN * 2 + 16 bytes apart, so the 32 lanes of one
-// 4-byte fragment write hit 32 banks. `tile` is this warpgroup's staging
-// area, `wg_bar` its named barrier; row0/col0 locate the 64 x BN tile in C.
+// (+1). Staged rows are STAGED_PITCH(BN) = BN * 2 + 16 bytes apart, so the
+// 32 lanes of one 4-byte fragment write hit 32 banks. `tile` is this
+// warpgroup's staging area.
+#define STAGED_PITCH(bn) ((bn) * 2u + 16u)
+
 template <int DT, int BN>
-__device__ __forceinline__ void store_tile(u16* C, const float* d, unsigned char* tile, u32 wg_bar,
-                                           u32 row0, u32 col0, u32 m, u32 n, u32 ldc) {
-    constexpr u32 PITCH = BN * 2 + 16;
-    constexpr u32 RUNS = BN / 8;  // 16-byte runs per row
+__device__ __forceinline__ void stage_tile(const float* d, unsigned char* tile) {
+    constexpr u32 PITCH = STAGED_PITCH(BN);
     const u32 t = threadIdx.x % 128;
     const u32 r = (t / 32) * 16 + (t % 32) / 4;
     const u32 c = 2 * (t % 4);
@@ -521,6 +521,32 @@ __device__ __forceinline__ void store_tile(u16* C, const float* d, unsigned char
         *(u32*)(tile + r * PITCH + (8 * j + c) * 2) = pack2(d[4 * j], d[4 * j + 1], DT);
         *(u32*)(tile + (r + 8) * PITCH + (8 * j + c) * 2) = pack2(d[4 * j + 2], d[4 * j + 3], DT);
     }
+}
+
+// A 16-byte run of a staged row to C at `out`: one 16-byte store where C is
+// 16-byte aligned and ldc a multiple of 8 elements (`wide`), four 4-byte
+// ones elsewhere (ldc is even, so `out` is 4-byte aligned).
+__device__ __forceinline__ void store_run(u16* out, uint4 v, bool wide) {
+    if (wide) {
+        *(uint4*)out = v;
+    } else {
+        u32* o = (u32*)out;
+        o[0] = v.x;
+        o[1] = v.y;
+        o[2] = v.z;
+        o[3] = v.w;
+    }
+}
+
+// The consumer warpgroup stages its tile and stores it itself (`wg_bar` is
+// its named barrier; row0/col0 locate the 64 x BN tile in C).
+template <int DT, int BN>
+__device__ __forceinline__ void store_tile(u16* C, const float* d, unsigned char* tile, u32 wg_bar,
+                                           u32 row0, u32 col0, u32 m, u32 n, u32 ldc) {
+    constexpr u32 PITCH = STAGED_PITCH(BN);
+    constexpr u32 RUNS = BN / 8;  // 16-byte runs per row
+    const u32 t = threadIdx.x % 128;
+    stage_tile<DT, BN>(d, tile);
     asm volatile("bar.sync %0, 128;\n" ::"r"(wg_bar) : "memory");
     // n is a multiple of 8 (the host's TMA rule), so a run is all in or all out.
     const bool wide = ((u64)C % 16 == 0) && ldc % 8 == 0;
@@ -528,23 +554,14 @@ __device__ __forceinline__ void store_tile(u16* C, const float* d, unsigned char
         const u32 row = row0 + i / RUNS;
         const u32 col = col0 + 8 * (i % RUNS);
         if (row < m && col < n) {
-            const uint4 v = *(const uint4*)(tile + (i / RUNS) * PITCH + (i % RUNS) * 16);
-            u16* out = C + (u64)row * ldc + col;
-            if (wide) {
-                *(uint4*)out = v;
-            } else {
-                u32* o = (u32*)out;  // ldc even: 4-byte aligned
-                o[0] = v.x;
-                o[1] = v.y;
-                o[2] = v.z;
-                o[3] = v.w;
-            }
+            store_run(C + (u64)row * ldc + col, *(const uint4*)(tile + (i / RUNS) * PITCH + (i % RUNS) * 16),
+                      wide);
         }
     }
 }
 
 // Bytes of shared memory the epilogue stages per consumer warpgroup.
-#define STAGED_BYTES(bn) (64u * ((bn) * 2u + 16u))
+#define STAGED_BYTES(bn) (64u * STAGED_PITCH(bn))
 
 // ------------------------------------------------------------ the schedule
 //
@@ -743,8 +760,14 @@ __device__ __forceinline__ bool tail_read(u32* choice) {
     return c == 1;
 }
 
-// Dynamic shared memory: the ring, then full[s], empty[s] and `epi` (both
-// consumers are done with their staging after an epilogue).
+// Dynamic shared memory: the ring, then full[s], empty[s], then
+// PERSISTENT_BYTES (catalog::WGMMA_PERSISTENT_SHARED_BYTES on the host):
+// - stored by the consumers (HAND false): `epi` (both consumers are done
+//   with their staging after an epilogue) and the split choice's word;
+// - handed over (HAND true): `epi` and `epi + 8` (consumer 0's and 1's
+//   staging of an epilogue is stored and free again), `epi + EPI_STG` (an
+//   epilogue is staged), the split choice's word and two slots of what an
+//   epilogue staged, one for each parity of its number.
 //
 // An epilogue stages each consumer's 64 x BN tile in one of the two stages
 // the item it ends read last, so the producer loads the next item's first
@@ -753,7 +776,72 @@ __device__ __forceinline__ bool tail_read(u32* choice) {
 // blocks loaded instead of waiting out TMA's latency after every tile
 // (about 1% faster at the power cap, the same at the boost clock:
 // docs/benchmarks.md, 4u).
-template <int OP, int DT, int BN>
+//
+// Handed over, the consumers do not store the tile: warps 1-3 of the
+// producer warpgroup, idle otherwise, copy it to C (store_staged) while the
+// consumers go on to the next tile, and free each consumer's stage as soon
+// as it is copied. That is about 1.5% faster at the boost clock where every
+// block has several tiles, but 1.5-3% slower where a block has one tile
+// and nothing to overlap the store with (three warps copy instead of
+// eight; docs/benchmarks.md, 4v, 4w): the entry takes it only where every
+// block has two whole tiles or more. Only who writes C differs, never what.
+#define EPI_STG 16
+#define EPI_CHOICE 24
+#define EPI_SLOTS 28
+#define EPI_SLOT_BYTES 12
+#define PERSISTENT_BYTES 64
+static_assert(EPI_SLOTS + 2 * EPI_SLOT_BYTES <= PERSISTENT_BYTES, "the slots fit the host's bytes");
+// A slot's first word after the last epilogue: no more tiles.
+#define NO_TILE 0xFFFFFFFFu
+
+// Warps 1-3 of a persistent block's producer warpgroup, handed over:
+// epilogue e's two staged 64 x BN tiles (consumer c's in stage (first + c)
+// % STAGES) to C rows row0.., columns col0.., as slot e % 2 says once
+// `epi + EPI_STG` says it is staged; each consumer's stage freed by
+// `epi + 8 c` once it is copied. Thread t copies run t % RUNS of rows
+// t / RUNS, + STEP, ..., reading four rows before it stores any: three
+// warps keep several reads of shared memory in flight that way.
+template <int BN, u32 STAGES, u32 STAGE_BYTES>
+__device__ __forceinline__ void store_staged(u16* C, const unsigned char* ring, u32 epi, u32 m, u32 n,
+                                             u32 ldc) {
+    constexpr u32 PITCH = STAGED_PITCH(BN);
+    constexpr u32 RUNS = BN / 8;
+    constexpr u32 STEP = 96 / RUNS;
+    static_assert(96 % RUNS == 0, "each thread copies one run of a row");
+    const u32 t = threadIdx.x - 32;
+    const bool wide = ((u64)C % 16 == 0) && ldc % 8 == 0;
+    for (u32 e = 0;; ++e) {
+        mbar_wait(epi + EPI_STG, e & 1);
+        const u32 slot = epi + EPI_SLOTS + EPI_SLOT_BYTES * (e & 1);
+        const u32 row0 = ld_shared(slot);
+        if (row0 == NO_TILE) return;
+        const u32 col0 = ld_shared(slot + 4), first = ld_shared(slot + 8);
+        // n is a multiple of 8 (the host's TMA rule), so a run is all in or all out.
+        const u32 col = col0 + 8 * (t % RUNS);
+        for (u32 c = 0; c < 2; ++c) {
+            const unsigned char* src = ring + ((first + c) % STAGES) * STAGE_BYTES + (t % RUNS) * 16;
+            if (col < n && row0 + 64 * c < m) {
+                const u32 rows = min(64u, m - (row0 + 64 * c));
+                u16* out = C + (u64)(row0 + 64 * c) * ldc + col;
+                for (u32 r = t / RUNS; r < rows; r += 4 * STEP) {
+                    uint4 v[4];
+#pragma unroll
+                    for (u32 q = 0; q < 4; ++q) {
+                        if (r + q * STEP < rows) v[q] = *(const uint4*)(src + (r + q * STEP) * PITCH);
+                    }
+#pragma unroll
+                    for (u32 q = 0; q < 4; ++q) {
+                        if (r + q * STEP < rows) store_run(out + (u64)(r + q * STEP) * ldc, v[q], wide);
+                    }
+                }
+            }
+            asm volatile("bar.sync 4, 96;\n" ::: "memory");
+            if (t == 0) mbar_arrive(epi + 8 * c);
+        }
+    }
+}
+
+template <int OP, int DT, int BN, bool HAND>
 __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap& tb, u16* C,
                                            float* ws, u32* flags, u32 m, u32 k, u32 n, u32 ldc) {
     typedef Ring<BN> R;
@@ -774,7 +862,13 @@ __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap&
             mbar_init(bars + 8 * s, 1);
             mbar_init(bars + 8 * (R::STAGES + s), 8);  // one arrival per consumer warp
         }
-        mbar_init(epi, 2);  // one arrival per consumer warpgroup
+        if constexpr (HAND) {
+            mbar_init(epi, 1);  // store_staged's thread 0, for each consumer
+            mbar_init(epi + 8, 1);
+            mbar_init(epi + EPI_STG, 1);  // consumer thread 128
+        } else {
+            mbar_init(epi, 2);  // one arrival per consumer warpgroup
+        }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
@@ -793,6 +887,12 @@ __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap&
                 ++epilogues;
                 staging = false;
             };
+            // Handed over: consumer c's stage (load staged_at - 2 + c) is
+            // reused by load staged_at + STAGES - 2 + c, which waits for
+            // `epi + 8 c` (`staging` for consumer 0, `staging1` for 1).
+            // Consumer 0's wait always comes first, so one count of
+            // epilogues freed serves both.
+            bool staging1 = false;
             const bool times = plan.by_clock && blockIdx.x == 0;
             const u64 c0 = times ? clock64() : 0, t0 = times ? global_ns() : 0;
             const auto split = [&]() { return tail_read(plan.choice); };
@@ -804,7 +904,19 @@ __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap&
                     // flight before its last load at the latest, so the next
                     // epilogue cannot begin first: `epi`'s phases are waited
                     // for one at a time, in order.
-                    if (staging && (i >= staged_at + R::STAGES - 2 || (w.hi == kblocks && it + 1 == w.hi))) {
+                    if constexpr (HAND) {
+                        const bool last = w.hi == kblocks && it + 1 == w.hi;
+                        if (staging && (i >= staged_at + R::STAGES - 2 || last)) {
+                            mbar_wait(epi, epilogues & 1);
+                            staging = false;
+                        }
+                        if (staging1 && (i >= staged_at + R::STAGES - 1 || last)) {
+                            mbar_wait(epi + 8, epilogues & 1);
+                            ++epilogues;
+                            staging1 = false;
+                        }
+                    } else if (staging &&
+                               (i >= staged_at + R::STAGES - 2 || (w.hi == kblocks && it + 1 == w.hi))) {
                         wait_epi();
                     }
                     const u32 s = i % R::STAGES;
@@ -818,10 +930,13 @@ __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap&
                 // Block 0's first tile, a whole one, is loaded: publish.
                 if (times && i == kblocks) tail_publish(plan.choice, c0, t0);
                 if (w.hi == kblocks) {
-                    staging = true;
+                    staging = staging1 = true;
                     staged_at = i;
                 }
             });
+        } else if (HAND && tid >= 32) {
+            store_staged<BN, R::STAGES, R::STAGE_BYTES>(C, smem_raw + (base - smem_addr(smem_raw)), epi, m, n,
+                                                        ldc);
         }
         return;
     }
@@ -829,13 +944,22 @@ __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap&
     const u32 consumer = uniform(wg - 1);
     const u32 lane = tid % 32;
     const u32 t = tid % 128;
-    u32 i = 0;
+    u32 i = 0, epilogues = 0;
     // One consumer thread reads the choice for both warpgroups, through
-    // the spare word after `epi`.
+    // a spare word after `epi`.
+    constexpr u32 CHOICE = HAND ? EPI_CHOICE : 8;
     const auto split = [&]() {
-        if (tid == 128) st_shared(epi + 8, tail_read(plan.choice) ? 1u : 0u);
+        if (tid == 128) st_shared(epi + CHOICE, tail_read(plan.choice) ? 1u : 0u);
         asm volatile("bar.sync 1, 256;\n" ::: "memory");
-        return ld_shared(epi + 8) != 0;
+        return ld_shared(epi + CHOICE) != 0;
+    };
+    // Thread 128 hands an epilogue (or NO_TILE) over to store_staged.
+    const auto hand_over = [&](u32 row0, u32 col0, u32 first) {
+        const u32 slot = epi + EPI_SLOTS + EPI_SLOT_BYTES * (epilogues & 1);
+        st_shared(slot, row0);
+        st_shared(slot + 4, col0);
+        st_shared(slot + 8, first);
+        mbar_arrive(epi + EPI_STG);
     };
     tail_walk(plan, split, [&](const TailPiece& w) {
         u32 tile_m, tile_n;
@@ -891,12 +1015,46 @@ __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap&
         // nothing into the last two stages read until `epi`: consumer c
         // stages its tile in the stage of load i - 2 + c.
         asm volatile("bar.sync 1, 256;\n" ::: "memory");
-        const u32 staged = ((i + R::STAGES - 2 + consumer) % R::STAGES) * R::STAGE_BYTES;
-        store_tile<DT, BN>(C, d, smem_raw + (base - smem_addr(smem_raw)) + staged, 2 + consumer,
-                           tile_m * BM + consumer * 64, tile_n * BN, m, n, ldc);
-        asm volatile("bar.sync %0, 128;\n" ::"r"(2 + consumer) : "memory");
-        if (t == 0) mbar_arrive(epi);
+        if constexpr (HAND) {
+            const u32 first = (i + R::STAGES - 2) % R::STAGES;
+            stage_tile<DT, BN>(d, smem_raw + (base - smem_addr(smem_raw)) +
+                                      ((first + consumer) % R::STAGES) * R::STAGE_BYTES);
+            asm volatile("bar.sync 1, 256;\n" ::: "memory");
+            if (tid == 128) hand_over(tile_m * BM, tile_n * BN, first);
+            ++epilogues;
+        } else {
+            const u32 staged = ((i + R::STAGES - 2 + consumer) % R::STAGES) * R::STAGE_BYTES;
+            store_tile<DT, BN>(C, d, smem_raw + (base - smem_addr(smem_raw)) + staged, 2 + consumer,
+                               tile_m * BM + consumer * 64, tile_n * BN, m, n, ldc);
+            asm volatile("bar.sync %0, 128;\n" ::"r"(2 + consumer) : "memory");
+            if (t == 0) mbar_arrive(epi);
+        }
     });
+    // No more tiles, once store_staged has read the last epilogue's slot (it
+    // has when that epilogue's `epi + 8` phase is complete): `epi + EPI_STG`
+    // never runs two phases ahead of its waiter.
+    if (HAND && tid == 128) {
+        if (epilogues > 0) mbar_wait(epi + 8, (epilogues - 1) & 1);
+        hand_over(NO_TILE, 0, 0);
+    }
+}
+
+// Each block's tiles stored by its consumers, or handed over where every
+// block has two whole tiles or more (see above). Only the 128x256 kernel
+// hands over: the ladder picks it from m = 2048 on the goal shapes (the
+// 128x192 one at m = 1024, with one or two tiles a block), and each copy
+// of a kernel lengthens the module's NVRTC compile (docs/benchmarks.md,
+// 4w).
+template <int OP, int DT, int BN>
+__device__ __forceinline__ void wgmma_entry(const TensorMap& ta, const TensorMap& tb, u16* C, float* ws,
+                                            u32* flags, u32 m, u32 k, u32 n, u32 ldc) {
+    if constexpr (BN == 256) {
+        if (((m + BM - 1) / BM) * ((n + BN - 1) / BN) >= 2 * gridDim.x) {
+            wgmma_gemm<OP, DT, BN, true>(ta, tb, C, ws, flags, m, k, n, ldc);
+            return;
+        }
+    }
+    wgmma_gemm<OP, DT, BN, false>(ta, tb, C, ws, flags, m, k, n, ldc);
 }
 
 // The entries: gemm_wgmma_<bn>_<op>_<dtype>(maps of A and B, C, workspace,
@@ -907,7 +1065,7 @@ __device__ __forceinline__ void wgmma_gemm(const TensorMap& ta, const TensorMap&
     extern "C" __global__ void __launch_bounds__(THREADS, 1) gemm_wgmma_##bn##_##opname##_##dtname( \
         const __grid_constant__ TensorMap ta, const __grid_constant__ TensorMap tb, void* C,      \
         float* ws, u32* flags, u32 m, u32 k, u32 n, u32 ldc) {                                   \
-        wgmma_gemm<OPV, DTV, bn>(ta, tb, (u16*)C, ws, flags, m, k, n, ldc);                     \
+        wgmma_entry<OPV, DTV, bn>(ta, tb, (u16*)C, ws, flags, m, k, n, ldc);                    \
     }
 
 #define ALL_OPS(bn, dtname, DTV)     \

@@ -125,9 +125,11 @@ pub const WGMMA_BK: u32 = 64;
 /// `RING_BYTES`).
 const WGMMA_RING_BYTES: u32 = 192 * 1024;
 /// Shared memory a persistent wgmma kernel holds after its stage ring's
-/// barriers: the `epi` mbarrier and the split choice's word after it
-/// (kernels/wgmma.cu `wgmma_gemm`), 16 bytes to keep 16-byte steps.
-const WGMMA_PERSISTENT_SHARED_BYTES: u32 = 16;
+/// barriers (kernels/wgmma.cu `PERSISTENT_BYTES`): the epilogue's mbarriers,
+/// the split choice's word and, where the epilogue is handed over to the
+/// producer warpgroup, the two slots it is handed over in; a multiple of 16
+/// to keep 16-byte steps.
+const WGMMA_PERSISTENT_SHARED_BYTES: u32 = 64;
 
 /// What the CUDA module adds to a [`KernelFamily`]: the module that
 /// exports it, its symbols, instruction, launch geometry and declaration.

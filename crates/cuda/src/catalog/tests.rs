@@ -280,11 +280,14 @@ fn wgmma_geometry_matches_the_kernel_source() {
     assert_eq!((large.tile.m, large.tile.n, large.tile.k), (128, 256, 64));
     // 4 stages of 48 KiB + alignment slack + barriers, under 227 KiB.
     assert_eq!(large.stages, 4);
-    // and the persistent kernel's `epi` barrier and choice word after them.
+    // and the persistent kernel's epilogue barriers, choice word and
+    // hand-over slots after them, as many bytes as the kernel reserves.
     assert!(WGMMA_SOURCE.contains("const u32 epi = bars + 16 * R::STAGES;"));
-    assert!(WGMMA_SOURCE.contains("st_shared(epi + 8, "));
-    assert_eq!(WGMMA_PERSISTENT_SHARED_BYTES, 16);
-    assert_eq!(large.dynamic_shared_bytes, 4 * 49152 + 1024 + 64 + 16);
+    assert!(WGMMA_SOURCE.contains(&format!(
+        "\n#define PERSISTENT_BYTES {WGMMA_PERSISTENT_SHARED_BYTES}\n"
+    )));
+    assert_eq!(WGMMA_PERSISTENT_SHARED_BYTES % 16, 0);
+    assert_eq!(large.dynamic_shared_bytes, 4 * 49152 + 1024 + 64 + 64);
     // Fewer tiles than SMs: one block each, no workspace.
     assert_eq!(CudaKernel::WgmmaLarge.geometry_on(s, 132).unwrap(), large);
     assert_eq!(wgmma_workspace(CudaKernel::WgmmaLarge, s, &large), None);
