@@ -267,14 +267,11 @@ impl Prepared {
             }
             Target::Nvrtc {
                 kernel, geometry, ..
-            } => match catalog::wgmma_workspace(*kernel, shape, geometry) {
-                Some((floats, flags)) => Some(zeroed_workspace(
-                    &sh.stream,
-                    floats as usize,
-                    flags as usize,
-                )?),
-                None => None,
-            },
+            } => catalog::wgmma_workspace(*kernel, shape, geometry)
+                .map(|(floats, flags)| {
+                    zeroed_workspace(&sh.stream, floats as usize, flags as usize)
+                })
+                .transpose()?,
             _ => None,
         };
         Ok(Prepared {
