@@ -149,10 +149,10 @@ BM, BK = 128, 64
 # where the host sizes the same words. Builds before 4t ignore them.
 CATALOG = open(os.path.join(ROOT, "crates/cuda/src/catalog/mod.rs")).read()
 TAIL_WORDS = int(re.search(r"pub const TAIL_CHOICE_WORDS: u64 = (\d+);", CATALOG).group(1))
-# Shared memory a persistent kernel holds after its ring's barriers: the
-# crate's catalog::WGMMA_PERSISTENT_SHARED_BYTES, unless a build's source
-# says otherwise (`#define PERSISTENT_BYTES n`, as wgmma_store_handover.patch
-# does; compile_cubin reads it).
+# Shared memory a persistent kernel holds after its ring's barriers: a
+# build's own `#define PERSISTENT_BYTES n` (the shipped kernel's since 4w,
+# wgmma_store_handover.patch's; compile_cubin reads it), else the crate's
+# catalog::WGMMA_PERSISTENT_SHARED_BYTES (builds from before the define).
 PERSISTENT_BYTES = int(re.search(r"const WGMMA_PERSISTENT_SHARED_BYTES: u32 = (\d+);", CATALOG).group(1))
 # Bytes of shared memory a kernel's stage ring may use (RING_BYTES in wgmma.cu).
 RING = 192 * 1024

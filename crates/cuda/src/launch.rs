@@ -267,11 +267,14 @@ impl Prepared {
             }
             Target::Nvrtc {
                 kernel, geometry, ..
-            } => catalog::wgmma_workspace(*kernel, shape, geometry)
-                .map(|(floats, flags)| {
-                    zeroed_workspace(&sh.stream, floats as usize, flags as usize)
-                })
-                .transpose()?,
+            } => match catalog::wgmma_workspace(*kernel, shape, geometry) {
+                Some((floats, flags)) => Some(zeroed_workspace(
+                    &sh.stream,
+                    floats as usize,
+                    flags as usize,
+                )?),
+                None => None,
+            },
             _ => None,
         };
         Ok(Prepared {

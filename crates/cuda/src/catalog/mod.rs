@@ -506,8 +506,8 @@ fn wgmma_geometry(kernel: KernelFamily, shape: GemmShape) -> Result<Geometry, St
         bk: WGMMA_BK,
         threads: block.iter().product(),
         // The ring, 1 KiB to align it for the 128-byte swizzle, a full and
-        // an empty mbarrier per stage, and the persistent kernels' `epi`
-        // barrier and choice word.
+        // an empty mbarrier per stage, and the persistent kernels' bytes
+        // after them (their epilogue's barriers and slots, the choice word).
         dynamic_shared_bytes: stages * stage
             + 1024
             + 16 * stages
