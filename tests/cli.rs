@@ -1353,7 +1353,8 @@ fn check_against_a_golden_compares_output_fingerprints() {
 }
 
 /// A trace whose names are huge or hostile renders without a panic, on
-/// lines that hold no raw control or bidi characters.
+/// lines that hold no raw control or bidi characters. The writer refuses a
+/// name no reader accepts, so the file is sealed by hand.
 #[test]
 fn show_of_huge_and_hostile_names_never_panics() {
     let s = Scratch::new("show-huge");
@@ -1362,7 +1363,11 @@ fn show_of_huge_and_hostile_names_never_panics() {
     t.routes[0].gemm = "g".repeat(70_000);
     t.routes[1].gemm = "a\u{202E}b\u{2028}c\u{1b}[2J".into();
     t.launch_set = gemm_audit::build_resolved_gemm_launch_set(&t.routes).unwrap();
-    t.write(&s.path("huge.gat"), false).unwrap();
+    let refused = t.write(&s.path("huge.gat"), false).unwrap_err().to_string();
+    assert!(refused.contains("string length"), "{refused}");
+    assert!(!s.path("huge.gat").exists(), "nothing is written");
+    let payload = gemm_audit::trace::codec::encode_payload(&t).unwrap();
+    std::fs::write(s.path("huge.gat"), gemm_audit::trace::codec::seal(&payload)).unwrap();
     let r = run_in(&s.0, &["show", "huge.gat"]);
     assert!(r.code == OK || r.code == 3, "{r}");
     assert!(

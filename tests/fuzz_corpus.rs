@@ -24,7 +24,36 @@ const TARGETS: &[(&str, Entry)] = &[
     ("guard_alone", fuzzing::guard_alone),
     ("recorder_ops", fuzzing::recorder_ops),
     ("route_builder", fuzzing::route_builder),
+    ("import_profile", fuzzing::import_profile),
 ];
+
+/// Seeds of `import_profile`: profiles the recorder and torch wrote (a
+/// trimmed H200 profile, a CPU sweep), and a bound GEMM op with a split-K
+/// pair, a copy beside it and a graph replay, as Kineto writes them.
+const PROFILE_SEEDS: &[(&str, &str)] = &[
+    (
+        "seed-h200-recorder",
+        "python/tests/fixtures/torch-profile-h200.json",
+    ),
+    ("seed-cpu-sweep", "tests/data/profiles/cpu-sweep.json.gz"),
+    ("seed-bound", ""),
+];
+
+/// The `seed-bound` profile: an addmm whose C is copied by a child op,
+/// launching a split-K GEMM and its reduce, then a graph replay.
+const BOUND_PROFILE: &str = r#"{"deviceProperties":[{"id":0,"name":"NVIDIA H200","computeMajor":9,"computeMinor":0,"numSms":132}],"traceEvents":[
+{"ph":"X","cat":"cpu_op","name":"aten::addmm","pid":1,"tid":1,"ts":10.0,"dur":50.0,"args":{"Input Dims":[[8,32],[8,64],[64,32]],"Input Strides":[[32,1],[64,1],[1,64]],"Input type":["c10::BFloat16","c10::BFloat16","c10::BFloat16"],"Concrete Inputs":["","","","1","1"]}},
+{"ph":"X","cat":"cpu_op","name":"aten::copy_","pid":1,"tid":1,"ts":11.0,"dur":5.0},
+{"ph":"X","cat":"cuda_runtime","name":"cudaMemcpyAsync","pid":1,"tid":1,"ts":12.0,"dur":1.0,"args":{"correlation":1}},
+{"ph":"X","cat":"gpu_memcpy","name":"Memcpy DtoD (Device -> Device)","pid":0,"tid":7,"ts":30.0,"dur":1.0,"args":{"correlation":1,"device":0}},
+{"ph":"X","cat":"cuda_driver","name":"cuLaunchKernelEx","pid":1,"tid":1,"ts":20.0,"dur":2.0,"args":{"correlation":2}},
+{"ph":"X","cat":"kernel","name":"nvjet_sm90_tst_64x8_64x16_2x1_v_bz_splitK_TNT","pid":0,"tid":7,"ts":40.0,"dur":3.0,"args":{"correlation":2,"device":0,"grid":[4,1,4],"block":[384,1,1],"shared memory":164308}},
+{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":25.0,"dur":2.0,"args":{"correlation":3}},
+{"ph":"X","cat":"kernel","name":"splitKreduce_kernel","pid":0,"tid":7,"ts":44.0,"dur":1.0,"args":{"correlation":3,"device":0,"grid":[1,1,1],"block":[256,1,1]}},
+{"ph":"f","cat":"ac2g","name":"ac2g","id":3,"pid":0,"tid":7,"ts":44.0,"bp":"e"},
+{"ph":"X","cat":"cuda_runtime","name":"cudaGraphLaunch","pid":1,"tid":1,"ts":100.0,"dur":5.0,"args":{"correlation":4}},
+{"ph":"X","cat":"kernel","name":"nvjet_sm90_graph","pid":0,"tid":7,"ts":110.0,"dur":2.0,"args":{"correlation":4,"device":0}}
+]}"#;
 
 /// Seeds of the guard, recorder and route-builder targets, written by
 /// `regenerate_seed_corpus`: (target, name, bytes).
@@ -98,6 +127,7 @@ fn seeds(target: &str) -> Vec<&'static str> {
             .map(|(_, name, _)| *name)
             .collect(),
         "parse_workload" => vec!["seed-tiny-toml", "seed-m-sweep-toml", "seed-json"],
+        "import_profile" => PROFILE_SEEDS.iter().map(|(name, _)| *name).collect(),
         "diff_traces" => vec![
             "seed-sample-1-vs-2",
             "seed-sample-2-vs-vendor-2",
@@ -229,9 +259,11 @@ const OLD_SEEDS: &[(u16, &str)] = &[
     (1, "v1-seed-vendor-2"),
     (2, "v2-seed-sample-1"),
     (2, "v2-seed-vendor-2"),
+    (4, "v4-seed-sample-1"),
+    (4, "v4-seed-vendor-2"),
 ];
 
-/// The version-1 and version-2 seeds still decode, through the upgrades,
+/// The version-1, -2 and -4 seeds still decode, through the upgrades,
 /// and their plans build: routes are framed the same in every version.
 #[test]
 fn older_version_seeds_still_decode() {
@@ -343,6 +375,16 @@ fn regenerate_seed_corpus() {
     }
     for (name, bytes) in ROUTE_SEEDS {
         files.push(("plan_from_routes", name.to_string(), bytes.to_vec()));
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (name, path) in PROFILE_SEEDS {
+        let bytes = if path.is_empty() {
+            BOUND_PROFILE.as_bytes().to_vec()
+        } else {
+            gemm_audit::profile::read_profile(&root.join(path), MAX_FILE_BYTES)
+                .expect("a profile seed")
+        };
+        files.push(("import_profile", name.to_string(), bytes));
     }
     for (target, name, bytes) in SMALL_SEEDS {
         files.push((target, name.to_string(), bytes.to_vec()));

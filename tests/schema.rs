@@ -215,6 +215,31 @@ fn every_command_validates_against_its_schema() {
             ],
         ),
     ];
+    // An imported profile through the verbs that read it, and the two
+    // verbs of its own.
+    let dir = common::Scratch::new("schema-import");
+    let imported = dir.path("sweep.gat");
+    let imported = imported.to_str().unwrap();
+    let sweep = "tests/data/profiles/cpu-sweep.json.gz";
+    let docs = docs.into_iter().chain([
+        (
+            "import",
+            vec![
+                "import", sweep, "-o", imported, "--force", "--format", "json",
+            ],
+        ),
+        ("census", vec!["census", sweep, "--format", "json"]),
+        ("show", vec!["show", imported, "--format", "json"]),
+        ("diff", vec!["diff", imported, imported, "--format", "json"]),
+        (
+            "check",
+            vec!["check", imported, "--golden", imported, "--format", "json"],
+        ),
+        (
+            "compare",
+            vec!["compare", imported, imported, "--format", "json"],
+        ),
+    ]);
     for (kind, args) in docs {
         let doc = json_of(&args);
         let errors = errors_of(kind, &doc);

@@ -24,6 +24,13 @@ fn file_of(n: u64) -> Vec<u8> {
         .expect("sample trace encodes")
 }
 
+/// `t`'s file image sealed as a writer without limit checks would: how a
+/// hostile file is made (the library's own writer refuses what its reader
+/// would refuse).
+fn sealed(t: &RecordedGemmTrace) -> Vec<u8> {
+    gemm_audit::trace::codec::seal(&gemm_audit::trace::codec::encode_payload(t).expect("encodes"))
+}
+
 fn payload_of(file: &[u8]) -> Vec<u8> {
     file[HEADER_LEN..file.len() - TRAILER_LEN].to_vec()
 }
@@ -155,7 +162,7 @@ fn round_trip_with_explicit_limits_at_the_edge() {
 
 /// `testkit::sample_trace(1).to_bytes()`, in full.
 const SAMPLE_1_HEX: &str = concat!(
-    "47454d4d415544540400000085040000000000000973796e74686574696334e1f5c4e12c384d9f945c8241a86db3fed7",
+    "47454d4d415544540500000086040000000000000973796e74686574696334e1f5c4e12c384d9f945c8241a86db3fed7",
     "128f6d1d0cb7d6943654579e59d800010101010104000103020101012b1f04bf6adcf9089aa53746c196cdeae4da277c",
     "9e7fe529b5d0f1e2561d5ead0973796e74686574696303312e30bff3e252d2f4b29ebe4b25c3469a525a8bbeb4a281f8",
     "13884a09449e748809f61cdac0f55fe307c98e960fc66b7744af1b58029f64fee32b2799c4bd4d826c5f05736d5f3930",
@@ -179,12 +186,12 @@ const SAMPLE_1_HEX: &str = concat!(
     "01090084053538302e300103666d6101fb0010fb0004fb0010fb0004fb0004404020200280100101800101fb0040ddd1",
     "21e58a702c01d0986cebe9e35cbc35c772da7e85ffee75aab4c69884ca7f005b353cd2c963679417855088cd7a986a65",
     "a016dcda8f53975d8712e57f87298f0101000100fb00043329ecbbdfe7617f2a01158bcf089dddf566ceac0a1f5f72c4",
-    "3b500432b549770104686f73740973796e7468657469630000f3dcc5e7032989ec99825332400f45f6597ee32fec84cd",
-    "a0b6b59498aab9956b",
+    "3b500432b549770104686f73740973796e7468657469630000009987c3e53c7b25ad253220ce75193418d06c71d63448",
+    "a441d2a7b8ff949c341f",
 );
 
 /// SHA-256 of `testkit::sample_trace(3).to_bytes()`.
-const SAMPLE_3_SHA256: &str = "71311c08d38b1902ecb376c67769c243be0b31f00d199ec9b5434a04b222a842";
+const SAMPLE_3_SHA256: &str = "46b684841507913d4f153ed51ba7ae8140837e044bc0d57764fa36b2fac71e9e";
 
 #[test]
 fn pinned_bytes_of_sample_trace_1() {
@@ -209,12 +216,12 @@ fn pinned_sha256_of_sample_trace_3() {
 #[test]
 fn header_fields_at_their_offsets() {
     assert_eq!(&MAGIC, b"GEMMAUDT");
-    assert_eq!(FORMAT_VERSION, 4);
+    assert_eq!(FORMAT_VERSION, 5);
     assert_eq!((HEADER_LEN, TRAILER_LEN), (20, 32));
     for n in [1, 3] {
         let file = file_of(n);
         assert_eq!(&file[0..8], b"GEMMAUDT");
-        assert_eq!(u16_at(&file, 8), 4, "version");
+        assert_eq!(u16_at(&file, 8), 5, "version");
         assert_eq!(u16_at(&file, 10), 0, "reserved");
         assert_eq!(
             u64_at(&file, 12),
@@ -288,10 +295,18 @@ fn every_single_bit_flip_is_refused_by_region() {
             assert_message(&e);
             let ok = match i {
                 0..8 => matches!(e, FormatError::BadMagic { .. }),
-                // Version 4 with bit 2 flipped is version 0, which no
-                // build reads; every other flip is newer.
-                8 if bit == 2 => matches!(e, FormatError::UnsupportedVersion { found: 0, .. }),
-                8 | 9 => matches!(e, FormatError::NewerVersion { supported: 4, .. }),
+                // Version 5 with bit 0 or 2 flipped is version 4 or 1,
+                // which read (and then fail the checksum: the header is
+                // outside it, the payload is not theirs); every other flip
+                // is newer.
+                8 if bit == 0 || bit == 2 => matches!(
+                    e,
+                    FormatError::Checksum { .. }
+                        | FormatError::Decode(_)
+                        | FormatError::TrailingBytes(_)
+                        | FormatError::NonCanonical
+                ),
+                8 | 9 => matches!(e, FormatError::NewerVersion { supported: 5, .. }),
                 10 | 11 => matches!(e, FormatError::Reserved { .. }),
                 12..20 => matches!(e, FormatError::LengthMismatch { .. }),
                 // Payload and trailer alike: the checksum no longer matches.
@@ -332,7 +347,7 @@ fn wrong_magic_is_refused() {
 
 #[test]
 fn newer_version_asks_for_an_upgrade() {
-    for v in [5u16, 6, u16::MAX] {
+    for v in [6u16, 7, u16::MAX] {
         let mut f = file_of(1);
         f[8..10].copy_from_slice(&v.to_le_bytes());
         let e = decode(&f).unwrap_err();
@@ -515,17 +530,17 @@ fn string_length_over_the_limit() {
                 OutputFingerprint::of(0, b"a"),
                 OutputFingerprint::of(1, b"b"),
             ];
-            RecordedGemmTrace::new(
-                workload,
-                Digest::sha256(b"w"),
-                context,
-                routes,
-                fingerprints,
-                volatile,
+            sealed(
+                &RecordedGemmTrace::new(
+                    workload,
+                    Digest::sha256(b"w"),
+                    context,
+                    routes,
+                    fingerprints,
+                    volatile,
+                )
+                .unwrap(),
             )
-            .unwrap()
-            .to_bytes()
-            .unwrap()
         };
     let at = limit as usize;
     // Exactly at the limit, everywhere: accepted.
@@ -1008,7 +1023,14 @@ fn graph_node_symbols_are_within_the_string_limit() {
         [1; 3],
         0,
     )];
-    let bytes = t.to_bytes().unwrap();
+    assert!(matches!(
+        t.to_bytes(),
+        Err(FormatError::LimitExceeded {
+            what: "string length",
+            ..
+        })
+    ));
+    let bytes = sealed(&t);
     match decode(&bytes) {
         Err(FormatError::LimitExceeded { what, found, limit }) => {
             assert_eq!((what, found, limit), ("string length", 1 << 20, 4096));
@@ -1022,7 +1044,7 @@ fn graph_node_symbols_are_within_the_string_limit() {
 fn hostile(edit: impl FnOnce(&mut RecordedGemmTrace)) -> Vec<u8> {
     let mut t = testkit::sample_trace(2);
     edit(&mut t);
-    t.to_bytes().expect("encodes")
+    sealed(&t)
 }
 
 /// Lists that decode to many times their encoded size (a one-byte backend

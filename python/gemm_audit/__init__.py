@@ -12,7 +12,7 @@ raise :class:`GemmAuditError`.
 
 import json
 import os
-from typing import Iterable, Optional, Union
+from typing import Dict, Iterable, Optional, Union
 
 from . import _native
 from ._native import GemmAuditError
@@ -25,6 +25,8 @@ __all__ = [
     "compare",
     "assert_matches_golden",
     "write",
+    "import_profile",
+    "census",
     "__version__",
 ]
 __version__ = _native.__version__
@@ -71,6 +73,43 @@ def compare(traces: Iterable[PathLike], allow_single: bool = False) -> dict:
     """The ``compare`` document of trace files (one group per workload,
     each device one vote); ``allow_single`` lets a one-trace group pass."""
     return json.loads(_native.compare([os.fspath(t) for t in traces], allow_single))
+
+
+def import_profile(
+    profile: PathLike,
+    out: Optional[PathLike] = None,
+    workload: Optional[str] = None,
+    libraries: Optional[Dict[str, str]] = None,
+    torch_version: Optional[str] = None,
+    overwrite: bool = False,
+) -> dict:
+    """Imports a PyTorch profiler trace (``export_chrome_trace`` or
+    ``tensorboard_trace_handler`` output, ``.json`` or ``.json.gz``) as
+    ``gemm-audit import`` does, and returns the trace's ``show`` document;
+    with ``out`` the trace is also written there (an existing file is
+    refused unless ``overwrite``). ``doc["trace"]["observation"]`` counts
+    what was bound. ``libraries`` (``{"cublas": "13.1.0"}``) and
+    ``torch_version`` name what the profile does not record. A profile
+    holds no output bits: ``diff``, ``check`` and ``compare`` of such
+    traces say numeric "not observed"."""
+    return json.loads(
+        _native.import_profile(
+            os.fspath(profile),
+            None if out is None else os.fspath(out),
+            workload,
+            dict(libraries or {}),
+            torch_version,
+            overwrite,
+        )
+    )
+
+
+def census(inputs: Iterable[PathLike]) -> dict:
+    """The batch-variance census (``gemm-audit census --format json``) of
+    profiles and traces: per GEMM family (op, layout, dtype, k, n), which
+    kernels served which m, with the families whose kernel changes with m
+    or that split k flagged (``verdict`` is ``"fail"`` when one is)."""
+    return json.loads(_native.census([os.fspath(p) for p in inputs]))
 
 
 def write(step: Union[str, dict], outputs: Iterable[bytes], path: PathLike, overwrite: bool = False) -> dict:

@@ -39,7 +39,6 @@ trace cannot express (fp8 operands, both operands transposed, CPU tensors)
 are listed in ``Recording.skipped`` with the reason.
 """
 
-import bisect
 import contextlib
 import ctypes
 import json
@@ -75,8 +74,6 @@ GEMM_OPS: Dict[str, Tuple[int, int]] = {
 RANGE_PREFIX = "gemm_audit:"
 
 _DTYPES = {"torch.float32": "f32", "torch.float16": "f16", "torch.bfloat16": "bf16"}
-_RUNTIME = ("cuda_runtime", "cuda_driver")
-_ACTIVITY = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
 def _matrix(shape: Sequence[int], strides: Sequence[int]) -> Tuple[bool, int]:
@@ -125,70 +122,25 @@ def gemm_layout(a_shape, a_strides, b_shape, b_strides, dtype) -> dict:
     }
 
 
-def bind_kernels(chrome_trace: dict, prefix: str = RANGE_PREFIX) -> Tuple[Dict[int, List[dict]], List[str]]:
-    """Binds the GPU activities of a profiler's Chrome trace to the ranges
-    named ``prefix + index``: an activity belongs to the range that holds
-    the CUDA runtime or driver call that launched it (same thread, by
-    correlation id). Returns ``({index: [kernel, ...]}, other)``, each
-    kernel ``{"name", "grid", "block", "shared_memory"}`` in launch order,
-    and the names of the kernels bound to no range."""
-    events = chrome_trace.get("traceEvents", chrome_trace if isinstance(chrome_trace, list) else [])
-    ranges = []
-    for e in events:
-        name = e.get("name", "")
-        if e.get("ph") == "X" and e.get("cat") == "user_annotation" and name.startswith(prefix):
-            try:
-                index = int(name[len(prefix):])
-            except ValueError:
-                continue
-            ranges.append((e.get("pid"), e.get("tid"), float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), index))
-    # Per thread, ranges by start (they do not overlap: one op at a time).
-    by_thread: Dict[tuple, Tuple[List[float], list]] = {}
-    for pid, tid, start, end, index in sorted(ranges, key=lambda r: r[2]):
-        starts, spans = by_thread.setdefault((pid, tid), ([], []))
-        starts.append(start)
-        spans.append((end, index))
-    owner: Dict[int, int] = {}
-    for e in events:
-        if e.get("ph") != "X" or e.get("cat") not in _RUNTIME:
-            continue
-        corr = (e.get("args") or {}).get("correlation")
-        thread = by_thread.get((e.get("pid"), e.get("tid")))
-        if corr is None or thread is None:
-            continue
-        ts = float(e["ts"])
-        i = bisect.bisect_right(thread[0], ts) - 1
-        if i >= 0 and ts <= thread[1][i][0]:
-            owner[corr] = thread[1][i][1]
-    bound: Dict[int, List[Tuple[float, dict]]] = {}
-    other = []
-    for e in events:
-        if e.get("ph") != "X" or e.get("cat") not in _ACTIVITY:
-            continue
-        args = e.get("args") or {}
-        index = owner.get(args.get("correlation"))
-        if index is None:
-            if e.get("cat") == "kernel":
-                other.append(e.get("name", "?"))
-            continue
-        bound.setdefault(index, []).append(
-            (
-                float(e["ts"]),
-                {
-                    "name": e.get("name", "?"),
-                    "grid": _dims(args.get("grid")),
-                    "block": _dims(args.get("block")),
-                    "shared_memory": int(args.get("shared memory", 0) or 0),
-                },
-            )
-        )
-    return {i: [k for _, k in sorted(v, key=lambda x: x[0])] for i, v in bound.items()}, other
-
-
-def _dims(v) -> List[int]:
-    """Three launch dimensions from a profiler's list (missing ones 0)."""
-    v = [int(x) for x in (v or [])][:3]
-    return v + [0] * (3 - len(v))
+def bind_kernels(profile, prefix: str = RANGE_PREFIX) -> Tuple[Dict[int, dict], List[str]]:
+    """Binds the GPU activities of a profiler trace to the ranges named
+    ``prefix + index``, with gemm-audit's own binder (the one ``gemm-audit
+    import`` uses): an activity belongs to the range that holds the CUDA
+    runtime or driver call that launched it (by correlation id, on
+    whichever thread launched it). ``profile`` is the Chrome trace as a
+    dict, or the path of its file. Returns ``({index: {"kernels",
+    "beside", "device"}}, other)``: per range, the kernels it launched
+    (each ``{"name", "kind", "grid", "block", "shared_memory"}``, in launch
+    order; a split-K GEMM and its reduce kernel are two), the copies, fills
+    and child-op kernels beside them, and the device; ``other`` names the
+    kernels bound to no range."""
+    if isinstance(profile, dict) or isinstance(profile, list):
+        data = json.dumps(profile).encode()
+    else:
+        with open(os.fspath(profile), "rb") as f:
+            data = f.read()
+    doc = json.loads(_native.bind_profile(data, prefix))
+    return {int(i): g for i, g in doc["gemms"].items()}, doc["other_kernels"]
 
 
 def step_document(workload: str, framework: dict, device: dict, gemms: List[dict]) -> str:
@@ -335,17 +287,18 @@ def _run_bound(func, args, kwargs):
         with record_function(RANGE_PREFIX + "0"):
             out = func(*args, **kwargs)
         torch.cuda.synchronize()
-    bound, _ = bind_kernels(_chrome(prof))
-    return out, bound.get(0, [])
+    bound, _ = _bind_profile(prof)
+    return out, bound.get(0, {}).get("kernels", [])
 
 
-def _chrome(prof) -> dict:
+def _bind_profile(prof, prefix: str = RANGE_PREFIX) -> Tuple[Dict[int, dict], List[str]]:
+    """Binds a finished profiler's activities (:func:`bind_kernels`): its
+    Chrome trace goes through a temporary file, removed after."""
     fd, path = tempfile.mkstemp(suffix=".json", prefix="gemm-audit-profile-")
     os.close(fd)
     try:
         prof.export_chrome_trace(path)
-        with open(path) as f:
-            return json.load(f)
+        return bind_kernels(path, prefix)
     finally:
         os.unlink(path)
 
@@ -479,7 +432,7 @@ def record(workload: str, path=None, overwrite: bool = False):
         with Observe():
             yield rec
         torch.cuda.synchronize()
-    bound, other = bind_kernels(_chrome(prof))
+    bound, other = _bind_profile(prof)
     rec.other_kernels = other
     rec.framework = framework_state()
     rec.device = device_identity()
@@ -487,7 +440,18 @@ def record(workload: str, path=None, overwrite: bool = False):
         if layout is None:
             rec.skipped.append(f"{name}: {why}")
             continue
-        rec.gemms.append(dict(name=name, op_name=op_name, kernels=bound.get(i, []), **layout))
+        b = bound.get(i, {})
+        device = b.get("device")
+        rec.gemms.append(
+            dict(
+                name=name,
+                op_name=op_name,
+                kernels=b.get("kernels", []),
+                beside=b.get("beside", []),
+                device=None if device is None else f"cuda:{device}",
+                **layout,
+            )
+        )
         rec._outputs.append(copy)
         rec._calls.append(call)
     rec._fingerprints, why = _device_fingerprints(rec._outputs)

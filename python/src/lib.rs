@@ -239,6 +239,87 @@ fn fingerprint_bytes(data: Vec<u8>) -> PyResult<String> {
     serde_json::to_string(&gemm_audit::OutputFingerprint::of(0, &data)).map_err(fail)
 }
 
+/// Imports the PyTorch profiler trace at `path` (`.json` or `.json.gz`)
+/// as `gemm-audit import` does; writes it to `out` when given (an existing
+/// file is refused unless `overwrite`). Returns the `show` document.
+#[pyfunction]
+#[pyo3(signature = (path, out = None, workload = None, libraries = std::collections::BTreeMap::new(), torch_version = None, overwrite = false))]
+fn import_profile(
+    path: PathBuf,
+    out: Option<PathBuf>,
+    workload: Option<String>,
+    libraries: std::collections::BTreeMap<String, String>,
+    torch_version: Option<String>,
+    overwrite: bool,
+) -> PyResult<String> {
+    let options = gemm_audit::profile::ImportOptions {
+        workload,
+        libraries,
+        framework_version: torch_version,
+        ..Default::default()
+    };
+    let imported = gemm_audit::profile::import_file(&path, &options).map_err(fail)?;
+    match out {
+        Some(out) => write_trace(imported.trace, &out, overwrite),
+        None => Ok(report::show_document(&imported.trace)),
+    }
+}
+
+/// The census document (`gemm-audit census --format json`) of profiles
+/// and traces.
+#[pyfunction]
+fn census(paths: Vec<PathBuf>) -> PyResult<String> {
+    let mut traces = Vec::with_capacity(paths.len());
+    for p in &paths {
+        let trace = match RecordedGemmTrace::read(p) {
+            Ok(t) => t,
+            Err(gemm_audit::Error::Format {
+                source: gemm_audit::FormatError::BadMagic { .. },
+                ..
+            }) => {
+                gemm_audit::profile::import_file(p, &Default::default())
+                    .map_err(fail)?
+                    .trace
+            }
+            Err(e) => return Err(fail(e)),
+        };
+        traces.push((p.display().to_string(), trace));
+    }
+    let refs: Vec<(String, &RecordedGemmTrace)> =
+        traces.iter().map(|(l, t)| (l.clone(), t)).collect();
+    let c = gemm_audit::census::census(&refs);
+    Ok(report::json_document(
+        "census",
+        c.flagged().next().is_none(),
+        &c,
+    ))
+}
+
+/// Binds the GPU activities of a profiler trace (its JSON text) to the
+/// recorder's `prefix<index>` ranges, with the importer's binder. Returns
+/// JSON: `{"gemms": {index: {"kernels": [...], "beside": [...], "device":
+/// n}}, "other_kernels": [...], "unbound": [...]}`.
+#[pyfunction]
+fn bind_profile(text: &[u8], prefix: &str) -> PyResult<String> {
+    let b = gemm_audit::profile::bind_annotated(text, prefix).map_err(fail)?;
+    let gemms: serde_json::Map<String, serde_json::Value> = b
+        .gemms
+        .iter()
+        .map(|(i, g)| {
+            (
+                i.to_string(),
+                serde_json::json!({"kernels": g.kernels, "beside": g.beside, "device": g.device}),
+            )
+        })
+        .collect();
+    serde_json::to_string(&serde_json::json!({
+        "gemms": gemms,
+        "other_kernels": b.other_kernels,
+        "unbound": b.unbound,
+    }))
+    .map_err(fail)
+}
+
 /// The differences of `candidate` from `golden` as `gemm-audit diff`
 /// prints them (text).
 #[pyfunction]
@@ -261,6 +342,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(write_observed, m)?)?;
     m.add_function(wrap_pyfunction!(write_observed_fingerprinted, m)?)?;
     m.add_function(wrap_pyfunction!(fingerprint_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(import_profile, m)?)?;
+    m.add_function(wrap_pyfunction!(census, m)?)?;
+    m.add_function(wrap_pyfunction!(bind_profile, m)?)?;
     #[cfg(feature = "cuda")]
     m.add_class::<DeviceFingerprints>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

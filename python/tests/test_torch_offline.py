@@ -19,15 +19,60 @@ def test_kernels_are_bound_to_the_range_that_launched_them():
     trace = json.loads((FIX / "torch-profile-h200.json").read_text())
     bound, other = gat.bind_kernels(trace)
     # Range 0: one bf16 mm, launched through cuLaunchKernelEx.
-    assert [k["name"] for k in bound[0]] == ["nvjet_sm90_tst_64x8_64x16_4x1_v_bz_NNT"]
-    assert bound[0][0]["grid"] == [4, 1, 1] and bound[0][0]["block"] == [384, 1, 1]
-    assert bound[0][0]["shared_memory"] == 164308
-    # Range 1: two conversions, then an f32 split-K GEMM and its reduce, in launch order.
-    names = [k["name"] for k in bound[1]]
+    k0 = bound[0]["kernels"]
+    assert [k["name"] for k in k0] == ["nvjet_sm90_tst_64x8_64x16_4x1_v_bz_NNT"]
+    assert k0[0]["grid"] == [4, 1, 1] and k0[0]["block"] == [384, 1, 1]
+    assert k0[0]["shared_memory"] == 164308 and k0[0]["kind"] == "kernel"
+    # Range 1: two conversions, then an f32 split-K GEMM and its reduce, in
+    # launch order (this trimmed profile holds no op ranges, so all four
+    # came from the range itself).
+    names = [k["name"] for k in bound[1]["kernels"]]
     assert len(names) == 4
     assert "sgemm" in names[2] and "splitKreduce" in names[3]
     # The relu after the ranges belongs to no GEMM.
     assert len(other) == 1 and "vectorized_elementwise_kernel" in other[0]
+    # The file's path binds the same.
+    assert gat.bind_kernels(FIX / "torch-profile-h200.json") == (bound, other)
+
+
+def test_a_copy_from_a_child_op_stays_beside_the_gemm():
+    """An addmm with a full C copies it in aten::copy_: the copy is beside
+    the GEMM, never its launch (it would give the route a zero grid)."""
+    ev = [
+        {"ph": "X", "cat": "user_annotation", "name": "gemm_audit:0", "pid": 1, "tid": 1, "ts": 0.0, "dur": 100.0},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 1.0, "dur": 90.0},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 1, "tid": 1, "ts": 2.0, "dur": 10.0},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1, "ts": 3.0, "dur": 2.0, "args": {"correlation": 1}},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, "tid": 7, "ts": 50.0, "dur": 1.0, "args": {"correlation": 1, "device": 0}},
+        {"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernelEx", "pid": 1, "tid": 1, "ts": 20.0, "dur": 2.0, "args": {"correlation": 2}},
+        {"ph": "X", "cat": "kernel", "name": "nvjet_badd_TNT", "pid": 0, "tid": 7, "ts": 60.0, "dur": 1.0, "args": {"correlation": 2, "device": 0, "grid": [4, 1, 1], "block": [384, 1, 1]}},
+    ]
+    bound, other = gat.bind_kernels({"traceEvents": ev})
+    assert [k["name"] for k in bound[0]["kernels"]] == ["nvjet_badd_TNT"]
+    assert [(k["kind"], k["name"]) for k in bound[0]["beside"]] == [("memcpy", "Memcpy DtoD (Device -> Device)")]
+    assert bound[0]["device"] == 0 and other == []
+
+
+def test_a_profile_imports_and_its_census_flags_nothing_on_the_cpu(tmp_path):
+    """A real CPU profile (torch, record_shapes=True) imported from Python."""
+    profiles = pathlib.Path(__file__).resolve().parents[2] / "tests" / "data" / "profiles"
+    doc = gemm_audit.import_profile(profiles / "cpu-sweep.json.gz", tmp_path / "s.gat")
+    routes = doc["trace"]["routes"]
+    assert [r["shape"]["m"] for r in routes] == [1, 2, 4, 8, 16, 32, 64]
+    assert doc["trace"]["fingerprint_mode"] == "not-observed"
+    assert doc["trace"]["observation"]["source"] == "pytorch-profiler"
+    assert gemm_audit.read_trace(tmp_path / "s.gat")["trace"] == doc["trace"]
+    with pytest.raises(gemm_audit.GemmAuditError, match="exists"):
+        gemm_audit.import_profile(profiles / "cpu-sweep.json.gz", tmp_path / "s.gat")
+    c = gemm_audit.census([tmp_path / "s.gat"])
+    assert c["kind"] == "census" and c["verdict"] == "pass"
+    assert [r["m"] for r in c["families"][0]["rows"]] == [1, 2, 4, 8, 16, 32, 64]
+    d = gemm_audit.diff(tmp_path / "s.gat", tmp_path / "s.gat")
+    assert d["verdict"] == "pass" and d["numeric"] == "not-observed"
+    with pytest.raises(gemm_audit.GemmAuditError, match="not valid JSON"):
+        bad = tmp_path / "bad.json"
+        bad.write_text("{")
+        gemm_audit.import_profile(bad)
 
 
 def test_layouts_follow_the_strides():
@@ -160,7 +205,7 @@ def test_binding_follows_the_launching_thread_and_range():
         ]
     }
     bound, other = gat.bind_kernels(trace)
-    assert [k["name"] for k in bound[0]] == ["gemm_a"]
-    assert bound[0][0]["grid"] == [2, 1, 1] and bound[0][0]["shared_memory"] == 0
-    assert [k["name"] for k in bound[1]] == ["gemm_b"]
+    assert [k["name"] for k in bound[0]["kernels"]] == ["gemm_a"]
+    assert bound[0]["kernels"][0]["grid"] == [2, 1, 1] and bound[0]["kernels"][0]["shared_memory"] == 0
+    assert [k["name"] for k in bound[1]["kernels"]] == ["gemm_b"]
     assert sorted(other) == ["between", "other_thread"]

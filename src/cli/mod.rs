@@ -209,6 +209,28 @@ pub enum Command {
     /// Compare two traces; exit non-zero on any difference not allowed.
     #[command(after_help = EXIT_CODES)]
     Diff(DiffArgs),
+    /// Read PyTorch profiler traces; write one gemm-audit trace per file.
+    ///
+    /// Binds every GPU kernel to the GEMM op that launched it (by
+    /// correlation id, on whichever thread launched it), records each GEMM
+    /// with its op, dtype, shape and layout where the profile has them
+    /// (take it with record_shapes=True), keeps GEMM kernels no GEMM op
+    /// owns (torch.compile regions, CUDA-graph replays) as GEMMs of their
+    /// region, and counts the rest. A profile holds no output bits:
+    /// `diff`, `check --golden` and `compare` say numeric "not observed".
+    /// See docs/profiles.md.
+    #[command(after_help = EXIT_CODES)]
+    Import(ImportArgs),
+    /// Which kernels served which batch size m, per GEMM family.
+    ///
+    /// Groups the GEMMs of profiles or traces by (op, layout, dtype, k, n)
+    /// and lists per m the kernels and grids that served it. Flags every
+    /// family whose kernel changes with m (a batch-invariance risk), that
+    /// was served two ways at one m, or that used a split-K or reduce
+    /// kernel (a reduction order that may depend on m). Exits 1 when a
+    /// family is flagged.
+    #[command(after_help = EXIT_CODES)]
+    Census(CensusArgs),
     /// List the built-in workloads, or print one as TOML.
     #[command(after_help = EXIT_CODES)]
     Workloads {
@@ -246,6 +268,8 @@ pub fn run(args: Args) -> Result<u8> {
         Command::Show { trace, format } => cmd_show(&trace, format),
         Command::Diff(a) => cmd_diff(a),
         Command::Workloads { show } => cmd_workloads(show),
+        Command::Import(a) => cmd_import(a),
+        Command::Census(a) => cmd_census(a),
     }
 }
 
@@ -569,22 +593,20 @@ pub struct AuditArgs {
 
 mod audit_cmd;
 mod golden_cmd;
+mod profile_cmd;
 mod trace_cmd;
 
 use audit_cmd::*;
 use golden_cmd::*;
+use profile_cmd::*;
 use trace_cmd::*;
 
 /// Prints the verdict table: lines cut to the terminal's width (when stdout
 /// is a terminal), verdict words coloured unless `NO_COLOR` is set or stdout
 /// is not a terminal (anstream strips the colour then).
 fn print_audit_table(report: &gemm_audit::audit::AuditReport) {
-    use std::io::{IsTerminal, Write as _};
-    let width = std::io::stdout()
-        .is_terminal()
-        .then(terminal_size::terminal_size)
-        .flatten()
-        .map(|(w, _)| w.0 as usize);
+    use std::io::Write as _;
+    let width = terminal_width();
     // Verdicts in colour; anstream drops the colour where the terminal or
     // the environment does not want it.
     let paint = |column: usize, cell: &str| {
@@ -604,6 +626,16 @@ fn print_audit_table(report: &gemm_audit::audit::AuditReport) {
     if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         stdout_failed(e);
     }
+}
+
+/// The terminal's width, when stdout is one.
+fn terminal_width() -> Option<usize> {
+    use std::io::IsTerminal;
+    std::io::stdout()
+        .is_terminal()
+        .then(terminal_size::terminal_size)
+        .flatten()
+        .map(|(w, _)| w.0 as usize)
 }
 
 /// Set once stdout's reader has gone (`gemm-audit diff a b | head -1`).

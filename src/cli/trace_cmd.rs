@@ -202,6 +202,29 @@ pub(super) fn cmd_compare(a: CompareArgs) -> Result<u8> {
                 for l in &g.duplicates {
                     outln!("  left out (a copy of another trace's device): {}", one(l));
                 }
+                for l in g.launches.iter().filter(|l| !l.route_outliers.is_empty()) {
+                    outln!(
+                        "  launch {} {}: served another way by {} of {}",
+                        l.launch,
+                        one(&l.gemm),
+                        l.route_outliers.len(),
+                        l.voters
+                    );
+                    for o in &l.route_outliers {
+                        outln!("    {} [{}]", one(&o.label), one(&o.device));
+                        for d in o.differs.iter().take(4) {
+                            outln!("      {}", one(&gemm_audit::render::shorten(d, 160)));
+                        }
+                        if o.differs.len() > 4 {
+                            outln!("      and {} more fields", o.differs.len() - 4);
+                        }
+                    }
+                }
+                if g.launches.iter().any(|l| !l.observed) {
+                    outln!(
+                        "  numeric: not observed (profiles hold no output bits: routes compared, outputs not)"
+                    );
+                }
                 for l in g.launches.iter().filter(|l| !l.outliers.is_empty()) {
                     outln!(
                         "  launch {} {} ({}): {}{}",
@@ -509,12 +532,22 @@ pub(super) fn print_check(path: &std::path::Path, report: &recorder::CheckReport
         Err(e) => outln!("{name:<12} {e}"),
     };
     step("plan", &report.plan);
-    match &report.validation {
-        Some(v) => step("validation", v),
-        None => outln!("{:<12} skipped (plan refused)", "validation"),
+    match (&report.validation, &report.observed) {
+        (Some(v), _) => step("validation", v),
+        (None, Some(source)) => outln!(
+            "{:<12} skipped (observed by {source}: gemm-audit validates and replays only what it launches)",
+            "validation"
+        ),
+        (None, None) => outln!("{:<12} skipped (plan refused)", "validation"),
     }
     if let Some(g) = &report.golden {
         step("golden", g);
+    }
+    if let Some(n) = report
+        .numeric
+        .filter(|n| *n != gemm_audit::diff::NumericComparison::Compared)
+    {
+        outln!("{:<12} {n}", "numeric");
     }
     match &report.replay {
         Some(ReplayOutcome::Identical { launches }) => {
@@ -527,6 +560,12 @@ pub(super) fn print_check(path: &std::path::Path, report: &recorder::CheckReport
             outln!("{:<12} launches {launches:?} differ", "replay")
         }
         Some(ReplayOutcome::Refused { refusal }) => outln!("{:<12} {refusal}", "replay"),
+        None if replay && report.observed.is_some() => {
+            outln!(
+                "{:<12} skipped (an observed trace is not replayed)",
+                "replay"
+            )
+        }
         None if replay => outln!("{:<12} skipped (refused before launch)", "replay"),
         None => {}
     }
@@ -538,6 +577,45 @@ pub(super) fn print_check(path: &std::path::Path, report: &recorder::CheckReport
             "check: FAIL"
         }
     );
+}
+
+/// What an observed trace's observation says, as `show` lines.
+fn observation_lines(o: &gemm_audit::trace::Observation) -> String {
+    let mut s = format!(
+        "observed by     {}{}{}\n",
+        o.source,
+        if o.file.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", o.file)
+        },
+        match (o.rank, o.world_size) {
+            (Some(r), Some(w)) => format!(", rank {r} of {w}"),
+            (Some(r), None) => format!(", rank {r}"),
+            _ => String::new(),
+        }
+    );
+    if o.source == "pytorch-profiler" {
+        s.push_str(&format!(
+            "activities      {} bound, {} beside GEMMs, {} unowned GEMM kernels, {} other, {} unbound ({} events)\n",
+            o.bound_kernels, o.beside_gemms, o.unowned_gemm_kernels, o.non_gemm, o.unbound, o.events
+        ));
+    }
+    for n in &o.notes {
+        s.push_str(&format!("note            {n}\n"));
+    }
+    const SHOWN: usize = 5;
+    for u in o.unbound_listed.iter().take(SHOWN) {
+        s.push_str(&format!("unbound         {u}\n"));
+    }
+    if o.unbound > SHOWN as u64 {
+        s.push_str(&format!(
+            "unbound         and {} more (--format json lists the first {})\n",
+            o.unbound - SHOWN.min(o.unbound_listed.len()) as u64,
+            o.unbound_listed.len()
+        ));
+    }
+    s
 }
 
 /// The table rendering of a trace.
@@ -571,25 +649,50 @@ pub fn trace_table(t: &RecordedGemmTrace) -> String {
         ));
     }
     s.push_str(&format!("fingerprints    {}\n", t.fingerprint_mode));
+    if let Some(o) = &t.observation {
+        s.push_str(&observation_lines(o));
+    }
     s.push_str(&format!(
         "ordered digest  {}\n\n",
         t.launch_set.ordered_digest
     ));
+    let observed = |i: usize| t.observation.as_ref().and_then(|o| o.gemms.get(i));
     let rows: Vec<[String; 8]> = t
         .routes
         .iter()
         .zip(&t.fingerprints)
         .enumerate()
         .map(|(i, (r, f))| {
+            let o = observed(i);
+            let shape = match o {
+                Some(g) if !g.shapes_recorded => "unrecorded".to_string(),
+                Some(g) if g.batch > 1 => {
+                    format!("{}x{}x{}x{}", g.batch, r.shape.m, r.shape.k, r.shape.n)
+                }
+                _ => format!("{}x{}x{}", r.shape.m, r.shape.k, r.shape.n),
+            };
+            // An observed GEMM's kernels are what ran; its symbol is the op.
+            let kernel = match (&r.vendor, o) {
+                (Some(v), Some(_)) => match v.physical_kernels.as_slice() {
+                    [] => format!("{} (no GPU kernel)", r.kernel_symbol),
+                    [k] => k.clone(),
+                    [k, rest @ ..] => format!("{k} (+{} more)", rest.len()),
+                },
+                _ => r.kernel_symbol.clone(),
+            };
             [
                 i.to_string(),
                 r.gemm.clone(),
                 format!("{} {}", r.op, r.dtype),
-                format!("{}x{}x{}", r.shape.m, r.shape.k, r.shape.n),
+                shape,
                 r.contract.to_string(),
-                r.kernel_symbol.clone(),
+                kernel,
                 format!("{:?}/{:?}", r.launch.grid, r.launch.block),
-                f.sha256.short(),
+                if t.outputs_observed() {
+                    f.sha256.short()
+                } else {
+                    "-".to_string()
+                },
             ]
         })
         .collect();

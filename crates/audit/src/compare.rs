@@ -39,6 +39,20 @@ pub struct Outlier {
     pub fingerprint: String,
 }
 
+/// A trace whose route for one launch differs from the majority's: on
+/// one job's ranks or one device class, the same GEMM served by another
+/// kernel, algorithm, library or driver.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RouteOutlier {
+    /// The member's label (its file).
+    pub label: String,
+    /// The device or rank as its trace names it.
+    pub device: String,
+    /// The route fields that differ from the majority's route, with both
+    /// values (`vendor.physical_kernels: [...] -> [...]`).
+    pub differs: Vec<String>,
+}
+
 /// The vote on one launch of one group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LaunchVote {
@@ -62,6 +76,15 @@ pub struct LaunchVote {
     pub tie: bool,
     /// Members that disagreed (for deterministic launches: suspect devices).
     pub outliers: Vec<Outlier>,
+    /// Whether the members' outputs were observed: false for imported
+    /// profiles, whose fingerprints are placeholders and are not voted on
+    /// (`outliers` is then empty, `majority` too).
+    pub observed: bool,
+    /// Members whose route differs from the majority's (every member of a
+    /// tie where no route has a majority). Any is a disagreement, under
+    /// every contract: the same GEMM on one device class (or one job's
+    /// ranks) must be served the same way.
+    pub route_outliers: Vec<RouteOutlier>,
 }
 
 /// The comparison of one (workload, device class) group.
@@ -90,16 +113,17 @@ impl Group {
         self.members - self.mismatched.len() - self.duplicates.len()
     }
 
-    /// True when at least two devices voted, no deterministic launch has an
-    /// outlier and no member was left out for another launch set. One
-    /// voter compares nothing, so it does not agree.
+    /// True when at least two devices voted, no launch was served another
+    /// way by any member, no deterministic launch has an output outlier
+    /// and no member was left out for another launch count. One voter
+    /// compares nothing, so it does not agree.
     pub fn agrees(&self) -> bool {
         self.voters() >= 2
             && self.mismatched.is_empty()
             && self
                 .launches
                 .iter()
-                .all(|l| !l.deterministic || l.outliers.is_empty())
+                .all(|l| l.route_outliers.is_empty() && (!l.deterministic || l.outliers.is_empty()))
     }
 }
 
@@ -151,6 +175,7 @@ fn deterministic(kind: &ContractKind) -> bool {
 
 fn device_of(t: &RecordedGemmTrace) -> String {
     let keys = [
+        "profile.rank",
         "cuda.device.ordinal",
         "cuda.device.pci_bus_id",
         "cuda.device.uuid",
@@ -171,8 +196,9 @@ fn device_of(t: &RecordedGemmTrace) -> String {
 /// `route`). The launch is held to the same bits when any member's route
 /// promises them, so one relabelled trace cannot switch the vote off.
 fn vote(i: usize, route: &crate::ResolvedGemmRoute, members: &[&Member]) -> LaunchVote {
+    let observed = members.iter().all(|m| m.trace.outputs_observed());
     let mut votes: BTreeMap<String, Vec<&Member>> = BTreeMap::new();
-    for m in members {
+    for m in members.iter().filter(|_| observed) {
         let fp = m.trace.fingerprints[i].sha256.to_hex();
         votes.entry(fp).or_default().push(m);
     }
@@ -215,7 +241,58 @@ fn vote(i: usize, route: &crate::ResolvedGemmRoute, members: &[&Member]) -> Laun
         majority,
         tie,
         outliers,
+        observed,
+        route_outliers: route_vote(i, members),
     }
+}
+
+/// The members whose route `i` differs from the majority's route (all of
+/// them where two or more routes tie for the most votes), each with the
+/// fields that differ.
+fn route_vote(i: usize, members: &[&Member]) -> Vec<RouteOutlier> {
+    let mut votes: Vec<(&crate::ResolvedGemmRoute, Vec<&Member>)> = Vec::new();
+    for m in members {
+        let Some(r) = m.trace.routes.get(i) else {
+            continue;
+        };
+        match votes.iter_mut().find(|(v, _)| *v == r) {
+            Some((_, ms)) => ms.push(m),
+            None => votes.push((r, vec![m])),
+        }
+    }
+    if votes.len() < 2 {
+        return Vec::new();
+    }
+    let most = votes.iter().map(|(_, ms)| ms.len()).max().unwrap_or(0);
+    let leaders = votes.iter().filter(|(_, ms)| ms.len() == most).count();
+    let majority = (leaders == 1)
+        .then(|| {
+            votes
+                .iter()
+                .find(|(_, ms)| ms.len() == most)
+                .map(|(r, _)| *r)
+        })
+        .flatten();
+    let reference = majority.unwrap_or(votes[0].0);
+    votes
+        .iter()
+        .filter(|(r, _)| majority != Some(*r))
+        .flat_map(|(r, ms)| {
+            let differs: Vec<String> = if std::ptr::eq(*r, reference) {
+                vec!["(a tie: no route has a majority)".to_string()]
+            } else {
+                crate::digest::field_changes(reference, *r)
+                    .into_iter()
+                    .map(|c| format!("{}: {} -> {}", c.field, c.expected, c.found))
+                    .collect()
+            };
+            ms.iter().map(move |m| RouteOutlier {
+                label: m.label.clone(),
+                device: device_of(&m.trace),
+                differs: differs.clone(),
+            })
+        })
+        .collect()
 }
 
 /// Groups `members` by workload and device class and votes on every launch.

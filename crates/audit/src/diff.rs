@@ -385,12 +385,51 @@ impl Difference {
     }
 }
 
+/// Whether two traces' outputs were compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NumericComparison {
+    /// Both traces hold output fingerprints of one mode: compared.
+    Compared,
+    /// A trace holds no output bits (an imported profile): the routes
+    /// were compared, the outputs could not be. Never a pass of the bits.
+    NotObserved,
+    /// The traces' fingerprints are of different modes: not compared
+    /// (a structural difference says so).
+    ModesDiffer,
+}
+
+impl fmt::Display for NumericComparison {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            NumericComparison::Compared => "compared",
+            NumericComparison::NotObserved => "not observed",
+            NumericComparison::ModesDiffer => "not compared (fingerprint modes differ)",
+        })
+    }
+}
+
+impl NumericComparison {
+    /// How `golden`'s and `candidate`'s outputs compare, by their modes.
+    pub fn of(golden: &RecordedGemmTrace, candidate: &RecordedGemmTrace) -> NumericComparison {
+        if !golden.outputs_observed() || !candidate.outputs_observed() {
+            NumericComparison::NotObserved
+        } else if golden.fingerprint_mode != candidate.fingerprint_mode {
+            NumericComparison::ModesDiffer
+        } else {
+            NumericComparison::Compared
+        }
+    }
+}
+
 /// All differences between a golden and a candidate trace.
 #[derive(Debug, Clone, Serialize)]
 pub struct TraceDiff {
     /// Every difference found, in the order compared: trace-level fields
     /// first, then the routes.
     pub differences: Vec<Difference>,
+    /// Whether the outputs were compared at all.
+    pub numeric: NumericComparison,
 }
 
 impl TraceDiff {
@@ -414,7 +453,10 @@ impl TraceDiff {
                 candidate.launch_set.ordered_digest.to_string(),
             );
         }
-        TraceDiff { differences: out.0 }
+        TraceDiff {
+            differences: out.0,
+            numeric: NumericComparison::of(golden, candidate),
+        }
     }
 
     /// The classes found.
@@ -510,8 +552,14 @@ impl TraceDiff {
 
     /// A reviewable text rendering, one difference a line.
     pub fn render(&self) -> String {
+        let not_observed = (self.numeric == NumericComparison::NotObserved).then_some(
+            "numeric: not observed (a profile holds no output bits: routes compared, outputs not)\n",
+        );
         if self.differences.is_empty() {
-            return "no differences\n".into();
+            return match not_observed {
+                Some(n) => format!("no route differences\n{n}"),
+                None => "no differences\n".into(),
+            };
         }
         let mut s = String::new();
         for d in &self.differences {
@@ -535,6 +583,7 @@ impl TraceDiff {
             self.differences.len(),
             counts.join(", ")
         ));
+        s.push_str(not_observed.unwrap_or_default());
         s
     }
 }
@@ -657,7 +706,7 @@ impl std::fmt::Display for UlpStats {
 pub fn ulp_stats(dtype: crate::route::DType, a: &[u8], b: &[u8]) -> Option<UlpStats> {
     use crate::route::DType;
     let size = crate::backend::cpu::kernels::element_size(dtype);
-    if a.len() != b.len() || a.len() % size != 0 {
+    if !dtype.is_runnable() || a.len() != b.len() || a.len() % size != 0 {
         return None;
     }
     // Map float bits onto a line where adjacent floats are adjacent integers.
@@ -702,6 +751,7 @@ pub fn ulp_stats(dtype: crate::route::DType, a: &[u8], b: &[u8]) -> Option<UlpSt
                 };
                 (u as u64, v as u64, 1u64 << 15, is_nan(u) || is_nan(v))
             }
+            _ => return None,
         };
         let d = if nan {
             u64::MAX
@@ -842,8 +892,18 @@ impl Differences {
         }
         // Fingerprints of different modes never compare equal: say so once
         // instead of reporting every launch as numerically different.
-        let comparable = golden.fingerprint_mode == candidate.fingerprint_mode;
-        if !comparable {
+        // Placeholders (nothing observed) are never compared.
+        let same_mode = golden.fingerprint_mode == candidate.fingerprint_mode;
+        let comparable = same_mode && golden.outputs_observed();
+        if !same_mode {
+            let hint = if golden.outputs_observed() && candidate.outputs_observed() {
+                format!(
+                    "record both in one mode, e.g. --fingerprint {}",
+                    golden.fingerprint_mode
+                )
+            } else {
+                "one trace holds no output bits (an imported profile)".to_string()
+            };
             self.push(
                 DiffClass::Structural,
                 None,
@@ -851,8 +911,8 @@ impl Differences {
                 "fingerprint_mode",
                 golden.fingerprint_mode.to_string(),
                 format!(
-                    "{} (outputs not compared: record both in one mode, e.g. --fingerprint {})",
-                    candidate.fingerprint_mode, golden.fingerprint_mode
+                    "{} (outputs not compared: {hint})",
+                    candidate.fingerprint_mode
                 ),
             );
         }

@@ -333,3 +333,25 @@ pub fn route_builder(data: &[u8]) {
         );
     }
 }
+
+/// Imports arbitrary bytes as a PyTorch profiler trace: never a panic; a
+/// profile that imports gives a trace that holds no observed outputs, has
+/// an observation entry per route, and writes and reads back unchanged.
+pub fn import_profile(data: &[u8]) {
+    let options = crate::profile::ImportOptions {
+        max_events: 1 << 16,
+        ..Default::default()
+    };
+    if let Ok(p) = crate::profile::import_bytes(data, "fuzz.json", &options) {
+        let t = p.trace;
+        assert!(!t.outputs_observed());
+        let o = t
+            .observation
+            .as_ref()
+            .expect("an import carries its observation");
+        assert_eq!(o.gemms.len(), t.routes.len());
+        let bytes = t.to_bytes().expect("an imported trace encodes");
+        let back = codec::decode_trace(&bytes, &Limits::default()).expect("and decodes");
+        assert_eq!(back, t);
+    }
+}

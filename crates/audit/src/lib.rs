@@ -45,6 +45,7 @@
 
 pub mod backend;
 pub mod budget;
+pub mod census;
 
 // The model (its modules and root items), re-exported at the paths they
 // always had; `recorder` below extends the model's recorder.
@@ -58,6 +59,7 @@ pub mod fleet;
 pub mod fuzzing;
 pub mod golden;
 pub mod observed;
+pub mod profile;
 pub mod recorder;
 pub mod render;
 pub mod report;

@@ -27,7 +27,9 @@ use crate::identity::{
 };
 use crate::policy::{F32Policy, GemmPolicy, HalfPolicy, PolicyMode};
 use crate::route::{ArgumentsDigest, GemmRouteBuilder, GemmShape, GemmStrides, VendorRoute};
-use crate::trace::{FingerprintMode, OutputFingerprint, RecordedGemmTrace};
+use crate::trace::{
+    FingerprintMode, Observation, ObservedRoute, OutputFingerprint, RecordedGemmTrace,
+};
 use crate::vocab::{
     ContractKind, DType, GemmOp, ModuleKind, OperandConversion, OutputOwnership, PhysicalBackend,
 };
@@ -67,11 +69,38 @@ pub struct ObservedFramework {
     pub state: BTreeMap<String, String>,
 }
 
+/// What a GPU activity is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ActivityKind {
+    /// A kernel.
+    #[default]
+    Kernel,
+    /// A memory copy.
+    Memcpy,
+    /// A memory fill.
+    Memset,
+}
+
+impl std::fmt::Display for ActivityKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ActivityKind::Kernel => "kernel",
+            ActivityKind::Memcpy => "memcpy",
+            ActivityKind::Memset => "memset",
+        })
+    }
+}
+
 /// One physical kernel (or copy, or memset) bound to a GEMM.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObservedKernel {
     /// The symbol or the profiler's name of the activity.
     pub name: String,
+    /// Kernel, copy or fill. Copies and fills are kept beside a GEMM's
+    /// kernels, never as its launch.
+    #[serde(default)]
+    pub kind: ActivityKind,
     /// Grid dimensions; zero when the profiler does not say.
     #[serde(default)]
     pub grid: [u32; 3],
@@ -109,8 +138,32 @@ pub struct ObservedGemm {
     pub ldb: u64,
     /// See `lda`.
     pub ldc: u64,
-    /// The kernels bound to it, in launch order.
+    /// The kernels bound to it, in launch order: its launch (a copy or
+    /// fill among them is moved beside it).
     pub kernels: Vec<ObservedKernel>,
+    /// Copies, fills and kernels of its child ops (an `addmm` copying its
+    /// C first), kept beside its kernels without becoming its launch.
+    #[serde(default)]
+    pub beside: Vec<ObservedKernel>,
+    /// Where it ran: `cuda:N`, or `cpu`; unknown when absent.
+    #[serde(default)]
+    pub device: Option<String>,
+    /// For a GEMM no GEMM op owns (a compiled region, a graph replay), the
+    /// region its kernels were launched from.
+    #[serde(default)]
+    pub region: Option<String>,
+    /// Whether the op's shapes, strides and types were recorded (a GEMM
+    /// without them has op and dtype `unrecorded` and a zero shape).
+    #[serde(default = "yes")]
+    pub shapes_recorded: bool,
+    /// What else was observed of the call that can change its bits, as
+    /// name and value (operand types, `alpha` and `beta`, C's shape).
+    #[serde(default)]
+    pub facts: BTreeMap<String, String>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn one() -> u64 {
@@ -128,6 +181,11 @@ pub struct ObservedStep {
     pub device: DeviceIdentity,
     /// The GEMMs, in launch order.
     pub gemms: Vec<ObservedGemm>,
+    /// What observed the step and what became of its activities; the
+    /// trace's [`Observation`] (its per-GEMM part is filled from `gemms`).
+    /// Absent: the Python recorder.
+    #[serde(default)]
+    pub observation: Option<Observation>,
 }
 
 impl ObservedStep {
@@ -194,7 +252,18 @@ impl ObservedStep {
             format!("{}.version", self.framework.name),
             self.framework.version.clone(),
         );
-        RecordedGemmTrace::new(
+        if let Some(o) = &self.observation {
+            if !o.file.is_empty() {
+                volatile.insert("profile.file".into(), o.file.clone());
+            }
+            if let Some(r) = o.rank {
+                volatile.insert("profile.rank".into(), r.to_string());
+            }
+            if let Some(w) = o.world_size {
+                volatile.insert("profile.world_size".into(), w.to_string());
+            }
+        }
+        let mut trace = RecordedGemmTrace::new(
             self.workload.clone(),
             self.workload_spec().digest(),
             live,
@@ -202,7 +271,57 @@ impl ObservedStep {
             fingerprints,
             volatile,
         )
-        .map_err(|e| ObservedError::Build(e.to_string()))
+        .map_err(|e| ObservedError::Build(e.to_string()))?;
+        trace.observation = Some(self.observation());
+        Ok(trace)
+    }
+
+    /// The trace of this step with no outputs observed (an imported
+    /// profile): every fingerprint a placeholder of the output's size.
+    pub fn trace_unobserved(&self) -> Result<RecordedGemmTrace, ObservedError> {
+        let placeholders = self
+            .gemms
+            .iter()
+            .map(|g| OutputFingerprint::not_observed(g.output_bytes()))
+            .collect();
+        Ok(self
+            .trace_fingerprinted(placeholders)?
+            .in_mode(FingerprintMode::NotObserved))
+    }
+
+    /// The trace's observation: the step's own, or the recorder's, with
+    /// one entry per GEMM.
+    fn observation(&self) -> Observation {
+        let mut o = self.observation.clone().unwrap_or_else(|| Observation {
+            source: "gemm-audit-torch".into(),
+            bound_kernels: self
+                .gemms
+                .iter()
+                .map(|g| g.launch_kernels().count() as u64)
+                .sum(),
+            beside_gemms: self
+                .gemms
+                .iter()
+                .map(|g| g.beside_kernels().count() as u64)
+                .sum(),
+            ..Observation::default()
+        });
+        o.gemms = self
+            .gemms
+            .iter()
+            .map(|g| ObservedRoute {
+                device: g.device.clone().unwrap_or_default(),
+                region: g.region.clone(),
+                shapes_recorded: g.shapes_recorded,
+                batch: g.batch,
+                beside: g
+                    .beside_kernels()
+                    .take(crate::trace::observation::MAX_LISTED)
+                    .map(|k| bounded_name(&format!("{}: {}", k.kind, k.name)).into_owned())
+                    .collect(),
+            })
+            .collect();
+        o
     }
 
     /// The GEMMs as a workload (its digest is the trace's workload digest).
@@ -357,21 +476,27 @@ impl ObservedStep {
         module: &ModuleIdentity,
         g: &ObservedGemm,
     ) -> Result<crate::ResolvedGemmRoute, ObservedError> {
-        if g.m == 0 || g.k == 0 || g.n == 0 || g.batch == 0 {
+        let shape = [g.m, g.k, g.n];
+        let unrecorded = !g.shapes_recorded && shape == [0, 0, 0];
+        if g.batch == 0 || (!unrecorded && shape.contains(&0)) {
             return Err(ObservedError::Invalid(format!(
-                "GEMM {:?}: empty shape m={} k={} n={} batch={}",
+                "GEMM {:?}: empty shape m={} k={} n={} batch={} (a GEMM whose shapes were not recorded says shapes_recorded: false and has m, k and n 0)",
                 g.name, g.m, g.k, g.n, g.batch
             )));
         }
         // The GEMM's launch, as the route frames it: the first kernel's
-        // geometry, and every kernel's name and geometry in the arguments.
-        let first = g.kernels.first();
+        // geometry (one block of one thread where no kernel ran: a GEMM on
+        // the host), and every kernel's name and geometry, what ran beside
+        // them and every other observed fact in the arguments.
+        let launch: Vec<&ObservedKernel> = g.launch_kernels().collect();
+        let first = launch.first();
+        let at_least_one = |d: [u32; 3]| d.map(|x| x.max(1));
         let mut args = ArgumentsDigest::new(&g.op_name)
             .u64("batch", g.batch)
             .u64("lda", g.lda)
             .u64("ldb", g.ldb)
             .u64("ldc", g.ldc);
-        for k in &g.kernels {
+        for k in &launch {
             args = args
                 .bytes("kernel", k.name.as_bytes())
                 .u64("grid.x", k.grid[0].into())
@@ -381,6 +506,18 @@ impl ObservedStep {
                 .u64("block.y", k.block[1].into())
                 .u64("block.z", k.block[2].into())
                 .u64("shared", k.shared_memory.into());
+        }
+        for k in g.beside_kernels() {
+            args = args.bytes(&format!("beside.{}", k.kind), k.name.as_bytes());
+        }
+        if let Some(d) = &g.device {
+            args = args.bytes("device", d.as_bytes());
+        }
+        if let Some(r) = &g.region {
+            args = args.bytes("region", r.as_bytes());
+        }
+        for (k, v) in &g.facts {
+            args = args.bytes(&format!("fact.{k}"), v.as_bytes());
         }
         let vendor = VendorRoute {
             library_version: self.library(),
@@ -393,7 +530,10 @@ impl ObservedStep {
             inner_shape_id: None,
             cluster_shape_id: None,
             workspace_bytes: 0,
-            physical_kernels: g.kernels.iter().map(|k| k.name.clone()).collect(),
+            physical_kernels: launch
+                .iter()
+                .map(|k| bounded_name(&k.name).into_owned())
+                .collect(),
         };
         GemmRouteBuilder::new(live, module, &g.op_name, &g.name)
             .problem(
@@ -417,8 +557,8 @@ impl ObservedStep {
                 OutputOwnership::VendorDefined,
             )
             .launch(
-                first.map_or([0; 3], |k| k.grid),
-                first.map_or([0; 3], |k| k.block),
+                first.map_or([1; 3], |k| at_least_one(k.grid)),
+                first.map_or([1; 3], |k| at_least_one(k.block)),
                 first.map_or(0, |k| k.shared_memory),
                 args.finish(),
             )
@@ -426,4 +566,55 @@ impl ObservedStep {
             .build()
             .map_err(|e| ObservedError::Build(format!("GEMM {:?}: {e}", g.name)))
     }
+}
+
+impl ObservedGemm {
+    /// Its launch: the kernels bound to it (copies and fills excluded).
+    pub fn launch_kernels(&self) -> impl Iterator<Item = &ObservedKernel> {
+        self.kernels
+            .iter()
+            .filter(|k| k.kind == ActivityKind::Kernel)
+    }
+
+    /// What ran beside its kernels: copies and fills among `kernels`, then
+    /// `beside`.
+    pub fn beside_kernels(&self) -> impl Iterator<Item = &ObservedKernel> {
+        self.kernels
+            .iter()
+            .filter(|k| k.kind != ActivityKind::Kernel)
+            .chain(&self.beside)
+    }
+
+    /// The output's size in bytes, where the shape and dtype say (0 where
+    /// they do not).
+    pub fn output_bytes(&self) -> u64 {
+        let size = crate::backend::cpu::kernels::element_size(self.dtype) as u64;
+        self.m
+            .saturating_mul(self.n)
+            .saturating_mul(self.batch)
+            .saturating_mul(size)
+    }
+}
+
+/// Longest name a trace keeps whole; a longer one (a C++ template kernel
+/// name can run to kilobytes) is cut and names the whole one's digest, so
+/// every reader's string limit holds and two long names still differ.
+pub const MAX_KEPT_NAME_BYTES: usize = 1024;
+
+/// `name`, or its first bytes and the SHA-256 of the whole when it is
+/// longer than [`MAX_KEPT_NAME_BYTES`].
+pub fn bounded_name(name: &str) -> std::borrow::Cow<'_, str> {
+    if name.len() <= MAX_KEPT_NAME_BYTES {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    let mut cut = MAX_KEPT_NAME_BYTES - 96;
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    std::borrow::Cow::Owned(format!(
+        "{}... [{} bytes, sha256 {}]",
+        &name[..cut],
+        name.len(),
+        crate::Digest::sha256(name.as_bytes()).to_hex()
+    ))
 }

@@ -178,6 +178,18 @@ impl Workload {
                 return Err("a GEMM has an empty name".into());
             }
             check_name("GEMM name", &g.name)?;
+            if !g.dtype.is_runnable() {
+                return Err(format!(
+                    "GEMM {:?}: dtype {} is only read from profiles; a workload runs f32, f16 or bf16",
+                    g.name, g.dtype
+                ));
+            }
+            if !g.op.is_runnable() {
+                return Err(format!(
+                    "GEMM {:?}: op {} is only read from profiles; a workload runs nn, tn or nt",
+                    g.name, g.op
+                ));
+            }
             if !names.insert(g.name.as_str()) {
                 return Err(format!("GEMM name {:?} appears twice", g.name));
             }
@@ -868,7 +880,12 @@ mod tests {
             "name='x'\n[[gemm]]\nname='a'\nop='nn'\ndtype='f64'\nm=1\nk=1\nn=1\n",
         )
         .unwrap_err();
-        assert!(e.contains("f64") || e.contains("variant"), "{e}");
+        assert!(e.contains("dtype f64 is only read from profiles"), "{e}");
+        let e = Workload::from_toml(
+            "name='x'\n[[gemm]]\nname='a'\nop='tt'\ndtype='f32'\nm=1\nk=1\nn=1\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("op tt is only read from profiles"), "{e}");
         let e = Workload::from_toml(
             "name='x'\n[[gemm]]\nname='a'\nop='nn'\ndtype='f32'\nm=100000\nk=100000\nn=1\n",
         )

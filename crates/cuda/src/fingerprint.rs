@@ -141,6 +141,7 @@ impl DeviceFingerprinter {
                 len as u64,
                 &self.fast_chunk_digests(stream, &bytes)?,
             ),
+            FingerprintMode::NotObserved => OutputFingerprint::not_observed(len as u64),
         })
     }
 
@@ -188,7 +189,7 @@ impl DeviceFingerprinter {
             return Ok(Vec::new());
         }
         self.check_context(stream, data)?;
-        let (digest_bytes, align) = kernel_shape(mode);
+        let (digest_bytes, align) = kernel_shape(mode)?;
         let mut out = stream
             .alloc_zeros::<u8>(chunks * digest_bytes)
             .map_err(CudaError::with("allocating digests"))?;
@@ -220,6 +221,7 @@ impl DeviceFingerprinter {
         match mode {
             FingerprintMode::Strong => self.launch(stream, data, out),
             FingerprintMode::Fast => self.launch_fast(stream, data, out),
+            FingerprintMode::NotObserved => Err(not_observed()),
         }
     }
 
@@ -337,11 +339,17 @@ impl DeviceFingerprinter {
 }
 
 /// Bytes per chunk digest and the input alignment of `mode`'s kernel.
-fn kernel_shape(mode: FingerprintMode) -> (usize, u64) {
+fn kernel_shape(mode: FingerprintMode) -> Result<(usize, u64), CudaError> {
     match mode {
-        FingerprintMode::Strong => (DIGEST_BYTES, ALIGN),
-        FingerprintMode::Fast => (FAST_DIGEST_BYTES, FAST_ALIGN),
+        FingerprintMode::Strong => Ok((DIGEST_BYTES, ALIGN)),
+        FingerprintMode::Fast => Ok((FAST_DIGEST_BYTES, FAST_ALIGN)),
+        FingerprintMode::NotObserved => Err(not_observed()),
     }
+}
+
+/// Why no chunk kernel runs in the `not-observed` mode.
+fn not_observed() -> CudaError {
+    CudaError::msg("the not-observed fingerprint mode hashes nothing: it is for imported profiles")
 }
 
 /// The device address `data` starts at.

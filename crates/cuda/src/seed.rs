@@ -117,6 +117,11 @@ impl DeviceSeeder {
             DType::F32 => 0,
             DType::F16 => 1,
             DType::Bf16 => 2,
+            other => {
+                return Err(CudaError::msg(format!(
+                    "dtype {other} is only read from profiles: no operand of it is seeded"
+                )));
+            }
         };
         let mut lb = stream.launch_builder(&self.func);
         lb.arg(&mut out)

@@ -40,6 +40,8 @@ pub(crate) fn storage_bits(
         DType::F32 => v.to_bits(),
         DType::F16 => u32::from(f16_bits_rne(v)),
         DType::Bf16 => u32::from(bf16_bits_rne(v)),
+        // The seed kernel stores only the runnable dtypes (it refuses the rest).
+        _ => v.to_bits(),
     }
 }
 

@@ -40,10 +40,10 @@ pub(super) fn encode(
     let dtype = match spec.dtype {
         DType::Bf16 => T::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
         DType::F16 => T::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-        DType::F32 => {
-            return Err(CudaError::msg(
-                "the wgmma kernels read bf16 or f16 operands, not f32",
-            ));
+        other => {
+            return Err(CudaError::msg(format!(
+                "the wgmma kernels read bf16 or f16 operands, not {other}"
+            )));
         }
     };
     use sys::CUtensorMapSwizzle as S;

@@ -4,7 +4,9 @@
 //!
 //! `GemmOp` and `DType` are closed: a new dtype (fp8, int8) is a new variant
 //! appended at the end, so stored values keep their encoding (see
-//! `docs/design.md`). [`PhysicalBackend`], [`ModuleKind`] and
+//! `docs/design.md`). Their `ALL` lists what the backends run; `RECORDED`
+//! adds what is only read from other frameworks' profiles (fp8, `tt`, an
+//! unrecorded layout or type). [`PhysicalBackend`], [`ModuleKind`] and
 //! [`ContractKind`] are open: besides the built-ins, an engine declares its
 //! own (CUTLASS, Triton, nvcc-built code, cuDNN) under a validated [`Name`],
 //! without claiming to be one of ours. Built-ins frame exactly as before the
@@ -17,20 +19,32 @@ use std::fmt;
 
 macro_rules! named_enum {
     ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $var:ident => $s:literal),+ $(,)? }) => {
+        named_enum!($(#[$m])* $name { $($(#[$vm])* $var => $s),+ } recorded {});
+    };
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $var:ident => $s:literal),+ $(,)? }
+     recorded { $($(#[$rm:meta])* $rvar:ident => $rs:literal),* $(,)? }) => {
         $(#[$m])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
         #[serde(rename_all = "kebab-case")]
-        pub enum $name { $($(#[$vm])* $var),+ }
+        pub enum $name { $($(#[$vm])* $var,)+ $($(#[$rm])* $rvar),* }
         impl $name {
-            /// Every variant, in declaration order.
+            /// Every variant a backend runs, in declaration order.
             pub const ALL: &'static [$name] = &[$($name::$var),+];
+            /// Every variant, those only recorded from other frameworks'
+            /// profiles included.
+            pub const RECORDED: &'static [$name] = &[$($name::$var,)+ $($name::$rvar),*];
             /// The stable name used in digests, files and the command line.
             pub fn as_str(&self) -> &'static str {
-                match self { $($name::$var => $s),+ }
+                match self { $($name::$var => $s,)+ $($name::$rvar => $rs),* }
             }
             /// Parses the stable name.
             pub fn parse(s: &str) -> Option<Self> {
-                match s { $($s => Some($name::$var),)+ _ => None }
+                match s { $($s => Some($name::$var),)+ $($rs => Some($name::$rvar),)* _ => None }
+            }
+            /// Whether a backend here runs it (it is one of [`Self::ALL`]);
+            /// the others are only read from profiles.
+            pub fn is_runnable(&self) -> bool {
+                Self::ALL.contains(self)
             }
         }
         impl fmt::Display for $name {
@@ -49,6 +63,13 @@ named_enum!(
         /// B stored transposed (n x k).
         Nt => "nt",
     }
+    recorded {
+        /// Both operands stored transposed (seen in profiles: cuBLAS
+        /// serves it, no kernel here does).
+        Tt => "tt",
+        /// The profile did not record the operands' strides.
+        Unrecorded => "unrecorded",
+    }
 );
 
 named_enum!(
@@ -60,6 +81,19 @@ named_enum!(
         F16 => "f16",
         /// bfloat16.
         Bf16 => "bf16",
+    }
+    recorded {
+        /// IEEE binary64 (seen in profiles).
+        F64 => "f64",
+        /// 8-bit float, 4 exponent and 3 mantissa bits (`float8_e4m3fn`).
+        F8e4m3 => "f8e4m3",
+        /// 8-bit float, 5 exponent and 2 mantissa bits (`float8_e5m2`).
+        F8e5m2 => "f8e5m2",
+        /// Signed 8-bit integer.
+        I8 => "i8",
+        /// The profile did not record the operands' type, or recorded one
+        /// this vocabulary does not name.
+        Unrecorded => "unrecorded",
     }
 );
 

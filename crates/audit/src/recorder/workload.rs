@@ -393,6 +393,13 @@ pub struct CheckReport {
     pub golden: Option<Result<(), Refusal>>,
     /// Replay and fingerprint comparison, when asked for.
     pub replay: Option<ReplayOutcome>,
+    /// What observed the trace's GEMMs, when gemm-audit did not run them
+    /// (an imported profile, the PyTorch recorder): such a trace is not
+    /// validated against the live context or replayed here, only compared.
+    pub observed: Option<String>,
+    /// Whether the golden comparison compared outputs (`None` without a
+    /// golden).
+    pub numeric: Option<crate::diff::NumericComparison>,
 }
 
 /// A step as JSON: `{"status": "ok"}` or `{"status": "refused", "refusal": {...}}`.
@@ -443,15 +450,17 @@ fn outputs_against_golden(
     // Outputs of another fingerprint mode cannot be compared: that is not
     // a pass.
     if golden.fingerprint_mode != trace.fingerprint_mode {
+        let hint = if golden.outputs_observed() && trace.outputs_observed() {
+            "record in the golden's mode"
+        } else {
+            "one trace holds no output bits (an imported profile)"
+        };
         return Err(Refusal::new(
             RefusalStage::GoldenComparison,
             None,
             "fingerprint_mode",
             golden.fingerprint_mode,
-            format!(
-                "{} (outputs not compared: record in the golden's mode)",
-                trace.fingerprint_mode
-            ),
+            format!("{} (outputs not compared: {hint})", trace.fingerprint_mode),
         ));
     }
     let diff = crate::diff::TraceDiff::between(golden, trace);
@@ -474,6 +483,24 @@ fn outputs_against_golden(
         &first.change.expected,
         found,
     ))
+}
+
+/// What observed `trace`, when it is a step of another framework that no
+/// backend here can launch: it carries an observation and every route is
+/// an engine's vendor route. An observation on a trace of gemm-audit's own
+/// routes changes nothing (it is validated as any other).
+fn observed_elsewhere(trace: &RecordedGemmTrace) -> Option<String> {
+    let o = trace.observation.as_ref()?;
+    trace
+        .routes
+        .iter()
+        .all(|r| {
+            matches!(
+                r.backend,
+                crate::vocab::PhysicalBackend::Engine { vendor: true, .. }
+            )
+        })
+        .then(|| o.source.clone())
 }
 
 /// Rebuilds `trace`'s plan, validates it against `backend`'s live context,
@@ -499,6 +526,8 @@ pub fn check(
         validation: None,
         golden: None,
         replay: None,
+        observed: observed_elsewhere(trace),
+        numeric: golden.map(|g| crate::diff::NumericComparison::of(g, trace)),
     };
     let plan = match CapturedGemmGraphPlan::from_trace(trace) {
         Ok(p) => p,
@@ -507,9 +536,16 @@ pub fn check(
             return Ok(report);
         }
     };
-    let validation = plan.validate(backend.context());
-    let valid = validation.is_ok();
-    report.validation = Some(validation);
+    // An observed trace ran in another framework: nothing here can replay
+    // it, so it is compared, never validated or launched.
+    let valid = if report.observed.is_some() {
+        false
+    } else {
+        let validation = plan.validate(backend.context());
+        let valid = validation.is_ok();
+        report.validation = Some(validation);
+        valid
+    };
     if let Some(g) = golden {
         report.golden = Some(
             plan.check_against_golden_trace(g)

@@ -58,6 +58,7 @@ pub fn diff_document(
         d.disallowed_classes(allow).is_empty(),
         &serde_json::json!({
             "differences": d.differences,
+            "numeric": d.numeric,
             "cross_device": golden.context.device != candidate.context.device,
             "portability": crate::diff::portability(golden, candidate),
         }),

@@ -134,11 +134,14 @@ fn suite_of(contract: &str) -> &str {
 }
 
 /// JUnit XML of a cross-device comparison: one suite per (workload, device
-/// class), one case per launch, failed when a deterministic launch has an
-/// outlier (the message names the devices).
+/// class), one case per launch, failed when a member served it another way
+/// or a deterministic launch has an output outlier (the message names the
+/// devices).
 pub fn compare_junit(c: &crate::compare::Comparison) -> String {
     let total: usize = c.groups.iter().map(|g| g.launches.len()).sum();
-    let failed = |l: &crate::compare::LaunchVote| l.deterministic && !l.outliers.is_empty();
+    let failed = |l: &crate::compare::LaunchVote| {
+        !l.route_outliers.is_empty() || (l.deterministic && !l.outliers.is_empty())
+    };
     let failures: usize = c
         .groups
         .iter()
@@ -173,12 +176,25 @@ pub fn compare_junit(c: &crate::compare::Comparison) -> String {
                     .iter()
                     .map(|o| format!("{} [{}]", o.label, o.device))
                     .collect();
+                let routes: Vec<String> = l
+                    .route_outliers
+                    .iter()
+                    .map(|o| format!("{} [{}]: {}", o.label, o.device, o.differs.join("; ")))
+                    .collect();
+                let message = if routes.is_empty() {
+                    format!(
+                        "{}/{} agree; outliers: {}",
+                        l.agree,
+                        l.voters,
+                        who.join(", ")
+                    )
+                } else {
+                    format!("served another way by {}", routes.join(", "))
+                };
                 let _ = writeln!(
                     s,
-                    ">\n      <failure message=\"{}/{} agree; outliers: {}\"/>\n    </testcase>",
-                    l.agree,
-                    l.voters,
-                    esc(&who.join(", "))
+                    ">\n      <failure message=\"{}\"/>\n    </testcase>",
+                    esc(&message)
                 );
             } else {
                 let _ = writeln!(s, "/>");

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 /// Text for a Markdown table cell: characters that Markdown (or the HTML
 /// a renderer lets through) would interpret are backslash-escaped, line
 /// breaks and control characters become spaces.
-fn md(s: &str) -> String {
+pub(crate) fn md(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

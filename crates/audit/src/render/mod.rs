@@ -12,6 +12,7 @@
 
 use std::borrow::Cow;
 
+pub mod census;
 pub mod html;
 pub mod json;
 pub mod junit;

@@ -11,12 +11,13 @@ use cudarc::cublaslt::sys as lt;
 use cudarc::driver::sys as cu;
 use std::ffi::c_void;
 
-fn lt_type(d: DType) -> lt::cudaDataType {
-    match d {
+fn lt_type(d: DType) -> Result<lt::cudaDataType> {
+    Ok(match d {
         DType::F32 => lt::cudaDataType::CUDA_R_32F,
         DType::F16 => lt::cudaDataType::CUDA_R_16F,
         DType::Bf16 => lt::cudaDataType::CUDA_R_16BF,
-    }
+        other => return Err(super::not_called(other)),
+    })
 }
 
 /// The algorithm attributes a cuBLASLt heuristic picked.
@@ -99,7 +100,7 @@ impl LtPlan {
             workspace_limit: 0,
         };
         let (ta, tb, lda, ldb) = column_major(op, shape);
-        let t = lt_type(dtype);
+        let t = lt_type(dtype)?;
         // SAFETY: every out-pointer is valid for one write; attribute buffers
         // are plain integers of the documented sizes.
         unsafe {

@@ -544,12 +544,20 @@ impl Numerics {
     }
 }
 
-fn blas_type(d: DType) -> blas::cudaDataType {
-    match d {
+fn blas_type(d: DType) -> Result<blas::cudaDataType> {
+    Ok(match d {
         DType::F32 => blas::cudaDataType::CUDA_R_32F,
         DType::F16 => blas::cudaDataType::CUDA_R_16F,
         DType::Bf16 => blas::cudaDataType::CUDA_R_16BF,
-    }
+        other => return Err(not_called(other)),
+    })
+}
+
+/// Why no vendor call is made for `dtype`: it is only read from profiles.
+pub(super) fn not_called(dtype: DType) -> crate::Error {
+    cuda_err(format!(
+        "dtype {dtype} is only read from profiles: no vendor call is made for it"
+    ))
 }
 
 /// The column-major call computing row-major C = A' B':
@@ -753,7 +761,7 @@ impl VendorCall {
                         blas::cublasOperation_t::CUBLAS_OP_N
                     }
                 };
-                let t = blas_type(self.dtype);
+                let t = blas_type(self.dtype)?;
                 // SAFETY: the handle is live and used under the vendor mutex; the
                 // buffers hold the dense operands of the declared shape and layout;
                 // alpha and beta are host f32 scalars (pointer mode host).

@@ -42,17 +42,21 @@ impl Problem {
     }
 }
 
-/// Bytes per stored element of `dtype`.
+/// Bytes per stored element of `dtype` (0 for [`DType::Unrecorded`]).
 pub fn element_size(dtype: DType) -> usize {
     match dtype {
+        DType::F64 => 8,
         DType::F32 => 4,
         DType::F16 | DType::Bf16 => 2,
+        DType::F8e4m3 | DType::F8e5m2 | DType::I8 => 1,
+        DType::Unrecorded => 0,
     }
 }
 
 /// Round f32 values to the storage dtype with round-to-nearest-even
 /// (`half::{f16, bf16}::from_f32` are RNE) and return little-endian storage
-/// bytes. F32 is stored as is.
+/// bytes. F32 is stored as is. Only the dtypes a backend runs
+/// ([`DType::ALL`]) have seeded storage: the others give no bytes.
 pub fn to_storage_bytes(dtype: DType, values: &[f32]) -> Vec<u8> {
     let mut out = Vec::with_capacity(values.len() * element_size(dtype));
     match dtype {
@@ -65,14 +69,16 @@ pub fn to_storage_bytes(dtype: DType, values: &[f32]) -> Vec<u8> {
         DType::Bf16 => values
             .iter()
             .for_each(|&v| out.extend_from_slice(&bf16::from_f32(v).to_bits().to_le_bytes())),
+        _ => {}
     }
     out
 }
 
 /// Inverse of `to_storage_bytes`: exact widening of little-endian storage
-/// bytes to f32. `None` if `bytes.len()` is not a multiple of the element size.
+/// bytes to f32. `None` if `bytes.len()` is not a multiple of the element
+/// size, or for a dtype no backend runs.
 pub fn from_storage_bytes(dtype: DType, bytes: &[u8]) -> Option<Vec<f32>> {
-    if bytes.len() % element_size(dtype) != 0 {
+    if !dtype.is_runnable() || bytes.len() % element_size(dtype) != 0 {
         return None;
     }
     let values = match dtype {
@@ -88,16 +94,18 @@ pub fn from_storage_bytes(dtype: DType, bytes: &[u8]) -> Option<Vec<f32>> {
             .chunks_exact(2)
             .map(|b| bf16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32())
             .collect(),
+        _ => return None,
     };
     Some(values)
 }
 
-/// Round one value to `dtype` (RNE) and widen it back.
+/// Round one value to `dtype` (RNE) and widen it back (unchanged for a
+/// dtype no backend runs: it has no seeded storage).
 fn quantize_one(dtype: DType, v: f32) -> f32 {
     match dtype {
-        DType::F32 => v,
         DType::F16 => f16::from_f32(v).to_f32(),
         DType::Bf16 => bf16::from_f32(v).to_f32(),
+        _ => v,
     }
 }
 
@@ -139,14 +147,18 @@ pub fn seeded_value(seed: u64, row: u64, col: u64, dtype: DType) -> f32 {
 }
 
 /// Operand A (logical `m x k`) in its storage layout for `p.op`, with
-/// `A'(i,kk) = seeded_value(seed, i, kk, dtype)`.
+/// `A'(i,kk) = seeded_value(seed, i, kk, dtype)`; empty for a layout no
+/// backend runs.
 pub fn seeded_a(p: &Problem, dtype: DType, seed: u64) -> Vec<f32> {
+    if !p.op.is_runnable() {
+        return Vec::new();
+    }
     let mut a = vec![0.0f32; p.a_len()];
     for i in 0..p.m {
         for kk in 0..p.k {
             let idx = match p.op {
-                GemmOp::Nn | GemmOp::Nt => i * p.k + kk,
-                GemmOp::Tn => kk * p.m + i,
+                GemmOp::Tn | GemmOp::Tt => kk * p.m + i,
+                _ => i * p.k + kk,
             };
             a[idx] = seeded_value(seed, i as u64, kk as u64, dtype);
         }
@@ -155,14 +167,18 @@ pub fn seeded_a(p: &Problem, dtype: DType, seed: u64) -> Vec<f32> {
 }
 
 /// Operand B (logical `k x n`) in its storage layout for `p.op`, with
-/// `B'(kk,j) = seeded_value(seed, kk, j, dtype)`.
+/// `B'(kk,j) = seeded_value(seed, kk, j, dtype)`; empty for a layout no
+/// backend runs.
 pub fn seeded_b(p: &Problem, dtype: DType, seed: u64) -> Vec<f32> {
+    if !p.op.is_runnable() {
+        return Vec::new();
+    }
     let mut b = vec![0.0f32; p.b_len()];
     for kk in 0..p.k {
         for j in 0..p.n {
             let idx = match p.op {
-                GemmOp::Nn | GemmOp::Tn => kk * p.n + j,
-                GemmOp::Nt => j * p.k + kk,
+                GemmOp::Nt | GemmOp::Tt => j * p.k + kk,
+                _ => kk * p.n + j,
             };
             b[idx] = seeded_value(seed, kk as u64, j as u64, dtype);
         }

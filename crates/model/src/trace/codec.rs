@@ -23,7 +23,7 @@ use crate::error::{FormatError, Result};
 /// File magic.
 pub const MAGIC: [u8; 8] = *b"GEMMAUDT";
 /// The format version this build writes.
-pub const FORMAT_VERSION: u16 = 4;
+pub const FORMAT_VERSION: u16 = 5;
 /// The oldest format version this build reads (and converts on reading).
 pub const OLDEST_READ_VERSION: u16 = 1;
 /// Header size: magic, version, reserved, payload length.
@@ -117,9 +117,21 @@ pub fn seal(payload: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Encodes a trace as a complete file image.
+/// Encodes a trace as a complete file image. A trace the reader would
+/// refuse (a string, list or file over its limits) is refused here, before
+/// anything is written.
 pub fn encode_trace(trace: &RecordedGemmTrace) -> Result<Vec<u8>, FormatError> {
-    Ok(seal(&encode_payload(trace)?))
+    let limits = Limits::default();
+    check_limits(trace, &limits)?;
+    trace.check_shape()?;
+    let image = seal(&encode_payload(trace)?);
+    if image.len() as u64 > limits.max_file_bytes {
+        return Err(FormatError::TooLarge {
+            size: image.len() as u64,
+            limit: limits.max_file_bytes,
+        });
+    }
+    Ok(image)
 }
 
 fn need(bytes: &[u8], offset: usize, n: usize) -> Result<&[u8], FormatError> {
@@ -213,6 +225,7 @@ pub fn decode_payload_version(
         1 => super::v1::upgrade(decode_bounded::<super::v1::TraceV1>(payload)?)?,
         2 => super::v2::upgrade(decode_bounded::<super::v2::TraceV2>(payload)?),
         3 => super::v3::upgrade(decode_bounded::<super::v3::TraceV3>(payload)?),
+        4 => super::v4::upgrade(decode_bounded::<super::v4::TraceV4>(payload)?),
         FORMAT_VERSION => decode_bounded::<RecordedGemmTrace>(payload)?,
         found => {
             return Err(FormatError::UnsupportedVersion {
@@ -242,6 +255,7 @@ fn check_limits(trace: &RecordedGemmTrace, limits: &Limits) -> Result<(), Format
         .chain(trace.context.strings())
         .chain(std::iter::once(trace.workload.as_str()))
         .chain(trace.physical.iter().filter_map(|n| n.symbol.as_deref()))
+        .chain(trace.observation.iter().flat_map(|o| o.strings()))
         .chain(
             trace
                 .volatile
@@ -273,6 +287,17 @@ fn check_limits(trace: &RecordedGemmTrace, limits: &Limits) -> Result<(), Format
             found: framed,
             limit: MAX_CONTEXT_FRAMED_BYTES,
         });
+    }
+    if let Some(o) = &trace.observation {
+        let longest = o.longest_list() as u64;
+        let max = super::observation::MAX_LISTED as u64;
+        if longest > max {
+            return Err(FormatError::LimitExceeded {
+                what: "observation list length",
+                found: longest,
+                limit: max,
+            });
+        }
     }
     // A graph holds a handful of nodes per GEMM (a kernel, a memset, a
     // split-K reduction), never thousands.

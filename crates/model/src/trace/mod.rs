@@ -2,9 +2,11 @@
 
 pub mod codec;
 pub mod fast;
+pub mod observation;
 mod v1;
 mod v2;
 mod v3;
+mod v4;
 
 use crate::digest::Digest;
 use crate::error::{Error, FormatError, Result};
@@ -17,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 pub use crate::plan::PreparedGemmCaptureManifest;
+pub use observation::{Observation, ObservedRoute};
 
 /// Bytes per chunk of the output fingerprint's tree.
 pub const FINGERPRINT_CHUNK_BYTES: usize = 4096;
@@ -41,6 +44,11 @@ pub enum FingerprintMode {
     /// speed on a GPU; not collision resistant against someone who knows
     /// its keys.
     Fast,
+    /// No output was observed (format 5): the GEMMs come from a profile,
+    /// which holds no output bits. Every fingerprint is a placeholder
+    /// (zero digest, the output's size where known), and `diff`,
+    /// `check --golden` and `compare` say numeric "not observed".
+    NotObserved,
 }
 
 impl std::fmt::Display for FingerprintMode {
@@ -48,6 +56,7 @@ impl std::fmt::Display for FingerprintMode {
         f.write_str(match self {
             FingerprintMode::Strong => "strong",
             FingerprintMode::Fast => "fast",
+            FingerprintMode::NotObserved => "not observed",
         })
     }
 }
@@ -116,6 +125,18 @@ impl OutputFingerprint {
                 bytes.len() as u64,
                 &fast::fast_chunk_digests(bytes),
             ),
+            FingerprintMode::NotObserved => Self::not_observed(bytes.len() as u64),
+        }
+    }
+
+    /// The placeholder of an output nobody observed, `bytes` long where
+    /// known (0 where not): input seed 0 and the all-zero digest, which
+    /// no fingerprint of real bytes is (it is a SHA-256).
+    pub fn not_observed(bytes: u64) -> Self {
+        OutputFingerprint {
+            input_seed: 0,
+            bytes,
+            sha256: Digest::ZERO,
         }
     }
 
@@ -193,6 +214,9 @@ pub struct RecordedGemmTrace {
     /// How `fingerprints` hash their chunks (format 3; older files are
     /// [`FingerprintMode::Strong`]).
     pub fingerprint_mode: FingerprintMode,
+    /// How the GEMMs were observed, where gemm-audit did not run them
+    /// (format 5; `None` for its own recordings and older files).
+    pub observation: Option<Observation>,
 }
 
 impl RecordedGemmTrace {
@@ -216,6 +240,7 @@ impl RecordedGemmTrace {
             volatile,
             physical: Vec::new(),
             fingerprint_mode: FingerprintMode::Strong,
+            observation: None,
         };
         trace.check_shape().map_err(|e| Error::Format {
             path: "<new trace>".into(),
@@ -230,6 +255,11 @@ impl RecordedGemmTrace {
     pub fn in_mode(mut self, mode: FingerprintMode) -> Self {
         self.fingerprint_mode = mode;
         self
+    }
+
+    /// Whether its outputs were observed (false for an imported profile).
+    pub fn outputs_observed(&self) -> bool {
+        self.fingerprint_mode != FingerprintMode::NotObserved
     }
 
     /// Binds a captured graph's nodes to the routes and stores them.
@@ -263,6 +293,14 @@ impl RecordedGemmTrace {
                 "{} fingerprints for {n} routes",
                 self.fingerprints.len()
             )));
+        }
+        if let Some(o) = &self.observation {
+            if o.gemms.len() as u64 != n {
+                return Err(FormatError::Inconsistent(format!(
+                    "the observation describes {} GEMMs but the trace holds {n} routes",
+                    o.gemms.len()
+                )));
+            }
         }
         if let Some(bad) = self
             .physical

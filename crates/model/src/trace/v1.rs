@@ -159,5 +159,6 @@ pub(super) fn upgrade(t: TraceV1) -> Result<RecordedGemmTrace, FormatError> {
         volatile: t.volatile,
         physical: t.physical,
         fingerprint_mode: super::FingerprintMode::Strong,
+        observation: None,
     })
 }

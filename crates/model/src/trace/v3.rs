@@ -165,6 +165,7 @@ pub(super) fn upgrade(t: TraceV3) -> RecordedGemmTrace {
         volatile: t.volatile,
         physical: t.physical,
         fingerprint_mode: t.fingerprint_mode,
+        observation: None,
     }
 }
 

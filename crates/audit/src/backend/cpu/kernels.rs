@@ -68,15 +68,17 @@ struct Packed<'a> {
 
 impl<'a> Packed<'a> {
     fn new(p: &Problem, a: &'a [f32], b: &'a [f32]) -> Self {
+        // Only the runnable layouts reach a kernel (no CPU symbol serves
+        // another), so an unrecorded one is never packed.
         let a_rows = match p.op {
-            GemmOp::Nn | GemmOp::Nt => Cow::Borrowed(a),
             // A stored k x m: its transpose is A' row-major.
-            GemmOp::Tn => Cow::Owned(transpose(a, p.k, p.m)),
+            GemmOp::Tn | GemmOp::Tt => Cow::Owned(transpose(a, p.k, p.m)),
+            _ => Cow::Borrowed(a),
         };
         let b_cols = match p.op {
+            GemmOp::Nt | GemmOp::Tt => Cow::Borrowed(b),
             // B stored k x n: its transpose holds the columns of B' contiguously.
-            GemmOp::Nn | GemmOp::Tn => Cow::Owned(transpose(b, p.k, p.n)),
-            GemmOp::Nt => Cow::Borrowed(b),
+            _ => Cow::Owned(transpose(b, p.k, p.n)),
         };
         Packed {
             a_rows,

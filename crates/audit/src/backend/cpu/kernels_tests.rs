@@ -31,14 +31,16 @@ fn bits(v: &[f32]) -> Vec<u32> {
 fn a_at(p: &Problem, a: &[f32], i: usize, kk: usize) -> f32 {
     match p.op {
         GemmOp::Nn | GemmOp::Nt => a[i * p.k + kk],
-        GemmOp::Tn => a[kk * p.m + i],
+        GemmOp::Tn | GemmOp::Tt => a[kk * p.m + i],
+        GemmOp::Unrecorded => panic!("no layout to read"),
     }
 }
 
 fn b_at(p: &Problem, b: &[f32], kk: usize, j: usize) -> f32 {
     match p.op {
         GemmOp::Nn | GemmOp::Tn => b[kk * p.n + j],
-        GemmOp::Nt => b[j * p.k + kk],
+        GemmOp::Nt | GemmOp::Tt => b[j * p.k + kk],
+        GemmOp::Unrecorded => panic!("no layout to read"),
     }
 }
 

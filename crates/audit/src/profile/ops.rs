@@ -1,0 +1,398 @@
+//! The GEMM-family ops of PyTorch, and the GEMM an op computes from the
+//! shapes, strides and types the profiler recorded (`record_shapes=True`).
+
+use crate::route::{DType, GemmOp};
+use std::collections::BTreeMap;
+
+/// How an op takes part in GEMMs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OpKind {
+    /// An op that runs one GEMM (or a batch of them): the positions of A,
+    /// B and, where it takes one, C among its inputs.
+    Gemm {
+        a: usize,
+        b: usize,
+        c: Option<usize>,
+    },
+    /// An op that reaches a GEMM through another op (`linear`,
+    /// `matmul`, `einsum`): it owns kernels only when no GEMM op inside it
+    /// launched them.
+    Composite,
+}
+
+/// The aten GEMM-family ops: the op's name without the `aten::` prefix
+/// and a trailing `_` (in-place variants are the same GEMM).
+const GEMM_OPS: [(&str, usize, usize, Option<usize>); 14] = [
+    ("mm", 0, 1, None),
+    ("bmm", 0, 1, None),
+    ("mv", 0, 1, None),
+    ("_scaled_mm", 0, 1, None),
+    ("_int_mm", 0, 1, None),
+    ("_grouped_mm", 0, 1, None),
+    ("_scaled_grouped_mm", 0, 1, None),
+    ("addmm", 1, 2, Some(0)),
+    ("_addmm_activation", 1, 2, Some(0)),
+    ("baddbmm", 1, 2, Some(0)),
+    ("addbmm", 1, 2, Some(0)),
+    ("addmv", 1, 2, Some(0)),
+    ("addr", 1, 2, Some(0)),
+    ("_mixed_mm", 0, 1, None),
+];
+
+/// Ops that reach GEMMs through other ops.
+const COMPOSITE_OPS: [&str; 4] = ["linear", "matmul", "einsum", "bilinear"];
+
+/// The kind of the op named `name`, if it takes part in GEMMs.
+pub(crate) fn op_kind(name: &str) -> Option<OpKind> {
+    let base = name.strip_prefix("aten::")?;
+    let base = base.strip_suffix('_').unwrap_or(base);
+    if let Some((_, a, b, c)) = GEMM_OPS.iter().find(|(n, ..)| *n == base) {
+        return Some(OpKind::Gemm {
+            a: *a,
+            b: *b,
+            c: *c,
+        });
+    }
+    COMPOSITE_OPS.contains(&base).then_some(OpKind::Composite)
+}
+
+/// The op names recorded as GEMM-family ops, for documentation and tests.
+pub fn gemm_op_names() -> Vec<String> {
+    GEMM_OPS
+        .iter()
+        .map(|(n, ..)| format!("aten::{n}"))
+        .chain(COMPOSITE_OPS.iter().map(|n| format!("aten::{n}")))
+        .collect()
+}
+
+/// The dtype of a profile's `Input type` string (torch's scalar type
+/// names), [`DType::Unrecorded`] for any other.
+pub(crate) fn dtype_of(t: &str) -> DType {
+    match t {
+        "float" => DType::F32,
+        "c10::Half" | "Half" => DType::F16,
+        "c10::BFloat16" | "BFloat16" => DType::Bf16,
+        "double" => DType::F64,
+        "c10::Float8_e4m3fn" | "Float8_e4m3fn" => DType::F8e4m3,
+        "c10::Float8_e5m2" | "Float8_e5m2" => DType::F8e5m2,
+        "signed char" | "int8_t" => DType::I8,
+        _ => DType::Unrecorded,
+    }
+}
+
+/// What a GEMM op's recorded inputs say.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Inputs<'a> {
+    pub dims: Vec<Option<Vec<i64>>>,
+    pub strides: Option<Vec<Option<Vec<i64>>>>,
+    pub types: Vec<&'a str>,
+    pub concrete: Vec<&'a str>,
+}
+
+/// The GEMM an op computes, as far as its inputs say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Layout {
+    pub op: GemmOp,
+    pub dtype: DType,
+    pub m: u64,
+    pub k: u64,
+    pub n: u64,
+    pub batch: u64,
+    pub lda: u64,
+    pub ldb: u64,
+    pub ldc: u64,
+    /// Other facts that can change its bits (types of B and C, `alpha`
+    /// and `beta`, C's shape).
+    pub facts: BTreeMap<String, String>,
+}
+
+impl Layout {
+    /// A GEMM of which nothing was recorded.
+    pub(crate) fn unrecorded() -> Layout {
+        Layout {
+            op: GemmOp::Unrecorded,
+            dtype: DType::Unrecorded,
+            m: 0,
+            k: 0,
+            n: 0,
+            batch: 1,
+            lda: 0,
+            ldb: 0,
+            ldc: 0,
+            facts: BTreeMap::new(),
+        }
+    }
+}
+
+fn positive(v: i64) -> Option<u64> {
+    u64::try_from(v).ok().filter(|&x| x > 0)
+}
+
+/// `(transposed, leading dimension)` of the last two dims of an operand
+/// stored row-major: rows contiguous, or columns contiguous.
+fn matrix(shape: &[i64], strides: &[i64]) -> (bool, u64) {
+    let (rows, cols) = (shape[shape.len() - 2], shape[shape.len() - 1]);
+    let (s_row, s_col) = (strides[strides.len() - 2], strides[strides.len() - 1]);
+    let ld = |s: i64, e: i64| s.max(e).max(0) as u64;
+    if s_col == 1 || cols == 1 {
+        (false, ld(s_row, cols))
+    } else if s_row == 1 || rows == 1 {
+        (true, ld(s_col, rows))
+    } else {
+        (false, s_row.max(0) as u64)
+    }
+}
+
+/// The GEMM of a GEMM op with inputs `a`, `b` (and `c`) at the given
+/// positions, or why its inputs do not describe one.
+pub(crate) fn gemm_layout(
+    inputs: &Inputs<'_>,
+    a: usize,
+    b: usize,
+    c: Option<usize>,
+) -> Result<Layout, String> {
+    let dim = |i: usize| inputs.dims.get(i).cloned().flatten();
+    let (Some(mut ad), Some(mut bd)) = (dim(a), dim(b)) else {
+        return Err(
+            "the profile recorded no shapes for its operands (record_shapes=False?)".into(),
+        );
+    };
+    let stride = |i: usize| {
+        inputs
+            .strides
+            .as_ref()
+            .and_then(|s| s.get(i).cloned().flatten())
+    };
+    let (mut as_, mut bs) = (stride(a), stride(b));
+    // mv / addmv: B is a vector (k,), a k x 1 matrix.
+    if bd.len() == 1 {
+        bd = vec![bd[0], 1];
+        bs = bs.map(|s| vec![s.first().copied().unwrap_or(1), 1]);
+    }
+    if ad.len() == 1 {
+        ad = vec![1, ad[0]];
+        as_ = as_.map(|s| vec![1, s.first().copied().unwrap_or(1)]);
+    }
+    if ad.len() < 2 || bd.len() < 2 || ad.len() > 3 || bd.len() > 3 {
+        return Err(format!(
+            "operands of shapes {ad:?} and {bd:?} are not matrices or batches of them"
+        ));
+    }
+    let batch = if ad.len() == 3 {
+        ad[0]
+    } else if bd.len() == 3 {
+        bd[0]
+    } else {
+        1
+    };
+    let (m, k) = (ad[ad.len() - 2], ad[ad.len() - 1]);
+    let (k2, n) = (bd[bd.len() - 2], bd[bd.len() - 1]);
+    if k != k2 {
+        return Err(format!("inner extents differ: A {ad:?}, B {bd:?}"));
+    }
+    let (Some(m), Some(k), Some(n), Some(batch)) =
+        (positive(m), positive(k), positive(n), positive(batch))
+    else {
+        return Err(format!("an empty GEMM: A {ad:?}, B {bd:?}"));
+    };
+    let ty = |i: usize| inputs.types.get(i).copied().unwrap_or("");
+    let mut facts = BTreeMap::new();
+    let dtype = dtype_of(ty(a));
+    if dtype == DType::Unrecorded && !ty(a).is_empty() {
+        facts.insert("type.a".into(), ty(a).to_string());
+    }
+    if ty(b) != ty(a) {
+        facts.insert("type.b".into(), ty(b).to_string());
+    }
+    if let Some(c) = c {
+        if let Some(cd) = dim(c) {
+            facts.insert("shape.c".into(), format!("{cd:?}"));
+        }
+        if !ty(c).is_empty() && ty(c) != ty(a) {
+            facts.insert("type.c".into(), ty(c).to_string());
+        }
+    }
+    // Scalars the op was called with (`beta`, `alpha`), where recorded.
+    for (i, v) in inputs.concrete.iter().enumerate() {
+        if !v.is_empty() {
+            facts.insert(format!("input.{i}"), v.to_string());
+        }
+    }
+    let (op, lda, ldb) = match (&as_, &bs) {
+        (Some(sa), Some(sb)) if sa.len() == ad.len() && sb.len() == bd.len() => {
+            let (at, lda) = matrix(&ad, sa);
+            let (bt, ldb) = matrix(&bd, sb);
+            let op = match (at, bt) {
+                (false, false) => GemmOp::Nn,
+                (true, false) => GemmOp::Tn,
+                (false, true) => GemmOp::Nt,
+                (true, true) => GemmOp::Tt,
+            };
+            (op, lda, ldb)
+        }
+        _ => (GemmOp::Unrecorded, 0, 0),
+    };
+    Ok(Layout {
+        op,
+        dtype,
+        m,
+        k,
+        n,
+        batch,
+        lda,
+        ldb,
+        ldc: n,
+        facts,
+    })
+}
+
+/// The GEMM of `aten::linear(input, weight, bias)`: `input [..., k]`
+/// times `weight [n, k]` stored transposed.
+pub(crate) fn linear_layout(inputs: &Inputs<'_>) -> Result<Layout, String> {
+    let dim = |i: usize| inputs.dims.get(i).cloned().flatten();
+    let (Some(x), Some(w)) = (dim(0), dim(1)) else {
+        return Err("the profile recorded no shapes for its operands".into());
+    };
+    if x.is_empty() || w.len() != 2 || x[x.len() - 1] != w[1] {
+        return Err(format!(
+            "input {x:?} and weight {w:?} are not a linear layer"
+        ));
+    }
+    let m = x[..x.len() - 1]
+        .iter()
+        .try_fold(1i64, |acc, &d| acc.checked_mul(d));
+    let (Some(m), Some(k), Some(n)) = (m.and_then(positive), positive(w[1]), positive(w[0])) else {
+        return Err(format!("an empty linear layer: input {x:?}, weight {w:?}"));
+    };
+    let ty = inputs.types.first().copied().unwrap_or("");
+    let mut facts = BTreeMap::new();
+    if dim(2).is_some() {
+        facts.insert("bias".into(), "yes".into());
+    }
+    Ok(Layout {
+        op: GemmOp::Nt,
+        dtype: dtype_of(ty),
+        m,
+        k,
+        n,
+        batch: 1,
+        lda: k,
+        ldb: k,
+        ldc: n,
+        facts,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs(dims: &[&[i64]], strides: &[&[i64]], types: &[&'static str]) -> Inputs<'static> {
+        Inputs {
+            dims: dims.iter().map(|d| Some(d.to_vec())).collect(),
+            strides: Some(strides.iter().map(|s| Some(s.to_vec())).collect()),
+            types: types.to_vec(),
+            concrete: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn layouts_follow_the_strides() {
+        // addmm(bias, x, w.t()): B stored transposed, as nn.Linear does.
+        let l = gemm_layout(
+            &inputs(
+                &[&[128], &[8, 64], &[64, 128]],
+                &[&[1], &[64, 1], &[1, 64]],
+                &["float", "float", "float"],
+            ),
+            1,
+            2,
+            Some(0),
+        )
+        .unwrap();
+        assert_eq!(
+            (l.op, l.dtype, l.m, l.k, l.n, l.lda, l.ldb),
+            (GemmOp::Nt, DType::F32, 8, 64, 128, 64, 64)
+        );
+        assert_eq!(l.facts["shape.c"], "[128]");
+        // A transposed, both transposed.
+        let tn = inputs(
+            &[&[3, 4], &[4, 5]],
+            &[&[1, 3], &[5, 1]],
+            &["c10::BFloat16"; 2],
+        );
+        assert_eq!(gemm_layout(&tn, 0, 1, None).unwrap().op, GemmOp::Tn);
+        let tt = inputs(&[&[3, 4], &[4, 5]], &[&[1, 3], &[1, 4]], &["c10::Half"; 2]);
+        let l = gemm_layout(&tt, 0, 1, None).unwrap();
+        assert_eq!((l.op, l.dtype), (GemmOp::Tt, DType::F16));
+        // bmm: the batch from A.
+        let b = inputs(
+            &[&[2, 3, 4], &[2, 4, 5]],
+            &[&[12, 4, 1], &[20, 5, 1]],
+            &["float"; 2],
+        );
+        let l = gemm_layout(&b, 0, 1, None).unwrap();
+        assert_eq!((l.batch, l.m, l.k, l.n, l.op), (2, 3, 4, 5, GemmOp::Nn));
+        // mv: B is a vector.
+        let v = inputs(&[&[512, 1024], &[1024]], &[&[1024, 1], &[1]], &["float"; 2]);
+        let l = gemm_layout(&v, 0, 1, None).unwrap();
+        assert_eq!((l.m, l.k, l.n), (512, 1024, 1));
+    }
+
+    #[test]
+    fn what_is_not_recorded_says_so() {
+        let no_strides = Inputs {
+            dims: vec![Some(vec![8, 64]), Some(vec![64, 16])],
+            strides: None,
+            types: vec!["c10::Float8_e4m3fn", "c10::Float8_e4m3fn"],
+            concrete: Vec::new(),
+        };
+        let l = gemm_layout(&no_strides, 0, 1, None).unwrap();
+        assert_eq!(
+            (l.op, l.dtype, l.lda),
+            (GemmOp::Unrecorded, DType::F8e4m3, 0)
+        );
+        let none = Inputs::default();
+        assert!(
+            gemm_layout(&none, 0, 1, None)
+                .unwrap_err()
+                .contains("no shapes")
+        );
+        let bad = inputs(&[&[8, 64], &[32, 16]], &[&[64, 1], &[16, 1]], &["float"; 2]);
+        assert!(
+            gemm_layout(&bad, 0, 1, None)
+                .unwrap_err()
+                .contains("inner extents")
+        );
+        let odd = inputs(
+            &[&[8, 64], &[64, 16]],
+            &[&[64, 1], &[16, 1]],
+            &["c10::ComplexFloat"; 2],
+        );
+        let l = gemm_layout(&odd, 0, 1, None).unwrap();
+        assert_eq!(l.dtype, DType::Unrecorded);
+        assert_eq!(l.facts["type.a"], "c10::ComplexFloat");
+    }
+
+    #[test]
+    fn op_kinds() {
+        assert_eq!(
+            op_kind("aten::addmm_"),
+            Some(OpKind::Gemm {
+                a: 1,
+                b: 2,
+                c: Some(0)
+            })
+        );
+        assert_eq!(op_kind("aten::linear"), Some(OpKind::Composite));
+        assert_eq!(op_kind("aten::add"), None);
+        assert_eq!(op_kind("mm"), None, "only aten ops");
+        let l = linear_layout(&inputs(
+            &[&[4, 8, 64], &[128, 64], &[128]],
+            &[],
+            &["float"; 3],
+        ))
+        .unwrap();
+        assert_eq!((l.m, l.k, l.n, l.op), (32, 64, 128, GemmOp::Nt));
+    }
+}
