@@ -159,7 +159,55 @@ pub struct ObservedGemm {
     /// What else was observed of the call that can change its bits, as
     /// name and value (operand types, `alpha` and `beta`, C's shape).
     #[serde(default)]
-    pub facts: BTreeMap<String, String>,
+    pub facts: Facts,
+}
+
+/// Named facts of a call, in name order: a map in JSON, a sorted list in
+/// memory (a profile holds thousands of GEMMs with two or three facts
+/// each, where a map's nodes would cost several times the facts).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Facts(Vec<(String, String)>);
+
+impl Facts {
+    /// Sets `name` to `value`, replacing an earlier value.
+    pub fn insert(&mut self, name: impl Into<String>, value: impl Into<String>) {
+        let name = name.into();
+        match self.0.binary_search_by(|(k, _)| k.as_str().cmp(&name)) {
+            Ok(i) => self.0[i].1 = value.into(),
+            Err(i) => self.0.insert(i, (name, value.into())),
+        }
+    }
+
+    /// The value of `name`.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .binary_search_by(|(k, _)| k.as_str().cmp(name))
+            .ok()
+            .map(|i| self.0[i].1.as_str())
+    }
+
+    /// Every fact, in name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for Facts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for Facts {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let map = BTreeMap::<String, String>::deserialize(d)?;
+        Ok(Facts(map.into_iter().collect()))
+    }
 }
 
 fn yes() -> bool {
@@ -516,7 +564,7 @@ impl ObservedStep {
         if let Some(r) = &g.region {
             args = args.bytes("region", r.as_bytes());
         }
-        for (k, v) in &g.facts {
+        for (k, v) in g.facts.iter() {
             args = args.bytes(&format!("fact.{k}"), v.as_bytes());
         }
         let vendor = VendorRoute {

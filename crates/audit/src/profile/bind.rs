@@ -151,20 +151,18 @@ fn activity_kind(cat: Cat) -> ActivityKind {
 }
 
 fn observed_kernel(e: &Event<'_>) -> ObservedKernel {
+    let a = e.activity();
     ObservedKernel {
         name: crate::observed::bounded_name(&e.name).into_owned(),
         kind: activity_kind(e.cat),
-        grid: e.grid,
-        block: e.block,
-        shared_memory: e.shared_memory,
+        grid: a.grid,
+        block: a.block,
+        shared_memory: a.shared_memory,
     }
 }
 
-/// The recorded inputs of a GEMM op's event.
-pub(crate) fn inputs<'e>(e: &'e Event<'_>) -> Inputs<'e> {
-    let Some(a) = e.inputs.as_deref() else {
-        return Inputs::default();
-    };
+/// The recorded inputs of a GEMM op's event, parsed.
+fn inputs<'e>(a: &'e super::kineto::OpArgs<'_>) -> Inputs<'e> {
     let lists = |l: &Option<super::kineto::IntLists>| {
         l.as_ref()
             .map(|l| l.0.iter().map(|i| i.0.clone()).collect::<Vec<_>>())
@@ -184,7 +182,11 @@ pub(crate) fn inputs<'e>(e: &'e Event<'_>) -> Inputs<'e> {
 
 /// The layout of a GEMM op's event, or why there is none.
 pub(crate) fn layout_of(e: &Event<'_>) -> Result<Layout, String> {
-    let inputs = inputs(e);
+    let parsed = match e.inputs() {
+        Some(raw) => raw.parse()?,
+        None => super::kineto::OpArgs::default(),
+    };
+    let inputs = inputs(&parsed);
     match ops::op_kind(&e.name) {
         Some(OpKind::Gemm { a, b, c }) => ops::gemm_layout(&inputs, a, b, c),
         Some(OpKind::Composite) if e.name == "aten::linear" => ops::linear_layout(&inputs),
@@ -297,7 +299,7 @@ pub(crate) fn bind(parsed: &Parsed<'_>, owners: Owners<'_>) -> Result<Binding, P
             }
             continue;
         };
-        let device = e.device;
+        let device = e.activity().device;
         if let Some(d) = device {
             if !out.devices.contains(&d) {
                 out.devices.push(d);

@@ -172,6 +172,32 @@ impl<'de> serde::Deserialize<'de> for Ints {
     }
 }
 
+/// A string borrowed from the file's text where it holds no escape
+/// (serde's own `Cow<str>` always copies).
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Text<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
 /// One element of an [`Ints`] list: an integer, or anything else (which
 /// makes the list absent).
 struct IntOrOther(Option<i64>);
@@ -374,6 +400,36 @@ pub(crate) struct OpArgs<'a> {
     pub concrete_inputs: Option<Strs<'a>>,
 }
 
+/// A GEMM-family op's recorded inputs, still as the file's text: parsed
+/// ([`RawInputs::parse`]) only for the ops that become GEMMs, one at a
+/// time, so a profile of many GEMMs never holds them all parsed.
+#[derive(Debug, Default)]
+pub(crate) struct RawInputs<'a> {
+    dims: Option<&'a serde_json::value::RawValue>,
+    strides: Option<&'a serde_json::value::RawValue>,
+    types: Option<&'a serde_json::value::RawValue>,
+    concrete: Option<&'a serde_json::value::RawValue>,
+}
+
+impl<'a> RawInputs<'a> {
+    /// The inputs parsed, or which field is malformed and how.
+    pub(crate) fn parse(&self) -> Result<OpArgs<'a>, String> {
+        fn one<'a, T: serde::Deserialize<'a>>(
+            field: &str,
+            raw: Option<&'a serde_json::value::RawValue>,
+        ) -> Result<Option<T>, String> {
+            raw.map(|r| serde_json::from_str(r.get()).map_err(|e| format!("{field}: {e}")))
+                .transpose()
+        }
+        Ok(OpArgs {
+            input_dims: one("Input Dims", self.dims)?,
+            input_strides: one("Input Strides", self.strides)?,
+            input_types: one("Input type", self.types)?,
+            concrete_inputs: one("Concrete Inputs", self.concrete)?,
+        })
+    }
+}
+
 /// A JSON number as Kineto writes it: an integer, or a float (timestamps
 /// in microseconds with a fraction). Strings and other values are kept as
 /// "not a number" so the event that holds one can be named.
@@ -488,11 +544,11 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for RawEvent<'a> {
                     map.next_value()
                         .map_err(|e| de::Error::custom(format!("field `{key}`: {e}")))
                 }
-                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
                     match key.as_ref() {
-                        "ph" => once(&mut e.ph, field(&mut map, "ph")?, "ph")?,
-                        "cat" => once(&mut e.cat, field(&mut map, "cat")?, "cat")?,
-                        "name" => once(&mut e.name, field(&mut map, "name")?, "name")?,
+                        "ph" => once(&mut e.ph, field::<_, Text>(&mut map, "ph")?.0, "ph")?,
+                        "cat" => once(&mut e.cat, field::<_, Text>(&mut map, "cat")?.0, "cat")?,
+                        "name" => once(&mut e.name, field::<_, Text>(&mut map, "name")?.0, "name")?,
                         "pid" => once(&mut e.pid, field(&mut map, "pid")?, "pid")?,
                         "tid" => once(&mut e.tid, field(&mut map, "tid")?, "tid")?,
                         "ts" => once(&mut e.ts, field(&mut map, "ts")?, "ts")?,
@@ -541,14 +597,45 @@ pub(crate) struct Event<'a> {
     /// The correlation id of a launching call or an activity; the flow id
     /// of a flow end.
     pub correlation: Option<u64>,
-    /// An activity's launch geometry: grid, block, dynamic shared bytes.
+    /// What only some kinds carry: an activity's launch, a GEMM op's
+    /// inputs (boxed, so the many events without either stay small).
+    pub extra: Option<Box<Extra<'a>>>,
+}
+
+/// What only some events carry.
+#[derive(Debug)]
+pub(crate) enum Extra<'a> {
+    /// A GPU activity's launch and device.
+    Activity(Activity),
+    /// A GEMM-family op's recorded inputs.
+    Inputs(RawInputs<'a>),
+}
+
+/// A GPU activity's launch geometry and device.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Activity {
     pub grid: [u32; 3],
     pub block: [u32; 3],
     pub shared_memory: u32,
-    /// The device an activity ran on.
     pub device: Option<i64>,
+}
+
+impl<'a> Event<'a> {
+    /// An activity's launch (the default for other events).
+    pub(crate) fn activity(&self) -> Activity {
+        match self.extra.as_deref() {
+            Some(Extra::Activity(a)) => *a,
+            _ => Activity::default(),
+        }
+    }
+
     /// A GEMM-family op's recorded inputs.
-    pub inputs: Option<Box<OpArgs<'a>>>,
+    pub(crate) fn inputs(&self) -> Option<&RawInputs<'a>> {
+        match self.extra.as_deref() {
+            Some(Extra::Inputs(i)) => Some(i),
+            _ => None,
+        }
+    }
 }
 
 /// One entry of `deviceProperties`.
@@ -709,7 +796,7 @@ impl<'de, 'p> Visitor<'de> for TopLevel<'p, 'de> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+        while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
             match key.as_ref() {
                 "traceEvents" => {
                     if self.out.saw_events {
@@ -851,11 +938,7 @@ fn checked<'a>(
         ts,
         dur,
         correlation: None,
-        grid: [0; 3],
-        block: [0; 3],
-        shared_memory: 0,
-        device: None,
-        inputs: None,
+        extra: None,
     };
     let args = match (raw.args, raw.args_text) {
         (Some(a), _) => a,
@@ -877,31 +960,27 @@ fn checked<'a>(
         Cat::Runtime => event.correlation = args.correlation,
         Cat::Kernel | Cat::Memcpy | Cat::Memset => {
             event.correlation = args.correlation;
-            event.grid = args.grid.unwrap_or_default().0;
-            event.block = args.block.unwrap_or_default().0;
-            event.shared_memory = args
-                .shared_memory
-                .and_then(|v| u32::try_from(v).ok())
-                .unwrap_or(0);
-            event.device = args.device.or(match &pid {
-                // Kineto's GPU rows: the pid is the device.
-                Id::Num(p) if (0..4096).contains(p) => Some(*p),
-                _ => None,
-            });
+            event.extra = Some(Box::new(Extra::Activity(Activity {
+                grid: args.grid.unwrap_or_default().0,
+                block: args.block.unwrap_or_default().0,
+                shared_memory: args
+                    .shared_memory
+                    .and_then(|v| u32::try_from(v).ok())
+                    .unwrap_or(0),
+                device: args.device.or(match &pid {
+                    // Kineto's GPU rows: the pid is the device.
+                    Id::Num(p) if (0..4096).contains(p) => Some(*p),
+                    _ => None,
+                }),
+            })));
         }
         Cat::CpuOp if super::ops::op_kind(&name).is_some() => {
-            fn parse<'a, T: serde::Deserialize<'a>>(
-                raw: Option<&'a serde_json::value::RawValue>,
-            ) -> Result<Option<T>, serde_json::Error> {
-                raw.map(|r| serde_json::from_str(r.get())).transpose()
-            }
-            let named = |field: &'static str| move |e: serde_json::Error| bad(field, e.to_string());
-            event.inputs = Some(Box::new(OpArgs {
-                input_dims: parse(args.input_dims).map_err(named("Input Dims"))?,
-                input_strides: parse(args.input_strides).map_err(named("Input Strides"))?,
-                input_types: parse(args.input_types).map_err(named("Input type"))?,
-                concrete_inputs: parse(args.concrete_inputs).map_err(named("Concrete Inputs"))?,
-            }));
+            event.extra = Some(Box::new(Extra::Inputs(RawInputs {
+                dims: args.input_dims,
+                strides: args.input_strides,
+                types: args.input_types,
+                concrete: args.concrete_inputs,
+            })));
         }
         _ => {}
     }

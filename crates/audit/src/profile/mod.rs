@@ -219,7 +219,11 @@ pub fn import_file(path: &Path, options: &ImportOptions) -> Result<ImportedProfi
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    import_bytes(&text, &name, options).map_err(in_file)
+    // The text and its events are let go before the trace is built, so
+    // the two never take memory at once.
+    let step = observed_step(&text, &name, options).map_err(in_file)?;
+    drop(text);
+    trace_of(&step).map_err(in_file)
 }
 
 /// The bytes of a profile file, decompressed if it is gzip'd.
@@ -257,6 +261,16 @@ pub fn import_bytes(
     file_name: &str,
     options: &ImportOptions,
 ) -> Result<ImportedProfile, ProfileError> {
+    trace_of(&observed_step(text, file_name, options)?)
+}
+
+/// The observed step of a profile's text: parsed, bound, every GEMM
+/// described.
+fn observed_step(
+    text: &[u8],
+    file_name: &str,
+    options: &ImportOptions,
+) -> Result<ObservedStep, ProfileError> {
     let parsed = kineto::parse(
         text,
         kineto::ParseLimits {
@@ -264,7 +278,11 @@ pub fn import_bytes(
         },
     )?;
     let binding = bind::bind(&parsed, bind::Owners::Ops)?;
-    let step = step_of(&parsed, &binding, file_name, options)?;
+    step_of(&parsed, &binding, file_name, options)
+}
+
+/// The trace of an observed step whose outputs nobody saw.
+fn trace_of(step: &ObservedStep) -> Result<ImportedProfile, ProfileError> {
     let trace = step.trace_unobserved()?;
     debug_assert_eq!(trace.fingerprint_mode, FingerprintMode::NotObserved);
     Ok(ImportedProfile { trace })

@@ -1,8 +1,8 @@
 //! The GEMM-family ops of PyTorch, and the GEMM an op computes from the
 //! shapes, strides and types the profiler recorded (`record_shapes=True`).
 
+use crate::observed::Facts;
 use crate::route::{DType, GemmOp};
-use std::collections::BTreeMap;
 
 /// How an op takes part in GEMMs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,7 +103,7 @@ pub(crate) struct Layout {
     pub ldc: u64,
     /// Other facts that can change its bits (types of B and C, `alpha`
     /// and `beta`, C's shape).
-    pub facts: BTreeMap<String, String>,
+    pub facts: Facts,
 }
 
 impl Layout {
@@ -119,7 +119,7 @@ impl Layout {
             lda: 0,
             ldb: 0,
             ldc: 0,
-            facts: BTreeMap::new(),
+            facts: Facts::default(),
         }
     }
 }
@@ -196,26 +196,26 @@ pub(crate) fn gemm_layout(
         return Err(format!("an empty GEMM: A {ad:?}, B {bd:?}"));
     };
     let ty = |i: usize| inputs.types.get(i).copied().unwrap_or("");
-    let mut facts = BTreeMap::new();
+    let mut facts = Facts::default();
     let dtype = dtype_of(ty(a));
     if dtype == DType::Unrecorded && !ty(a).is_empty() {
-        facts.insert("type.a".into(), ty(a).to_string());
+        facts.insert("type.a", ty(a));
     }
     if ty(b) != ty(a) {
-        facts.insert("type.b".into(), ty(b).to_string());
+        facts.insert("type.b", ty(b));
     }
     if let Some(c) = c {
         if let Some(cd) = dim(c) {
-            facts.insert("shape.c".into(), format!("{cd:?}"));
+            facts.insert("shape.c", format!("{cd:?}"));
         }
         if !ty(c).is_empty() && ty(c) != ty(a) {
-            facts.insert("type.c".into(), ty(c).to_string());
+            facts.insert("type.c", ty(c));
         }
     }
     // Scalars the op was called with (`beta`, `alpha`), where recorded.
     for (i, v) in inputs.concrete.iter().enumerate() {
         if !v.is_empty() {
-            facts.insert(format!("input.{i}"), v.to_string());
+            facts.insert(format!("input.{i}"), *v);
         }
     }
     let (op, lda, ldb) = match (&as_, &bs) {
@@ -265,9 +265,9 @@ pub(crate) fn linear_layout(inputs: &Inputs<'_>) -> Result<Layout, String> {
         return Err(format!("an empty linear layer: input {x:?}, weight {w:?}"));
     };
     let ty = inputs.types.first().copied().unwrap_or("");
-    let mut facts = BTreeMap::new();
+    let mut facts = Facts::default();
     if dim(2).is_some() {
-        facts.insert("bias".into(), "yes".into());
+        facts.insert("bias", "yes");
     }
     Ok(Layout {
         op: GemmOp::Nt,
@@ -314,7 +314,7 @@ mod tests {
             (l.op, l.dtype, l.m, l.k, l.n, l.lda, l.ldb),
             (GemmOp::Nt, DType::F32, 8, 64, 128, 64, 64)
         );
-        assert_eq!(l.facts["shape.c"], "[128]");
+        assert_eq!(l.facts.get("shape.c"), Some("[128]"));
         // A transposed, both transposed.
         let tn = inputs(
             &[&[3, 4], &[4, 5]],
@@ -371,7 +371,7 @@ mod tests {
         );
         let l = gemm_layout(&odd, 0, 1, None).unwrap();
         assert_eq!(l.dtype, DType::Unrecorded);
-        assert_eq!(l.facts["type.a"], "c10::ComplexFloat");
+        assert_eq!(l.facts.get("type.a"), Some("c10::ComplexFloat"));
     }
 
     #[test]
