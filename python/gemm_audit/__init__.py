@@ -1,5 +1,8 @@
 """gemm-audit from Python: read, write, diff, check and compare GEMM traces;
-record a PyTorch step's GEMMs with :mod:`gemm_audit.torch`.
+import PyTorch profiles; create, review, accept and reject goldens; record a
+PyTorch step's GEMMs with :mod:`gemm_audit.torch`; gate them in pytest with
+:mod:`gemm_audit.pytest`. The package also installs the ``gemm-audit``
+command (the same Rust command line; ``python -m gemm_audit`` runs it too).
 
 Every function runs gemm-audit's Rust library (no second implementation of
 the trace format, digests, diff or guard) and returns the JSON document the
@@ -27,6 +30,10 @@ __all__ = [
     "write",
     "import_profile",
     "census",
+    "review",
+    "accept",
+    "reject",
+    "bless",
     "__version__",
 ]
 __version__ = _native.__version__
@@ -34,25 +41,33 @@ __version__ = _native.__version__
 PathLike = Union[str, "os.PathLike[str]"]
 
 
+def _names(allow: Union[str, Iterable[str]]) -> list:
+    """``allow`` as a list of names: one string is one class or field
+    (``allow="identity"``), never its characters."""
+    if isinstance(allow, (str, os.PathLike)):
+        return [os.fspath(allow)]
+    return [os.fspath(a) for a in allow]
+
+
 def read_trace(path: PathLike) -> dict:
     """The ``show`` document of a trace file (``doc["trace"]`` is the trace)."""
     return json.loads(_native.read_trace(os.fspath(path)))
 
 
-def diff(golden: PathLike, candidate: PathLike, allow: Iterable[str] = ()) -> dict:
+def diff(golden: PathLike, candidate: PathLike, allow: Union[str, Iterable[str]] = ()) -> dict:
     """The ``diff`` document of ``candidate`` against ``golden``.
 
     ``allow`` names classes or fields (``"identity"``, ``"device.driver"``)
     whose differences pass, as ``gemm-audit diff --allow`` does.
     """
-    return json.loads(_native.diff(os.fspath(golden), os.fspath(candidate), list(allow)))
+    return json.loads(_native.diff(os.fspath(golden), os.fspath(candidate), _names(allow)))
 
 
 def check(
     trace: PathLike,
     golden: Optional[PathLike] = None,
     golden_dir: Optional[PathLike] = None,
-    allow: Iterable[str] = (),
+    allow: Union[str, Iterable[str]] = (),
     backend: str = "cpu",
 ) -> dict:
     """The ``check`` document of a trace: plan, validation against the live
@@ -63,15 +78,19 @@ def check(
             os.fspath(trace),
             None if golden is None else os.fspath(golden),
             None if golden_dir is None else os.fspath(golden_dir),
-            list(allow),
+            _names(allow),
             backend,
         )
     )
 
 
-def compare(traces: Iterable[PathLike], allow_single: bool = False) -> dict:
-    """The ``compare`` document of trace files (one group per workload,
-    each device one vote); ``allow_single`` lets a one-trace group pass."""
+def compare(traces: Union[PathLike, Iterable[PathLike]], allow_single: bool = False) -> dict:
+    """The ``compare`` document of trace files, or of the ``*.gat`` files
+    under folders (one group per workload, each device one vote);
+    ``allow_single`` lets a one-trace group pass. Finding no trace raises
+    :class:`GemmAuditError`: a comparison of nothing is not a pass."""
+    if isinstance(traces, (str, os.PathLike)):
+        traces = [traces]
     return json.loads(_native.compare([os.fspath(t) for t in traces], allow_single))
 
 
@@ -126,7 +145,7 @@ def write(step: Union[str, dict], outputs: Iterable[bytes], path: PathLike, over
 
 
 def assert_matches_golden(
-    trace: PathLike, golden_dir: PathLike = "traces", allow: Iterable[str] = ()
+    trace: PathLike, golden_dir: PathLike = "traces", allow: Union[str, Iterable[str]] = ()
 ) -> dict:
     """A pytest-friendly gate: passes (returning the ``diff`` document) when
     ``trace`` matches its golden under ``golden_dir`` (differences of a
@@ -152,4 +171,52 @@ def assert_matches_golden(
         f"{trace} differs from its golden {golden} "
         f"({len(doc['differences'])} differences):\n{_native.diff_text(golden, trace)}"
         f"candidate kept as {pending}; {settle}"
+    )
+
+
+def review(golden_dir: PathLike = "traces", workloads: Union[str, Iterable[str]] = ()) -> dict:
+    """The candidates kept beside drifted or missing goldens under
+    ``golden_dir`` (``gemm-audit review --format json``): per candidate its
+    workload, device, paths, ``digest`` (what :func:`accept` takes as
+    ``expect``), ``new_golden`` and its ``differences`` from the golden.
+    ``verdict`` is ``"fail"`` while any is pending. Changes nothing."""
+    return _settle(golden_dir, "review", workloads, ())
+
+
+def accept(
+    golden_dir: PathLike = "traces",
+    workloads: Union[str, Iterable[str]] = (),
+    expect: Union[str, Iterable[str]] = (),
+) -> dict:
+    """Makes the pending candidates the goldens (``gemm-audit accept``).
+    With ``expect`` (digests :func:`review` returned), a candidate is
+    installed only when its file is still the one reviewed; one a later
+    run replaced is refused (its ``outcome`` says why, ``verdict`` fails)."""
+    return _settle(golden_dir, "accept", workloads, expect)
+
+
+def reject(golden_dir: PathLike = "traces", workloads: Union[str, Iterable[str]] = ()) -> dict:
+    """Drops the pending candidates; the goldens stay (``gemm-audit
+    reject``)."""
+    return _settle(golden_dir, "reject", workloads, ())
+
+
+def _settle(golden_dir, action, workloads, expect) -> dict:
+    return json.loads(
+        _native.settle(os.fspath(golden_dir), action, _names(workloads), _names(expect))
+    )
+
+
+def bless(
+    traces: Union[PathLike, Iterable[PathLike]], golden_dir: PathLike = "traces", force: bool = False
+) -> dict:
+    """Makes traces the goldens under ``golden_dir``
+    (``DIR/<device>/<workload>.gat``), as ``gemm-audit bless --from``
+    does: an existing golden is replaced only with ``force``, and its
+    differences are reported either way (``verdict`` fails when one was
+    not replaced)."""
+    if isinstance(traces, (str, os.PathLike)):
+        traces = [traces]
+    return json.loads(
+        _native.bless_from([os.fspath(t) for t in traces], os.fspath(golden_dir), force)
     )

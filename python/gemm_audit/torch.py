@@ -1,4 +1,4 @@
-"""Record, golden and gate the GEMMs of a PyTorch step.
+"""Record, golden and gate the GEMMs of a PyTorch step, on a GPU or a CPU.
 
 ::
 
@@ -9,34 +9,39 @@
     rec.write("decode@b8.gat")                      # a gemm-audit trace
     gat.assert_matches_golden("decode@b8.gat", "traces")
     probe = rec.probe_batch_invariance()            # the batch matrix of your own GEMMs
+    threads = rec.probe_thread_invariance([1, 2, 4])  # CPU GEMMs: do the bits follow the thread count?
 
 While recording, every matmul-family aten op the step dispatches (``mm``,
 ``addmm``, ``bmm``, ``baddbmm``, ``addbmm``, ``_addmm_activation``, ``mv``,
 ``addmv``, ``_scaled_mm``; ``nn.Linear``, ``F.linear`` and ``matmul``
-reach these) is seen with its shapes, strides, dtype and layout, and is
-run inside a profiler range of its own; the CUDA kernels, copies and
-memsets launched inside that range are bound to it (a split-K GEMM and
-its reduce kernel are two kernels of one GEMM). Each output is copied on
-the device when the op returns and, after the step, fingerprinted there by
-gemm-audit's own chunk kernel (``Recording.fingerprinted_on`` says
-``"device"``; where that cannot run, e.g. without NVRTC, the copies are
-hashed on the host and it says why).
-The determinism-relevant state (torch, CUDA, cuBLAS and cuBLASLt versions,
-driver, device, TF32 and reduced-precision flags,
-``use_deterministic_algorithms``, ``CUBLAS_WORKSPACE_CONFIG``,
+reach these) is seen with its shapes, strides, dtype, layout and device,
+and runs inside a profiler range of its own. On a GPU, the CUDA kernels it
+launched are bound to it by gemm-audit's own binder (the one ``gemm-audit
+import`` uses): a split-K GEMM and its reduce kernel are two kernels of one
+GEMM, and copies, fills and child-op kernels are kept beside them, never
+as the launch. A GEMM on the CPU is recorded with its device and no kernel,
+and the CPU BLAS behind it (MKL, oneDNN, their versions, the thread
+count, the CPU capability) is part of the context. Each output is copied
+when the op returns and fingerprinted: on the GPU by gemm-audit's own chunk
+kernel where the outputs live (``Recording.fingerprinted_on`` says
+``"device"``; where that cannot run, e.g. without NVRTC, on the host, and it
+says why), on the host for CPU outputs.
+The determinism-relevant state (torch, CUDA, cuBLAS and cuBLASLt versions
+where a GEMM ran on the GPU, driver, device, TF32 and reduced-precision
+flags, ``use_deterministic_algorithms``, ``CUBLAS_WORKSPACE_CONFIG``,
 ``NVIDIA_TF32_OVERRIDE``, ``CUBLASLT_WORKSPACE_SIZE``, the preferred BLAS
-library) becomes the trace's context. The trace itself is built and
-written by gemm-audit's Rust library (``gemm_audit.observed``), so
-``diff``, ``check --golden``, ``compare`` and the reports read it as any
-trace of vendor routes.
+library, the CPU thread count) becomes the trace's context. The trace
+itself is built and written by gemm-audit's Rust library
+(``gemm_audit.observed``), so ``diff``, ``check --golden``, ``compare`` and
+the reports read it as any trace of vendor routes.
 
 Not captured: kernels of other ops (attention, norms, fused or compiled
 kernels) are not GEMMs of the trace; their names are listed in
-``Recording.other_kernels`` so you can see what ran beside the GEMMs. GEMMs
-inside a CUDA graph replay, or in a ``torch.compile`` region that calls
-cuBLAS outside aten dispatch, are not seen. Ops whose dtype or layout a
-trace cannot express (fp8 operands, both operands transposed, CPU tensors)
-are listed in ``Recording.skipped`` with the reason.
+``Recording.other_kernels``. GEMMs inside a CUDA graph replay, or in a
+``torch.compile`` region that calls cuBLAS outside aten dispatch, are not
+seen (import a profile of the step with ``gemm-audit import`` for those).
+Ops whose dtype a trace cannot express (complex, integer but int8) are
+listed in ``Recording.skipped`` with the reason.
 """
 
 import contextlib
@@ -44,9 +49,11 @@ import ctypes
 import json
 import os
 import tempfile
+import warnings
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import _native
+from ._native import GemmAuditError
 
 __all__ = [
     "record",
@@ -73,7 +80,15 @@ GEMM_OPS: Dict[str, Tuple[int, int]] = {
 #: The prefix of the profiler range each recorded op runs in.
 RANGE_PREFIX = "gemm_audit:"
 
-_DTYPES = {"torch.float32": "f32", "torch.float16": "f16", "torch.bfloat16": "bf16"}
+_DTYPES = {
+    "torch.float32": "f32",
+    "torch.float16": "f16",
+    "torch.bfloat16": "bf16",
+    "torch.float64": "f64",
+    "torch.float8_e4m3fn": "f8e4m3",
+    "torch.float8_e5m2": "f8e5m2",
+    "torch.int8": "i8",
+}
 
 
 def _matrix(shape: Sequence[int], strides: Sequence[int]) -> Tuple[bool, int]:
@@ -93,7 +108,7 @@ def gemm_layout(a_shape, a_strides, b_shape, b_strides, dtype) -> dict:
     dtype: ``{"op", "dtype", "m", "k", "n", "batch", "lda", "ldb", "ldc"}``.
     Raises ``ValueError`` naming why a trace cannot express it."""
     if dtype not in _DTYPES:
-        raise ValueError(f"dtype {dtype} is not f32, f16 or bf16")
+        raise ValueError(f"dtype {dtype} is not one a trace names ({', '.join(sorted(_DTYPES))})")
     a_shape, b_shape = list(a_shape), list(b_shape)
     a_strides, b_strides = list(a_strides), list(b_strides)
     if len(b_shape) == 1:  # mv: B is a vector (k,) -> k x 1
@@ -107,8 +122,6 @@ def gemm_layout(a_shape, a_strides, b_shape, b_strides, dtype) -> dict:
         raise ValueError(f"inner extents differ: A {a_shape}, B {b_shape}")
     a_t, lda = _matrix(a_shape, a_strides)
     b_t, ldb = _matrix(b_shape, b_strides)
-    if a_t and b_t:
-        raise ValueError("both operands are stored transposed (tt)")
     return {
         "op": ("t" if a_t else "n") + ("t" if b_t else "n"),
         "dtype": _DTYPES[dtype],
@@ -143,9 +156,13 @@ def bind_kernels(profile, prefix: str = RANGE_PREFIX) -> Tuple[Dict[int, dict], 
     return {int(i): g for i, g in doc["gemms"].items()}, doc["other_kernels"]
 
 
-def step_document(workload: str, framework: dict, device: dict, gemms: List[dict]) -> str:
+def step_document(
+    workload: str, framework: dict, device: dict, gemms: List[dict], volatile: Optional[Dict[str, str]] = None
+) -> str:
     """The JSON of an observed step, as ``gemm_audit.observed`` reads it."""
-    return json.dumps({"workload": workload, "framework": framework, "device": device, "gemms": gemms})
+    return json.dumps(
+        {"workload": workload, "framework": framework, "device": device, "gemms": gemms, "volatile": volatile or {}}
+    )
 
 
 class Recording:
@@ -162,6 +179,8 @@ class Recording:
         self.other_kernels: List[str] = []
         self.framework: dict = {}
         self.device: dict = {}
+        #: Per-machine facts (GPU UUID, CPU model): kept, never compared.
+        self.volatile: Dict[str, str] = {}
         self._outputs: list = []
         self._calls: list = []  # (aten op, args, kwargs) to re-run for the probe
         self._fingerprints: Optional[List[str]] = None
@@ -171,7 +190,7 @@ class Recording:
 
     def step_json(self) -> str:
         """The observed step, as JSON."""
-        return step_document(self.workload, self.framework, self.device, self.gemms)
+        return step_document(self.workload, self.framework, self.device, self.gemms, self.volatile)
 
     def output_bytes(self) -> List[bytes]:
         """Each recorded GEMM's output, in storage bytes."""
@@ -235,6 +254,47 @@ class Recording:
                 )
         return results
 
+    def probe_thread_invariance(self, threads: Iterable[int] = (1, 2, 4)) -> List[dict]:
+        """Re-runs each recorded CPU GEMM on its own inputs with torch's
+        CPU thread count set to each of ``threads`` and says per GEMM
+        whether the output bits depend on it (they can with MKL, OpenBLAS
+        and oneDNN, which split a GEMM's k across threads). The thread
+        count is restored after. Each result: ``{"gemm", "dtype", "op",
+        "threads", "identical": {threads: bool}, "invariant"}``; GPU GEMMs
+        are left out (the thread count does not reach their kernels)."""
+        import torch
+
+        counts = [int(t) for t in threads]
+        if not counts or any(t < 1 for t in counts):
+            raise GemmAuditError(f"thread counts {counts}: give at least one, each 1 or more")
+        before = torch.get_num_threads()
+        results = []
+        try:
+            for g, (func, args, kwargs) in zip(self.gemms, self._calls):
+                if g.get("device") != "cpu" or func is None:
+                    continue
+                identical, base = {}, None
+                for t in counts:
+                    torch.set_num_threads(t)
+                    out = func(*args, **kwargs)
+                    bits = _storage_bytes(out[0] if isinstance(out, tuple) else out)
+                    if base is None:
+                        base = bits
+                    identical[t] = bits == base
+                results.append(
+                    {
+                        "gemm": g["name"],
+                        "dtype": g["dtype"],
+                        "op": g["op"],
+                        "threads": counts,
+                        "identical": identical,
+                        "invariant": all(identical.values()),
+                    }
+                )
+        finally:
+            torch.set_num_threads(before)
+        return results
+
 
 _FINGERPRINTERS: dict = {}
 
@@ -270,23 +330,54 @@ def _powers_to(m: int) -> List[int]:
 
 
 def _storage_bytes(t) -> bytes:
+    """The tensor's elements in storage order (no numpy needed)."""
+    flat = t.detach().contiguous().reshape(-1).cpu()
+    return ctypes.string_at(flat.data_ptr(), flat.numel() * flat.element_size())
+
+
+def _cuda() -> bool:
+    """Whether torch sees a CUDA device (never raises)."""
     import torch
 
-    flat = t.detach().contiguous().reshape(-1)
-    return flat.view(torch.uint8).cpu().numpy().tobytes()
+    try:
+        return torch.cuda.is_available()
+    except Exception:  # a broken CUDA install is no CUDA here
+        return False
+
+
+def _sync() -> None:
+    import torch
+
+    if _cuda():
+        torch.cuda.synchronize()
+
+
+def _activities():
+    from torch.profiler import ProfilerActivity
+
+    return [ProfilerActivity.CPU, ProfilerActivity.CUDA] if _cuda() else [ProfilerActivity.CPU]
+
+
+def _profile():
+    """A profiler of this machine's activities. torch warns, at every
+    stop, that a profile without a schedule keeps one cycle of events: one
+    is all a recording is, so that warning alone is silenced."""
+    from torch.profiler import profile
+
+    warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
+    return profile(activities=_activities())
 
 
 def _run_bound(func, args, kwargs):
     """Runs one aten op under the profiler; returns its output and the
-    kernels bound to it."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile, record_function
+    kernels bound to it (none on the CPU)."""
+    from torch.profiler import record_function
 
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    _sync()
+    with _profile() as prof:
         with record_function(RANGE_PREFIX + "0"):
             out = func(*args, **kwargs)
-        torch.cuda.synchronize()
+        _sync()
     bound, _ = _bind_profile(prof)
     return out, bound.get(0, {}).get("kernels", [])
 
@@ -357,25 +448,69 @@ def _driver_version() -> str:
     return "unknown"
 
 
-def framework_state() -> dict:
+def _cpu_blas() -> Tuple[Dict[str, str], Dict[str, str]]:
+    """The CPU BLAS behind torch's CPU GEMMs, as (libraries, state):
+    the BLAS torch was built with, MKL's and oneDNN's versions where
+    present, the CPU capability it dispatches to and the thread counts
+    (the bits of a CPU GEMM can depend on them)."""
+    import re
+
+    import torch
+
+    config = torch.__config__.show()
+    libraries = {}
+    blas = re.search(r"BLAS_INFO=(\w+)", config)
+    libraries["cpu-blas"] = blas.group(1) if blas else "unknown"
+    mkl = re.search(r"Math Kernel Library Version ([\w.]+)", config)
+    if mkl:
+        libraries["mkl"] = mkl.group(1)
+    onednn = re.search(r"(?:oneDNN|MKL-DNN) v([\w.]+)", config)
+    if onednn:
+        libraries["onednn"] = onednn.group(1)
+    state = {
+        "cpu_threads": str(torch.get_num_threads()),
+        "cpu_interop_threads": str(torch.get_num_interop_threads()),
+        "mkldnn_enabled": str(torch.backends.mkldnn.enabled),
+    }
+    try:
+        state["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+    except AttributeError:
+        pass
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "MKL_CBWR"):
+        state[var] = os.environ.get(var, "unset")
+    return libraries, state
+
+
+def framework_state(cuda: bool = True, cpu: bool = False) -> dict:
     """torch's determinism-relevant settings and library versions, as the
     trace's framework block (``name``, ``version``, ``libraries``,
-    ``state``)."""
+    ``state``): the CUDA ones where a GEMM ran on the GPU (``cuda``), the
+    CPU BLAS where one ran on the CPU (``cpu``)."""
     import torch
 
     m = torch.backends.cuda.matmul
     state = {
         "allow_tf32": str(m.allow_tf32),
-        "allow_fp16_reduced_precision_reduction": str(m.allow_fp16_reduced_precision_reduction),
-        "allow_bf16_reduced_precision_reduction": str(m.allow_bf16_reduced_precision_reduction),
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
         "use_deterministic_algorithms": str(torch.are_deterministic_algorithms_enabled()),
-        "preferred_blas_library": str(torch.backends.cuda.preferred_blas_library()),
     }
-    for var in ("CUBLAS_WORKSPACE_CONFIG", "NVIDIA_TF32_OVERRIDE", "CUBLASLT_WORKSPACE_SIZE"):
-        state[var] = os.environ.get(var, "unset")
-    libraries = {"cuda": str(torch.version.cuda)}
-    libraries.update(_blas_versions())
+    libraries: Dict[str, str] = {}
+    if cuda:
+        state.update(
+            {
+                "allow_fp16_reduced_precision_reduction": str(m.allow_fp16_reduced_precision_reduction),
+                "allow_bf16_reduced_precision_reduction": str(m.allow_bf16_reduced_precision_reduction),
+                "preferred_blas_library": str(torch.backends.cuda.preferred_blas_library()),
+            }
+        )
+        for var in ("CUBLAS_WORKSPACE_CONFIG", "NVIDIA_TF32_OVERRIDE", "CUBLASLT_WORKSPACE_SIZE"):
+            state[var] = os.environ.get(var, "unset")
+        libraries["cuda"] = str(torch.version.cuda)
+        libraries.update(_blas_versions())
+    if cpu:
+        cpu_libraries, cpu_state = _cpu_blas()
+        libraries.update(cpu_libraries)
+        state.update(cpu_state)
     return {"name": "torch", "version": torch.__version__, "libraries": libraries, "state": state}
 
 
@@ -392,16 +527,62 @@ def device_identity(device=None) -> dict:
     }
 
 
+def cpu_identity() -> dict:
+    """The host CPU as a trace's device block (the class gemm-audit's own
+    CPU backend names: ``cpu/<architecture>``)."""
+    import platform
+
+    return {"class": f"cpu/{platform.machine()}", "compute_capability": None, "multiprocessors": 0, "driver": "none"}
+
+
+def _volatile(cuda_device: Optional[int]) -> Dict[str, str]:
+    """Per-machine facts kept in the trace, never compared: the GPU's UUID
+    (so ``compare`` gives each device one vote) or the CPU's model."""
+    out: Dict[str, str] = {}
+    if cuda_device is not None:
+        import torch
+
+        p = torch.cuda.get_device_properties(cuda_device)
+        uuid = getattr(p, "uuid", None)
+        if uuid is not None:
+            out["cuda.device.uuid"] = str(uuid)
+        out["cuda.device.ordinal"] = str(cuda_device)
+        bus = getattr(p, "pci_bus_id", None)
+        if bus is not None:
+            out["cuda.device.pci_bus_id"] = str(bus)
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    out["cpu.model"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return out
+
+
 @contextlib.contextmanager
-def record(workload: str, path=None, overwrite: bool = False):
+def record(workload: str, path=None, overwrite: bool = False, device: Optional[str] = None):
     """Records the GEMMs the block dispatches; yields the
-    :class:`Recording`, written to ``path`` on exit when given."""
+    :class:`Recording`, written to ``path`` on exit when given. GEMMs run
+    wherever their tensors are (GPU, CPU, or both in one step: each GEMM
+    says where it ran). ``device="cuda"`` asks for a GPU recording: where
+    torch sees no CUDA device it raises :class:`GemmAuditError` naming what
+    is missing, before anything runs."""
     import torch
-    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.profiler import record_function
     from torch.utils._python_dispatch import TorchDispatchMode
 
+    if device not in (None, "cpu", "cuda"):
+        raise GemmAuditError(f'device {device!r}: expected None, "cpu" or "cuda"')
+    if device == "cuda" and not _cuda():
+        raise GemmAuditError(
+            "a CUDA recording was asked for (device='cuda'), but torch sees no CUDA device "
+            f"(torch {torch.__version__}, torch.cuda.is_available() is False: no GPU or no NVIDIA driver "
+            "here); record on the CPU with device=None or 'cpu'"
+        )
     rec = Recording(workload)
-    seen = []  # (name, op_name, layout or None, output copy, call, why)
+    seen = []  # (name, op_name, layout or None, device, output copy, call, why)
 
     class Observe(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -413,9 +594,12 @@ def record(workload: str, path=None, overwrite: bool = False):
             op_name = f"aten::{short}"
             a_pos, b_pos = GEMM_OPS[short]
             a, b = args[a_pos], args[b_pos]
+            where = str(a.device) if a.device.type != "cuda" else f"cuda:{a.device.index or 0}"
             try:
-                if not (a.is_cuda and b.is_cuda):
-                    raise ValueError("operands are not CUDA tensors")
+                if a.device != b.device:
+                    raise ValueError(f"operands on two devices ({a.device}, {b.device})")
+                if device == "cpu" and a.device.type != "cpu":
+                    raise ValueError(f"operands on {a.device}, not the CPU asked for")
                 layout = gemm_layout(a.shape, a.stride(), b.shape, b.stride(), str(a.dtype))
                 why = None
             except ValueError as e:
@@ -424,38 +608,45 @@ def record(workload: str, path=None, overwrite: bool = False):
                 out = func(*args, **kwargs)
             result = out[0] if isinstance(out, tuple) else out
             copy = result.detach().clone() if layout is not None else None
-            seen.append((f"{op_name}#{i}", op_name, layout, copy, (func, args, kwargs), why))
+            seen.append((f"{op_name}#{i}", op_name, layout, where, copy, (func, args, kwargs), why))
             return out
 
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    _sync()
+    with _profile() as prof:
         with Observe():
             yield rec
-        torch.cuda.synchronize()
+        _sync()
     bound, other = _bind_profile(prof)
     rec.other_kernels = other
-    rec.framework = framework_state()
-    rec.device = device_identity()
-    for i, (name, op_name, layout, copy, call, why) in enumerate(seen):
+    recorded = [x for x in seen if x[2] is not None]
+    cuda_devices = sorted({int(x[3].split(":")[1]) for x in recorded if x[3].startswith("cuda")})
+    on_cpu = any(x[3] == "cpu" for x in recorded)
+    main_cuda = cuda_devices[0] if cuda_devices else None
+    rec.framework = framework_state(cuda=main_cuda is not None, cpu=on_cpu)
+    rec.device = device_identity(main_cuda) if main_cuda is not None else cpu_identity()
+    rec.volatile = _volatile(main_cuda)
+    for i, (name, op_name, layout, where, copy, call, why) in enumerate(seen):
         if layout is None:
             rec.skipped.append(f"{name}: {why}")
             continue
         b = bound.get(i, {})
-        device = b.get("device")
         rec.gemms.append(
             dict(
                 name=name,
                 op_name=op_name,
                 kernels=b.get("kernels", []),
                 beside=b.get("beside", []),
-                device=None if device is None else f"cuda:{device}",
+                device=where,
                 **layout,
             )
         )
         rec._outputs.append(copy)
         rec._calls.append(call)
-    rec._fingerprints, why = _device_fingerprints(rec._outputs)
-    rec.fingerprinted_on = "device" if why is None else f"host ({why})"
+    if rec._outputs and all(t.is_cuda for t in rec._outputs):
+        rec._fingerprints, why = _device_fingerprints(rec._outputs)
+        rec.fingerprinted_on = "device" if why is None else f"host ({why})"
+    else:
+        rec._fingerprints, rec.fingerprinted_on = None, "host"
     if path is not None:
         rec.write(path, overwrite)
 

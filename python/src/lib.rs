@@ -98,13 +98,15 @@ fn check(
     Ok(report::json_document("check", r.passed(), &r))
 }
 
-/// The `compare` document of the trace files `traces` (JSON text): one
-/// group per workload, each device one vote; with `allow_single` a group
-/// of one trace passes.
+/// The `compare` document of the trace files `traces`, or of the `*.gat`
+/// files under folders among them (JSON text): one group per workload,
+/// each device one vote; with `allow_single` a group of one trace passes.
+/// Finding no trace is an error, never a pass.
 #[pyfunction]
 #[pyo3(signature = (traces, allow_single = false))]
 fn compare(traces: Vec<PathBuf>, allow_single: bool) -> PyResult<String> {
-    let members = traces
+    let members = comparing::trace_files(&traces)
+        .map_err(fail)?
         .iter()
         .map(|p| {
             Ok(comparing::Member {
@@ -320,6 +322,72 @@ fn bind_profile(text: &[u8], prefix: &str) -> PyResult<String> {
     .map_err(fail)
 }
 
+/// Runs the `gemm-audit` command line on `argv` (the first is the
+/// program's name) and returns its exit code: the package's `gemm-audit`
+/// command. The interpreter's lock is released while it runs.
+#[pyfunction]
+fn cli_main(py: Python<'_>, argv: Vec<String>) -> u8 {
+    py.allow_threads(|| gemm_audit_cli::main_with(argv))
+}
+
+/// Reviews, accepts or rejects the pending candidates under `golden_dir`
+/// (`action`: `review`, `accept` or `reject`) whose workload is in
+/// `workloads` (all when empty); `expect` (accept only) lists the digests
+/// `review` showed. Returns the `settle` document.
+#[pyfunction]
+#[pyo3(signature = (golden_dir, action, workloads = Vec::new(), expect = Vec::new()))]
+fn settle(
+    golden_dir: PathBuf,
+    action: &str,
+    workloads: Vec<String>,
+    expect: Vec<String>,
+) -> PyResult<String> {
+    let action = match action {
+        "review" => goldens::Settle::Review,
+        "accept" => goldens::Settle::Accept,
+        "reject" => goldens::Settle::Reject,
+        other => {
+            return Err(fail(format!(
+                "action {other:?}: expected \"review\", \"accept\" or \"reject\""
+            )));
+        }
+    };
+    if !expect.is_empty() && action != goldens::Settle::Accept {
+        return Err(fail("expect applies to accept only"));
+    }
+    let s = goldens::settle(&golden_dir, &workloads, action, &expect).map_err(fail)?;
+    Ok(report::json_document("settle", s.passed(), &s))
+}
+
+/// Makes the traces at `traces` goldens under `golden_dir`, as `gemm-audit
+/// bless --from` does: an existing golden is replaced only with `force`
+/// (its difference is reported either way), and each trace's plan must
+/// build first. Returns the `bless` document.
+#[pyfunction]
+#[pyo3(signature = (traces, golden_dir, force = false))]
+fn bless_from(traces: Vec<PathBuf>, golden_dir: PathBuf, force: bool) -> PyResult<String> {
+    let mut entries = Vec::new();
+    let mut refused = false;
+    for path in &traces {
+        let t = read(path)?;
+        t.plan().map_err(fail)?;
+        let out = goldens::bless(&golden_dir, &t, force).map_err(fail)?;
+        refused |= !out.written;
+        entries.push(serde_json::json!({
+            "trace": path,
+            "golden": out.path,
+            "written": out.written,
+            "replaced": out.replaced.is_some(),
+            "differences": out.replaced.map(|d| d.differences).unwrap_or_default(),
+        }));
+    }
+    Ok(report::json_document(
+        "bless",
+        !refused,
+        &serde_json::json!({ "goldens": entries }),
+    ))
+}
+
 /// The differences of `candidate` from `golden` as `gemm-audit diff`
 /// prints them (text).
 #[pyfunction]
@@ -345,6 +413,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(import_profile, m)?)?;
     m.add_function(wrap_pyfunction!(census, m)?)?;
     m.add_function(wrap_pyfunction!(bind_profile, m)?)?;
+    m.add_function(wrap_pyfunction!(cli_main, m)?)?;
+    m.add_function(wrap_pyfunction!(settle, m)?)?;
+    m.add_function(wrap_pyfunction!(bless_from, m)?)?;
     #[cfg(feature = "cuda")]
     m.add_class::<DeviceFingerprints>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -84,10 +84,13 @@ def test_layouts_follow_the_strides():
     assert (bmm["batch"], bmm["m"], bmm["n"]) == (32, 8, 8)
     mv = gat.gemm_layout((16, 64), (64, 1), (64,), (1,), "torch.float32")
     assert (mv["op"], mv["n"]) == ("nn", 1)
-    with pytest.raises(ValueError, match="both operands are stored transposed"):
-        gat.gemm_layout((8, 16), (1, 8), (16, 4), (1, 16), "torch.float32")
-    with pytest.raises(ValueError, match="is not f32, f16 or bf16"):
-        gat.gemm_layout((8, 16), (16, 1), (16, 4), (4, 1), "torch.float8_e4m3fn")
+    # Both operands transposed and fp8 are recorded (a trace names them).
+    tt = gat.gemm_layout((8, 16), (1, 8), (16, 4), (1, 16), "torch.float32")
+    assert (tt["op"], tt["lda"], tt["ldb"]) == ("tt", 8, 16)
+    f8 = gat.gemm_layout((8, 16), (16, 1), (16, 4), (4, 1), "torch.float8_e4m3fn")
+    assert f8["dtype"] == "f8e4m3"
+    with pytest.raises(ValueError, match="is not one a trace names"):
+        gat.gemm_layout((8, 16), (16, 1), (16, 4), (4, 1), "torch.complex64")
     with pytest.raises(ValueError, match="inner extents differ"):
         gat.gemm_layout((8, 16), (16, 1), (15, 4), (4, 1), "torch.float32")
 

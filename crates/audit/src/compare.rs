@@ -9,10 +9,71 @@
 //! (ordinal, PCI bus id, UUID). Launches under contracts that promise no
 //! determinism (vendor or atomic) are reported but never make an outlier.
 
+use crate::error::{Error, Result};
 use crate::route::ContractKind;
 use crate::trace::RecordedGemmTrace;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The trace files `paths` name: files as given, folders searched
+/// recursively for `*.gat` (not following links to folders, so a `self ->
+/// .` link cannot loop), each file once however many paths lead to it.
+/// Finding none is an error: a comparison of nothing is not an agreement.
+pub fn trace_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    fn walk(
+        dir: &Path,
+        out: &mut Vec<PathBuf>,
+        seen: &mut std::collections::HashSet<PathBuf>,
+    ) -> Result<()> {
+        let mut entries: Vec<std::fs::DirEntry> = std::fs::read_dir(dir)
+            .map_err(|e| Error::io(dir, e))?
+            .flatten()
+            .collect();
+        entries.sort_by_key(|e| e.path());
+        for e in entries {
+            let p = e.path();
+            let is_link = e.file_type().is_ok_and(|t| t.is_symlink());
+            if p.is_dir() {
+                if !is_link {
+                    walk(&p, out, seen)?;
+                }
+            } else if p.extension().is_some_and(|e| e == "gat") {
+                take(p, out, seen);
+            }
+        }
+        Ok(())
+    }
+    fn take(p: PathBuf, out: &mut Vec<PathBuf>, seen: &mut std::collections::HashSet<PathBuf>) {
+        let key = std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone());
+        if seen.insert(key) {
+            out.push(p);
+        }
+    }
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for p in paths {
+        if p.is_dir() {
+            walk(p, &mut out, &mut seen)?;
+        } else {
+            take(p.clone(), &mut out, &mut seen);
+        }
+    }
+    if out.is_empty() {
+        return Err(Error::NoTraces {
+            paths: if paths.is_empty() {
+                "no path given".to_string()
+            } else {
+                paths
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+        });
+    }
+    Ok(out)
+}
 
 /// One trace in a comparison: where it came from and what it holds.
 #[derive(Debug, Clone)]

@@ -175,6 +175,9 @@ pub struct Pending {
     pub golden: PathBuf,
     /// The candidate.
     pub trace: RecordedGemmTrace,
+    /// SHA-256 of the pending file's bytes, as read: what `review` shows
+    /// and `accept --expect` must see again.
+    pub digest: crate::Digest,
     /// The difference from the golden (None when there is no golden yet).
     pub diff: Option<TraceDiff>,
 }
@@ -275,7 +278,14 @@ fn candidate(dir: &Path, path: &Path, golden: PathBuf) -> Result<Pending> {
                 .into(),
         });
     }
-    let trace = RecordedGemmTrace::read(path)?;
+    let limits = crate::trace::codec::Limits::default();
+    let bytes = crate::fileio::read_regular(path, limits.max_file_bytes)?;
+    let digest = crate::Digest::sha256(&bytes);
+    let trace = crate::trace::codec::decode_trace(&bytes, &limits).map_err(|e| Error::Format {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    drop(bytes);
     let expected = golden_path(dir, &trace);
     if expected != golden {
         return Err(Error::Candidate {
@@ -305,6 +315,7 @@ fn candidate(dir: &Path, path: &Path, golden: PathBuf) -> Result<Pending> {
         path: path.to_path_buf(),
         golden,
         trace,
+        digest,
         diff,
     })
 }
@@ -434,4 +445,172 @@ mod tests {
         assert!(e.contains("absent") && e.contains("synthetic.gat"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
+}
+
+/// What to do with pending candidates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Settle {
+    /// Show each with its differences and digest; change nothing.
+    Review,
+    /// Make each the golden.
+    Accept,
+    /// Drop each; the goldens stay.
+    Reject,
+}
+
+/// What became of one candidate.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// Reviewed, still pending.
+    Pending,
+    /// Installed as the golden.
+    Accepted,
+    /// Removed.
+    Rejected,
+    /// Not accepted: its digest is not the one asked for (a run replaced
+    /// it after it was reviewed), or writing failed; the reason says.
+    Refused(String),
+}
+
+/// One candidate in a [`Settled`] report.
+#[derive(Debug, serde::Serialize)]
+pub struct SettledCandidate {
+    /// The candidate's workload.
+    pub workload: String,
+    /// Its device class folder.
+    pub device: String,
+    /// The pending file.
+    pub path: PathBuf,
+    /// The golden it replaces or creates.
+    pub golden: PathBuf,
+    /// SHA-256 of the pending file (`accept --expect` takes it).
+    pub digest: String,
+    /// Whether accepting creates the golden (there is none yet).
+    pub new_golden: bool,
+    /// Its differences from the golden (empty for a new golden).
+    pub differences: Vec<crate::diff::Difference>,
+    /// What was done.
+    pub outcome: Outcome,
+    /// The candidate (to show a new golden's content); not serialized.
+    #[serde(skip)]
+    pub trace: RecordedGemmTrace,
+}
+
+/// A pending file that could not be used, in a [`Settled`] report.
+#[derive(Debug, serde::Serialize)]
+pub struct SettledUnusable {
+    /// The pending file.
+    pub path: PathBuf,
+    /// Why.
+    pub error: String,
+    /// Whether `reject` removed it.
+    pub removed: bool,
+}
+
+/// What `review`, `accept` or `reject` did: the one implementation the
+/// command line and the Python package share.
+#[derive(Debug, serde::Serialize)]
+pub struct Settled {
+    /// What was asked.
+    pub action: Settle,
+    /// The golden folder.
+    pub golden_dir: PathBuf,
+    /// Every usable candidate named (all when none were), by path.
+    pub candidates: Vec<SettledCandidate>,
+    /// Pending files that cannot be used.
+    pub unusable: Vec<SettledUnusable>,
+}
+
+impl Settled {
+    /// True when nothing failed and nothing is left pending by a review:
+    /// a review of candidates is a finding until they are settled.
+    pub fn passed(&self) -> bool {
+        let reviewed = self.action == Settle::Review && !self.candidates.is_empty();
+        !self.errors() && !reviewed
+    }
+
+    /// Whether a file failed (a refused candidate, an unusable file left).
+    pub fn errors(&self) -> bool {
+        self.candidates
+            .iter()
+            .any(|c| matches!(c.outcome, Outcome::Refused(_)))
+            || self.unusable.iter().any(|u| !u.removed)
+    }
+}
+
+/// Reviews, accepts or rejects the pending candidates under `dir` whose
+/// workload is in `only` (every one when empty). `expect` (accept only):
+/// each candidate is installed only when its file's digest is one of
+/// these (the digest `review` showed), so a candidate a later run put in
+/// its place is refused, not installed unseen. `reject` of everything also
+/// removes the unusable files.
+pub fn settle(dir: &Path, only: &[String], action: Settle, expect: &[String]) -> Result<Settled> {
+    if let Some(bad) = expect
+        .iter()
+        .find(|e| e.len() < 12 || e.len() > 64 || !e.bytes().all(|b| b.is_ascii_hexdigit()))
+    {
+        return Err(Error::Candidate {
+            path: dir.to_path_buf(),
+            reason: format!(
+                "expected digest {bad:?} is not 12 to 64 hex digits of a digest `review` printed"
+            ),
+        });
+    }
+    let set = pending(dir, only)?;
+    let mut out = Settled {
+        action,
+        golden_dir: dir.to_path_buf(),
+        candidates: Vec::with_capacity(set.candidates.len()),
+        unusable: Vec::new(),
+    };
+    for p in set.candidates {
+        let digest = p.digest.to_hex();
+        let outcome = match action {
+            Settle::Review => Outcome::Pending,
+            Settle::Accept
+                if !expect.is_empty()
+                    && !expect
+                        .iter()
+                        .any(|e| digest.starts_with(&e.to_ascii_lowercase())) =>
+            {
+                Outcome::Refused(format!(
+                    "its digest {digest} is not the one reviewed ({}); review it again",
+                    expect.join(", ")
+                ))
+            }
+            Settle::Accept => match accept(&p) {
+                Ok(()) => Outcome::Accepted,
+                Err(e) => Outcome::Refused(e.to_string()),
+            },
+            Settle::Reject => {
+                reject(&p)?;
+                Outcome::Rejected
+            }
+        };
+        out.candidates.push(SettledCandidate {
+            workload: p.trace.workload.clone(),
+            device: device_key(&p.trace.context.device),
+            path: p.path,
+            golden: p.golden,
+            digest,
+            new_golden: p.diff.is_none(),
+            differences: p.diff.map(|d| d.differences).unwrap_or_default(),
+            outcome,
+            trace: p.trace,
+        });
+    }
+    for u in set.unusable {
+        let removed = action == Settle::Reject && only.is_empty();
+        if removed {
+            discard(&u)?;
+        }
+        out.unusable.push(SettledUnusable {
+            path: u.path,
+            error: u.error.to_string(),
+            removed,
+        });
+    }
+    Ok(out)
 }

@@ -234,6 +234,11 @@ pub struct ObservedStep {
     /// Absent: the Python recorder.
     #[serde(default)]
     pub observation: Option<Observation>,
+    /// Per-machine facts (the GPU's UUID, ordinal and bus id, the CPU's
+    /// model): the trace's volatile metadata, kept for people and for
+    /// `compare`'s one vote per device, never compared.
+    #[serde(default)]
+    pub volatile: BTreeMap<String, String>,
 }
 
 impl ObservedStep {
@@ -295,7 +300,7 @@ impl ObservedStep {
             .iter()
             .map(|g| self.route(&live, module, g))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut volatile = VolatileMetadata::new();
+        let mut volatile: VolatileMetadata = self.volatile.clone();
         volatile.insert(
             format!("{}.version", self.framework.name),
             self.framework.version.clone(),

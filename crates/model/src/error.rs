@@ -98,6 +98,13 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// Paths that should hold traces hold none: nothing to compare (a CI
+    /// job whose artifact download found nothing), never a pass.
+    #[error("no trace (.gat) in {paths}: nothing to compare")]
+    NoTraces {
+        /// The paths given, in words.
+        paths: String,
+    },
     /// A workload is unknown or malformed.
     #[error("workload {name}: {reason}")]
     Workload {

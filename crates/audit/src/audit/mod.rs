@@ -709,10 +709,15 @@ impl AuditReport {
             if !drifted {
                 continue;
             }
+            let bytes = t.to_bytes().map_err(|e| crate::Error::Format {
+                path: pending.clone(),
+                source: e,
+            })?;
             crate::golden::accept(&crate::golden::Pending {
                 path: pending,
                 golden: golden.clone(),
                 trace: t.clone(),
+                digest: crate::Digest::sha256(&bytes),
                 diff: None,
             })?;
             let detail = format!("accepted: {} now holds this run's trace", golden.display());

@@ -544,6 +544,7 @@ fn step_of(
         device,
         gemms,
         observation: Some(observation),
+        volatile: BTreeMap::new(),
     })
 }
 

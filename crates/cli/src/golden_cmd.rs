@@ -37,6 +37,13 @@ pub struct PendingArgs {
     pub workloads: Vec<String>,
     #[arg(long, value_name = "DIR", default_value = "traces")]
     pub golden_dir: PathBuf,
+    /// accept only: install a candidate only if its digest (as `review`
+    /// printed it; 12 hex digits or more) is one of these, so a candidate a
+    /// later run put in its place is refused, not installed unseen.
+    #[arg(long, value_name = "DIGEST")]
+    pub expect: Vec<String>,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
 }
 
 pub(super) fn cmd_bless(a: BlessArgs) -> Result<u8> {
@@ -192,62 +199,88 @@ pub(super) fn print_bless(what: &str, out: &golden::BlessOutcome) -> bool {
     false
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum PendingAction {
-    Review,
-    Accept,
-    Reject,
+/// `review`, `accept` and `reject` of the candidates kept beside drifted
+/// goldens (the library's `golden::settle`, rendered).
+pub(super) fn cmd_pending(action: golden::Settle, a: PendingArgs) -> Result<u8> {
+    if !a.expect.is_empty() && action != golden::Settle::Accept {
+        anyhow::bail!("--expect applies to accept only");
+    }
+    let settled = golden::settle(&a.golden_dir, &a.workloads, action, &a.expect)?;
+    if a.format == Format::Json {
+        outln!(
+            "{}",
+            gemm_audit::render::json::json_document("settle", settled.passed(), &settled)
+        );
+    } else {
+        print_settled(&settled);
+    }
+    Ok(if settled.errors() {
+        EXIT_BAD_INPUT
+    } else if settled.passed() {
+        EXIT_OK
+    } else {
+        EXIT_FINDING
+    })
 }
 
-/// `review`, `accept` and `reject` of the candidates kept beside drifted goldens.
-pub(super) fn cmd_pending(action: PendingAction, a: PendingArgs) -> Result<u8> {
-    let (workloads, dir) = (&a.workloads[..], a.golden_dir.as_path());
-    let set = golden::pending(dir, workloads)?;
-    if set.candidates.is_empty() && set.unusable.is_empty() {
-        outln!("no pending candidates under {}", dir.display());
-        return Ok(EXIT_OK);
+/// The table rendering of what `review`, `accept` or `reject` did.
+fn print_settled(s: &golden::Settled) {
+    if s.candidates.is_empty() && s.unusable.is_empty() {
+        outln!("no pending candidates under {}", s.golden_dir.display());
+        return;
     }
-    let mut failed = false;
-    for p in &set.candidates {
-        match action {
-            PendingAction::Review => {
-                outln!("{} -> {}", p.path.display(), p.golden.display());
-                match &p.diff {
-                    Some(d) if d.is_empty() => outln!("  identical to the golden"),
-                    Some(d) => out!("{}", d.render()),
-                    None => outln!("  no golden yet: accepting creates it"),
+    for c in &s.candidates {
+        match &c.outcome {
+            golden::Outcome::Pending => {
+                outln!(
+                    "{} -> {} (digest {})",
+                    c.path.display(),
+                    c.golden.display(),
+                    &c.digest[..16]
+                );
+                if c.new_golden {
+                    outln!("  no golden yet: accepting creates it with:");
+                    for line in trace_table(&c.trace).lines() {
+                        outln!("    {line}");
+                    }
+                } else if c.differences.is_empty() {
+                    outln!("  identical to the golden");
+                } else {
+                    out!(
+                        "{}",
+                        gemm_audit::diff::TraceDiff {
+                            differences: c.differences.clone(),
+                            numeric: gemm_audit::diff::NumericComparison::Compared,
+                        }
+                        .render()
+                    );
                 }
             }
-            PendingAction::Accept => match golden::accept(p) {
-                Ok(()) => outln!("accepted {} -> {}", p.path.display(), p.golden.display()),
-                Err(e) => {
-                    eprintln!("gemm-audit: error: {}", sanitize(&e.to_string()));
-                    failed = true;
-                }
-            },
-            PendingAction::Reject => {
-                golden::reject(p)?;
-                outln!("rejected {}", p.path.display());
-            }
+            golden::Outcome::Accepted => outln!(
+                "accepted {} -> {} (digest {})",
+                c.path.display(),
+                c.golden.display(),
+                &c.digest[..16]
+            ),
+            golden::Outcome::Rejected => outln!("rejected {}", c.path.display()),
+            golden::Outcome::Refused(why) => eprintln!(
+                "gemm-audit: error: not accepting {}: {}",
+                sanitize(&c.path.display().to_string()),
+                sanitize(why)
+            ),
         }
     }
-    // A file that is not a usable candidate is its own error: the others
-    // were still handled. `reject` (of everything) removes it.
-    for u in &set.unusable {
-        if action == PendingAction::Reject && workloads.is_empty() {
-            golden::discard(u)?;
+    if s.action == golden::Settle::Review && !s.candidates.is_empty() {
+        outln!(
+            "settle with `gemm-audit accept --golden-dir {} --expect DIGEST` (the digests above) or `reject`",
+            s.golden_dir.display()
+        );
+    }
+    for u in &s.unusable {
+        if u.removed {
             outln!("removed unusable {}", u.path.display());
         } else {
-            eprintln!("gemm-audit: error: {}", sanitize(&u.error.to_string()));
-            failed = true;
+            eprintln!("gemm-audit: error: {}", sanitize(&u.error));
         }
     }
-    // Pending candidates under review are findings until settled.
-    Ok(if failed {
-        EXIT_BAD_INPUT
-    } else if action == PendingAction::Review {
-        EXIT_FINDING
-    } else {
-        EXIT_OK
-    })
 }

@@ -104,57 +104,11 @@ pub struct DiffArgs {
     pub format: Format,
 }
 
-/// Trace files named, or found (recursively, *.gat) under named folders.
-pub(super) fn trace_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    // Directories are walked without following links to directories (a
-    // `self -> .` link would walk forever), and each file is taken once,
-    // however many paths lead to it.
-    fn walk(
-        dir: &std::path::Path,
-        out: &mut Vec<PathBuf>,
-        seen: &mut std::collections::HashSet<PathBuf>,
-    ) -> Result<()> {
-        let mut entries: Vec<std::fs::DirEntry> = std::fs::read_dir(dir)
-            .with_context(|| format!("reading {}", dir.display()))?
-            .flatten()
-            .collect();
-        entries.sort_by_key(|e| e.path());
-        for e in entries {
-            let p = e.path();
-            let is_link = e.file_type().is_ok_and(|t| t.is_symlink());
-            if p.is_dir() {
-                if !is_link {
-                    walk(&p, out, seen)?;
-                }
-            } else if p.extension().is_some_and(|e| e == "gat") {
-                take(p, out, seen);
-            }
-        }
-        Ok(())
-    }
-    fn take(p: PathBuf, out: &mut Vec<PathBuf>, seen: &mut std::collections::HashSet<PathBuf>) {
-        let key = std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone());
-        if seen.insert(key) {
-            out.push(p);
-        }
-    }
-    let mut out = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for p in paths {
-        if p.is_dir() {
-            walk(p, &mut out, &mut seen)?;
-        } else {
-            take(p.clone(), &mut out, &mut seen);
-        }
-    }
-    Ok(out)
-}
-
 pub(super) fn cmd_compare(a: CompareArgs) -> Result<u8> {
     let (paths, format, junit, allow_single) =
         (&a.traces[..], a.format, a.junit.as_deref(), a.allow_single);
     use gemm_audit::compare::{Member, compare};
-    let members = trace_files(paths)?
+    let members = gemm_audit::compare::trace_files(paths)?
         .into_iter()
         .map(|p| {
             Ok(Member {

@@ -1,4 +1,11 @@
-//! Argument parsing and the subcommands.
+//! The `gemm-audit` command line as a library: argument parsing (clap),
+//! the subcommands, the documented exit codes and terminal output. The
+//! `gemm-audit` binary and the Python package's `gemm-audit` command run
+//! [`main_with`]; everything they do is the `gemm_audit` library's.
+
+// The doc comments of the argument types are clap's `--help` text, written
+// for a terminal (`DIR/<device>/<workload>.gat`), not for rustdoc's HTML.
+#![allow(rustdoc::invalid_html_tags, rustdoc::broken_intra_doc_links)]
 
 /// `print!` to stdout, ending the process quietly (exit 0, as ripgrep does)
 /// when stdout is a closed pipe (`gemm-audit diff a b | head`), instead of
@@ -6,14 +13,14 @@
 macro_rules! out {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        if !crate::cli::stdout_closed() {
+        if !crate::stdout_closed() {
             let text = format!($($arg)*);
             let mut stdout = std::io::stdout().lock();
             if let Err(e) = stdout
-                .write_all(crate::cli::sanitize(&text).as_bytes())
+                .write_all(crate::sanitize(&text).as_bytes())
                 .and_then(|()| stdout.flush())
             {
-                crate::cli::stdout_failed(e);
+                crate::stdout_failed(e);
             }
         }
     }};
@@ -145,8 +152,8 @@ fn verbosity() -> Verbosity {
 /// Prints a note to stderr unless `-q`.
 macro_rules! note {
     ($($arg:tt)*) => {
-        if crate::cli::verbosity() > crate::cli::Verbosity::Quiet {
-            eprintln!("{}", crate::cli::sanitize(&format!($($arg)*)));
+        if crate::verbosity() > crate::Verbosity::Quiet {
+            eprintln!("{}", crate::sanitize(&format!($($arg)*)));
         }
     };
 }
@@ -248,6 +255,33 @@ pub enum Format {
     Json,
 }
 
+/// Runs the command line on `args` (the first is the program's name) and
+/// returns its exit code. Help and version print and return 0; a bad
+/// command line prints clap's message and returns 2; an error that ends a
+/// command prints one line and returns its documented code.
+pub fn main_with<I, T>(args: I) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let args = match Args::try_parse_from(args) {
+        Ok(args) => args,
+        Err(e) => {
+            let _ = e.print();
+            return u8::try_from(e.exit_code()).unwrap_or(EXIT_USAGE);
+        }
+    };
+    match run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("gemm-audit: error: {}", sanitize(&error_message(&e)));
+            exit_code_of(&e)
+        }
+    }
+}
+
+/// Runs one parsed command line; an error that ends it is returned for
+/// the caller to print (see [`main_with`]).
 pub fn run(args: Args) -> Result<u8> {
     let level = match (args.quiet, args.verbose) {
         (true, _) => Verbosity::Quiet,
@@ -260,9 +294,9 @@ pub fn run(args: Args) -> Result<u8> {
         Command::Audit(a) => cmd_audit(a),
         Command::Bless(a) => cmd_bless(a),
         Command::Compare(a) => cmd_compare(a),
-        Command::Review(a) => cmd_pending(PendingAction::Review, a),
-        Command::Accept(a) => cmd_pending(PendingAction::Accept, a),
-        Command::Reject(a) => cmd_pending(PendingAction::Reject, a),
+        Command::Review(a) => cmd_pending(golden::Settle::Review, a),
+        Command::Accept(a) => cmd_pending(golden::Settle::Accept, a),
+        Command::Reject(a) => cmd_pending(golden::Settle::Reject, a),
         Command::Record(a) => cmd_record(a),
         Command::Check(a) => cmd_check(a),
         Command::Show { trace, format } => cmd_show(&trace, format),

@@ -8,7 +8,6 @@ pub const EXIT_OK: u8 = 0;
 /// A finding: a violated contract, a refused check, a replay that differs.
 pub const EXIT_FINDING: u8 = 1;
 /// Bad command line (clap's own code).
-#[cfg(test)]
 pub const EXIT_USAGE: u8 = 2;
 /// Bad input: unreadable or corrupt trace, unknown or malformed workload,
 /// a file that would be overwritten.

@@ -1,0 +1,128 @@
+"""The recorder on the CPU with real torch: a model recorded, its golden
+created and accepted through the Python API and the packaged command,
+re-recorded bit for bit, a planted change caught naming the GEMM, and the
+batch and thread-count probes on real CPU GEMMs.
+
+torch is required where ``GEMM_AUDIT_REQUIRE_TORCH`` is set (``.ci/run``
+sets it): a missing torch is then a failure, never a skip."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+if os.environ.get("GEMM_AUDIT_REQUIRE_TORCH"):
+    import torch
+else:
+    torch = pytest.importorskip("torch")
+
+import gemm_audit
+import gemm_audit.torch as gat
+
+
+def model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64)
+    ).eval()
+
+
+def step(m, x, path, workload="mlp@b8"):
+    with torch.no_grad(), gat.record(workload) as rec:
+        m(x)
+        torch.bmm(x.view(2, 4, 64), m[0].weight[:32].t().expand(2, 64, 32).contiguous())
+    rec.write(path, overwrite=True)
+    return rec
+
+
+def test_a_cpu_step_is_recorded_gated_and_a_change_is_named(tmp_path):
+    m, x = model(), torch.randn(8, 64)
+    golden_dir = tmp_path / "traces"
+    rec = step(m, x, tmp_path / "run1.gat")
+    assert [(g["op_name"], g["device"], g["op"], g["m"], g["k"], g["n"]) for g in rec.gemms] == [
+        ("aten::addmm", "cpu", "nt", 8, 64, 256),
+        ("aten::addmm", "cpu", "nt", 8, 256, 64),
+        ("aten::bmm", "cpu", "nn", 4, 64, 32),
+    ]
+    assert rec.gemms[2]["batch"] == 2
+    assert rec.skipped == [] and rec.fingerprinted_on == "host"
+    assert rec.device["class"].startswith("cpu/")
+    libs, state = rec.framework["libraries"], rec.framework["state"]
+    assert libs["cpu-blas"] and state["cpu_threads"] == str(torch.get_num_threads())
+    assert "cublas" not in libs, "a CPU step names no GPU library"
+    # First gate: no golden, a candidate kept; the packaged command accepts it.
+    with pytest.raises(AssertionError, match="no golden at"):
+        gemm_audit.assert_matches_golden(tmp_path / "run1.gat", golden_dir)
+    digest = gemm_audit.review(golden_dir)["candidates"][0]["digest"]
+    r = subprocess.run(
+        [sys.executable, "-m", "gemm_audit", "accept", "--golden-dir", str(golden_dir), "--expect", digest],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    # The same step again, in this process: bit for bit.
+    step(m, x, tmp_path / "run2.gat")
+    assert gemm_audit.assert_matches_golden(tmp_path / "run2.gat", golden_dir)["differences"] == []
+    # A planted change (one weight nudged) is caught, naming the GEMMs.
+    with torch.no_grad():
+        m[2].weight[0, 0] += 1e-3
+    step(m, x, tmp_path / "run3.gat")
+    with pytest.raises(AssertionError) as e:
+        gemm_audit.assert_matches_golden(tmp_path / "run3.gat", golden_dir)
+    msg = str(e.value)
+    assert "aten::addmm#1" in msg and "output_fingerprint" in msg
+    assert "aten::addmm#0" not in msg, "the GEMM that did not change is not named"
+
+
+def test_a_new_process_reproduces_the_golden(tmp_path):
+    """The golden made here matches a recording made in another process."""
+    m, x = model(), torch.randn(8, 64, generator=torch.Generator().manual_seed(1))
+    golden_dir = tmp_path / "traces"
+    step(m, x, tmp_path / "a.gat")
+    gemm_audit.bless(tmp_path / "a.gat", golden_dir)
+    script = f"""
+import torch, gemm_audit, gemm_audit.torch as gat
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64)).eval()
+x = torch.randn(8, 64, generator=torch.Generator().manual_seed(1))
+with torch.no_grad(), gat.record("mlp@b8") as rec:
+    m(x)
+    torch.bmm(x.view(2, 4, 64), m[0].weight[:32].t().expand(2, 64, 32).contiguous())
+rec.write({str(tmp_path / 'b.gat')!r})
+print(gemm_audit.assert_matches_golden({str(tmp_path / 'b.gat')!r}, {str(golden_dir)!r})["verdict"])
+"""
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip().endswith("pass"), r.stderr[-2000:]
+
+
+def test_the_probes_run_on_real_cpu_gemms():
+    m, x = model(), torch.randn(64, 64)
+    with torch.no_grad(), gat.record("probe") as rec:
+        m(x)
+        torch.mm(torch.randn(8, 8192, dtype=torch.float64), torch.randn(8192, 64, dtype=torch.float64))
+    threads = rec.probe_thread_invariance([1, 2, 4])
+    assert [t["gemm"] for t in threads] == ["aten::addmm#0", "aten::addmm#1", "aten::mm#2"]
+    for t in threads:
+        assert t["threads"] == [1, 2, 4] and set(t["identical"]) == {1, 2, 4}
+        assert t["identical"][1] is True, "the first count is the reference"
+        assert t["invariant"] == all(t["identical"].values())
+    assert torch.get_num_threads() >= 1
+    batch = rec.probe_batch_invariance(ms=[1, 4, 64])
+    assert [b["gemm"] for b in batch] == ["aten::addmm#0", "aten::addmm#1", "aten::mm#2"]
+    for b in batch:
+        assert b["ms"] == [1, 4, 64] and b["identical"][1] is True
+        assert b["kernels"] == {1: [], 4: [], 64: []}, "no GPU kernel on the CPU"
+    with pytest.raises(gemm_audit.GemmAuditError, match="at least one"):
+        rec.probe_thread_invariance([])
+
+
+def test_gpu_features_on_a_cpu_machine_are_clear_errors():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the device runs cover the CUDA path")
+    with pytest.raises(gemm_audit.GemmAuditError, match="torch sees no CUDA device"):
+        with gat.record("x", device="cuda"):
+            pass
+    with pytest.raises(gemm_audit.GemmAuditError):
+        gemm_audit._native.DeviceFingerprints(0)
