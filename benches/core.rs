@@ -14,7 +14,7 @@
 //! result is not part of its time. The two sides of every reported ratio are
 //! sampled alternately, and samples of 50 ms or more also report this
 //! thread's on-CPU time (Linux schedstat), which is steadier than wall time
-//! on a shared machine. See `docs/benchmarks.md`.
+//! on a shared machine. See `docs/performance.md`.
 //!
 //! Sections are listed in [`SECTIONS`]; each returns rows for the table and
 //! named figures for the summary. Replay overhead is measured by the generic
@@ -256,7 +256,7 @@ fn bench_rebuild(cfg: &Config) -> Report {
              size_of::<ResolvedGemmRoute>() = {} B",
             mb(len),
             len as f64 / n as f64,
-            std::mem::size_of::<ResolvedGemmRoute>()
+            size_of::<ResolvedGemmRoute>()
         ),
         format!(
             "rebuild: plan new+validate {:.0} k routes/s, {:.1} MB/s; raw SHA-256 {:.1} MB/s",

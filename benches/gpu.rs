@@ -62,11 +62,11 @@
 use gemm_audit::backend::GemmBackend;
 use gemm_audit::backend::cuda::catalog::{CudaFamily, CudaKernel};
 use gemm_audit::backend::cuda::{CudaBackend, LT_TIMING_M, RouteTiming};
-use gemm_audit::physical::NodeKind;
-use gemm_audit::route::GemmShape;
-use gemm_audit::workload::{
+use gemm_audit::kernels::{
     GemmSpec, KernelFamily, LADDER_DECODE_MAX_M, LADDER_MID_MAX_M, RouteChoice,
 };
+use gemm_audit::physical::NodeKind;
+use gemm_audit::route::GemmShape;
 use gemm_audit::{
     DType, FingerprintMode, GemmOp, GemmPolicy, PolicyMode, PreparedGemmCaptureManifest,
     ResolvedGemmRoute, build_resolved_gemm_launch_set,

@@ -14,7 +14,7 @@
 //! long-lived `python3`, so its start-up is not counted; the two are sampled
 //! alternately. Peak memory is the resident high-water mark (`VmHWM`) of a
 //! child process that only imports the file, against the file's
-//! decompressed size. See `docs/benchmarks.md`.
+//! decompressed size. See `docs/performance.md`.
 
 mod harness;
 use harness::*;

@@ -14,14 +14,16 @@
 
 use gemm_audit::backend::Backend;
 use gemm_audit::backend::GemmBackend;
-use gemm_audit::backend::cpu::kernels::{element_size, from_storage_bytes};
 use gemm_audit::backend::cpu::{CpuBackend, CpuKernel};
 use gemm_audit::backend::cuda::catalog::{CudaFamily, CudaKernel};
 use gemm_audit::backend::cuda::{CUDA_DEFAULT_POLICY, CudaBackend};
+use gemm_audit::kernels::{GemmSpec, KernelFamily, RouteChoice};
+use gemm_audit::kernels::{element_size, from_storage_bytes};
 use gemm_audit::physical::{self, NodeKind};
 use gemm_audit::recorder;
-use gemm_audit::route::{ContractKind, GemmShape, PhysicalBackend, VendorRoute};
-use gemm_audit::workload::{GemmSpec, KernelFamily, RouteChoice, Workload};
+use gemm_audit::route::{GemmShape, VendorRoute};
+use gemm_audit::vocab::{ContractKind, PhysicalBackend};
+use gemm_audit::workload::Workload;
 use gemm_audit::{
     DType, Error, GemmOp, GemmPolicy, OutputFingerprint, PolicyMode, PreparedGemmCaptureManifest,
     ResolvedGemmRoute, build_resolved_gemm_launch_set,
@@ -523,7 +525,7 @@ fn device_checked_runs_and_fingerprinted_replays_match_the_host() {
 #[test]
 #[ignore = "needs a CUDA device"]
 fn device_made_operands_equal_the_cpu_seeded_inputs() {
-    use gemm_audit::backend::common::{Problem, seeded_inputs, to_storage_bytes};
+    use gemm_audit::kernels::{Problem, seeded_inputs, to_storage_bytes};
     let g = gpu();
     let shapes = [
         (1, 1, 1),
@@ -1278,7 +1280,7 @@ fn fast_chunk_hash_on_device_equals_the_cpu_reference() {
 #[ignore = "needs a CUDA device"]
 fn blas_math_mode_is_read_back_and_checked_against_the_contract() {
     use gemm_audit::backend::cuda;
-    use gemm_audit::route::{DType, ModuleKind};
+    use gemm_audit::vocab::{DType, ModuleKind};
     let ctx = cudarc::driver::CudaContext::new(0).unwrap();
     let stream = ctx.new_stream().unwrap();
     let blas = cudarc::cublas::CudaBlas::new(stream).unwrap();
@@ -1749,8 +1751,8 @@ fn engine_run_and_replay(
     theirs: &ResolvedGemmRoute,
     replays: usize,
 ) -> Vec<u8> {
-    use gemm_audit::backend::common::Problem;
     use gemm_audit::backend::cuda::CudaCaptureStream;
+    use gemm_audit::kernels::Problem;
     let ours = plan.route("t");
     let GemmShape { m, k, n } = ours.shape;
     let what = format!("{} {} {} m={m}", ours.kernel_symbol, ours.op, ours.dtype);
@@ -1896,7 +1898,7 @@ fn foreign_memory_is_fingerprinted_on_the_device_like_on_the_host() {
 #[test]
 #[ignore = "needs a CUDA device"]
 fn invariant_gemms_read_strided_operands_like_dense_ones() {
-    use gemm_audit::backend::common::Problem;
+    use gemm_audit::kernels::Problem;
     use gemm_audit::route::GemmStrides;
     let g = gpu();
     let (stream, inv, live) = engine_invariant_gemms();
@@ -2280,7 +2282,7 @@ fn batch_invariant_plans_run_in_an_engine_graph() {
 #[test]
 #[ignore = "needs a CUDA device"]
 fn tn_below_eight_rows_runs_with_a_padded_lda_and_stays_batch_invariant() {
-    use gemm_audit::backend::common::Problem;
+    use gemm_audit::kernels::Problem;
     use gemm_audit::route::GemmStrides;
     let g = gpu();
     let (stream, inv, live) = engine_invariant_gemms();

@@ -1,8 +1,7 @@
 //! `sustained-by-m`: the issue-19 goal rows at m >= 1024 under sustained
 //! load. An H200 holds its 1.98 GHz boost clock for short bursts, but a run
 //! of back-to-back large GEMMs reaches its 700 W cap within about a second
-//! and settles near 1.5 GHz (`tools/regime_probe.py`, docs/benchmarks.md
-//! 4q), where cuBLAS drops from about 800 to 670 TFLOP/s and the kernels'
+//! and settles near 1.5 GHz (docs/kernels.md), where cuBLAS drops from about 800 to 670 TFLOP/s and the kernels'
 //! standing against it changes. `decode-by-m` interleaves its few large
 //! routes with hundreds of short decode ones, so it times them at the boost
 //! clock; this section times only heavy routes, back to back, after at
@@ -20,7 +19,7 @@ use std::time::Duration;
 
 /// Seconds of timed-like rounds before the samples. On the H200 the clock
 /// leaves its boost within 0.1 s of back-to-back work and the board power
-/// settles at the cap within about a second (docs/benchmarks.md 4q).
+/// settles at the cap within about a second (docs/kernels.md).
 const WARMUP_SECS: f64 = 3.0;
 
 /// The batch sizes of the issue's large-m goal.

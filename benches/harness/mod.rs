@@ -1,7 +1,7 @@
 //! The benchmarks' std-only harness: warm-up, timed samples (median, min
 //! and this thread's on-CPU time), interleaved pairs for every reported
 //! ratio, the results table and a temporary folder. See
-//! `docs/benchmarks.md`.
+//! `docs/performance.md`.
 
 // Each bench uses part of it.
 #![allow(dead_code)]
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 /// Repetition counts for one run.
 #[derive(Clone, Copy)]
-pub struct Config {
+pub(crate) struct Config {
     pub quick: bool,
     /// Warm-up calls before timing.
     pub warmup: usize,
@@ -21,7 +21,7 @@ pub struct Config {
 }
 
 impl Config {
-    pub fn from_args() -> (Config, Vec<String>) {
+    pub(crate) fn from_args() -> (Config, Vec<String>) {
         let mut quick = false;
         let mut filters = Vec::new();
         // `cargo bench` passes `--bench`; other flags are ignored too.
@@ -49,7 +49,7 @@ impl Config {
     }
 
     /// Samples for sub-millisecond measurements, which are cheap to repeat.
-    pub fn small_samples(&self) -> usize {
+    pub(crate) fn small_samples(&self) -> usize {
         if self.quick { 5 } else { 31 }
     }
 }
@@ -58,7 +58,7 @@ impl Config {
 /// `None` elsewhere). On a shared machine it leaves out the time the thread
 /// waited for a core, which wall time includes (it still includes slowdowns
 /// from caches and memory bandwidth shared with other processes).
-pub fn thread_cpu_time() -> Option<Duration> {
+pub(crate) fn thread_cpu_time() -> Option<Duration> {
     let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
     let ns: u64 = s.split_whitespace().next()?.parse().ok()?;
     Some(Duration::from_nanos(ns))
@@ -67,24 +67,24 @@ pub fn thread_cpu_time() -> Option<Duration> {
 /// The kernel updates a running thread's schedstat at scheduler ticks (4 ms
 /// at 250 Hz), so on-CPU time is only reported for samples at least this
 /// long (error under ~8% per sample, less on the median).
-pub const MIN_CPU_SPAN: Duration = Duration::from_millis(50);
+pub(crate) const MIN_CPU_SPAN: Duration = Duration::from_millis(50);
 
 /// One timed sample, per call.
 #[derive(Clone, Copy, Debug)]
-pub struct Sample {
+pub(crate) struct Sample {
     pub wall: Duration,
     pub cpu: Option<Duration>,
 }
 
 /// Median and minimum wall time of one call, and the median on-CPU time.
 #[derive(Clone, Copy, Debug)]
-pub struct Stats {
+pub(crate) struct Stats {
     pub median: Duration,
     pub min: Duration,
     pub cpu_median: Option<Duration>,
 }
 
-pub fn median_of(mut v: Vec<Duration>) -> Duration {
+pub(crate) fn median_of(mut v: Vec<Duration>) -> Duration {
     v.sort();
     let n = v.len();
     if n % 2 == 1 {
@@ -95,7 +95,7 @@ pub fn median_of(mut v: Vec<Duration>) -> Duration {
 }
 
 impl Stats {
-    pub fn from_samples(samples: Vec<Sample>) -> Stats {
+    pub(crate) fn from_samples(samples: Vec<Sample>) -> Stats {
         assert!(!samples.is_empty());
         let wall: Vec<Duration> = samples.iter().map(|s| s.wall).collect();
         let cpu: Option<Vec<Duration>> = samples.iter().map(|s| s.cpu).collect();
@@ -106,15 +106,15 @@ impl Stats {
         }
     }
 
-    pub fn median_s(&self) -> f64 {
+    pub(crate) fn median_s(&self) -> f64 {
         self.median.as_secs_f64()
     }
 
-    pub fn min_s(&self) -> f64 {
+    pub(crate) fn min_s(&self) -> f64 {
         self.min.as_secs_f64()
     }
 
-    pub fn cpu_s(&self) -> Option<f64> {
+    pub(crate) fn cpu_s(&self) -> Option<f64> {
         self.cpu_median.map(|d| d.as_secs_f64())
     }
 }
@@ -122,7 +122,7 @@ impl Stats {
 /// Times one sample: `inner` calls of `f`, divided by `inner`. With one
 /// call, its result is dropped after the clock stops; with several (only
 /// used for small results), each is dropped as it comes.
-pub fn sample<R>(inner: u32, f: &mut impl FnMut() -> R) -> Sample {
+pub(crate) fn sample<R>(inner: u32, f: &mut impl FnMut() -> R) -> Sample {
     let cpu0 = thread_cpu_time();
     let start = Instant::now();
     let (wall, cpu1);
@@ -146,7 +146,12 @@ pub fn sample<R>(inner: u32, f: &mut impl FnMut() -> R) -> Sample {
 }
 
 /// Warms up, then takes `samples` timed samples of `inner` calls each.
-pub fn measure<R>(warmup: usize, samples: usize, inner: u32, mut f: impl FnMut() -> R) -> Stats {
+pub(crate) fn measure<R>(
+    warmup: usize,
+    samples: usize,
+    inner: u32,
+    mut f: impl FnMut() -> R,
+) -> Stats {
     for _ in 0..warmup {
         drop(black_box(f()));
     }
@@ -155,7 +160,7 @@ pub fn measure<R>(warmup: usize, samples: usize, inner: u32, mut f: impl FnMut()
 
 /// Like [`measure`] for two closures, alternating their samples so drift on
 /// a shared machine affects both alike. Used wherever a ratio is reported.
-pub fn measure_pair<A, B>(
+pub(crate) fn measure_pair<A, B>(
     warmup: usize,
     samples: usize,
     inner: u32,
@@ -182,7 +187,7 @@ pub fn measure_pair<A, B>(
 
 /// Like [`measure_pair`], but `b` consumes a fresh input from `setup`,
 /// made outside the timed region (e.g. the owned routes a plan takes).
-pub fn measure_pair_setup<A, S, B>(
+pub(crate) fn measure_pair_setup<A, S, B>(
     warmup: usize,
     samples: usize,
     mut a: impl FnMut() -> A,
@@ -210,7 +215,7 @@ pub fn measure_pair_setup<A, S, B>(
 }
 
 /// One line of the results table.
-pub struct Row {
+pub(crate) struct Row {
     pub name: String,
     pub stats: Stats,
     /// Throughput or other derived figures, already formatted.
@@ -218,7 +223,7 @@ pub struct Row {
 }
 
 impl Row {
-    pub fn new(name: impl Into<String>, stats: Stats, note: impl Into<String>) -> Row {
+    pub(crate) fn new(name: impl Into<String>, stats: Stats, note: impl Into<String>) -> Row {
         Row {
             name: name.into(),
             stats,
@@ -229,12 +234,12 @@ impl Row {
 
 /// What a section hands back: table rows and summary lines.
 #[derive(Default)]
-pub struct Report {
+pub(crate) struct Report {
     pub rows: Vec<Row>,
     pub summary: Vec<String>,
 }
 
-pub fn fmt_time(d: Duration) -> String {
+pub(crate) fn fmt_time(d: Duration) -> String {
     let ns = d.as_secs_f64() * 1e9;
     if ns < 1e3 {
         format!("{ns:.1} ns")
@@ -247,16 +252,16 @@ pub fn fmt_time(d: Duration) -> String {
     }
 }
 
-pub fn mb(bytes: usize) -> f64 {
+pub(crate) fn mb(bytes: usize) -> f64 {
     bytes as f64 / 1e6
 }
 
 /// MB/s (1 MB = 10^6 bytes) at the median and at the minimum time.
-pub fn mbps(bytes: usize, s: &Stats) -> (f64, f64) {
+pub(crate) fn mbps(bytes: usize, s: &Stats) -> (f64, f64) {
     (mb(bytes) / s.median_s(), mb(bytes) / s.min_s())
 }
 
-pub fn print_table(rows: &[Row]) {
+pub(crate) fn print_table(rows: &[Row]) {
     let w = rows
         .iter()
         .map(|r| r.name.chars().count())
@@ -288,10 +293,10 @@ pub fn print_table(rows: &[Row]) {
 }
 
 /// A temporary directory removed (with its contents) when dropped.
-pub struct TempDir(pub PathBuf);
+pub(crate) struct TempDir(pub PathBuf);
 
 impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
+    pub(crate) fn new(tag: &str) -> TempDir {
         let p = std::env::temp_dir().join(format!("gemm-audit-bench-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&p).expect("create temp dir");
         TempDir(p)

@@ -7,7 +7,7 @@
 use gemm_audit::RecordedGemmTrace;
 use gemm_audit::backend::{Backend, BackendKind};
 use gemm_audit::diff::{Allowance, TraceDiff};
-use gemm_audit::{compare as comparing, golden as goldens, recorder, report};
+use gemm_audit::{compare as comparing, golden as goldens, recorder, render};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -38,7 +38,7 @@ fn allowances(allow: &[String]) -> PyResult<Vec<Allowance>> {
 /// The `show` document of the trace file at `path` (JSON text).
 #[pyfunction]
 fn read_trace(path: PathBuf) -> PyResult<String> {
-    Ok(report::show_document(&read(&path)?))
+    Ok(render::json::show_document(&read(&path)?))
 }
 
 /// The `diff` document of `candidate` against `golden` (JSON text); its
@@ -49,7 +49,7 @@ fn diff(golden: PathBuf, candidate: PathBuf, allow: Vec<String>) -> PyResult<Str
     let allow = allowances(&allow)?;
     let (g, c) = (read(&golden)?, read(&candidate)?);
     let d = TraceDiff::between(&g, &c);
-    Ok(report::diff_document(&g, &c, &d, &allow))
+    Ok(render::json::diff_document(&g, &c, &d, &allow))
 }
 
 /// The `check` document of the trace at `trace` (JSON text): its plan
@@ -95,7 +95,7 @@ fn check(
     if accepted.is_some() {
         r.golden = Some(Ok(()));
     }
-    Ok(report::json_document("check", r.passed(), &r))
+    Ok(render::json::json_document("check", r.passed(), &r))
 }
 
 /// The `compare` document of the trace files `traces`, or of the `*.gat`
@@ -122,7 +122,7 @@ fn compare(traces: Vec<PathBuf>, allow_single: bool) -> PyResult<String> {
     } else {
         c.agrees()
     };
-    Ok(report::json_document("compare", passed, &c))
+    Ok(render::json::json_document("compare", passed, &c))
 }
 
 /// Where the golden of the trace at `trace` lives under `golden_dir`
@@ -177,7 +177,7 @@ fn write_trace(
     overwrite: bool,
 ) -> PyResult<String> {
     trace.write(path, overwrite).map_err(fail)?;
-    Ok(report::show_document(&trace))
+    Ok(render::json::show_document(&trace))
 }
 
 /// [`write_observed`] with each output's fingerprint computed already
@@ -263,7 +263,7 @@ fn import_profile(
     let imported = gemm_audit::profile::import_file(&path, &options).map_err(fail)?;
     match out {
         Some(out) => write_trace(imported.trace, &out, overwrite),
-        None => Ok(report::show_document(&imported.trace)),
+        None => Ok(render::json::show_document(&imported.trace)),
     }
 }
 
@@ -290,7 +290,7 @@ fn census(paths: Vec<PathBuf>) -> PyResult<String> {
     let refs: Vec<(String, &RecordedGemmTrace)> =
         traces.iter().map(|(l, t)| (l.clone(), t)).collect();
     let c = gemm_audit::census::census(&refs);
-    Ok(report::json_document(
+    Ok(render::json::json_document(
         "census",
         c.flagged().next().is_none(),
         &c,
@@ -356,7 +356,7 @@ fn settle(
         return Err(fail("expect applies to accept only"));
     }
     let s = goldens::settle(&golden_dir, &workloads, action, &expect).map_err(fail)?;
-    Ok(report::json_document("settle", s.passed(), &s))
+    Ok(render::json::json_document("settle", s.passed(), &s))
 }
 
 /// Makes the traces at `traces` goldens under `golden_dir`, as `gemm-audit
@@ -381,7 +381,7 @@ fn bless_from(traces: Vec<PathBuf>, golden_dir: PathBuf, force: bool) -> PyResul
             "differences": out.replaced.map(|d| d.differences).unwrap_or_default(),
         }));
     }
-    Ok(report::json_document(
+    Ok(render::json::json_document(
         "bless",
         !refused,
         &serde_json::json!({ "goldens": entries }),

@@ -38,7 +38,7 @@ impl Estimate {
         let mut largest = 0u64;
         for (s, dtype) in gemms {
             flop += 2.0 * s.m as f64 * s.n as f64 * s.k as f64;
-            let elem = crate::backend::common::element_size(dtype) as u64;
+            let elem = crate::kernels::element_size(dtype) as u64;
             outputs = outputs.saturating_add(s.m.saturating_mul(s.n).saturating_mul(elem));
             let operands =
                 s.m.saturating_mul(s.k)

@@ -10,8 +10,8 @@
 //! determinism (vendor or atomic) are reported but never make an outlier.
 
 use crate::error::{Error, Result};
-use crate::route::ContractKind;
 use crate::trace::RecordedGemmTrace;
+use crate::vocab::ContractKind;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

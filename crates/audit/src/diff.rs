@@ -303,10 +303,10 @@ impl Waiver {
                 if e.reason.trim().is_empty() {
                     return Err(at("needs a reason".into()));
                 }
-                if let Some(d) = &e.expires {
-                    if !is_date(d) {
-                        return Err(at(format!("expires {d:?} is not a date YYYY-MM-DD")));
-                    }
+                if let Some(d) = &e.expires
+                    && !is_date(d)
+                {
+                    return Err(at(format!("expires {d:?} is not a date YYYY-MM-DD")));
                 }
                 Ok(Waiver {
                     allow,
@@ -611,7 +611,7 @@ impl Portability {
 /// device-portable and the ones that are not.
 pub fn portability(golden: &RecordedGemmTrace, candidate: &RecordedGemmTrace) -> Vec<Portability> {
     let pairs = pair_routes(golden, candidate);
-    let mut by: std::collections::BTreeMap<String, Portability> = Default::default();
+    let mut by: BTreeMap<String, Portability> = Default::default();
     for (g, c) in pairs.matched {
         let (gr, cr) = (&golden.routes[g], &candidate.routes[c]);
         if gr.contract != cr.contract {
@@ -684,10 +684,10 @@ impl UlpStats {
     }
 }
 
-impl std::fmt::Display for UlpStats {
+impl fmt::Display for UlpStats {
     /// `3 of 4096 elements differ, max 2 ulp` (`max NaN or size` when a
     /// side is NaN or the sizes differ).
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
             "{} of {} elements differ, max ",
@@ -703,10 +703,10 @@ impl std::fmt::Display for UlpStats {
 
 /// Compares two outputs element by element. None when sizes differ or are
 /// not a whole number of elements.
-pub fn ulp_stats(dtype: crate::route::DType, a: &[u8], b: &[u8]) -> Option<UlpStats> {
-    use crate::route::DType;
-    let size = crate::backend::cpu::kernels::element_size(dtype);
-    if !dtype.is_runnable() || a.len() != b.len() || a.len() % size != 0 {
+pub fn ulp_stats(dtype: crate::vocab::DType, a: &[u8], b: &[u8]) -> Option<UlpStats> {
+    use crate::vocab::DType;
+    let size = crate::kernels::element_size(dtype);
+    if !dtype.is_runnable() || a.len() != b.len() || !a.len().is_multiple_of(size) {
         return None;
     }
     // Map float bits onto a line where adjacent floats are adjacent integers.
@@ -781,10 +781,10 @@ impl TraceDiff {
             let Some(route) = golden.routes.get(i) else {
                 continue;
             };
-            if let (Some(a), Some(b)) = (load(0, &g), load(1, &g)) {
-                if let Some(st) = ulp_stats(route.dtype, &a, &b) {
-                    d.change.found.push_str(&format!(" ({st})"));
-                }
+            if let (Some(a), Some(b)) = (load(0, &g), load(1, &g))
+                && let Some(st) = ulp_stats(route.dtype, &a, &b)
+            {
+                d.change.found.push_str(&format!(" ({st})"));
             }
         }
     }
@@ -998,9 +998,9 @@ impl Differences {
         if !golden.physical.is_empty() && !candidate.physical.is_empty() {
             // Each trace's nodes grouped by the route they are bound to, once:
             // pairing costs nodes + routes, not their product.
-            type ByRoute = std::collections::HashMap<Option<u64>, Vec<PhysicalNode>>;
+            type ByRoute = HashMap<Option<u64>, Vec<PhysicalNode>>;
             let group = |t: &RecordedGemmTrace| -> ByRoute {
-                let mut by: ByRoute = std::collections::HashMap::new();
+                let mut by: ByRoute = HashMap::new();
                 for n in &t.physical {
                     by.entry(n.route_index).or_default().push(PhysicalNode {
                         route_index: None,
@@ -1116,7 +1116,7 @@ mod tests {
 
     #[test]
     fn ulp_distances() {
-        use crate::route::DType;
+        use crate::vocab::DType;
         let a: Vec<u8> = [1.0f32, 2.0, -1.0]
             .iter()
             .flat_map(|x| x.to_le_bytes())
@@ -1260,7 +1260,7 @@ mod tests {
         assert!(d.render().contains("missing"));
 
         let mut routes = t.routes.clone();
-        routes[0].contract.kind = crate::route::ContractKind::Tf32;
+        routes[0].contract.kind = crate::vocab::ContractKind::Tf32;
         let d = TraceDiff::between(&t, &rebuild(routes, t.fingerprints.clone()));
         assert_eq!(
             d.classes().into_iter().collect::<Vec<_>>(),

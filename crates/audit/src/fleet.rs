@@ -5,7 +5,7 @@
 //! **`gpu-to-gpu`**: for every launch whose numeric contract promises
 //! determinism (not `vendor-fast`, `vendor-pedantic` or the atomic
 //! control), the output fingerprint must be the same on every device of one
-//! device class (equal [`crate::identity::DeviceIdentity`]: name, compute
+//! device class (equal [`crate::platform::DeviceIdentity`]: name, compute
 //! capability, multiprocessors, driver). Each launch is put to a vote
 //! ([`crate::compare::compare`], the majority is the truth); a device that
 //! disagrees is a FAIL naming the launch and the device (ordinal, PCI bus
@@ -19,15 +19,15 @@
 
 use crate::RecordedGemmTrace;
 use crate::audit::{AuditReport, Case, Check, Verdict};
-use crate::backend::{
-    Backend, CapturedLaunches, DeviceLabel, ErasedLaunches, GemmBackend, TimedOutput,
-};
+use crate::backend::{Backend, CapturedLaunches, DeviceLabel, ErasedLaunches, GemmBackend};
 use crate::compare::{self, Comparison, LaunchVote, Member};
 use crate::error::{Error, Result};
-use crate::identity::{DeviceIdentity, GemmRouteIdentity, VolatileMetadata};
+use crate::identity::{GemmRouteIdentity, VolatileMetadata};
+use crate::kernels::GemmSpec;
+use crate::kernels::TimedOutput;
+use crate::platform::DeviceIdentity;
 use crate::policy::GemmPolicy;
 use crate::route::ResolvedGemmRoute;
-use crate::workload::GemmSpec;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -425,10 +425,10 @@ struct PlantedFault {
 
 impl PlantedFault {
     fn perturb(&self, gemm: &str, output: &mut [u8]) {
-        if gemm == self.gemm {
-            if let Some(b) = output.first_mut() {
-                *b ^= 1;
-            }
+        if gemm == self.gemm
+            && let Some(b) = output.first_mut()
+        {
+            *b ^= 1;
         }
     }
 }
@@ -501,7 +501,7 @@ mod tests {
     use super::*;
     use crate::audit::{AuditOptions, NoProgress, run_audit};
     use crate::backend::cpu::CpuBackend;
-    use crate::route::ContractKind;
+    use crate::vocab::ContractKind;
     use crate::workload::Workload;
 
     /// A small workload: three GEMMs under three deterministic routes.

@@ -296,8 +296,9 @@ pub fn recorder_ops(data: &[u8]) {
 /// the builder accepts is served by its symbol and contradicts nothing the
 /// symbol declares.
 pub fn route_builder(data: &[u8]) {
-    use crate::route::builder::{ArgumentsDigest, GemmRouteBuilder};
-    use crate::route::{ContractKind, DType, GemmOp, GemmShape};
+    use crate::builder::{ArgumentsDigest, GemmRouteBuilder};
+    use crate::route::GemmShape;
+    use crate::vocab::{ContractKind, DType, GemmOp};
     let b = |i: usize| data.get(i).copied().unwrap_or(0);
     let wide = |i: usize| u16::from_le_bytes([b(i), b(i + 1)]) as u64;
     let live = crate::testkit::context();

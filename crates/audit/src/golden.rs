@@ -12,7 +12,7 @@
 
 use crate::diff::TraceDiff;
 use crate::error::{Error, Result};
-use crate::identity::DeviceIdentity;
+use crate::platform::DeviceIdentity;
 use crate::trace::RecordedGemmTrace;
 use std::path::{Path, PathBuf};
 

@@ -47,9 +47,22 @@ pub mod backend;
 pub mod budget;
 pub mod census;
 
-// The model (its modules and root items), re-exported at the paths they
-// always had; `recorder` below extends the model's recorder.
-pub use gemm_audit_model::*;
+// The model's modules and root items are this crate's vocabulary; the
+// crate's own `backend` and `recorder` extend the model's of those names.
+#[cfg(feature = "testkit")]
+pub use gemm_audit_model::testkit;
+pub use gemm_audit_model::{
+    CapturedGemmGraphPlan, CompilerIdentity, DType, DeviceIdentity, F32Policy, FingerprintMode,
+    GemmOp, GemmPolicy, GemmRouteIdentity, HalfPolicy, ModuleIdentity, OutputFingerprint,
+    PolicyMode, PreparedGemmCaptureManifest, RecordedGemmTrace, ResolvedGemmLaunchSet,
+    ResolvedGemmLaunchSetBuilder, ResolvedGemmRoute, Revisions, Service, SymbolEntry,
+    build_resolved_gemm_launch_set,
+};
+pub use gemm_audit_model::{
+    Digest, Error, FormatError, LaunchSetError, Refusal, RefusalStage, Result, bounded, builder,
+    declaration, digest, error, fileio, identity, kernels, launch_set, mutation, parallel,
+    physical, plan, platform, policy, route, trace, vocab,
+};
 
 pub mod audit;
 pub mod compare;

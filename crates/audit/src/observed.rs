@@ -19,21 +19,23 @@
 //! `kernel_symbol` is the op (`aten::mm`, as a cuBLAS route's is the entry
 //! point it called) and `vendor.physical_kernels` the kernels that ran.
 
+use crate::builder::{ArgumentsDigest, GemmRouteBuilder};
 use crate::declaration::{BkRule, SplitRule, SymbolDeclaration, VendorPermits};
 use crate::digest::{DigestWriter, FieldValue};
 use crate::identity::{
-    CompilerIdentity, DeviceIdentity, GemmRouteIdentity, ModuleIdentity, Revisions, SymbolEntry,
-    VolatileMetadata,
+    GemmRouteIdentity, ModuleIdentity, Revisions, SymbolEntry, VolatileMetadata,
 };
+use crate::kernels::{GemmSpec, RouteChoice};
+use crate::platform::{CompilerIdentity, DeviceIdentity};
 use crate::policy::{F32Policy, GemmPolicy, HalfPolicy, PolicyMode};
-use crate::route::{ArgumentsDigest, GemmRouteBuilder, GemmShape, GemmStrides, VendorRoute};
+use crate::route::{GemmShape, GemmStrides, VendorRoute};
 use crate::trace::{
     FingerprintMode, Observation, ObservedRoute, OutputFingerprint, RecordedGemmTrace,
 };
 use crate::vocab::{
     ContractKind, DType, GemmOp, ModuleKind, OperandConversion, OutputOwnership, PhysicalBackend,
 };
-use crate::workload::{GemmSpec, RouteChoice, Workload};
+use crate::workload::Workload;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -641,7 +643,7 @@ impl ObservedGemm {
     /// The output's size in bytes, where the shape and dtype say (0 where
     /// they do not).
     pub fn output_bytes(&self) -> u64 {
-        let size = crate::backend::cpu::kernels::element_size(self.dtype) as u64;
+        let size = crate::kernels::element_size(self.dtype) as u64;
         self.m
             .saturating_mul(self.n)
             .saturating_mul(self.batch)

@@ -1,20 +1,12 @@
 //! The report model people and CI systems read (what the audit found, its
 //! environment and provenance, the drift against goldens) and where its
 //! renderings are written. The renderings themselves are [`crate::render`]:
-//! Markdown, the self-contained HTML page, JUnit XML and the JSON envelope;
-//! they are re-exported here at their old paths.
+//! Markdown, the self-contained HTML page, JUnit XML and the JSON envelope.
 
 use crate::audit::AuditReport;
 use crate::diff::TraceDiff;
 use crate::error::{Error, Result};
 use std::path::Path;
-
-pub use crate::render::html::html;
-pub use crate::render::json::{
-    JSON_SCHEMA_VERSION, JsonDocument, diff_document, json_document, show_document,
-};
-pub use crate::render::junit::{compare_junit, junit};
-pub use crate::render::markdown::markdown;
 
 /// Everything a report shows.
 #[derive(Debug, Clone)]
@@ -138,8 +130,16 @@ pub fn environment(a: &AuditReport) -> Vec<(String, String)> {
 /// Writes `report.md` and `report.html` into `dir` (created if needed).
 pub fn write_report(dir: &Path, input: &ReportInput<'_>) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    crate::trace::codec::write_atomic(&dir.join("report.md"), markdown(input).as_bytes(), true)?;
-    crate::trace::codec::write_atomic(&dir.join("report.html"), html(input).as_bytes(), true)?;
+    crate::trace::codec::write_atomic(
+        &dir.join("report.md"),
+        crate::render::markdown::markdown(input).as_bytes(),
+        true,
+    )?;
+    crate::trace::codec::write_atomic(
+        &dir.join("report.html"),
+        crate::render::html::html(input).as_bytes(),
+        true,
+    )?;
     Ok(())
 }
 

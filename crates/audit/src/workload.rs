@@ -3,19 +3,14 @@
 
 use crate::digest::{Digest, DigestWriter, FieldValue};
 use crate::error::{Error, Result};
+use crate::kernels::{GemmSpec, KernelFamily, MAX_ELEMENTS, RouteChoice};
 use crate::policy::PolicyMode;
-use crate::route::{DType, GemmOp};
+use crate::vocab::{DType, GemmOp};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// Most GEMMs in one workload.
 pub const MAX_GEMMS: usize = 4096;
-
-// What a workload asks of a backend is the model's (every backend reads it).
-pub use gemm_audit_model::kernels::{
-    GemmSpec, KernelFamily, LADDER_DECODE_MAX_M, LADDER_MID_MAX_M, MAX_ELEMENTS, MAX_SPLITS,
-    RouteChoice,
-};
 
 /// Longest workload or GEMM name, in bytes: names end up in tables,
 /// reports, JUnit files and file names.
@@ -532,7 +527,7 @@ fn wgmma_sweep() -> Workload {
 }
 
 /// The batch sizes `ladder-sweep` runs k = n = 4096 at: both sides of
-/// each rung's limit ([`LADDER_DECODE_MAX_M`], [`LADDER_MID_MAX_M`]).
+/// each rung's limit ([`LADDER_DECODE_MAX_M`](crate::kernels::LADDER_DECODE_MAX_M), [`LADDER_MID_MAX_M`](crate::kernels::LADDER_MID_MAX_M)).
 pub const LADDER_SWEEP_M: [u64; 8] = [1, 8, 64, 72, 256, 264, 1024, 4096];
 
 /// The invariant ladder (`route = "batch-invariant"`): NN/TN/NT bf16 and

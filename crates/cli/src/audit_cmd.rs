@@ -54,7 +54,7 @@ pub(super) fn cmd_audit(args: AuditArgs) -> Result<u8> {
         Format::Table => print_audit_table(&report),
         Format::Json => outln!(
             "{}",
-            gemm_audit::report::json_document(
+            gemm_audit::render::json::json_document(
                 "audit",
                 report.passed(),
                 &audit_json(&report, &drift)?
@@ -76,7 +76,7 @@ pub(super) fn cmd_audit(args: AuditArgs) -> Result<u8> {
 fn settle_candidates(
     args: &AuditArgs,
     report: &mut audit::AuditReport,
-    drift: &[(String, gemm_audit::diff::TraceDiff)],
+    drift: &[(String, TraceDiff)],
 ) -> Result<String> {
     let Some(dir) = &args.golden_dir else {
         return Ok(String::new());
@@ -155,7 +155,7 @@ pub(super) fn golden_file_stem(name: &str) -> String {
 
 /// Whether this device's golden comparison writes candidates: not with
 /// `--check`, and with several devices only for the first (`keep`).
-fn candidates(args: &AuditArgs, keep: bool) -> gemm_audit::audit::Candidates {
+fn candidates(args: &AuditArgs, keep: bool) -> audit::Candidates {
     use gemm_audit::audit::Candidates;
     if args.check {
         Candidates::NotKept("--check writes nothing into the golden folder".into())
@@ -170,7 +170,7 @@ fn candidates(args: &AuditArgs, keep: bool) -> gemm_audit::audit::Candidates {
 /// machine needs besides: the environment, each GEMM's timing (and what the
 /// clock includes), the wall time, and every golden's differences.
 fn audit_json(
-    report: &gemm_audit::audit::AuditReport,
+    report: &audit::AuditReport,
     drift: &[(String, TraceDiff)],
 ) -> Result<serde_json::Value> {
     let mut v = serde_json::to_value(report)?;
@@ -192,7 +192,7 @@ fn audit_json(
 /// `--report` and `--junit` of an audit, and the drift notes.
 pub(super) fn write_audit_artifacts(
     args: &AuditArgs,
-    report: &gemm_audit::audit::AuditReport,
+    report: &audit::AuditReport,
     drift: Vec<(String, TraceDiff)>,
 ) -> Result<()> {
     let input = gemm_audit::report::ReportInput {
@@ -209,7 +209,7 @@ pub(super) fn write_audit_artifacts(
     if let Some(path) = &args.junit {
         gemm_audit::trace::codec::write_atomic(
             path,
-            gemm_audit::report::junit(report, &input.drift).as_bytes(),
+            gemm_audit::render::junit::junit(report, &input.drift).as_bytes(),
             true,
         )?;
     }
@@ -227,10 +227,7 @@ pub(super) fn write_audit_artifacts(
         let kept = report
             .checks
             .iter()
-            .filter(|c| {
-                c.contract == gemm_audit::audit::GOLDEN_DRIFT
-                    && c.detail.contains("candidate kept as")
-            })
+            .filter(|c| c.contract == audit::GOLDEN_DRIFT && c.detail.contains("candidate kept as"))
             .count();
         if kept > 0 {
             let dir = sanitize(&dir.display().to_string()).into_owned();
@@ -297,7 +294,7 @@ pub(super) fn audit_devices(
         Format::Table => print_audit_table(&combined),
         Format::Json => outln!(
             "{}",
-            gemm_audit::report::json_document("audit", fleet.passed(), &fleet)
+            gemm_audit::render::json::json_document("audit", fleet.passed(), &fleet)
         ),
     }
     print_review(args, &review);

@@ -248,7 +248,7 @@ fn print_settled(s: &golden::Settled) {
                 } else {
                     out!(
                         "{}",
-                        gemm_audit::diff::TraceDiff {
+                        TraceDiff {
                             differences: c.differences.clone(),
                             numeric: gemm_audit::diff::NumericComparison::Compared,
                         }

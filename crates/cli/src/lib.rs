@@ -357,10 +357,10 @@ fn open_devices(
 
 /// Prints why CUDA was not used, for whoever built with CUDA or asks (-v).
 fn print_backend_note(note: &Option<String>) {
-    if let Some(note) = note {
-        if cfg!(feature = "cuda") || verbosity() == Verbosity::Verbose {
-            note!("gemm-audit: {note}");
-        }
+    if let Some(note) = note
+        && (cfg!(feature = "cuda") || verbosity() == Verbosity::Verbose)
+    {
+        note!("gemm-audit: {note}");
     }
 }
 
@@ -638,7 +638,7 @@ use trace_cmd::*;
 /// Prints the verdict table: lines cut to the terminal's width (when stdout
 /// is a terminal), verdict words coloured unless `NO_COLOR` is set or stdout
 /// is not a terminal (anstream strips the colour then).
-fn print_audit_table(report: &gemm_audit::audit::AuditReport) {
+fn print_audit_table(report: &audit::AuditReport) {
     use std::io::Write as _;
     let width = terminal_width();
     // Verdicts in colour; anstream drops the colour where the terminal or

@@ -194,11 +194,11 @@ pub(super) fn cmd_import(a: ImportArgs) -> Result<u8> {
             }
             Err(e) => {
                 failed += 1;
-                eprintln!("gemm-audit: error: {}", sanitize(&super::error_message(&e)));
+                eprintln!("gemm-audit: error: {}", sanitize(&error_message(&e)));
                 if matches!(a.format, Format::Json) {
                     docs.push(serde_json::json!({
                         "profile": path.display().to_string(),
-                        "error": super::error_message(&e),
+                        "error": error_message(&e),
                     }));
                 }
             }
@@ -278,7 +278,7 @@ pub(super) fn cmd_census(a: CensusArgs) -> Result<u8> {
         CensusFormat::Markdown => out!("{}", gemm_audit::render::census::markdown(&c, a.all)),
         CensusFormat::Table => out!(
             "{}",
-            gemm_audit::render::census::table(&c, a.all, super::terminal_width())
+            gemm_audit::render::census::table(&c, a.all, terminal_width())
         ),
     }
     Ok(if flagged == 0 { EXIT_OK } else { EXIT_FINDING })

@@ -129,7 +129,7 @@ pub(super) fn cmd_compare(a: CompareArgs) -> Result<u8> {
     match format {
         Format::Json => outln!(
             "{}",
-            gemm_audit::report::json_document("compare", passed, &c)
+            gemm_audit::render::json::json_document("compare", passed, &c)
         ),
         Format::Table => {
             for g in &c.groups {
@@ -210,7 +210,7 @@ pub(super) fn cmd_compare(a: CompareArgs) -> Result<u8> {
     if let Some(path) = junit {
         gemm_audit::trace::codec::write_atomic(
             path,
-            gemm_audit::report::compare_junit(&c).as_bytes(),
+            gemm_audit::render::junit::compare_junit(&c).as_bytes(),
             true,
         )?;
     }
@@ -253,10 +253,8 @@ pub(super) fn cmd_record(a: RecordArgs) -> Result<u8> {
         .iter()
         .map(|(l, _)| fleet::device_path(out, l.ordinal))
         .collect();
-    if !force {
-        if let Some(p) = paths.iter().find(|p| p.exists()) {
-            return Err(Error::WouldOverwrite { path: p.clone() }.into());
-        }
+    if !force && let Some(p) = paths.iter().find(|p| p.exists()) {
+        return Err(Error::WouldOverwrite { path: p.clone() }.into());
     }
     let results = fleet::on_each_device(&devices, |_, b| {
         record_one(b, &w, mode, outputs.is_some(), &mut |_, _| {})
@@ -438,7 +436,7 @@ fn print_checks(
     match (format, all_devices) {
         (Format::Json, false) => outln!(
             "{}",
-            gemm_audit::report::json_document("check", passed, &reports[0])
+            gemm_audit::render::json::json_document("check", passed, &reports[0])
         ),
         (Format::Json, true) => {
             let per_device: Vec<serde_json::Value> = devices
@@ -448,7 +446,7 @@ fn print_checks(
                 .collect();
             outln!(
                 "{}",
-                gemm_audit::report::json_document(
+                gemm_audit::render::json::json_document(
                     "check",
                     passed,
                     &serde_json::json!({ "devices": per_device })
@@ -573,7 +571,7 @@ fn observation_lines(o: &gemm_audit::trace::Observation) -> String {
 }
 
 /// The table rendering of a trace.
-pub fn trace_table(t: &RecordedGemmTrace) -> String {
+pub(crate) fn trace_table(t: &RecordedGemmTrace) -> String {
     let mut s = String::new();
     s.push_str(&format!(
         "workload        {} ({})\n",
@@ -675,7 +673,7 @@ pub fn trace_table(t: &RecordedGemmTrace) -> String {
 pub(super) fn cmd_show(path: &std::path::Path, format: Format) -> Result<u8> {
     let trace = read_trace(path)?;
     match format {
-        Format::Json => outln!("{}", gemm_audit::report::show_document(&trace)),
+        Format::Json => outln!("{}", gemm_audit::render::json::show_document(&trace)),
         Format::Table => out!("{}", trace_table(&trace)),
     }
     Ok(EXIT_OK)
@@ -701,7 +699,10 @@ pub(super) fn cmd_diff(a: DiffArgs) -> Result<u8> {
     let cross_device = g.context.device != c.context.device;
     let portability = gemm_audit::diff::portability(&g, &c);
     match format {
-        Format::Json => outln!("{}", gemm_audit::report::diff_document(&g, &c, &d, allow)),
+        Format::Json => outln!(
+            "{}",
+            gemm_audit::render::json::diff_document(&g, &c, &d, allow)
+        ),
         Format::Table => {
             out!("{}", d.render());
             if cross_device {

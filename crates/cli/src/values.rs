@@ -7,7 +7,7 @@ use gemm_audit::diff::Allowance;
 
 /// `--backend auto|cpu|cuda` as the library's kind (library types derive
 /// no clap traits).
-pub fn backend_kind() -> impl clap::builder::TypedValueParser<Value = BackendKind> {
+pub(crate) fn backend_kind() -> impl clap::builder::TypedValueParser<Value = BackendKind> {
     use clap::builder::{PossibleValue, TypedValueParser};
     clap::builder::PossibleValuesParser::new([
         PossibleValue::new("auto").help("CUDA when a device is present, else the CPU reference"),
@@ -23,13 +23,13 @@ pub fn backend_kind() -> impl clap::builder::TypedValueParser<Value = BackendKin
 
 /// `--allow CLASS|FIELD,...`: a difference class by its stable name, or a
 /// field tag (`device.driver`, `context.module[cublaslt].*`).
-pub fn allowance(s: &str) -> Result<Allowance, String> {
+pub(crate) fn allowance(s: &str) -> Result<Allowance, String> {
     Allowance::parse(s)
 }
 
 /// `--fingerprint strong|fast` as the library's mode (library types derive
 /// no clap traits).
-pub fn fingerprint_mode() -> impl clap::builder::TypedValueParser<Value = FingerprintMode> {
+pub(crate) fn fingerprint_mode() -> impl clap::builder::TypedValueParser<Value = FingerprintMode> {
     use clap::builder::TypedValueParser;
     clap::builder::PossibleValuesParser::new([
         clap::builder::PossibleValue::new("strong")
@@ -45,7 +45,7 @@ pub fn fingerprint_mode() -> impl clap::builder::TypedValueParser<Value = Finger
 
 /// A budget limit: a finite number greater than zero (`nan`, `inf`, zero
 /// and negative limits would switch the budget off or refuse everything).
-pub fn budget_limit(s: &str) -> Result<f64, String> {
+pub(crate) fn budget_limit(s: &str) -> Result<f64, String> {
     let v: f64 = s
         .trim()
         .parse()

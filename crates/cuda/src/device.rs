@@ -11,19 +11,19 @@
 //! kernel exists here, so the f32 policy only admits fixed split-K.
 
 use super::catalog;
-use super::cuda_error::{cuda_err, drv};
+use super::error::{cuda_err, drv};
 use super::graph;
 use super::launch::{EventTimer, Prepared, time_launches};
 use super::shared::{Shared, device_count, shared};
 use super::vendor::HandlesGuard;
-use crate::backend::{CapturedLaunches, CheckedRun, GemmBackend, GemmGraph, KeptRun};
-use crate::error::{Error, Result};
-use crate::identity::{GemmRouteIdentity, Revisions, VolatileMetadata};
-use crate::kernels::GemmSpec;
-use crate::policy::{F32Policy, GemmPolicy, HalfPolicy, PolicyMode};
-use crate::route::ResolvedGemmRoute;
-use crate::trace::{FingerprintMode, OutputFingerprint};
 use cudarc::driver::CudaGraph as RawGraph;
+use gemm_audit_model::backend::{CapturedLaunches, CheckedRun, GemmBackend, GemmGraph, KeptRun};
+use gemm_audit_model::error::{Error, Result};
+use gemm_audit_model::identity::{GemmRouteIdentity, Revisions, VolatileMetadata};
+use gemm_audit_model::kernels::GemmSpec;
+use gemm_audit_model::policy::{F32Policy, GemmPolicy, HalfPolicy, PolicyMode};
+use gemm_audit_model::route::ResolvedGemmRoute;
+use gemm_audit_model::trace::{FingerprintMode, OutputFingerprint};
 use std::fmt;
 use std::sync::Arc;
 
@@ -64,7 +64,7 @@ impl CudaBackend {
             return Err(Error::NoSuchDevice {
                 backend: "cuda".into(),
                 requested: ordinal,
-                available: crate::kernels::ordinals_in_words(count),
+                available: gemm_audit_model::kernels::ordinals_in_words(count),
             });
         }
         let shared = shared(ordinal)?;
@@ -107,7 +107,7 @@ impl CudaBackend {
         let handles = self.vendor_handles(route)?;
         let mut launch = Prepared::new(sh, handles.as_ref().map(|h| h.get()), route, seed)?;
         launch.enqueue(sh, handles.as_ref().map(|h| h.get()), &sh.stream)?;
-        launch.fingerprint(sh, crate::FingerprintMode::Strong, seed)
+        launch.fingerprint(sh, FingerprintMode::Strong, seed)
     }
 
     /// The output fingerprint of `bytes` in `mode`, computed on the device
@@ -115,7 +115,7 @@ impl CudaBackend {
     /// input_seed, bytes)`.
     pub fn fingerprint_in(
         &self,
-        mode: crate::FingerprintMode,
+        mode: FingerprintMode,
         input_seed: u64,
         bytes: &[u8],
     ) -> Result<OutputFingerprint> {
@@ -140,7 +140,7 @@ impl CudaBackend {
     /// uploads `offset` padding bytes and then `bytes`, and hashes the view
     /// that starts at `offset` (an `offset` that is no multiple of 16 takes
     /// the kernel's realigning path). Equals
-    /// `crate::trace::fast::fast_chunk_digests(bytes)`. For tests and
+    /// `gemm_audit_model::trace::fast::fast_chunk_digests(bytes)`. For tests and
     /// benchmarks of the fast fingerprint's building block.
     #[doc(hidden)]
     pub fn fast_chunk_digests(&self, bytes: &[u8], offset: usize) -> Result<Vec<[u8; 16]>> {
@@ -164,15 +164,15 @@ impl CudaBackend {
     /// them to it).
     pub fn seeded_operands(
         &self,
-        problem: &crate::kernels::Problem,
-        dtype: crate::route::DType,
+        problem: &gemm_audit_model::kernels::Problem,
+        dtype: gemm_audit_model::vocab::DType,
         seed: u64,
     ) -> Result<(Vec<u8>, Vec<u8>)> {
         let sh = &self.shared;
         let _lock = sh.lock();
         let specs = super::seed::OperandSpec::of(problem, dtype, seed);
-        let lens =
-            [problem.a_len(), problem.b_len()].map(|l| l * crate::kernels::element_size(dtype));
+        let lens = [problem.a_len(), problem.b_len()]
+            .map(|l| l * gemm_audit_model::kernels::element_size(dtype));
         let mut out = Vec::with_capacity(2);
         for (spec, len) in specs.iter().zip(lens) {
             let buf = sh.seeder.operand(&sh.stream, spec)?;
@@ -191,7 +191,7 @@ impl CudaBackend {
     /// The output fingerprint of `bytes`, computed on the device (uploads
     /// them first). Equals `OutputFingerprint::of(input_seed, bytes)`.
     pub fn fingerprint(&self, input_seed: u64, bytes: &[u8]) -> Result<OutputFingerprint> {
-        self.fingerprint_in(crate::FingerprintMode::Strong, input_seed, bytes)
+        self.fingerprint_in(FingerprintMode::Strong, input_seed, bytes)
     }
 
     /// Prepares `route` on inputs seeded by `seed` and launches it once,
@@ -342,15 +342,15 @@ impl GemmBackend for CudaBackend {
         &self,
         route: &ResolvedGemmRoute,
         seed: u64,
-    ) -> Result<crate::kernels::TimedOutput> {
+    ) -> Result<gemm_audit_model::kernels::TimedOutput> {
         let sh = &self.shared;
         let _lock = sh.lock();
         let (mut launch, eager) = self.timed_launch(route, seed)?;
         let output = launch.download(sh)?;
-        Ok(crate::kernels::TimedOutput {
+        Ok(gemm_audit_model::kernels::TimedOutput {
             output,
             seconds: self.kernel_seconds(route, &mut launch, eager)?,
-            clock: crate::kernels::TimingClock::DeviceEvents,
+            clock: gemm_audit_model::kernels::TimingClock::DeviceEvents,
         })
     }
 
@@ -375,7 +375,7 @@ impl GemmBackend for CudaBackend {
         };
         Ok(CheckedRun {
             seconds: self.kernel_seconds(route, &mut launch, eager)?,
-            clock: crate::kernels::TimingClock::DeviceEvents,
+            clock: gemm_audit_model::kernels::TimingClock::DeviceEvents,
             differing_output,
         })
     }
@@ -399,7 +399,7 @@ impl GemmBackend for CudaBackend {
             kept,
             output_len: launch.output_len(),
             seconds: self.kernel_seconds(route, &mut launch, eager)?,
-            clock: crate::kernels::TimingClock::DeviceEvents,
+            clock: gemm_audit_model::kernels::TimingClock::DeviceEvents,
         })
     }
 

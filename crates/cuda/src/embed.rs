@@ -6,21 +6,21 @@
 //! Device identity ([`super::device_identity`]) and device-side output
 //! fingerprints ([`super::DeviceFingerprinter`]) complete the set.
 
-use super::cuda_error::CudaError;
+use super::error::CudaError;
 use super::vendor::{self, Vendor};
-use crate::digest::Digest;
-use crate::identity::{CompilerIdentity, ModuleIdentity};
-use crate::physical::PhysicalNode;
-use crate::recorder::CaptureStream;
-use crate::route::{
-    ContractKind, DType, LaunchConfig, PhysicalBackend, ResolvedGemmRoute, VendorRoute,
-};
 use cudarc::cublaslt::sys as lt;
 use cudarc::driver::sys;
 use cudarc::driver::{CudaGraph, CudaStream};
+use gemm_audit_model::digest::Digest;
+use gemm_audit_model::identity::ModuleIdentity;
+use gemm_audit_model::physical::PhysicalNode;
+use gemm_audit_model::platform::CompilerIdentity;
+use gemm_audit_model::recorder::CaptureStream;
+use gemm_audit_model::route::{LaunchConfig, ResolvedGemmRoute, VendorRoute};
+use gemm_audit_model::vocab::{ContractKind, DType, PhysicalBackend};
 use std::sync::Arc;
 
-/// The engine's own stream, capturable by [`crate::recorder::capture`].
+/// The engine's own stream, capturable by [`gemm_audit_model::recorder::capture`].
 ///
 /// Beginning a capture refuses the legacy default stream (it cannot be
 /// captured) and synchronizes the stream first; the capture is
@@ -75,7 +75,7 @@ impl CaptureStream for CudaCaptureStream {
 /// The nodes of any captured cudarc graph, in topological order: each
 /// kernel node's symbol, grid, block and dynamic shared bytes, and the
 /// kind of every other node. Bind them to the declared routes with
-/// [`crate::physical::bind`] to see that what was captured is what was
+/// [`gemm_audit_model::physical::bind`] to see that what was captured is what was
 /// recorded (a vendor call that became split-K plus a reduce shows there).
 pub fn introspect(graph: &CudaGraph) -> Result<Vec<PhysicalNode>, CudaError> {
     super::graph::introspect(graph)
@@ -83,7 +83,7 @@ pub fn introspect(graph: &CudaGraph) -> Result<Vec<PhysicalNode>, CudaError> {
 
 /// The route's launch part from a cudarc launch configuration and the
 /// pointer-free digest of the arguments
-/// ([`crate::route::ArgumentsDigest`]).
+/// ([`gemm_audit_model::builder::ArgumentsDigest`]).
 pub fn launch_config(cfg: &cudarc::driver::LaunchConfig, arguments_digest: Digest) -> LaunchConfig {
     LaunchConfig {
         grid: [cfg.grid_dim.0, cfg.grid_dim.1, cfg.grid_dim.2],
@@ -116,7 +116,7 @@ pub fn nvcc_compiler_identity(release: &str, flags: &[&str], source: &[u8]) -> C
 }
 
 /// The resources of a loaded kernel, as a symbol declares them
-/// ([`crate::identity::SymbolEntry::with_resources`]): a digest of what the
+/// ([`gemm_audit_model::identity::SymbolEntry::with_resources`]): a digest of what the
 /// driver reports about `f` (registers, static shared, local and constant
 /// bytes, most threads per block, binary version). The same digest the
 /// CUDA backend declares for its own kernels.
@@ -149,13 +149,13 @@ pub fn set_blas_math_mode(
 pub fn check_blas_math_mode(
     blas: &cudarc::cublas::CudaBlas,
     route: &ResolvedGemmRoute,
-) -> Result<(), crate::Error> {
+) -> Result<(), gemm_audit_model::Error> {
     if route.backend != PhysicalBackend::Cublas {
         return Ok(());
     }
     if vendor::atomics_allowed(blas)? {
-        return Err(crate::Refusal::new(
-            crate::RefusalStage::Recording,
+        return Err(gemm_audit_model::Refusal::new(
+            gemm_audit_model::RefusalStage::Recording,
             None,
             "contract.kind",
             format!("{} with atomics not allowed", route.contract.kind),
@@ -172,8 +172,8 @@ pub fn check_blas_math_mode(
     if mode == want {
         return Ok(());
     }
-    Err(crate::Refusal::new(
-        crate::RefusalStage::Recording,
+    Err(gemm_audit_model::Refusal::new(
+        gemm_audit_model::RefusalStage::Recording,
         None,
         "contract.kind",
         format!(
@@ -187,7 +187,7 @@ pub fn check_blas_math_mode(
 
 /// The compilation target of the device behind `ctx`, e.g. `sm_90`.
 pub fn compilation_target(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<String, CudaError> {
-    super::cuda_identity::arch(ctx)
+    super::identity::arch(ctx)
 }
 
 /// The loaded cuBLAS and cuBLASLt libraries as modules, for a context's

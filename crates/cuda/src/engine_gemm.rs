@@ -12,23 +12,22 @@
 //! f32, `cublasGemmEx` with `CUBLAS_COMPUTE_32F` for halves), under the
 //! contract the handle's math mode, read back at every call, gives.
 
-use super::cuda_error::cuda_err;
+use super::error::cuda_err;
 use super::resolve::{VendorParts, planned_route, probe_kernels, vendor_route};
 use super::vendor::{
     self, Api, CUBLAS_SGEMM_SYMBOL, CUBLAS_SYMBOL, Handles, LtSelection, Numerics, Vendor,
     VendorCall,
 };
-use crate::digest::{DigestWriter, FieldValue};
-use crate::error::{Error, Refusal, RefusalStage, Result};
-use crate::identity::{GemmRouteIdentity, ModuleIdentity};
-use crate::physical::PhysicalNode;
-use crate::policy::PolicyMode;
-use crate::recorder::GemmRouteRecorder;
-use crate::route::{
-    DType, GemmOp, GemmShape, GemmStrides, ModuleKind, NumericContract, ResolvedGemmRoute,
-};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, sys as blas};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, sys};
+use gemm_audit_model::digest::{DigestWriter, FieldValue};
+use gemm_audit_model::error::{Error, Refusal, RefusalStage, Result};
+use gemm_audit_model::identity::{GemmRouteIdentity, ModuleIdentity};
+use gemm_audit_model::physical::PhysicalNode;
+use gemm_audit_model::policy::PolicyMode;
+use gemm_audit_model::recorder::GemmRouteRecorder;
+use gemm_audit_model::route::{GemmShape, GemmStrides, NumericContract, ResolvedGemmRoute};
+use gemm_audit_model::vocab::{DType, GemmOp, ModuleKind};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -88,7 +87,7 @@ fn live_module<'a>(
 fn refuse_capturing(stream: &CudaStream, what: &str) -> Result<()> {
     let status = stream
         .capture_status()
-        .map_err(super::cuda_error::drv("stream capture status"))?;
+        .map_err(super::error::drv("stream capture status"))?;
     if status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE {
         return Err(cuda_err(format!(
             "{what} runs and captures the call once: do it before the stream captures (while recording eagerly)"
@@ -416,7 +415,7 @@ impl CudarcGemm {
         recorder.push(self.route(gemm, &cfg)?)?;
         // SAFETY: every buffer holds all the elements the column-major
         // configuration addresses (checked above), on the handle's stream.
-        unsafe { self.blas.gemm(cfg, a, b, c) }.map_err(super::cuda_error::drv("cudarc Gemm"))
+        unsafe { self.blas.gemm(cfg, a, b, c) }.map_err(super::error::drv("cudarc Gemm"))
     }
 
     /// The kernels of one distinct call, probed on first sight.
@@ -438,7 +437,7 @@ impl CudarcGemm {
         let zeros = |n: usize| {
             self.stream
                 .alloc_zeros::<T>(n.max(1))
-                .map_err(super::cuda_error::drv("allocating probe operands"))
+                .map_err(super::error::drv("allocating probe operands"))
         };
         let (sa, sb) = (zeros(la)?, zeros(lb)?);
         let sc = Mutex::new(zeros(lc)?);
@@ -451,7 +450,7 @@ impl CudarcGemm {
                 let mut sc = sc.lock().unwrap_or_else(|p| p.into_inner());
                 // SAFETY: the scratch buffers hold every element `cfg` addresses.
                 unsafe { self.blas.gemm(*cfg, &sa, &sb, &mut *sc) }
-                    .map_err(super::cuda_error::drv("cudarc Gemm"))
+                    .map_err(super::error::drv("cudarc Gemm"))
             },
         )?;
         probed.insert(key, kernels.clone());
@@ -466,7 +465,7 @@ fn check_stream(blas: &CudaBlas, stream: &CudaStream) -> Result<()> {
     // one write.
     unsafe { blas::cublasGetStream_v2(*blas.handle(), &mut s) }
         .result()
-        .map_err(super::cuda_error::drv("cublasGetStream"))?;
+        .map_err(super::error::drv("cublasGetStream"))?;
     if !std::ptr::eq(s.cast::<()>(), stream.cu_stream().cast::<()>()) {
         return Err(cuda_err(
             "the cuBLAS handle runs on another stream than the one given",

@@ -5,17 +5,17 @@
 //! only the 32-byte chunk digests are copied back.
 
 use super::catalog;
-use super::cuda_error::CudaError;
-use super::cuda_identity;
+use super::error::CudaError;
+use super::identity;
 use super::nvrtc;
-use crate::digest::Digest;
-use crate::trace::fast::FAST_DIGEST_BYTES;
-use crate::trace::{FINGERPRINT_CHUNK_BYTES, FingerprintMode, OutputFingerprint};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, CudaView, DevicePtr, DeviceRepr, DeviceSlice,
     LaunchConfig as CuLaunch, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
+use gemm_audit_model::digest::Digest;
+use gemm_audit_model::trace::fast::FAST_DIGEST_BYTES;
+use gemm_audit_model::trace::{FINGERPRINT_CHUNK_BYTES, FingerprintMode, OutputFingerprint};
 use std::fmt;
 use std::sync::Arc;
 
@@ -37,9 +37,9 @@ pub struct DeviceFingerprinter {
     ctx: Arc<CudaContext>,
     /// `sha256_chunks`; it keeps its module loaded.
     func: CudaFunction,
-    /// `nh128_chunks` (see `crate::trace::fast`).
+    /// `nh128_chunks` (see `gemm_audit_model::trace::fast`).
     fast: CudaFunction,
-    /// `crate::trace::fast::fast_keys()`, uploaded once.
+    /// `gemm_audit_model::trace::fast::fast_keys()`, uploaded once.
     keys: CudaSlice<u64>,
 }
 
@@ -61,7 +61,7 @@ impl DeviceFingerprinter {
                 "NVRTC (libnvrtc.so) was not found; add the CUDA toolkit's lib64 to LD_LIBRARY_PATH",
             ));
         }
-        let arch = cuda_identity::arch(ctx)?;
+        let arch = identity::arch(ctx)?;
         Self::compile(ctx, &catalog::compile_options(&arch))
     }
 
@@ -82,7 +82,7 @@ impl DeviceFingerprinter {
             .map_err(CudaError::with("fast fingerprint kernel"))?;
         let stream = ctx.default_stream();
         let keys = stream
-            .clone_htod(&crate::trace::fast::fast_keys())
+            .clone_htod(&gemm_audit_model::trace::fast::fast_keys())
             .map_err(CudaError::with("uploading the fast fingerprint keys"))?;
         stream
             .synchronize()
@@ -112,7 +112,7 @@ impl DeviceFingerprinter {
     }
 
     /// [`DeviceFingerprinter::fingerprint`] in `mode`: SHA-256 chunks, or
-    /// NH chunks (`crate::trace::fast`). Equals
+    /// NH chunks (`gemm_audit_model::trace::fast`). Equals
     /// `OutputFingerprint::with_mode(mode, input_seed, bytes)`.
     pub fn fingerprint_in<T: DeviceRepr>(
         &self,
@@ -123,7 +123,7 @@ impl DeviceFingerprinter {
     ) -> Result<OutputFingerprint, CudaError> {
         let len = buf
             .len()
-            .checked_mul(std::mem::size_of::<T>())
+            .checked_mul(size_of::<T>())
             .ok_or_else(|| CudaError::msg("buffer too large to fingerprint"))?;
         // SAFETY: the bytes are only read (by the chunk kernel) and every
         // byte value is a valid `u8`; `len` covers exactly the view's bytes,
@@ -161,7 +161,7 @@ impl DeviceFingerprinter {
 
     /// Per-chunk fast (NH) digests of `data`, computed on the device and
     /// copied back (16 bytes per 4096-byte chunk); equal to
-    /// `crate::trace::fast::fast_chunk_digests` of the same bytes.
+    /// `gemm_audit_model::trace::fast::fast_chunk_digests` of the same bytes.
     #[doc(hidden)]
     pub fn fast_chunk_digests(
         &self,
@@ -193,7 +193,7 @@ impl DeviceFingerprinter {
         let mut out = stream
             .alloc_zeros::<u8>(chunks * digest_bytes)
             .map_err(CudaError::with("allocating digests"))?;
-        if device_address(stream, data) % align == 0 {
+        if device_address(stream, data).is_multiple_of(align) {
             self.launch_in(mode, stream, data, &mut out)?;
         } else {
             let mut aligned = stream
@@ -242,7 +242,7 @@ impl DeviceFingerprinter {
         if out.len() < chunks * DIGEST_BYTES {
             return Err(CudaError::msg("fingerprint buffers are too small"));
         }
-        if device_address(stream, data) % ALIGN != 0 {
+        if !device_address(stream, data).is_multiple_of(ALIGN) {
             return Err(CudaError::msg(
                 "the fingerprint kernel needs a 4-byte aligned buffer",
             ));
@@ -291,7 +291,7 @@ impl DeviceFingerprinter {
         if out.len() < chunks * FAST_DIGEST_BYTES {
             return Err(CudaError::msg("fingerprint buffers are too small"));
         }
-        if device_address(stream, data) % FAST_ALIGN != 0 {
+        if !device_address(stream, data).is_multiple_of(FAST_ALIGN) {
             return Err(CudaError::msg(
                 "the fast fingerprint kernel needs a 16-byte aligned buffer",
             ));

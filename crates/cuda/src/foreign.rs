@@ -11,11 +11,11 @@
 //! is what makes [`ForeignFingerprinter::fingerprint`] safe to call with
 //! any address.
 
-use super::cuda_error::CudaError;
+use super::error::CudaError;
 use super::fingerprint::DeviceFingerprinter;
 use super::shared::device_count;
-use crate::trace::{FingerprintMode, OutputFingerprint};
 use cudarc::driver::{CudaContext, CudaStream, DriverError, sys};
+use gemm_audit_model::trace::{FingerprintMode, OutputFingerprint};
 use std::fmt;
 use std::sync::Arc;
 

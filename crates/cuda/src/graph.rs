@@ -2,10 +2,10 @@
 //! Stream capture with the discipline of the semantics note, and graph
 //! introspection into physical nodes.
 
-use super::cuda_error::CudaError;
-use crate::physical::{NodeKind, PhysicalNode};
+use super::error::CudaError;
 use cudarc::driver::sys;
 use cudarc::driver::{CudaGraph as RawGraph, CudaStream};
+use gemm_audit_model::physical::{NodeKind, PhysicalNode};
 use std::collections::{BTreeSet, HashMap};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -22,7 +22,7 @@ use std::sync::Arc;
 ///
 /// The body's error is a message; a failing driver call comes back as the
 /// error's cause.
-pub fn capture<F>(stream: &Arc<CudaStream>, body: F) -> Result<RawGraph, CudaError>
+pub(crate) fn capture<F>(stream: &Arc<CudaStream>, body: F) -> Result<RawGraph, CudaError>
 where
     F: FnOnce() -> Result<(), String>,
 {
@@ -72,7 +72,7 @@ fn check(r: sys::CUresult, what: &str) -> Result<(), CudaError> {
 /// The nodes of `graph` in topological order (capture order for a linear
 /// capture; ties broken by the driver's node order), with each kernel
 /// node's symbol, grid, block and dynamic shared bytes.
-pub fn introspect(graph: &RawGraph) -> Result<Vec<PhysicalNode>, CudaError> {
+pub(crate) fn introspect(graph: &RawGraph) -> Result<Vec<PhysicalNode>, CudaError> {
     let g = graph.cu_graph();
     let mut count = 0usize;
     // SAFETY: `g` is a live graph owned by `graph`; a null node array asks for the count.

@@ -17,18 +17,19 @@
 //! engine's stream, eagerly or under the engine's capture.
 
 use super::catalog::{self, CudaFamily, CudaKernel, CudaModule, Geometry};
-use super::cuda_error::{CudaError, cuda_err, drv};
+use super::error::{CudaError, cuda_err, drv};
 use super::module::LoadedModule;
 use super::tma;
-use crate::error::Result;
-use crate::identity::{GemmRouteIdentity, ModuleIdentity};
-use crate::kernels::element_size;
-use crate::recorder::GemmRouteRecorder;
-use crate::route::{DType, GemmOp, GemmShape, GemmStrides, ResolvedGemmRoute};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig,
     PushKernelArg,
 };
+use gemm_audit_model::error::Result;
+use gemm_audit_model::identity::{GemmRouteIdentity, ModuleIdentity};
+use gemm_audit_model::kernels::element_size;
+use gemm_audit_model::recorder::GemmRouteRecorder;
+use gemm_audit_model::route::{GemmShape, GemmStrides, ResolvedGemmRoute};
+use gemm_audit_model::vocab::{DType, GemmOp};
 use std::sync::Arc;
 
 /// The wgmma module loaded into an engine's context.
@@ -56,7 +57,7 @@ impl InvariantGemms {
                 "NVRTC (libnvrtc.so) was not found; add the CUDA toolkit's lib64 to LD_LIBRARY_PATH",
             ));
         }
-        let arch = super::cuda_identity::arch(ctx)?;
+        let arch = super::identity::arch(ctx)?;
         if arch != "sm_90" {
             return Err(cuda_err(format!(
                 "the batch-invariant wgmma GEMMs need a compute capability 9.0 (Hopper) device; this one is {arch}"
@@ -167,8 +168,8 @@ impl InvariantGemms {
     }
 
     /// [`InvariantGemms::plan`] with the rung `route = "batch-invariant"`
-    /// serves the problem with ([`crate::kernels::RouteChoice::ladder_rung`]:
-    /// a decode-size rung up to [`crate::kernels::LADDER_DECODE_MAX_M`],
+    /// serves the problem with ([`gemm_audit_model::kernels::RouteChoice::ladder_rung`]:
+    /// a decode-size rung up to [`gemm_audit_model::kernels::LADDER_DECODE_MAX_M`],
     /// larger tiles above). Plans of one (op, dtype, k, n) give the same
     /// bits at every m.
     pub fn plan_batch_invariant(
@@ -194,7 +195,8 @@ impl InvariantGemms {
         shape: GemmShape,
         strides: GemmStrides,
     ) -> Result<InvariantGemm> {
-        let rung = crate::kernels::RouteChoice::ladder_rung(op, shape.m, shape.k, shape.n);
+        let rung =
+            gemm_audit_model::kernels::RouteChoice::ladder_rung(op, shape.m, shape.k, shape.n);
         self.plan_strided(live, rung, op, dtype, shape, strides)
     }
 
@@ -206,7 +208,7 @@ impl InvariantGemms {
         floats: u64,
         flags: u64,
     ) -> Result<(CudaSlice<f32>, CudaSlice<u32>)> {
-        if floats > crate::kernels::MAX_ELEMENTS {
+        if floats > gemm_audit_model::kernels::MAX_ELEMENTS {
             return Err(cuda_err(format!("the workspace of {shape:?} is too large")));
         }
         let stream = self.ctx.default_stream();
@@ -276,11 +278,11 @@ impl InvariantGemm {
     ) -> Result<()> {
         let GemmShape { m, k, n } = self.route.shape;
         let es = element_size(self.route.dtype);
-        if std::mem::size_of::<T>() != es {
+        if size_of::<T>() != es {
             return Err(cuda_err(format!(
                 "{} operands are {es}-byte elements; these buffers hold {}-byte ones",
                 self.route.dtype,
-                std::mem::size_of::<T>()
+                size_of::<T>()
             )));
         }
         // Elements each operand spans: all rows but the last at the

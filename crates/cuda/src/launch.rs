@@ -4,21 +4,22 @@
 //! of launches ([`EventTimer`], [`time_launches`]).
 
 use super::catalog::{self, CudaFamily, CudaKernel, Geometry};
-use super::cuda_error::{CudaError, cuda_err, drv};
+use super::error::{CudaError, cuda_err, drv};
 use super::seed::OperandSpec;
 use super::shared::Shared;
 use super::tma::{self, TensorMapArg};
 use super::vendor::{Api, Handles, LtSelection, VendorCall};
-use crate::error::Result;
-use crate::kernels;
-use crate::kernels::Problem;
-use crate::route::{GemmShape, PhysicalBackend, ResolvedGemmRoute};
-use crate::trace::{FingerprintMode, OutputFingerprint};
 use cudarc::driver::sys;
 use cudarc::driver::{
     CudaEvent, CudaFunction, CudaGraph as RawGraph, CudaSlice, CudaStream, DevicePtr,
     LaunchConfig as CuLaunch, PushKernelArg,
 };
+use gemm_audit_model::error::Result;
+use gemm_audit_model::kernels;
+use gemm_audit_model::kernels::Problem;
+use gemm_audit_model::route::{GemmShape, ResolvedGemmRoute};
+use gemm_audit_model::trace::{FingerprintMode, OutputFingerprint};
+use gemm_audit_model::vocab::PhysicalBackend;
 use std::sync::Arc;
 
 /// What a prepared launch runs.
@@ -78,8 +79,8 @@ fn vendor_target(sh: &Shared, h: Option<&Handles>, route: &ResolvedGemmRoute) ->
         )));
     }
     let fast = match &route.contract.kind {
-        crate::route::ContractKind::VendorFast => true,
-        crate::route::ContractKind::VendorPedantic => false,
+        gemm_audit_model::vocab::ContractKind::VendorFast => true,
+        gemm_audit_model::vocab::ContractKind::VendorPedantic => false,
         other => {
             return Err(cuda_err(format!(
                 "route {:?}: contract {other} is not a vendor contract",
@@ -205,9 +206,7 @@ impl Prepared {
         let shape = route.shape;
         let GemmShape { m, k, n } = shape;
         for (what, x, y) in [("A", m, k), ("B", k, n), ("C", m, n)] {
-            if x.checked_mul(y)
-                .is_none_or(|e| e > crate::kernels::MAX_ELEMENTS)
-            {
+            if x.checked_mul(y).is_none_or(|e| e > kernels::MAX_ELEMENTS) {
                 return Err(cuda_err(format!(
                     "route {:?}: operand {what} is too large ({x} x {y})",
                     route.gemm
@@ -238,17 +237,17 @@ impl Prepared {
         // The wgmma kernels read A and B through tensor maps over exactly
         // these buffers (the specs are what the route's digest covers).
         let mut target = target;
-        if let Target::Nvrtc { kernel, maps, .. } = &mut target {
-            if kernel.is_wgmma() {
-                let [sa, sb] = super::catalog::tensor_maps(*kernel, route.op, route.dtype, shape);
-                let (pa, _ra) = a.device_ptr(&sh.stream);
-                let (pb, _rb) = b.device_ptr(&sh.stream);
-                let encode = |spec, base| {
-                    tma::encode(spec, base)
-                        .map_err(|e| e.context(format_args!("route {:?}", route.gemm)))
-                };
-                *maps = Some(Box::new([encode(&sa, pa)?, encode(&sb, pb)?]));
-            }
+        if let Target::Nvrtc { kernel, maps, .. } = &mut target
+            && kernel.is_wgmma()
+        {
+            let [sa, sb] = catalog::tensor_maps(*kernel, route.op, route.dtype, shape);
+            let (pa, _ra) = a.device_ptr(&sh.stream);
+            let (pb, _rb) = b.device_ptr(&sh.stream);
+            let encode = |spec, base| {
+                tma::encode(spec, base)
+                    .map_err(|e| e.context(format_args!("route {:?}", route.gemm)))
+            };
+            *maps = Some(Box::new([encode(&sa, pa)?, encode(&sb, pb)?]));
         }
         let out_bytes = (m * n) as usize * kernels::element_size(route.dtype);
         let c = sh

@@ -6,8 +6,8 @@
 //!
 //! Without this crate's `cuda` feature only [`catalog`] (the kernel
 //! families, symbols, geometry and dispatcher: pure logic) is compiled.
-//! With it: `nvrtc` (run-time compilation to a cubin), `cuda_error` (typed CUDA
-//! errors), `cuda_identity` (device and driver identity), `module` (loaded
+//! With it: `nvrtc` (run-time compilation to a cubin), `error` (typed CUDA
+//! errors), `identity` (device and driver identity), `module` (loaded
 //! NVRTC modules), `fingerprint` (the device SHA-256 chunk kernel), `seed`
 //! (seeded operands made on the device),
 //! `shared` (the process-wide device state), `launch` (prepared launches
@@ -23,19 +23,10 @@
 //! it allows `unsafe_code` for itself, and every block says why it is
 //! sound (SAFETY).
 
-// The model at the paths the backend's files name (`crate::route`,
-// `crate::kernels`, `crate::Refusal`, ...).
-#[allow(unused_imports)]
-pub(crate) use gemm_audit_model::*;
-
 // Pure logic (no CUDA calls): compiled and unit-tested in every build.
 pub mod catalog;
 // The seeding kernel's formula in Rust, held to the CPU's operands by a
 // property test (no GPU needed).
-#[cfg(feature = "cuda")]
-mod cuda_error;
-#[cfg(feature = "cuda")]
-mod cuda_identity;
 #[cfg(feature = "cuda")]
 mod device;
 #[cfg(feature = "cuda")]
@@ -43,11 +34,15 @@ mod embed;
 #[cfg(feature = "cuda")]
 mod engine_gemm;
 #[cfg(feature = "cuda")]
+mod error;
+#[cfg(feature = "cuda")]
 mod fingerprint;
 #[cfg(feature = "cuda")]
 mod foreign;
 #[cfg(feature = "cuda")]
 mod graph;
+#[cfg(feature = "cuda")]
+mod identity;
 #[cfg(feature = "cuda")]
 mod invariant_gemm;
 #[cfg(feature = "cuda")]
@@ -70,20 +65,17 @@ mod seed;
 mod seed_formula;
 #[cfg(feature = "cuda")]
 mod shared;
-#[cfg(feature = "cuda")]
+// Timing for the benches: behind `bench`, which the binary never enables.
+#[cfg(all(feature = "cuda", feature = "bench"))]
 mod timing;
 #[cfg(feature = "cuda")]
 mod tma;
 #[cfg(feature = "cuda")]
 mod vendor;
 // The bench timing's visit order: pure logic, tested in every build.
-#[cfg(any(feature = "cuda", test))]
+#[cfg(any(all(feature = "cuda", feature = "bench"), test))]
 mod visit_order;
 
-#[cfg(feature = "cuda")]
-pub use cuda_error::{CudaCause, CudaError};
-#[cfg(feature = "cuda")]
-pub use cuda_identity::device_identity;
 #[cfg(feature = "cuda")]
 pub use device::{CUDA_DEFAULT_POLICY, CudaBackend, CudaGraph, CudaLaunches};
 #[cfg(feature = "cuda")]
@@ -95,16 +87,21 @@ pub use embed::{
 #[cfg(feature = "cuda")]
 pub use engine_gemm::{CudarcElement, CudarcGemm, VendorApi, VendorGemm, VendorGemms};
 #[cfg(feature = "cuda")]
+pub use error::{CudaCause, CudaError};
+#[cfg(feature = "cuda")]
 pub use fingerprint::DeviceFingerprinter;
 #[cfg(feature = "cuda")]
 pub use foreign::ForeignFingerprinter;
 #[cfg(feature = "cuda")]
+pub use identity::device_identity;
+#[cfg(feature = "cuda")]
 pub use invariant_gemm::{InvariantGemm, InvariantGemms};
-#[cfg(feature = "cuda")]
-#[doc(hidden)]
-pub use lt_family::{LtCandidateTiming, TIMING_M as LT_TIMING_M};
-#[cfg(feature = "cuda")]
-#[doc(hidden)]
+#[cfg(all(feature = "cuda", feature = "bench"))]
+pub use lt_family::LtCandidateTiming;
+/// The m values `cublaslt-invariant`'s timed choice times each candidate at.
+#[cfg(all(feature = "cuda", feature = "bench"))]
+pub const LT_TIMING_M: [u64; 2] = lt_family::TIMING_M;
+#[cfg(all(feature = "cuda", feature = "bench"))]
 pub use timing::RouteTiming;
 #[cfg(feature = "cuda")]
 pub use vendor::{

@@ -2,13 +2,13 @@
 //! (`lt_family.rs` times the candidates), and which dense problems no
 //! family configuration serves. Pure logic, so unit-tested in every build.
 
-use crate::kernels::element_size;
-use crate::route::{DType, GemmOp};
+use gemm_audit_model::kernels::element_size;
+use gemm_audit_model::vocab::{DType, GemmOp};
 
 /// How much worse than the best score (mean time relative to the fastest
 /// at each m) the heuristic's earlier candidates may be and still be
 /// chosen over it.
-pub const CHOICE_MARGIN: f64 = 0.05;
+pub(crate) const CHOICE_MARGIN: f64 = 0.05;
 
 /// Seconds of work one timing sample aims at (its launch count follows
 /// from the problem's flops at about 600 TFLOP/s).
@@ -24,7 +24,7 @@ pub(crate) const TN_ALIGNMENT_BYTES: u64 = 16;
 pub(crate) fn refusal(op: GemmOp, dtype: DType, m: u64) -> Option<String> {
     let size = element_size(dtype) as u64;
     let row = m * size;
-    (op == GemmOp::Tn && row % TN_ALIGNMENT_BYTES != 0).then(|| {
+    (op == GemmOp::Tn && !row.is_multiple_of(TN_ALIGNMENT_BYTES)).then(|| {
         format!(
             "cublaslt-invariant: TN at m = {m}: A is stored m-contiguous ({row}-byte rows) and the family's kernels read it in {TN_ALIGNMENT_BYTES}-byte steps, so dense TN needs m a multiple of {} (batch-invariant serves TN at any m through a padded leading dimension)",
             TN_ALIGNMENT_BYTES / size

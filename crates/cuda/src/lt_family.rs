@@ -26,16 +26,17 @@
 //!   makes a recorded configuration the family's choice (a golden pins
 //!   it).
 
-use super::cuda_error::{cuda_err, drv};
+use super::error::{cuda_err, drv};
 pub(super) use super::lt_choice::refusal;
-use super::lt_choice::{
-    TN_ALIGNMENT_BYTES, choose, half_bits, launches_per_sample, median, scores,
-};
+#[cfg(feature = "bench")]
+use super::lt_choice::scores;
+use super::lt_choice::{TN_ALIGNMENT_BYTES, choose, half_bits, launches_per_sample, median};
 use super::vendor::{Handles, LtPlan, Numerics, algo_attribute};
-use crate::error::Result;
-use crate::route::{DType, GemmOp, GemmShape, VendorRoute};
 use cudarc::cublaslt::sys as lt;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, sys as cu};
+use gemm_audit_model::error::Result;
+use gemm_audit_model::route::{GemmShape, VendorRoute};
+use gemm_audit_model::vocab::{DType, GemmOp};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -53,7 +54,7 @@ pub const FAMILY_MAX_WORKSPACE_BYTES: usize = 64;
 
 /// Batch sizes a family's candidates are timed at: where the route is
 /// meant to run at vendor speed.
-pub const TIMING_M: [u64; 2] = [1024, FAMILY_REFERENCE_M];
+pub(crate) const TIMING_M: [u64; 2] = [1024, FAMILY_REFERENCE_M];
 
 /// Candidates asked of the heuristic for a family's configuration.
 const FAMILY_CANDIDATES: usize = 32;
@@ -393,6 +394,7 @@ fn choices(
 }
 
 /// One candidate of a family as the timed choice saw it (benchmarks).
+#[cfg(feature = "bench")]
 #[derive(Debug, Clone)]
 pub struct LtCandidateTiming {
     /// `algorithm 66 tile 24 stages 35`.
@@ -413,6 +415,7 @@ pub struct LtCandidateTiming {
 
 /// Every candidate of `shape`'s family, timed afresh (the handles'
 /// choice is neither read nor kept), in the heuristic's order.
+#[cfg(feature = "bench")]
 pub(super) fn candidate_timings(
     h: &Handles,
     dtype: DType,
@@ -490,7 +493,7 @@ fn pin_one_split(algo: &mut lt::cublasLtMatmulAlgo_t, none: u32) -> Result<()> {
                 algo,
                 attr,
                 (&v as *const u32).cast(),
-                std::mem::size_of::<u32>(),
+                size_of::<u32>(),
             )
         }
         .result()

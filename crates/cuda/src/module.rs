@@ -2,14 +2,15 @@
 //! function's resources (registers, shared/local/const bytes, ...).
 
 use super::catalog;
-use super::cuda_error::{CudaError, cuda_err};
+use super::error::{CudaError, cuda_err};
 use super::nvrtc;
-use crate::digest::{Digest, DigestWriter, FieldValue};
-use crate::error::Result;
-use crate::identity::{CompilerIdentity, ModuleIdentity};
-use crate::route::{ModuleKind, PhysicalBackend};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::Ptx;
+use gemm_audit_model::digest::{Digest, DigestWriter, FieldValue};
+use gemm_audit_model::error::Result;
+use gemm_audit_model::identity::ModuleIdentity;
+use gemm_audit_model::platform::CompilerIdentity;
+use gemm_audit_model::vocab::{ModuleKind, PhysicalBackend};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -25,7 +26,7 @@ impl LoadedModule {
     /// Compiles `which`'s source with NVRTC (`nvrtc_version`) for `target`
     /// under the pinned options and loads it: the compiler identity every
     /// route of the module carries is built here, once for both modules.
-    pub fn compile(
+    pub(crate) fn compile(
         ctx: &Arc<CudaContext>,
         which: catalog::CudaModule,
         target: &str,
@@ -93,7 +94,7 @@ impl LoadedModule {
     }
 
     /// The function `symbol` and its resources digest.
-    pub fn function(&self, symbol: &str) -> Result<&(CudaFunction, Digest)> {
+    pub(crate) fn function(&self, symbol: &str) -> Result<&(CudaFunction, Digest)> {
         self.functions
             .get(symbol)
             .ok_or_else(|| cuda_err(format!("kernel {symbol:?} is not in the loaded module")))

@@ -1,12 +1,12 @@
 #![allow(unsafe_code)]
 //! NVRTC: compile a kernel source to a cubin for one architecture.
 
-use super::cuda_error::CudaError;
+use super::error::CudaError;
 use cudarc::nvrtc::{result, sys};
 use std::ffi::{CStr, CString};
 
 /// The NVRTC library's version (major, minor).
-pub fn version() -> Result<(i32, i32), CudaError> {
+pub(crate) fn version() -> Result<(i32, i32), CudaError> {
     let (mut major, mut minor) = (0, 0);
     // SAFETY: both pointers are valid for writes of one c_int each.
     unsafe { sys::nvrtcVersion(&mut major, &mut minor) }
@@ -27,7 +27,11 @@ impl Drop for Program {
 
 /// Compiles `source` (named `name` in diagnostics) with `options` and
 /// returns the cubin. A compile error carries NVRTC's log.
-pub fn compile_cubin(source: &str, name: &str, options: &[String]) -> Result<Vec<u8>, CudaError> {
+pub(crate) fn compile_cubin(
+    source: &str,
+    name: &str,
+    options: &[String],
+) -> Result<Vec<u8>, CudaError> {
     let src = CString::new(source)
         .map_err(|_| CudaError::msg(format!("{name}: source holds a NUL byte")))?;
     let cname =
@@ -81,7 +85,7 @@ pub fn compile_cubin(source: &str, name: &str, options: &[String]) -> Result<Vec
 /// # Safety
 /// `p` must be null or point to a NUL-terminated string that stays valid
 /// for the duration of the call.
-pub unsafe fn c_string(p: *const std::ffi::c_char) -> String {
+pub(crate) unsafe fn c_string(p: *const std::ffi::c_char) -> String {
     if p.is_null() {
         return String::new();
     }

@@ -3,26 +3,28 @@
 //! from a capture of the call.
 
 use super::catalog::{self, CudaFamily, CudaKernel};
-use super::cuda_error::{cuda_err, drv};
 use super::device::CudaBackend;
+use super::error::{cuda_err, drv};
 use super::graph;
 use super::vendor::{Api, LtSelection, VendorCall};
-use crate::digest::{Digest, DigestWriter, FieldValue};
-use crate::error::Result;
-use crate::identity::{CompilerIdentity, DeviceIdentity, ModuleIdentity};
-use crate::kernels;
-use crate::kernels::{GemmSpec, RouteChoice};
-use crate::physical::{NodeKind, PhysicalNode};
-use crate::policy::PolicyMode;
-use crate::route::{
-    DType, GemmOp, GemmShape, GemmStrides, LaunchConfig, NumericContract, OperandConversion,
-    OutputOwnership, ResolvedGemmRoute, TileShape, VendorRoute,
-};
 use cudarc::driver::CudaStream;
+use gemm_audit_model::digest::{Digest, DigestWriter, FieldValue};
+use gemm_audit_model::error::Result;
+use gemm_audit_model::identity::ModuleIdentity;
+use gemm_audit_model::kernels;
+use gemm_audit_model::kernels::{GemmSpec, RouteChoice};
+use gemm_audit_model::physical::{NodeKind, PhysicalNode};
+use gemm_audit_model::platform::{CompilerIdentity, DeviceIdentity};
+use gemm_audit_model::policy::PolicyMode;
+use gemm_audit_model::route::{
+    GemmShape, GemmStrides, LaunchConfig, NumericContract, ResolvedGemmRoute, TileShape,
+    VendorRoute,
+};
+use gemm_audit_model::vocab::{DType, GemmOp, OperandConversion, OutputOwnership};
 use std::sync::Arc;
 
 impl CudaBackend {
-    /// [`crate::backend::GemmBackend::adopt_recorded`]: the family
+    /// [`gemm_audit_model::backend::GemmBackend::adopt_recorded`]: the family
     /// configurations of recorded `cublaslt-invariant` routes (cuBLASLt,
     /// family-fixed options, this library version) that the live library
     /// still offers become this backend's choices for their families, so
@@ -42,12 +44,12 @@ impl CudaBackend {
             .filter(|r| {
                 let Some(v) = &r.vendor else { return false };
                 let fast = match r.contract.kind {
-                    crate::route::ContractKind::VendorFast => true,
-                    crate::route::ContractKind::VendorPedantic => false,
+                    gemm_audit_model::vocab::ContractKind::VendorFast => true,
+                    gemm_audit_model::vocab::ContractKind::VendorPedantic => false,
                     _ => return false,
                 };
                 let numerics = super::vendor::Numerics::of(r.dtype, fast);
-                r.backend == crate::route::PhysicalBackend::CublasLt
+                r.backend == gemm_audit_model::vocab::PhysicalBackend::CublasLt
                     && v.library_version == lib.version
                     && numerics.digest(Api::Lt, LtSelection::FamilyFixed)
                         == r.compiler.options_digest
@@ -68,7 +70,10 @@ impl CudaBackend {
         let kernel = match spec.route {
             RouteChoice::Policy => {
                 let split_ok = policy
-                    .refuse_contract(spec.dtype, &crate::route::ContractKind::SplitKFixed)
+                    .refuse_contract(
+                        spec.dtype,
+                        &gemm_audit_model::vocab::ContractKind::SplitKFixed,
+                    )
                     .is_none();
                 catalog::dispatch(spec.dtype, spec.m, spec.k, policy.tensor_cores, split_ok)
             }

@@ -6,14 +6,14 @@
 //! uploading it from pageable memory.
 
 use super::catalog;
-use super::cuda_error::CudaError;
+use super::error::CudaError;
 use super::nvrtc;
-use crate::kernels::{self, B_SEED_OFFSET, Problem};
-use crate::route::{DType, GemmOp};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
+use gemm_audit_model::kernels::{self, B_SEED_OFFSET, Problem};
+use gemm_audit_model::vocab::{DType, GemmOp};
 use std::fmt;
 use std::sync::Arc;
 

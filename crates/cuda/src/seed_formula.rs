@@ -6,7 +6,7 @@
 //! CPU's. A test also checks that `seed.cu` still spells the constants used
 //! here, so the two cannot drift apart unnoticed.
 
-use crate::route::DType;
+use gemm_audit_model::vocab::DType;
 
 /// splitmix64 as `seed.cu` writes it.
 fn splitmix64(mut z: u64) -> u64 {
@@ -93,8 +93,8 @@ fn f16_bits_rne(v: f32) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::{B_SEED_OFFSET, Problem, seeded_a, seeded_b, to_storage_bytes};
-    use crate::route::GemmOp;
+    use gemm_audit_model::kernels::{B_SEED_OFFSET, Problem, seeded_a, seeded_b, to_storage_bytes};
+    use gemm_audit_model::vocab::GemmOp;
     use proptest::prelude::*;
 
     fn element_bits(bytes: &[u8], dtype: DType, i: usize) -> u32 {

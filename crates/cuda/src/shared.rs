@@ -4,16 +4,17 @@
 //! the process-wide cache that opens it once.
 
 use super::catalog::{self, CudaFamily};
-use super::cuda_error::CudaError;
-use super::cuda_identity::device_identity;
+use super::error::CudaError;
 use super::fingerprint::DeviceFingerprinter;
+use super::identity::device_identity;
 use super::module::LoadedModule;
 use super::nvrtc;
 use super::seed::DeviceSeeder;
 use super::vendor::Vendor;
-use crate::identity::{DeviceIdentity, VolatileMetadata};
 use cudarc::driver::sys;
 use cudarc::driver::{CudaContext, CudaStream};
+use gemm_audit_model::identity::VolatileMetadata;
+use gemm_audit_model::platform::DeviceIdentity;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -55,7 +56,7 @@ impl fmt::Debug for Shared {
 
 impl Shared {
     /// Holds the stream for the caller's work.
-    pub fn lock(&self) -> MutexGuard<'_, ()> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, ()> {
         self.lock.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -127,7 +128,7 @@ impl Shared {
 
     /// The loaded module that exports `kernel`'s family; the error says
     /// why this device has none.
-    pub fn module_of(&self, kernel: catalog::CudaKernel) -> Result<&LoadedModule, String> {
+    pub(crate) fn module_of(&self, kernel: catalog::CudaKernel) -> Result<&LoadedModule, String> {
         match kernel.module() {
             catalog::CudaModule::Gemm => Ok(&self.gemm),
             catalog::CudaModule::Wgmma => self

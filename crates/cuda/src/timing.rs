@@ -2,16 +2,17 @@
 //! device fingerprint against a device-to-device copy. Hidden from the
 //! documentation: for `benches/gpu.rs`.
 
-use super::cuda_error::drv;
 use super::device::CudaBackend;
+use super::error::drv;
 use super::graph;
 use super::launch::{EventTimer, Prepared, time_launches};
 use super::lt_family::LtCandidateTiming;
 use super::visit_order::visit_stride;
-use crate::error::Result;
-use crate::route::{DType, GemmOp, GemmShape, ResolvedGemmRoute};
-use crate::trace::FINGERPRINT_CHUNK_BYTES;
 use cudarc::driver::CudaGraph as RawGraph;
+use gemm_audit_model::error::Result;
+use gemm_audit_model::route::{GemmShape, ResolvedGemmRoute};
+use gemm_audit_model::trace::FINGERPRINT_CHUNK_BYTES;
+use gemm_audit_model::vocab::{DType, GemmOp};
 
 impl CudaBackend {
     /// The candidates of cublaslt-invariant's configuration for the
@@ -170,7 +171,7 @@ impl CudaBackend {
 
     /// Alternating samples of fingerprinting `bytes` device bytes (the
     /// chunk kernel of `mode`: SHA-256, or the NH kernel of
-    /// `crate::trace::fast`) and of copying them device to device, for
+    /// `gemm_audit_model::trace::fast`) and of copying them device to device, for
     /// benchmarks: seconds per operation, each sample CUDA events around
     /// `ops` back-to-back operations, after `warmup` untimed samples of
     /// each. The buffers are allocated once.
@@ -181,7 +182,7 @@ impl CudaBackend {
         ops: u32,
         warmup: usize,
         samples: usize,
-        mode: crate::FingerprintMode,
+        mode: gemm_audit_model::FingerprintMode,
     ) -> Result<(Vec<f64>, Vec<f64>)> {
         let sh = &self.shared;
         let _lock = sh.lock();

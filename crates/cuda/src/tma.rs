@@ -4,10 +4,10 @@
 //! tensor-map identity digests) and an operand's device address.
 
 use super::catalog::TensorMapSpec;
-use super::cuda_error::CudaError;
-use crate::route::DType;
+use super::error::CudaError;
 use cudarc::driver::DeviceRepr;
 use cudarc::driver::sys;
+use gemm_audit_model::vocab::DType;
 use std::mem::MaybeUninit;
 
 /// A `CUtensorMap` as a kernel argument: the wgmma kernels take it by

@@ -5,7 +5,7 @@
 /// round visits each route once) and different from round to round, so a
 /// route's predecessor changes. A heavy kernel's power draw moves the
 /// clocks of the sample after it: with one fixed order that was a bias of
-/// whichever route came next (docs/benchmarks.md, 4l).
+/// whichever route came next (docs/performance.md).
 pub(crate) fn visit_stride(round: usize, n: usize) -> usize {
     if n <= 2 {
         return 1;

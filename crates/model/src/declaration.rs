@@ -16,7 +16,8 @@
 //! a golden, is [`crate::route::FIELD_CLASSES`] (and `docs/design.md`).
 
 use crate::digest::Digest;
-use crate::route::{ContractKind, DType, OutputOwnership, ResolvedGemmRoute, TileShape};
+use crate::route::{ResolvedGemmRoute, TileShape};
+use crate::vocab::{ContractKind, DType, OutputOwnership};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -290,10 +291,10 @@ impl SymbolDeclaration {
         if route.bk as u64 != bk {
             return c("bk", bk.to_string(), route.bk.to_string());
         }
-        if let Some(s) = self.stages {
-            if route.stages != s {
-                return c("stages", s.to_string(), route.stages.to_string());
-            }
+        if let Some(s) = self.stages
+            && route.stages != s
+        {
+            return c("stages", s.to_string(), route.stages.to_string());
         }
         if route.tensor_map.is_some() != self.tensor_map {
             let say = |b: bool| if b { "a tensor map" } else { "no tensor map" };

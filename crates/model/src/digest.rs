@@ -500,7 +500,7 @@ impl FieldChange {
 }
 
 impl Serialize for FieldChange {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
         let (expected, found) = match &self.typed {
             Some(v) => (v[0].clone(), v[1].clone()),
@@ -518,7 +518,7 @@ impl Serialize for FieldChange {
 }
 
 /// A JSON value read back as the text it stands for.
-fn text_of_json<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+fn text_of_json<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     Ok(match serde_json::Value::deserialize(d)? {
         serde_json::Value::String(s) => s,
         other => other.to_string(),

@@ -14,6 +14,7 @@
 
 pub mod backend;
 pub mod bounded;
+pub mod builder;
 pub mod declaration;
 pub mod digest;
 pub mod error;
@@ -25,6 +26,7 @@ pub mod mutation;
 pub mod parallel;
 pub mod physical;
 pub mod plan;
+pub mod platform;
 pub mod policy;
 pub mod recorder;
 pub mod route;
@@ -35,14 +37,13 @@ pub mod vocab;
 
 pub use digest::Digest;
 pub use error::{Error, FormatError, LaunchSetError, Refusal, RefusalStage, Result};
-pub use identity::{
-    CompilerIdentity, DeviceIdentity, GemmRouteIdentity, ModuleIdentity, Revisions, Service,
-    SymbolEntry,
-};
+pub use identity::{GemmRouteIdentity, ModuleIdentity, Revisions, Service, SymbolEntry};
 pub use launch_set::{
     ResolvedGemmLaunchSet, ResolvedGemmLaunchSetBuilder, build_resolved_gemm_launch_set,
 };
 pub use plan::{CapturedGemmGraphPlan, PreparedGemmCaptureManifest};
+pub use platform::{CompilerIdentity, DeviceIdentity};
 pub use policy::{F32Policy, GemmPolicy, HalfPolicy, PolicyMode};
-pub use route::{DType, GemmOp, ResolvedGemmRoute};
+pub use route::ResolvedGemmRoute;
 pub use trace::{FingerprintMode, OutputFingerprint, RecordedGemmTrace};
+pub use vocab::{DType, GemmOp};

@@ -140,6 +140,10 @@ pub fn mutate_field(r: &mut ResolvedGemmRoute, tag: &str) -> bool {
 // one place so a new field shows as one missing arm.
 pub fn mutate_field_by(r: &mut ResolvedGemmRoute, tag: &str, by: u64) -> bool {
     use crate::route::*;
+    use crate::vocab::{
+        ContractKind, DType, GemmOp, ModuleKind, OperandConversion, OutputOwnership,
+        PhysicalBackend,
+    };
     fn next<T: Clone + PartialEq>(all: &[T], x: T, by: u64) -> T {
         let i = all.iter().position(|v| *v == x).unwrap_or(0);
         let step = 1 + (by % (all.len() as u64 - 1).max(1)) as usize;

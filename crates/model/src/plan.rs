@@ -5,7 +5,8 @@ use crate::digest::{Digest, field_changes};
 use crate::error::{LaunchSetError, Refusal, RefusalStage};
 use crate::identity::{GemmRouteIdentity, ModuleIdentity, Service, SymbolEntry};
 use crate::launch_set::{ResolvedGemmLaunchSet, build_resolved_gemm_launch_set};
-use crate::route::{ModuleKind, ResolvedGemmRoute};
+use crate::route::ResolvedGemmRoute;
+use crate::vocab::ModuleKind;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -299,10 +300,10 @@ fn check_servable<'a>(
             return refuse(field, &"at least 1", &v);
         }
     }
-    if let Some(expected_kind) = route.backend.module_kind() {
-        if route.module_kind != expected_kind {
-            return refuse("module_kind", &expected_kind, &route.module_kind);
-        }
+    if let Some(expected_kind) = route.backend.module_kind()
+        && route.module_kind != expected_kind
+    {
+        return refuse("module_kind", &expected_kind, &route.module_kind);
     }
     check_policy(live, route)
         .map_err(|(field, expected, found)| Refusal::new(stage, Some(i), field, expected, found))?;
@@ -342,14 +343,14 @@ fn check_servable<'a>(
             &route.schedule_revision,
         );
     }
-    if let Some(t) = &route.tensor_map {
-        if t.revision != live.revisions.tensor_map {
-            return refuse(
-                "tensor_map.revision",
-                &live.revisions.tensor_map,
-                &t.revision,
-            );
-        }
+    if let Some(t) = &route.tensor_map
+        && t.revision != live.revisions.tensor_map
+    {
+        return refuse(
+            "tensor_map.revision",
+            &live.revisions.tensor_map,
+            &t.revision,
+        );
     }
     if route.device != live.device {
         return Err(first_change(i, &live.device, &route.device, "device"));

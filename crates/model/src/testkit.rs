@@ -5,14 +5,15 @@
 
 use crate::declaration::{BkRule, SplitRule, SymbolDeclaration};
 use crate::digest::{Digest, DigestWriter, FieldValue};
-use crate::identity::{
-    CompilerIdentity, DeviceIdentity, GemmRouteIdentity, ModuleIdentity, Revisions, SymbolEntry,
-};
+use crate::identity::{GemmRouteIdentity, ModuleIdentity, Revisions, SymbolEntry};
+use crate::platform::{CompilerIdentity, DeviceIdentity};
 use crate::policy::GemmPolicy;
 use crate::route::{
-    ContractKind, DType, GemmOp, GemmShape, GemmStrides, LaunchConfig, ModuleKind, NumericContract,
-    OperandConversion, OutputOwnership, PhysicalBackend, ResolvedGemmRoute, TensorMapIdentity,
+    GemmShape, GemmStrides, LaunchConfig, NumericContract, ResolvedGemmRoute, TensorMapIdentity,
     TileShape, VendorRoute,
+};
+use crate::vocab::{
+    ContractKind, DType, GemmOp, ModuleKind, OperandConversion, OutputOwnership, PhysicalBackend,
 };
 
 /// Kernel symbols served by the synthetic module.

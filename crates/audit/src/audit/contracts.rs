@@ -232,13 +232,13 @@ fn invariance_groups(w: &Workload) -> Vec<(SweepKey, Vec<usize>)> {
 /// compares.
 fn shared_row_bytes(w: &Workload, members: &[usize]) -> usize {
     let base = &w.gemms[members[0]];
-    base.m as usize * base.n as usize * crate::backend::cpu::kernels::element_size(base.dtype)
+    base.m as usize * base.n as usize * crate::kernels::element_size(base.dtype)
 }
 
 /// Outputs up to this size are kept whole by the audit (for the
 /// statistics of a run-to-run difference); larger ones only as far as a
 /// contract compares them.
-pub const KEEP_WHOLE_OUTPUT_BYTES: usize = 8 << 20;
+pub(super) const KEEP_WHOLE_OUTPUT_BYTES: usize = 8 << 20;
 
 /// How many bytes of each launch's output the audit keeps on the host
 /// ([`recorder::record_keeping`]): all of it for the CPU reference
@@ -251,8 +251,7 @@ pub(super) fn kept_bytes(w: &Workload, routes: &[ResolvedGemmRoute]) -> Vec<usiz
         .iter()
         .zip(routes)
         .map(|(g, r)| {
-            let len =
-                g.m as usize * g.n as usize * crate::backend::cpu::kernels::element_size(g.dtype);
+            let len = g.m as usize * g.n as usize * crate::kernels::element_size(g.dtype);
             if r.contract.kind == ContractKind::ScalarFma || len <= KEEP_WHOLE_OUTPUT_BYTES {
                 usize::MAX
             } else {
@@ -421,10 +420,9 @@ fn group_verdict(
 
 /// How two outputs of `dtype` differ; a size mismatch (which a backend
 /// bug could cause) counts every element of the longer one as differing.
-pub(super) fn difference(dtype: crate::route::DType, a: &[u8], b: &[u8]) -> UlpStats {
+pub(super) fn difference(dtype: crate::vocab::DType, a: &[u8], b: &[u8]) -> UlpStats {
     ulp_stats(dtype, a, b).unwrap_or_else(|| {
-        let elements =
-            (a.len().max(b.len()) / crate::backend::cpu::kernels::element_size(dtype)) as u64;
+        let elements = (a.len().max(b.len()) / crate::kernels::element_size(dtype)) as u64;
         UlpStats {
             elements,
             differing: elements,

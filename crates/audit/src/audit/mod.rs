@@ -6,15 +6,18 @@
 //! by the policy), and the mutation self-check (every tampering refused
 //! before launch). A control passes when its planted fault is detected.
 
-use crate::backend::{Backend, GemmBackend, TimingClock};
+use crate::backend::{Backend, GemmBackend};
 use crate::diff::{UlpStats, ulp_stats};
 use crate::digest::Digest;
 use crate::error::Result;
+use crate::kernels::TimingClock;
+use crate::kernels::{GemmSpec, KernelFamily, RouteChoice};
 use crate::mutation::{Mutation, exercise, route_field_tags};
 use crate::plan::CapturedGemmGraphPlan;
 use crate::recorder::{self, ReplayOutcome};
-use crate::route::{ContractKind, ResolvedGemmRoute};
-use crate::workload::{GemmSpec, KernelFamily, RouteChoice, Workload};
+use crate::route::ResolvedGemmRoute;
+use crate::vocab::ContractKind;
+use crate::workload::Workload;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -655,7 +658,7 @@ fn golden_verdict(
 
 /// A batch-invariance group of a trace: GEMMs of one (op, dtype, k, n,
 /// input seed), and the m they were run at.
-type CoverageKey = (crate::route::GemmOp, crate::route::DType, u64, u64, u64);
+type CoverageKey = (crate::vocab::GemmOp, crate::vocab::DType, u64, u64, u64);
 
 /// The batch-invariance groups of `t` (those with at least two m): per m,
 /// how many GEMMs of the group ran at it (routes of one problem family
@@ -717,7 +720,7 @@ impl AuditReport {
                 path: pending,
                 golden: golden.clone(),
                 trace: t.clone(),
-                digest: crate::Digest::sha256(&bytes),
+                digest: Digest::sha256(&bytes),
                 diff: None,
             })?;
             let detail = format!("accepted: {} now holds this run's trace", golden.display());
@@ -809,7 +812,7 @@ mod tests {
         assert_eq!(r.checks[0].verdict, Verdict::Pass, "{:?}", r.checks);
         let mut run = golden.clone();
         let i = run.routes.iter().position(|x| x.shape.m == 8).unwrap();
-        run.routes[i].dtype = crate::route::DType::Bf16;
+        run.routes[i].dtype = crate::vocab::DType::Bf16;
         let mut r = AuditReport::new("cpu", 2);
         r.coverage_against(&golden, &run);
         let c = &r.checks[0];

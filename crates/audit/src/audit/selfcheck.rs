@@ -226,12 +226,12 @@ pub(super) fn mutation_check(
         if !refused {
             accepted.push(m.name());
         }
-        if let Mutation::Field(_, tag) = m {
-            if crate::route::classes::classify(tag).is_some_and(|c| c.on(vendor).is_policy()) {
-                policy_visible += 1;
-                if o.validation.is_none() {
-                    guard_missed.push(m.name());
-                }
+        if let Mutation::Field(_, tag) = m
+            && crate::route::classes::classify(tag).is_some_and(|c| c.on(vendor).is_policy())
+        {
+            policy_visible += 1;
+            if o.validation.is_none() {
+                guard_missed.push(m.name());
             }
         }
         let (v, d) = if refused {

@@ -5,25 +5,23 @@
 //! without `cuda`, so callers need no `cfg`) and an engine's own backend.
 //! Only its private `open` module names the built-in backends.
 
-pub mod common;
 pub mod cpu;
 pub mod cuda;
 mod open;
 
 pub use open::{BackendKind, DeviceLabel, DeviceSelection, OpenedDevices};
 
-pub use crate::recorder::CaptureStream;
 pub use gemm_audit_model::backend::{
     CapturedLaunches, CheckedRun, GemmBackend, GemmGraph, KeptRun, kernel_nodes,
 };
-pub use gemm_audit_model::kernels::{TimedOutput, TimingClock, ordinals_in_words};
 
 use crate::error::{Error, Result};
 use crate::identity::{GemmRouteIdentity, VolatileMetadata};
+use crate::kernels::GemmSpec;
+use crate::kernels::TimedOutput;
 use crate::policy::GemmPolicy;
 use crate::route::ResolvedGemmRoute;
 use crate::trace::{FingerprintMode, OutputFingerprint};
-use crate::workload::GemmSpec;
 use std::any::Any;
 use std::fmt;
 

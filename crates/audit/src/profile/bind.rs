@@ -300,10 +300,10 @@ pub(crate) fn bind(parsed: &Parsed<'_>, owners: Owners<'_>) -> Result<Binding, P
             continue;
         };
         let device = e.activity().device;
-        if let Some(d) = device {
-            if !out.devices.contains(&d) {
-                out.devices.push(d);
-            }
+        if let Some(d) = device
+            && !out.devices.contains(&d)
+        {
+            out.devices.push(d);
         }
         let launch = &events[li];
         let t = launch.thread as usize;
@@ -369,11 +369,11 @@ pub(crate) fn bind(parsed: &Parsed<'_>, owners: Owners<'_>) -> Result<Binding, P
                 if graph { li } else { usize::MAX },
             );
             out.unowned_gemm_kernels += 1;
-            if reduce_kernel(&e.name) {
-                if let Some(&slot) = last_in_region.get(&instance) {
-                    out.gemms[slot].kernels.push(kernel);
-                    continue;
-                }
+            if reduce_kernel(&e.name)
+                && let Some(&slot) = last_in_region.get(&instance)
+            {
+                out.gemms[slot].kernels.push(kernel);
+                continue;
             }
             let n = region_counts.entry(label.clone()).or_default();
             *n += 1;
@@ -497,10 +497,10 @@ fn find_owner(
                 _ => {}
             },
             Owners::Annotations(prefix) => {
-                if e.cat == Cat::Annotation {
-                    if let Some(index) = annotation_index(&e.name, prefix) {
-                        return Ok(Some((ev, OwnerKey::Annotation(index), direct, false)));
-                    }
+                if e.cat == Cat::Annotation
+                    && let Some(index) = annotation_index(&e.name, prefix)
+                {
+                    return Ok(Some((ev, OwnerKey::Annotation(index), direct, false)));
                 }
                 if ops::op_kind(&e.name).is_some() {
                     // The GEMM op inside the recorder's range: still direct.

@@ -23,8 +23,8 @@ mod bind;
 mod kineto;
 mod ops;
 
-use crate::identity::DeviceIdentity;
 use crate::observed::{ObservedFramework, ObservedGemm, ObservedStep};
+use crate::platform::DeviceIdentity;
 use crate::trace::{FingerprintMode, Observation, RecordedGemmTrace};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -299,10 +299,11 @@ pub fn default_workload(file_name: &str) -> String {
         }
     }
     // tensorboard_trace_handler: WORKER.TIMESTAMP
-    if let Some((head, tail)) = s.rsplit_once('.') {
-        if tail.len() >= 10 && tail.chars().all(|c| c.is_ascii_digit()) {
-            s = head.to_string();
-        }
+    if let Some((head, tail)) = s.rsplit_once('.')
+        && tail.len() >= 10
+        && tail.chars().all(|c| c.is_ascii_digit())
+    {
+        s = head.to_string();
     }
     let lower = s.to_ascii_lowercase();
     if let Some(at) = lower.find("rank") {

@@ -2,7 +2,7 @@
 //! shapes, strides and types the profiler recorded (`record_shapes=True`).
 
 use crate::observed::Facts;
-use crate::route::{DType, GemmOp};
+use crate::vocab::{DType, GemmOp};
 
 /// How an op takes part in GEMMs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

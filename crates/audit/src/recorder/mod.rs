@@ -25,7 +25,10 @@
 
 mod workload;
 
-pub use gemm_audit_model::recorder::*;
+pub use gemm_audit_model::recorder::{
+    CaptureStream, Captured, EagerRecording, GemmRouteRecorder, LiveGemmContext, RecorderError,
+    RecorderMode, RecordingGuard, capture, record_eager, require_deterministic_gemm_graph_plan,
+};
 pub use workload::{
     CheckReport, EagerRun, Recording, ReplayOutcome, allowed_golden_differences,
     capture_and_replay, check, eager_rerun, eager_run, record, record_fingerprinted, record_in,

@@ -2,8 +2,9 @@
 //! it through the plan, and compare. Checking: rebuild a stored trace's
 //! plan, validate it against the live context, and optionally replay it.
 
-use crate::backend::{Backend, CheckedRun, GemmBackend, TimingClock};
+use crate::backend::{Backend, CheckedRun, GemmBackend};
 use crate::error::{Error, Refusal, RefusalStage, Result};
+use crate::kernels::TimingClock;
 use crate::physical::{self, PhysicalNode};
 use crate::plan::CapturedGemmGraphPlan;
 use crate::route::ResolvedGemmRoute;
@@ -343,10 +344,10 @@ pub fn capture_and_replay(
     if let Err(r) = physical::bind(&trace.context, &trace.routes, &mut nodes) {
         return refused(r);
     }
-    if !trace.physical.is_empty() {
-        if let Err(r) = physical::check_against(&trace.physical, &nodes) {
-            return refused(r);
-        }
+    if !trace.physical.is_empty()
+        && let Err(r) = physical::check_against(&trace.physical, &nodes)
+    {
+        return refused(r);
     }
     match backend.replay_fingerprinted(&graph, label, trace.fingerprint_mode) {
         Ok(replayed) => Ok((

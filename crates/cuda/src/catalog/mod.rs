@@ -2,12 +2,14 @@
 //! contracts and launch geometry. Pure logic (no device), so the mapping
 //! between routes and kernels is tested without a GPU.
 
-use crate::digest::{Digest, DigestWriter, FieldValue};
-use crate::identity::{GemmRouteIdentity, ModuleIdentity};
-use crate::kernels::KernelFamily;
-use crate::route::builder::GemmRouteBuilder;
-use crate::route::{DType, GemmOp, GemmShape, GemmStrides, ResolvedGemmRoute, TileShape};
-use crate::route::{LaunchConfig, OperandConversion};
+use gemm_audit_model::builder::GemmRouteBuilder;
+use gemm_audit_model::digest::{Digest, DigestWriter, FieldValue};
+use gemm_audit_model::identity::{GemmRouteIdentity, ModuleIdentity};
+use gemm_audit_model::kernels::KernelFamily;
+use gemm_audit_model::route::LaunchConfig;
+use gemm_audit_model::route::{GemmShape, GemmStrides, ResolvedGemmRoute, TileShape};
+use gemm_audit_model::vocab::OperandConversion;
+use gemm_audit_model::vocab::{DType, GemmOp};
 
 mod tensor_map;
 pub use tensor_map::{
@@ -34,11 +36,11 @@ pub const SCHEDULE_REVISION: u32 = 1;
 /// [`TensorMapSpec`] holds and how it is digested).
 pub const TENSOR_MAP_REVISION: u32 = 1;
 
-/// The split-K thresholds are every backend's (see [`crate::kernels`]),
+/// The split-K thresholds are every backend's (see [`gemm_audit_model::kernels`]),
 /// so the CPU and CUDA dispatchers pick the same contract for the same shape
 /// (f32, or halves without tensor cores).
 /// So are the mma-size threshold and the revision of the whole table.
-pub use crate::kernels::{
+pub use gemm_audit_model::kernels::{
     DISPATCH_MMA_LARGE_MIN_M, DISPATCH_SPLIT_K_MAX_M, DISPATCH_SPLIT_K_MIN_K, DISPATCH_SPLITS,
     TUNING_TABLE_REVISION,
 };
@@ -147,7 +149,7 @@ pub trait CudaFamily: Sized {
     /// What the family's symbol for `dtype` launches: its instruction,
     /// ownership, split rule, k block, tile and stages (the same on every
     /// shape), tensor maps and device capabilities.
-    fn declaration(&self, dtype: DType) -> crate::declaration::SymbolDeclaration;
+    fn declaration(&self, dtype: DType) -> gemm_audit_model::declaration::SymbolDeclaration;
     /// Launch geometry on `shape`, one block per output tile; refused when
     /// a dimension does not fit.
     fn geometry(&self, shape: GemmShape) -> Result<Geometry, String>;
@@ -247,8 +249,8 @@ impl CudaFamily for KernelFamily {
         caps
     }
 
-    fn declaration(&self, dtype: DType) -> crate::declaration::SymbolDeclaration {
-        use crate::declaration::{BkRule, SplitRule, SymbolDeclaration};
+    fn declaration(&self, dtype: DType) -> gemm_audit_model::declaration::SymbolDeclaration {
+        use gemm_audit_model::declaration::{BkRule, SplitRule, SymbolDeclaration};
         let (family, shape) = self.instruction();
         let (_, ownership) = self.contract();
         let splits = match self {
@@ -354,7 +356,7 @@ impl CudaFamily for KernelFamily {
     }
 
     fn from_route(route: &ResolvedGemmRoute) -> Result<CudaKernel, String> {
-        if route.backend != crate::route::PhysicalBackend::CudaNvrtc {
+        if route.backend != gemm_audit_model::vocab::PhysicalBackend::CudaNvrtc {
             return Err(format!("backend {} is not NVRTC", route.backend));
         }
         let kernel = KernelFamily::of_route(&KernelFamily::ALL, route, |f, op, dtype| {
@@ -441,7 +443,9 @@ fn serves(kernel: CudaKernel, op: GemmOp, shape: GemmShape, dense: bool) -> Resu
             ));
         }
     }
-    if matches!(kernel, CudaKernel::LadderWide(_)) && crate::kernels::ladder_chunks(k, n) == 1 {
+    if matches!(kernel, CudaKernel::LadderWide(_))
+        && gemm_audit_model::kernels::ladder_chunks(k, n) == 1
+    {
         // With one chunk there is nothing to fold: the rung would be
         // wgmma_128 under another name, which no route could tell
         // apart. (The band rung's 64x128 tile is no other kernel's.)
@@ -461,7 +465,7 @@ fn wgmma_tile(kernel: KernelFamily) -> (u32, u32) {
 /// tiles itself; the ladder's decode rung adds one grid z slice per k
 /// chunk), a producer warpgroup and one consumer per 64 rows, the stage
 /// ring in dynamic shared memory. A ladder rung must carry its shape's
-/// [`crate::kernels::ladder_chunks`].
+/// [`gemm_audit_model::kernels::ladder_chunks`].
 fn wgmma_geometry(kernel: KernelFamily, shape: GemmShape) -> Result<Geometry, String> {
     let (bm, bn) = wgmma_tile(kernel);
     let tiles = kernel
@@ -475,7 +479,7 @@ fn wgmma_geometry(kernel: KernelFamily, shape: GemmShape) -> Result<Geometry, St
     }
     let mut z = 1;
     if kernel.is_ladder() {
-        let chunks = crate::kernels::ladder_chunks(shape.k, shape.n);
+        let chunks = gemm_audit_model::kernels::ladder_chunks(shape.k, shape.n);
         if kernel.splits() != chunks {
             return Err(format!(
                 "{} folds k = {} n = {} in {chunks} chunks, not {}",
@@ -562,7 +566,7 @@ pub fn wgmma_workspace(
 pub fn module_entries(
     module: CudaModule,
     resources: &std::collections::HashMap<String, Digest>,
-) -> Vec<crate::identity::SymbolEntry> {
+) -> Vec<gemm_audit_model::identity::SymbolEntry> {
     let mut out = Vec::new();
     for &k in module.families() {
         let (contract, _) = k.contract();
@@ -570,7 +574,7 @@ pub fn module_entries(
             for dtype in DType::ALL {
                 if k.supports(*dtype) {
                     let name = k.symbol(*op, *dtype);
-                    let mut e = crate::identity::SymbolEntry::new(name.clone())
+                    let mut e = gemm_audit_model::identity::SymbolEntry::new(name.clone())
                         .serving(&[*op], &[*dtype], &contract, k.is_mma())
                         .declaring(k.declaration(*dtype));
                     if let Some(d) = resources.get(&name) {
@@ -626,7 +630,7 @@ pub fn arguments_digest(
     strides: GemmStrides,
     splits: u32,
 ) -> Digest {
-    crate::kernels::gemm_arguments_digest(
+    gemm_audit_model::kernels::gemm_arguments_digest(
         "gemm-audit/cuda-arguments/v1",
         symbol,
         shape,
@@ -722,7 +726,7 @@ pub fn dispatch(dtype: DType, m: u64, k: u64, tensor_cores: bool, split_ok: bool
         } else {
             CudaKernel::MmaSmall
         }
-    } else if crate::kernels::dispatch_split_k(m, k, split_ok) {
+    } else if gemm_audit_model::kernels::dispatch_split_k(m, k, split_ok) {
         CudaKernel::SplitKFixed(DISPATCH_SPLITS)
     } else {
         CudaKernel::Tiled

@@ -3,8 +3,9 @@
 //! strided), the strides they accept and their identity digest.
 
 use super::{CudaKernel, strides, wgmma_tile};
-use crate::digest::{Digest, DigestWriter, FieldValue};
-use crate::route::{DType, GemmOp, GemmShape, GemmStrides};
+use gemm_audit_model::digest::{Digest, DigestWriter, FieldValue};
+use gemm_audit_model::route::{GemmShape, GemmStrides};
+use gemm_audit_model::vocab::{DType, GemmOp};
 
 /// One TMA tensor map as the wgmma kernels read an operand: everything
 /// `cuTensorMapEncodeTiled` is given except the base address (which is a
@@ -45,7 +46,7 @@ impl TensorMapSpec {
     /// 64 or 32; 16 is no swizzle; the kernels' shared-memory descriptors
     /// assume the same).
     pub fn swizzle_bytes(&self) -> u64 {
-        self.box_dims[0] as u64 * crate::kernels::element_size(self.dtype) as u64
+        self.box_dims[0] as u64 * gemm_audit_model::kernels::element_size(self.dtype) as u64
     }
 }
 
@@ -125,7 +126,10 @@ pub fn tn_a_box_cols(kernel: CudaKernel, m: u64) -> u32 {
 /// even (the kernels store 2 elements, 4 bytes, at a time).
 pub fn wgmma_strides(op: GemmOp, shape: GemmShape, strides: GemmStrides) -> Result<(), String> {
     let dense = GemmStrides::dense(op, shape);
-    if strides.ldc < dense.ldc || strides.ldc % 2 != 0 || strides.ldc > u64::from(u32::MAX) {
+    if strides.ldc < dense.ldc
+        || !strides.ldc.is_multiple_of(2)
+        || strides.ldc > u64::from(u32::MAX)
+    {
         return Err(format!(
             "ldc = {} must be at least n = {} and even (the wgmma kernels store two elements at a time, {}-bit row strides)",
             strides.ldc, dense.ldc, 32

@@ -10,11 +10,12 @@ fn arguments_digests_match_the_h200_goldens() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../traces/nvidia-h200");
     let mut checked = 0;
     for name in ["transformer-block", "m-sweep", "tensor-core-sweep"] {
-        let t = crate::RecordedGemmTrace::read(&dir.join(format!("{name}.gat"))).unwrap();
+        let t =
+            gemm_audit_model::RecordedGemmTrace::read(&dir.join(format!("{name}.gat"))).unwrap();
         for r in t
             .routes
             .iter()
-            .filter(|r| r.backend == crate::route::PhysicalBackend::CudaNvrtc)
+            .filter(|r| r.backend == gemm_audit_model::vocab::PhysicalBackend::CudaNvrtc)
         {
             let d = arguments_digest(&r.kernel_symbol, r.shape, r.strides, r.contract.splits);
             assert_eq!(d, r.launch.arguments_digest, "{name} {}", r.gemm);
@@ -30,7 +31,7 @@ fn arguments_digests_match_the_h200_goldens() {
 fn wgmma_routes_of_the_h200_golden_match_this_catalog() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../traces/nvidia-h200/wgmma-sweep.gat");
-    let t = crate::RecordedGemmTrace::read(&path).unwrap();
+    let t = gemm_audit_model::RecordedGemmTrace::read(&path).unwrap();
     let mut checked = 0;
     for r in &t.routes {
         let kernel = CudaKernel::from_route(r).unwrap_or_else(|e| panic!("{}: {e}", r.gemm));
@@ -55,7 +56,7 @@ fn wgmma_routes_of_the_h200_golden_match_this_catalog() {
 fn a_route_with_other_shared_memory_is_refused_naming_both_sizes() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../traces/nvidia-h200/wgmma-sweep.gat");
-    let t = crate::RecordedGemmTrace::read(&path).unwrap();
+    let t = gemm_audit_model::RecordedGemmTrace::read(&path).unwrap();
     let mut r = t
         .routes
         .iter()
@@ -114,11 +115,11 @@ fn set_determinism_knobs_are_part_of_the_version() {
 #[cfg(feature = "cuda")]
 #[test]
 fn every_h200_golden_route_satisfies_its_symbols_declaration() {
-    use crate::route::PhysicalBackend;
+    use gemm_audit_model::vocab::PhysicalBackend;
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../traces/nvidia-h200");
     let mut checked = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
-        let t = crate::RecordedGemmTrace::read(&entry.unwrap().path()).unwrap();
+        let t = gemm_audit_model::RecordedGemmTrace::read(&entry.unwrap().path()).unwrap();
         for r in &t.routes {
             let declared = match &r.backend {
                 PhysicalBackend::CudaNvrtc => CudaKernel::from_route(r)
@@ -132,7 +133,7 @@ fn every_h200_golden_route_satisfies_its_symbols_declaration() {
             };
             assert_eq!(declared.contradiction(r), None, "{} {}", t.workload, r.gemm);
             if r.backend.is_vendor() {
-                let fast = r.contract.kind == crate::route::ContractKind::VendorFast;
+                let fast = r.contract.kind == gemm_audit_model::vocab::ContractKind::VendorFast;
                 let n = super::super::vendor::Numerics::of(r.dtype, fast);
                 assert_eq!(n.conversion, r.operand_conversion, "{}", r.gemm);
                 assert_eq!(n.tensor_cores, r.uses_tensor_cores, "{}", r.gemm);
@@ -148,11 +149,11 @@ fn every_h200_golden_route_satisfies_its_symbols_declaration() {
 /// route construction (geometry, declaration, digests) is unchanged.
 #[test]
 fn nvrtc_routes_of_the_h200_goldens_are_rebuilt_exactly() {
-    use crate::route::PhysicalBackend;
+    use gemm_audit_model::vocab::PhysicalBackend;
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../traces/nvidia-h200");
     let mut checked = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
-        let t = crate::RecordedGemmTrace::read(&entry.unwrap().path()).unwrap();
+        let t = gemm_audit_model::RecordedGemmTrace::read(&entry.unwrap().path()).unwrap();
         for r in t
             .routes
             .iter()
@@ -323,7 +324,7 @@ fn wgmma_geometry_matches_the_kernel_source() {
     assert_eq!(small.stages, 6);
     assert!(small.dynamic_shared_bytes <= 227 * 1024);
     // The ladder: 4 chunks for n = 520 (9 column tiles of 64).
-    assert_eq!(crate::kernels::ladder_chunks(s.k, s.n), 4);
+    assert_eq!(gemm_audit_model::kernels::ladder_chunks(s.k, s.n), 4);
     let decode = CudaKernel::LadderDecode(4).geometry(s).unwrap();
     assert_eq!(decode.grid, [16 * 9, 1, 4]);
     // Its workspace: a partial plane per chunk, a counter per tile.

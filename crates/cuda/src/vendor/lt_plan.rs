@@ -4,11 +4,12 @@
 use super::{
     FAMILY_MAX_WORKSPACE_BYTES, Handles, LT_WORKSPACE_BYTES, LtSelection, Numerics, column_major,
 };
-use crate::cuda_error::{cuda_err, drv};
-use crate::error::Result;
-use crate::route::{DType, GemmOp, GemmShape, VendorRoute};
+use crate::error::{cuda_err, drv};
 use cudarc::cublaslt::sys as lt;
 use cudarc::driver::sys as cu;
+use gemm_audit_model::error::Result;
+use gemm_audit_model::route::{GemmShape, VendorRoute};
+use gemm_audit_model::vocab::{DType, GemmOp};
 use std::ffi::c_void;
 
 fn lt_type(d: DType) -> Result<lt::cudaDataType> {
@@ -22,7 +23,7 @@ fn lt_type(d: DType) -> Result<lt::cudaDataType> {
 
 /// The algorithm attributes a cuBLASLt heuristic picked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LtAlgo {
+pub(crate) struct LtAlgo {
     pub id: i64,
     pub tile: i64,
     pub split_k: i64,
@@ -35,7 +36,7 @@ pub struct LtAlgo {
 }
 
 /// cuBLASLt descriptors and the chosen algorithm of one problem.
-pub struct LtPlan {
+pub(crate) struct LtPlan {
     desc: lt::cublasLtMatmulDesc_t,
     layouts: [lt::cublasLtMatrixLayout_t; 3],
     pub(super) algo: lt::cublasLtMatmulAlgo_t,
@@ -129,7 +130,7 @@ impl LtPlan {
                         plan.desc,
                         attr,
                         (&v as *const i32).cast(),
-                        std::mem::size_of::<i32>(),
+                        size_of::<i32>(),
                     ),
                     "cublasLtMatmulDescSetAttribute",
                 )?;

@@ -17,27 +17,28 @@
 //! first algorithm's attributes (`cublasLtMatmulAlgoConfigGetAttribute`).
 //! Both record the physical kernels a capture of the single call contains.
 
-use super::cuda_error::{cuda_err, drv};
+use super::error::{cuda_err, drv};
 use super::lt_family::FamilyChoices;
 use super::shared::Shared;
-use crate::declaration::{
-    BkRule, SplitRule, SymbolDeclaration, VendorConfiguration, VendorPermits,
-};
-use crate::digest::{Digest, DigestWriter, FieldValue};
-use crate::error::Result;
-use crate::identity::{CompilerIdentity, ModuleIdentity, SymbolEntry};
-use crate::route::{
-    ContractKind, DType, GemmOp, GemmShape, ModuleKind, OperandConversion, OutputOwnership,
-    PhysicalBackend, TileShape, VendorRoute,
-};
 use cudarc::cublas::{CudaBlas, sys as blas};
 use cudarc::cublaslt::sys as lt;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, sys as cu};
+use gemm_audit_model::declaration::{
+    BkRule, SplitRule, SymbolDeclaration, VendorConfiguration, VendorPermits,
+};
+use gemm_audit_model::digest::{Digest, DigestWriter, FieldValue};
+use gemm_audit_model::error::Result;
+use gemm_audit_model::identity::{ModuleIdentity, SymbolEntry};
+use gemm_audit_model::platform::CompilerIdentity;
+use gemm_audit_model::route::{GemmShape, TileShape, VendorRoute};
+use gemm_audit_model::vocab::{
+    ContractKind, DType, GemmOp, ModuleKind, OperandConversion, OutputOwnership, PhysicalBackend,
+};
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 mod lt_plan;
-pub use lt_plan::LtPlan;
+pub(crate) use lt_plan::LtPlan;
 pub(crate) use lt_plan::algo_attribute;
 
 /// The API-level symbol of cuBLAS routes (listed by its pseudo-module).
@@ -48,13 +49,13 @@ pub const CUBLASLT_SYMBOL: &str = "cublasLtMatmul";
 /// [`CUBLAS_SYMBOL`] with `CUBLAS_COMPUTE_32F`).
 pub const CUBLAS_SGEMM_SYMBOL: &str = "cublasSgemm_v2";
 /// The symbols of the cuBLAS pseudo-module.
-pub const CUBLAS_SYMBOLS: [&str; 2] = [CUBLAS_SYMBOL, CUBLAS_SGEMM_SYMBOL];
+pub(crate) const CUBLAS_SYMBOLS: [&str; 2] = [CUBLAS_SYMBOL, CUBLAS_SGEMM_SYMBOL];
 /// cuBLASLt workspace offered to the heuristic (NVIDIA's Hopper recommendation).
 pub const LT_WORKSPACE_BYTES: usize = 32 << 20;
 
 /// One vendor library that was found: its version and pseudo-module.
 #[derive(Debug, Clone)]
-pub struct Library {
+pub(crate) struct Library {
     /// e.g. `cuBLAS 13.1.0`.
     pub version: String,
     pub module: ModuleIdentity,
@@ -62,7 +63,7 @@ pub struct Library {
 
 /// cuBLAS and cuBLASLt, where present. Handles are created on first use.
 #[derive(Debug)]
-pub struct Vendor {
+pub(crate) struct Vendor {
     pub cublas: Option<Library>,
     pub cublaslt: Option<Library>,
     handles: Mutex<Option<Handles>>,
@@ -70,13 +71,13 @@ pub struct Vendor {
 
 /// Which vendor API a route calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Api {
+pub(crate) enum Api {
     Blas,
     Lt,
 }
 
 impl Api {
-    pub fn symbol(&self) -> &'static str {
+    pub(crate) fn symbol(&self) -> &'static str {
         match self {
             Api::Blas => CUBLAS_SYMBOL,
             Api::Lt => CUBLASLT_SYMBOL,
@@ -104,7 +105,9 @@ pub enum LtSelection {
 pub use super::lt_family::{FAMILY_MAX_WORKSPACE_BYTES, FAMILY_REFERENCE_M};
 
 /// The math mode of a cuBLAS handle, read back from the library.
-pub fn math_mode(blas: &CudaBlas) -> std::result::Result<blas::cublasMath_t, super::CudaError> {
+pub(crate) fn math_mode(
+    blas: &CudaBlas,
+) -> std::result::Result<blas::cublasMath_t, super::CudaError> {
     let mut mode = blas::cublasMath_t::CUBLAS_DEFAULT_MATH;
     // SAFETY: the handle is live for `blas`'s lifetime; `mode` is valid for
     // one write.
@@ -116,7 +119,7 @@ pub fn math_mode(blas: &CudaBlas) -> std::result::Result<blas::cublasMath_t, sup
 
 /// Whether a cuBLAS handle lets its kernels use atomics (which make
 /// results depend on the order the atomics land in).
-pub fn atomics_allowed(blas: &CudaBlas) -> std::result::Result<bool, super::CudaError> {
+pub(crate) fn atomics_allowed(blas: &CudaBlas) -> std::result::Result<bool, super::CudaError> {
     let mut mode = blas::cublasAtomicsMode_t::CUBLAS_ATOMICS_NOT_ALLOWED;
     // SAFETY: the handle is live for `blas`'s lifetime; `mode` is valid for
     // one write.
@@ -127,7 +130,7 @@ pub fn atomics_allowed(blas: &CudaBlas) -> std::result::Result<bool, super::Cuda
 }
 
 /// Sets a cuBLAS handle's math mode.
-pub fn set_math_mode(
+pub(crate) fn set_math_mode(
     blas: &CudaBlas,
     mode: blas::cublasMath_t,
 ) -> std::result::Result<(), super::CudaError> {
@@ -194,7 +197,11 @@ fn pseudo_module(kind: ModuleKind, version: &str, symbols: &[&str], arch: &str) 
 /// compute type to `cublasSgemm_v2`, and `CUBLAS_COMPUTE_32F` to
 /// `cublasGemmEx` for halves, so the math mode decides the numerics).
 /// alpha and beta are call arguments, in the arguments digest.
-pub fn cudarc_options_digest(symbol: &str, dtype: DType, math: blas::cublasMath_t) -> Digest {
+pub(crate) fn cudarc_options_digest(
+    symbol: &str,
+    dtype: DType,
+    math: blas::cublasMath_t,
+) -> Digest {
     let mut w = DigestWriter::new("gemm-audit/vendor-options/cudarc/v1");
     w.field("api", FieldValue::Str(symbol));
     w.field("dtype", FieldValue::Str(dtype.as_str()));
@@ -213,7 +220,7 @@ pub fn cudarc_options_digest(symbol: &str, dtype: DType, math: blas::cublasMath_
 /// configuration of it fixes is declared. cuBLAS exposes no algorithm
 /// attributes (-1); cuBLASLt's split-K and reduction scheme are the
 /// heuristic's to pick within the workspace offered.
-pub fn vendor_declaration(
+pub(crate) fn vendor_declaration(
     backend: &PhysicalBackend,
     version: &str,
     symbol: &str,
@@ -281,7 +288,7 @@ pub fn vendor_declaration(
 }
 
 /// The dtypes cudarc's safe `Gemm` sends to `symbol`.
-pub fn cudarc_dtypes(symbol: &str) -> &'static [DType] {
+pub(crate) fn cudarc_dtypes(symbol: &str) -> &'static [DType] {
     match symbol {
         CUBLAS_SGEMM_SYMBOL => &[DType::F32],
         CUBLAS_SYMBOL => &[DType::F16, DType::Bf16],
@@ -291,7 +298,7 @@ pub fn cudarc_dtypes(symbol: &str) -> &'static [DType] {
 
 impl Vendor {
     /// Looks for the libraries (no handle is created).
-    pub fn probe(arch: &str) -> Vendor {
+    pub(crate) fn probe(arch: &str) -> Vendor {
         // SAFETY: only checks whether the shared library can be loaded.
         let cublas = if unsafe { blas::is_culib_present() } {
             let mut v = [0i32; 3];
@@ -340,7 +347,7 @@ impl Vendor {
     }
 
     /// The library of `api`, or why it is missing.
-    pub fn library(&self, api: Api) -> Result<&Library> {
+    pub(crate) fn library(&self, api: Api) -> Result<&Library> {
         match api {
             Api::Blas => self.cublas.as_ref(),
             Api::Lt => self.cublaslt.as_ref(),
@@ -354,7 +361,7 @@ impl Vendor {
     }
 
     /// The handles, created on first use on `stream` (the main stream).
-    pub fn handles(&self, shared: &Shared) -> Result<HandlesGuard<'_>> {
+    pub(crate) fn handles(&self, shared: &Shared) -> Result<HandlesGuard<'_>> {
         let mut g = self.handles.lock().unwrap_or_else(|p| p.into_inner());
         if g.is_none() {
             *g = Some(Handles::new(&shared.ctx, &shared.stream, self)?);
@@ -364,10 +371,10 @@ impl Vendor {
 }
 
 /// Locked access to the vendor handles.
-pub struct HandlesGuard<'a>(MutexGuard<'a, Option<Handles>>);
+pub(crate) struct HandlesGuard<'a>(MutexGuard<'a, Option<Handles>>);
 
 impl HandlesGuard<'_> {
-    pub fn get(&self) -> &Handles {
+    pub(crate) fn get(&self) -> &Handles {
         // Created by `Vendor::handles` before the guard is handed out.
         self.0
             .as_ref()
@@ -394,7 +401,7 @@ impl Drop for LtHandle {
 
 /// The live vendor handles.
 #[derive(Debug)]
-pub struct Handles {
+pub(crate) struct Handles {
     blas: Option<CudaBlas>,
     lt: Option<LtHandle>,
     lt_workspace: Option<CudaSlice<u8>>,
@@ -407,7 +414,11 @@ pub struct Handles {
 impl Handles {
     /// Handles for the libraries `v` found, on `stream` of `ctx`; the
     /// cuBLASLt workspace is allocated there.
-    pub fn new(ctx: &Arc<CudaContext>, stream: &Arc<CudaStream>, v: &Vendor) -> Result<Handles> {
+    pub(crate) fn new(
+        ctx: &Arc<CudaContext>,
+        stream: &Arc<CudaStream>,
+        v: &Vendor,
+    ) -> Result<Handles> {
         let blas = match &v.cublas {
             Some(_) => Some(CudaBlas::new(stream.clone()).map_err(drv("cublasCreate"))?),
             None => None,
@@ -454,7 +465,7 @@ impl Handles {
 
 /// Compute settings of one vendor route.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Numerics {
+pub(crate) struct Numerics {
     pub blas_compute: blas::cublasComputeType_t,
     pub blas_math: blas::cublasMath_t,
     pub lt_compute: lt::cublasComputeType_t,
@@ -465,7 +476,7 @@ pub struct Numerics {
 
 impl Numerics {
     /// The settings of `dtype` under a fast (`VendorFast`) or pedantic mode.
-    pub fn of(dtype: DType, fast: bool) -> Numerics {
+    pub(crate) fn of(dtype: DType, fast: bool) -> Numerics {
         use blas::cublasComputeType_t as C;
         use blas::cublasMath_t as M;
         use lt::cublasComputeType_t as L;
@@ -509,7 +520,7 @@ impl Numerics {
     /// digest). The heuristic selection frames exactly as before it
     /// existed, so recorded routes keep their digests; the family-fixed
     /// selection adds how its algorithm is chosen.
-    pub fn digest(&self, api: Api, selection: LtSelection) -> Digest {
+    pub(crate) fn digest(&self, api: Api, selection: LtSelection) -> Digest {
         let mut w = DigestWriter::new("gemm-audit/vendor-options/v1");
         w.field("api", FieldValue::Str(api.symbol()));
         w.field("blas_compute", FieldValue::U32(self.blas_compute as u32));
@@ -554,7 +565,7 @@ fn blas_type(d: DType) -> Result<blas::cudaDataType> {
 }
 
 /// Why no vendor call is made for `dtype`: it is only read from profiles.
-pub(super) fn not_called(dtype: DType) -> crate::Error {
+pub(super) fn not_called(dtype: DType) -> gemm_audit_model::Error {
     cuda_err(format!(
         "dtype {dtype} is only read from profiles: no vendor call is made for it"
     ))
@@ -562,7 +573,7 @@ pub(super) fn not_called(dtype: DType) -> crate::Error {
 
 /// The column-major call computing row-major C = A' B':
 /// (transa, transb, lda, ldb) for the first operand B' and second A'.
-pub fn column_major(op: GemmOp, shape: GemmShape) -> (bool, bool, u64, u64) {
+pub(crate) fn column_major(op: GemmOp, shape: GemmShape) -> (bool, bool, u64, u64) {
     let trans_first = op == GemmOp::Nt;
     let trans_second = op == GemmOp::Tn;
     let ld_first = if trans_first { shape.k } else { shape.n };
@@ -573,7 +584,7 @@ pub fn column_major(op: GemmOp, shape: GemmShape) -> (bool, bool, u64, u64) {
 /// The vendor fields of a cuBLAS call (no physical kernels yet): cuBLAS
 /// exposes no algorithm attributes, so all but the default algorithm id
 /// are -1.
-pub fn blas_vendor_route(library_version: &str) -> VendorRoute {
+pub(crate) fn blas_vendor_route(library_version: &str) -> VendorRoute {
     VendorRoute {
         library_version: library_version.to_string(),
         algorithm_id: blas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT as i64,
@@ -592,7 +603,7 @@ pub fn blas_vendor_route(library_version: &str) -> VendorRoute {
 /// A vendor call prepared for one problem: everything decided before any
 /// capture, so the capture body only enqueues.
 #[derive(Debug)]
-pub struct VendorCall {
+pub(crate) struct VendorCall {
     pub api: Api,
     pub dtype: DType,
     pub op: GemmOp,
@@ -608,7 +619,7 @@ impl VendorCall {
     /// configuration is adopted (it must still be one of the family's
     /// candidates) instead of the family's timed choice.
     #[allow(clippy::too_many_arguments)] // the problem, its numerics and selection, the recorded route
-    pub fn new(
+    pub(crate) fn new(
         h: &Handles,
         api: Api,
         dtype: DType,
@@ -646,7 +657,7 @@ impl VendorCall {
     }
 
     /// The algorithm fields of the vendor route (without physical kernels).
-    pub fn vendor_route(&self, library_version: &str) -> VendorRoute {
+    pub(crate) fn vendor_route(&self, library_version: &str) -> VendorRoute {
         match &self.lt {
             Some(p) => VendorRoute {
                 library_version: library_version.to_string(),
@@ -666,7 +677,7 @@ impl VendorCall {
     }
 
     /// Digest of the call's argument values (addresses excluded).
-    pub fn arguments_digest(&self) -> Digest {
+    pub(crate) fn arguments_digest(&self) -> Digest {
         let (ta, tb, lda, ldb) = column_major(self.op, self.shape);
         let mut w = DigestWriter::new("gemm-audit/vendor-arguments/v1");
         w.field("api", FieldValue::Str(self.api.symbol()));
@@ -686,8 +697,8 @@ impl VendorCall {
 
     /// Refuses operands (A, B, C, in bytes) smaller than the dense operands
     /// of the call's dtype and shape: the bound every enqueue relies on.
-    pub fn check_operand_bytes(&self, bytes: [usize; 3]) -> Result<()> {
-        let need = |n: u64| n * crate::kernels::element_size(self.dtype) as u64;
+    pub(crate) fn check_operand_bytes(&self, bytes: [usize; 3]) -> Result<()> {
+        let need = |n: u64| n * gemm_audit_model::kernels::element_size(self.dtype) as u64;
         let s = self.shape;
         for ((what, len), want) in ["A", "B", "C"].into_iter().zip(bytes).zip([
             need(s.m * s.k),
@@ -705,7 +716,7 @@ impl VendorCall {
     }
 
     /// Enqueues the call on `stream`: `c = a' * b'` (row-major).
-    pub fn enqueue(
+    pub(crate) fn enqueue(
         &self,
         h: &Handles,
         stream: &Arc<CudaStream>,
@@ -731,7 +742,7 @@ impl VendorCall {
     /// `stream`'s context, valid until the call has run.
     // Over 100 lines: one FFI call per API, each argument in the order of
     // its C signature so the SAFETY argument can be read against it.
-    pub unsafe fn enqueue_at(
+    pub(crate) unsafe fn enqueue_at(
         &self,
         h: &Handles,
         stream: &Arc<CudaStream>,

@@ -5,7 +5,8 @@
 //! promises.
 
 use super::MAX_SPLITS;
-use crate::route::{ContractKind, OutputOwnership, ResolvedGemmRoute};
+use crate::route::ResolvedGemmRoute;
+use crate::vocab::{ContractKind, OutputOwnership};
 use crate::vocab::{DType, GemmOp};
 use std::fmt;
 
@@ -469,7 +470,7 @@ mod tests {
     #[test]
     fn batch_invariant_rungs_by_m() {
         use super::super::{LADDER_DECODE_MAX_M as D, LADDER_MID_MAX_M as M, RouteChoice};
-        use crate::route::GemmOp::{Nn, Tn};
+        use crate::vocab::GemmOp::{Nn, Tn};
         let rung = |m, k, n| RouteChoice::ladder_rung(Nn, m, k, n);
         // k = n = 4096 (one chunk); the figures are blocks, waves of 128.
         for (m, want) in [
@@ -579,7 +580,7 @@ mod tests {
     #[test]
     fn batch_invariant_picks_only_servable_rungs_of_the_family_order() {
         use super::super::RouteChoice;
-        use crate::route::GemmOp;
+        use crate::vocab::GemmOp;
         let mut tried = 0;
         for op in GemmOp::ALL {
             for k in [64u64, 512, 1000, 4096, 14336, 32768] {

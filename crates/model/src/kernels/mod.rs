@@ -1,5 +1,5 @@
 //! The kernel facts every backend must agree on, in one place: how a
-//! launch's inputs are seeded and stored ([`operands`]), the shape-based
+//! launch's inputs are seeded and stored (`seeded_inputs`, `to_storage_bytes`), the shape-based
 //! dispatcher's thresholds, the arguments digest of a built-in kernel, the
 //! limits on a GEMM, what a workload asks of a backend ([`GemmSpec`],
 //! [`RouteChoice`]) and how a timed run reports. The CPU reference
@@ -8,7 +8,7 @@
 //! same shape.
 
 mod family;
-pub mod operands;
+mod operands;
 mod spec;
 
 use crate::digest::{Digest, DigestWriter, FieldValue};
@@ -20,8 +20,8 @@ pub use family::{
     check_splits, ladder_chunks,
 };
 pub use operands::{
-    Problem, element_size, from_storage_bytes, quantize, seeded_a, seeded_b, seeded_value,
-    to_storage_bytes,
+    OPERANDS_SOURCE, Problem, element_size, from_storage_bytes, quantize, seeded_a, seeded_b,
+    seeded_value, to_storage_bytes,
 };
 pub use spec::{
     GemmSpec, LADDER_DECODE_MAX_M, LADDER_MID_MAX_M, MAX_ELEMENTS, MAX_SPLITS, RouteChoice,
@@ -35,8 +35,8 @@ pub const B_SEED_OFFSET: u64 = 0x9e37_79b9_7f4a_7c15;
 /// `dtype` (A from `seed`, B from `seed + B_SEED_OFFSET`).
 pub fn seeded_inputs(p: &Problem, dtype: DType, seed: u64) -> (Vec<f32>, Vec<f32>) {
     (
-        operands::seeded_a(p, dtype, seed),
-        operands::seeded_b(p, dtype, seed.wrapping_add(B_SEED_OFFSET)),
+        seeded_a(p, dtype, seed),
+        seeded_b(p, dtype, seed.wrapping_add(B_SEED_OFFSET)),
     )
 }
 

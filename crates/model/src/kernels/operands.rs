@@ -4,7 +4,7 @@
 //! store the same bits (a fingerprint recorded on one compares with
 //! another's).
 
-use crate::route::{DType, GemmOp};
+use crate::vocab::{DType, GemmOp};
 use half::{bf16, f16};
 
 /// This file's text: the CPU reference module's identity digests it with
@@ -78,7 +78,7 @@ pub fn to_storage_bytes(dtype: DType, values: &[f32]) -> Vec<u8> {
 /// bytes to f32. `None` if `bytes.len()` is not a multiple of the element
 /// size, or for a dtype no backend runs.
 pub fn from_storage_bytes(dtype: DType, bytes: &[u8]) -> Option<Vec<f32>> {
-    if !dtype.is_runnable() || bytes.len() % element_size(dtype) != 0 {
+    if !dtype.is_runnable() || !bytes.len().is_multiple_of(element_size(dtype)) {
         return None;
     }
     let values = match dtype {

@@ -3,7 +3,7 @@
 //! limits on it, and a launch's time ([`TimedOutput`]).
 
 use super::family::KernelFamily;
-use crate::route::{DType, GemmOp};
+use crate::vocab::{DType, GemmOp};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -39,7 +39,7 @@ pub enum RouteChoice {
 /// Largest m the ladder's decode-size rungs (narrow 64x32, decode 64x64, band 64x128) serve under
 /// [`RouteChoice::BatchInvariant`]. The rungs give the same bits, so the
 /// limits change only speed: they are where the next rung becomes the
-/// faster one on the H200 (docs/benchmarks.md, sections 4e and 4f).
+/// faster one on the H200 (docs/kernels.md).
 pub const LADDER_DECODE_MAX_M: u64 = 64;
 /// Largest m a one-chunk family's middle rungs serve: the band rung
 /// (64x128 tiles) or the mid rung (128x128), whichever
@@ -136,7 +136,7 @@ impl RouteChoice {
     /// at the device (waves are counted in
     /// [`super::LADDER_TARGET_BLOCKS`], not in its SMs). The rules were
     /// fitted to H200 benches of every rung at every m
-    /// (docs/benchmarks.md, sections 4g and 4j; `tests/rung_policy.rs`
+    /// (docs/kernels.md; `tests/it/rung_policy.rs`
     /// holds them to their logs).
     ///
     /// - TN below 64 rows, with one chunk: the decode rung where it fits

@@ -7,18 +7,15 @@
 //! arguments digest). Two launches with equal routes must give equal bits.
 
 use crate::digest::{Digest, FieldValue, FieldVisitor, Framed};
-use crate::identity::{CompilerIdentity, DeviceIdentity};
+use crate::platform::{CompilerIdentity, DeviceIdentity};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-pub mod builder;
 pub mod classes;
 
-pub use crate::vocab::{
-    ContractKind, DType, GemmOp, ModuleKind, Name, OperandConversion, OutputOwnership,
-    PhysicalBackend,
+use crate::vocab::{
+    ContractKind, DType, GemmOp, ModuleKind, OperandConversion, OutputOwnership, PhysicalBackend,
 };
-pub use builder::{ArgumentsDigest, GemmRouteBuilder, RouteBuildError};
 pub use classes::{FIELD_CLASSES, FieldClass, FieldClassification};
 
 /// The numeric contract of a route.

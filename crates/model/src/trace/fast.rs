@@ -1,6 +1,6 @@
 //! The fast chunk hash for output fingerprints: 128 bits per
 //! [`FINGERPRINT_CHUNK_BYTES`] chunk at memory speed on a GPU, where the
-//! SHA-256 chunk kernel is integer-bound (docs/benchmarks.md, section 6).
+//! SHA-256 chunk kernel is integer-bound (docs/performance.md).
 //!
 //! The hash is NH (the inner hash of UMAC): the chunk is read as
 //! little-endian `u64` words, zero-padded to a whole number of 16-byte

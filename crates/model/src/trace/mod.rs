@@ -294,13 +294,13 @@ impl RecordedGemmTrace {
                 self.fingerprints.len()
             )));
         }
-        if let Some(o) = &self.observation {
-            if o.gemms.len() as u64 != n {
-                return Err(FormatError::Inconsistent(format!(
-                    "the observation describes {} GEMMs but the trace holds {n} routes",
-                    o.gemms.len()
-                )));
-            }
+        if let Some(o) = &self.observation
+            && o.gemms.len() as u64 != n
+        {
+            return Err(FormatError::Inconsistent(format!(
+                "the observation describes {} GEMMs but the trace holds {n} routes",
+                o.gemms.len()
+            )));
         }
         if let Some(bad) = self
             .physical

@@ -15,11 +15,11 @@
 use super::{FingerprintMode, OutputFingerprint, RecordedGemmTrace};
 use crate::digest::Digest;
 use crate::identity::{
-    CompilerIdentity, DeviceIdentity, GemmRouteIdentity, ModuleIdentity, Revisions, Service,
-    SymbolEntry, VolatileMetadata,
+    GemmRouteIdentity, ModuleIdentity, Revisions, Service, SymbolEntry, VolatileMetadata,
 };
 use crate::launch_set::ResolvedGemmLaunchSet;
 use crate::physical::PhysicalNode;
+use crate::platform::{CompilerIdentity, DeviceIdentity};
 use crate::policy::GemmPolicy;
 use crate::route::ResolvedGemmRoute;
 use crate::vocab::{ContractKind, DType, GemmOp, ModuleKind, OperandConversion, PhysicalBackend};

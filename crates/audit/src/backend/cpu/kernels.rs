@@ -19,11 +19,9 @@
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::route::GemmOp;
+use crate::vocab::GemmOp;
 
-// Operands, storage and seeding are every backend's: they live in the
-// model's kernel facts, re-exported here at their old paths.
-pub use gemm_audit_model::kernels::operands::*;
+use crate::kernels::Problem;
 
 /// Wrong slice lengths are a caller bug, never a data condition: fail loudly.
 fn check_lengths(p: &Problem, a: &[f32], b: &[f32], c: &[f32]) {

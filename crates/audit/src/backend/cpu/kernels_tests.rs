@@ -2,7 +2,11 @@
 //! identity digests that file, and a test edit must not change it.
 
 use super::*;
-use crate::route::DType;
+use crate::kernels::{
+    Problem, element_size, from_storage_bytes, quantize, seeded_a, seeded_b, seeded_value,
+    to_storage_bytes,
+};
+use crate::vocab::DType;
 
 const OPS: [GemmOp; 3] = [GemmOp::Nn, GemmOp::Tn, GemmOp::Nt];
 const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::Bf16];

@@ -8,31 +8,27 @@ mod stream;
 pub use stream::{CpuStream, CpuStreamError, CpuStreamGraph};
 
 use crate::backend::{CapturedLaunches, GemmBackend, GemmGraph, kernel_nodes};
+use crate::builder::GemmRouteBuilder;
 use crate::declaration::{BkRule, SplitRule, SymbolDeclaration};
 use crate::digest::{Digest, DigestWriter, FieldValue};
 use crate::error::{Error, Refusal, Result};
 use crate::identity::{
-    CompilerIdentity, DeviceIdentity, GemmRouteIdentity, ModuleIdentity, Revisions, SymbolEntry,
-    VolatileMetadata,
+    GemmRouteIdentity, ModuleIdentity, Revisions, SymbolEntry, VolatileMetadata,
 };
+use crate::kernels::{
+    DISPATCH_SPLITS, GemmSpec, KernelFamily, Problem, RouteChoice, TUNING_TABLE_REVISION,
+    to_storage_bytes,
+};
+use crate::platform::{CompilerIdentity, DeviceIdentity};
 use crate::policy::GemmPolicy;
-use crate::route::builder::GemmRouteBuilder;
-use crate::route::{
-    ContractKind, DType, GemmOp, GemmShape, GemmStrides, ModuleKind, OperandConversion,
-    PhysicalBackend, ResolvedGemmRoute, TileShape,
-};
-use crate::workload::{GemmSpec, RouteChoice};
-use gemm_audit_model::kernels::KernelFamily;
-use kernels::Problem;
+use crate::route::{GemmShape, GemmStrides, ResolvedGemmRoute, TileShape};
+use crate::vocab::{ContractKind, DType, GemmOp, ModuleKind, OperandConversion, PhysicalBackend};
 
 /// Worker threads of the tiled and fixed split-K kernels. Fixed, not the
 /// machine's core count, so routes (and goldens) are the same everywhere.
 pub const WORKERS: u32 = 4;
 /// Output tile of the tiled and fixed split-K kernels.
 pub const TILE: u32 = 32;
-pub use super::common::{DISPATCH_SPLIT_K_MAX_M, DISPATCH_SPLIT_K_MIN_K, DISPATCH_SPLITS};
-/// The dispatcher's thresholds are every backend's, and so is their revision.
-pub use gemm_audit_model::kernels::TUNING_TABLE_REVISION;
 /// Revision of the kernels' work schedule (tile order, worker assignment).
 pub const SCHEDULE_REVISION: u32 = 1;
 
@@ -220,13 +216,7 @@ fn compiler_identity() -> CompilerIdentity {
 /// The kernels' text and the operand storage and seeding they share with
 /// every backend (`gemm_audit_model::kernels::operands`).
 fn kernel_source_digest() -> Digest {
-    Digest::sha256(
-        &[
-            KERNEL_SOURCE,
-            gemm_audit_model::kernels::operands::OPERANDS_SOURCE,
-        ]
-        .concat(),
-    )
+    Digest::sha256(&[KERNEL_SOURCE, crate::kernels::OPERANDS_SOURCE].concat())
 }
 
 fn module_digest(compiler: &CompilerIdentity, symbols: &[String]) -> Digest {
@@ -341,7 +331,7 @@ impl CpuBackend {
             .policy
             .refuse_contract(dtype, &ContractKind::SplitKFixed)
             .is_none();
-        if super::common::dispatch_split_k(m, k, split_ok) {
+        if crate::kernels::dispatch_split_k(m, k, split_ok) {
             CpuKernel(KernelFamily::SplitKFixed(DISPATCH_SPLITS))
         } else {
             CpuKernel::TILED
@@ -372,7 +362,7 @@ impl CpuBackend {
             (_, Some(t)) => (t, [tiles(n), tiles(m), splits]),
         };
         let symbol = kernel.symbol(op, dtype);
-        let arguments_digest = super::common::gemm_arguments_digest(
+        let arguments_digest = crate::kernels::gemm_arguments_digest(
             "gemm-audit/cpu-arguments/v1",
             &symbol,
             shape,
@@ -459,15 +449,15 @@ impl GemmBackend for CpuBackend {
         &self,
         route: &ResolvedGemmRoute,
         seed: u64,
-    ) -> Result<crate::backend::TimedOutput> {
+    ) -> Result<crate::kernels::TimedOutput> {
         let launch = CpuLaunch::prepare(route, seed)?;
         let (a, b) = launch.inputs();
         let start = std::time::Instant::now();
         let output = launch.execute_on(&a, &b);
-        Ok(crate::backend::TimedOutput {
+        Ok(crate::kernels::TimedOutput {
             output,
             seconds: start.elapsed().as_secs_f64(),
-            clock: crate::backend::TimingClock::HostKernel,
+            clock: crate::kernels::TimingClock::HostKernel,
         })
     }
 
@@ -523,7 +513,7 @@ fn checked_problem(route: &ResolvedGemmRoute) -> Result<Problem> {
     let GemmShape { m, k, n } = route.shape;
     for (what, a, b) in [("A", m, k), ("B", k, n), ("C", m, n)] {
         if a.checked_mul(b)
-            .is_none_or(|e| e > crate::workload::MAX_ELEMENTS)
+            .is_none_or(|e| e > crate::kernels::MAX_ELEMENTS)
         {
             return Err(Error::backend(
                 "cpu",
@@ -567,13 +557,13 @@ impl CpuLaunch {
 
     /// The seeded operands A and B.
     fn inputs(&self) -> (Vec<f32>, Vec<f32>) {
-        super::common::seeded_inputs(&self.problem, self.dtype, self.seed)
+        crate::kernels::seeded_inputs(&self.problem, self.dtype, self.seed)
     }
 
     /// Runs the kernel on `a` and `b`; returns C in storage bytes.
     fn execute_on(&self, a: &[f32], b: &[f32]) -> Vec<u8> {
         let c = self.kernel.execute(&self.problem, a, b);
-        kernels::to_storage_bytes(self.dtype, &c)
+        to_storage_bytes(self.dtype, &c)
     }
 
     fn execute(&self) -> Vec<u8> {
@@ -595,8 +585,8 @@ impl CpuLaunches {
     }
 
     /// Runs the launches WITHOUT validation. Only for measuring what
-    /// validation costs.
-    #[doc(hidden)]
+    /// validation costs (the `bench` feature; never in the binary).
+    #[cfg(feature = "bench")]
     pub fn replay_unvalidated(&self) -> Vec<Vec<u8>> {
         self.execute_all()
     }
@@ -726,7 +716,7 @@ mod identity_tests {
         let c = compiler_identity();
         assert_eq!(c.version, CPU_KERNELS_REVISION);
         assert_eq!(c.source_digest, kernel_source_digest());
-        let operands = gemm_audit_model::kernels::operands::OPERANDS_SOURCE;
+        let operands = crate::kernels::OPERANDS_SOURCE;
         assert!(!std::str::from_utf8(operands).unwrap().contains("#[test]"));
     }
 }

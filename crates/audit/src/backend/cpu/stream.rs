@@ -5,8 +5,8 @@
 //! around a step as the CUDA stream: [`crate::recorder::record_eager`],
 //! [`crate::recorder::capture`] and [`crate::recorder::Captured::launch_validated`].
 
-use crate::backend::CaptureStream;
 use crate::physical::{NodeKind, PhysicalNode};
+use crate::recorder::CaptureStream;
 use std::cell::{Cell, RefCell};
 use std::fmt;
 

@@ -6,21 +6,19 @@
 use crate::backend::{CapturedLaunches, GemmBackend, GemmGraph};
 use crate::error::{Error, Result};
 use crate::identity::GemmRouteIdentity;
+use crate::kernels::GemmSpec;
 use crate::policy::GemmPolicy;
 use crate::route::ResolvedGemmRoute;
-use crate::workload::GemmSpec;
 
 #[derive(Debug)]
 enum Never {}
 
 /// Why no CUDA device can be opened in this build.
 fn unavailable() -> Error {
-    let reason = if cfg!(feature = "cuda") {
-        "this version has no CUDA backend yet (the `cuda` feature only reserves it)"
-    } else {
-        "built without CUDA support (rebuild with --features cuda)"
-    };
-    Error::backend("cuda", reason)
+    Error::backend(
+        "cuda",
+        "built without CUDA support (rebuild with --features cuda)",
+    )
 }
 
 /// A CUDA device (unavailable in this build).

@@ -1,0 +1,18 @@
+//! The integration tests, one binary (as ripgrep's): each module is one
+//! area, `common` the helpers they share. The GPU tests are `tests/gpu.rs`,
+//! built only with the `cuda` feature.
+
+mod common;
+
+mod cli;
+mod cross_device;
+mod embedding;
+mod fuzz_corpus;
+mod golden;
+mod observed;
+mod profile;
+mod properties;
+mod report;
+mod rung_policy;
+mod schema;
+mod trace_format;

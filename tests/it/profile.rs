@@ -1,0 +1,715 @@
+//! Importing PyTorch profiler traces: real CPU profiles made with torch
+//! (`tests/data/profiles/make_cpu.py`), an H200 profile the recorder took,
+//! and crafted profiles for the binding rules and for bad input.
+
+use crate::common::{BIN, Scratch, root};
+use gemm_audit::diff::{NumericComparison, TraceDiff};
+use gemm_audit::profile::{self, ImportOptions, ProfileError};
+use gemm_audit::{DType, FingerprintMode, GemmOp};
+use serde_json::{Value, json};
+use std::process::Command;
+
+fn data(name: &str) -> std::path::PathBuf {
+    root().join("tests/data/profiles").join(name)
+}
+
+fn import(name: &str) -> gemm_audit::RecordedGemmTrace {
+    profile::import_file(&data(name), &ImportOptions::default())
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+        .trace
+}
+
+/// The profile's JSON, decompressed.
+fn json_of(name: &str) -> Value {
+    let bytes = profile::read_profile(&data(name), 1 << 30).unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+/// The leaf GEMM ops of a profile, counted from its JSON by name (an
+/// `aten::addmv_` under `aten::mv` is the GEMM; `linear` and `matmul`
+/// reach theirs through ops of their own).
+fn leaf_gemm_ops(v: &Value) -> usize {
+    v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "cpu_op")
+        .filter(|e| {
+            matches!(
+                e["name"].as_str().unwrap_or(""),
+                "aten::mm" | "aten::addmm" | "aten::bmm" | "aten::baddbmm" | "aten::addmv_"
+            )
+        })
+        .count()
+}
+
+fn run(args: &[&str]) -> (i32, String) {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn a_cpu_training_step_imports_every_gemm_op_with_its_layout() {
+    let t = import("cpu-block.json.gz");
+    let v = json_of("cpu-block.json.gz");
+    assert_eq!(t.routes.len(), leaf_gemm_ops(&v));
+    assert_eq!(t.fingerprint_mode, FingerprintMode::NotObserved);
+    assert!(!t.outputs_observed());
+    let o = t.observation.as_ref().unwrap();
+    assert_eq!(o.source, "pytorch-profiler");
+    assert!(
+        o.gemms
+            .iter()
+            .all(|g| g.device == "cpu" && g.shapes_recorded)
+    );
+    assert_eq!(t.context.device.class, "cpu");
+    // The block's first GEMM: nn.Linear(64, 192) on 2 x 8 tokens, its
+    // weight stored transposed.
+    let qkv = &t.routes[0];
+    assert_eq!(qkv.kernel_symbol, "aten::addmm");
+    assert_eq!(
+        (qkv.op, qkv.dtype, qkv.shape.m, qkv.shape.k, qkv.shape.n),
+        (GemmOp::Nt, DType::F32, 16, 64, 192)
+    );
+    // Backward: dW = x^T g, A stored transposed.
+    assert!(
+        t.routes
+            .iter()
+            .any(|r| r.op == GemmOp::Tn && r.shape.m == 64)
+    );
+    // Attention's batched GEMMs keep their batch.
+    let bmm = t
+        .routes
+        .iter()
+        .position(|r| r.kernel_symbol == "aten::bmm")
+        .unwrap();
+    assert_eq!(o.gemms[bmm].batch, 8, "2 sequences x 4 heads");
+    // The trace writes and reads back.
+    let s = Scratch::new("cpu-block");
+    t.write(&s.path("b.gat"), false).unwrap();
+    assert_eq!(
+        gemm_audit::RecordedGemmTrace::read(&s.path("b.gat")).unwrap(),
+        t
+    );
+}
+
+#[test]
+fn a_compiled_region_is_imported() {
+    let v = json_of("cpu-compile.json.gz");
+    let names: Vec<&str> = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.starts_with("Torch-Compiled Region")),
+        "a torch.compile region"
+    );
+    let t = import("cpu-compile.json.gz");
+    assert_eq!(t.routes.len(), leaf_gemm_ops(&v));
+    assert!(t.routes.len() >= 4);
+}
+
+#[test]
+fn an_import_diffs_against_itself_with_numeric_not_observed() {
+    let t = import("cpu-block.json.gz");
+    let d = TraceDiff::between(&t, &t);
+    assert!(d.is_empty());
+    assert_eq!(d.numeric, NumericComparison::NotObserved);
+    assert!(d.render().contains("numeric: not observed"));
+    // On the command line too, and in JSON.
+    let s = Scratch::new("diff-self");
+    let p = s.path("a.gat");
+    t.write(&p, false).unwrap();
+    let a = p.to_str().unwrap();
+    let (code, text) = run(&["diff", a, a]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("numeric: not observed"), "{text}");
+    let (_, json) = run(&["diff", a, a, "--format", "json"]);
+    let doc: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(doc["numeric"], "not-observed");
+    // check --golden: compared, not validated, numeric not observed.
+    let (code, text) = run(&["check", a, "--golden", a]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("observed by pytorch-profiler"), "{text}");
+    assert!(text.contains("numeric      not observed"), "{text}");
+}
+
+/// A planted kernel change is named per GEMM with both kernels.
+#[test]
+fn an_upgrade_diff_names_the_gemm_and_both_kernels() {
+    let s = Scratch::new("upgrade");
+    let before = crafted(&[("aten::mm", &[8, 64], &[64, 32], &["nvjet_a"])]);
+    let after = crafted(&[(
+        "aten::mm",
+        &[8, 64],
+        &[64, 32],
+        &["nvjet_b", "splitKreduce_kernel"],
+    )]);
+    let g = import_text(&before, &s, "before.json");
+    let c = import_text(&after, &s, "after.json");
+    let d = TraceDiff::between(&g, &c);
+    let text = d.render();
+    assert!(text.contains("aten::mm#0"), "{text}");
+    assert!(
+        text.contains("nvjet_a") && text.contains("nvjet_b"),
+        "{text}"
+    );
+    assert!(
+        d.differences
+            .iter()
+            .all(|x| x.class != gemm_audit::diff::DiffClass::Numeric),
+        "no numeric difference is made up: {text}"
+    );
+}
+
+#[test]
+fn two_ranks_agree_and_a_disagreeing_rank_is_named() {
+    let s = Scratch::new("ranks");
+    let ranks: Vec<std::path::PathBuf> = std::fs::read_dir(data("cpu-ranks"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(ranks.len(), 2);
+    let out = s.path("out");
+    let mut args = vec!["import".to_string()];
+    args.extend(ranks.iter().map(|p| p.display().to_string()));
+    args.extend(["-o".into(), out.display().to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, text) = run(&args);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("rank 0 of 2") && text.contains("rank 1 of 2"),
+        "{text}"
+    );
+    let (code, text) = run(&["compare", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("agree") && text.contains("numeric: not observed"),
+        "{text}"
+    );
+
+    // A third rank whose first GEMM ran with another kernel.
+    let mk = |rank: u64, kernel: &str| {
+        let mut p = crafted(&[("aten::mm", &[8, 64], &[64, 32], &[kernel])]);
+        p["distributedInfo"] = json!({"backend": "nccl", "rank": rank, "world_size": 3});
+        p
+    };
+    let dir = s.path("three");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (r, k) in [(0, "nvjet_64x8"), (1, "nvjet_64x8"), (2, "nvjet_128x16")] {
+        let t = import_text(&mk(r, k), &s, &format!("job-rank{r}.json"));
+        assert_eq!(t.workload, "job", "the ranks share a workload");
+        t.write(&dir.join(format!("r{r}.gat")), false).unwrap();
+    }
+    let (code, text) = run(&["compare", dir.to_str().unwrap()]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("aten::mm#0: served another way by 1 of 3"),
+        "{text}"
+    );
+    assert!(text.contains("profile.rank=2"), "{text}");
+    assert!(text.contains("nvjet_128x16"), "{text}");
+}
+
+/// A census of a real sweep: one family, one row per m, no kernel (CPU).
+#[test]
+fn a_census_of_a_batch_sweep() {
+    let t = import("cpu-sweep.json.gz");
+    let c = gemm_audit::census::census(&[("sweep".into(), &t)]);
+    assert_eq!(c.families.len(), 1);
+    let f = &c.families[0];
+    assert_eq!((f.k, f.n, f.layout.as_str()), (64, 32, "nt"));
+    let ms: Vec<u64> = f.rows.iter().map(|r| r.m).collect();
+    assert_eq!(ms, [1, 2, 4, 8, 16, 32, 64]);
+    assert!(!f.flagged());
+    assert_eq!(
+        f.rows[0].served_by[0].kernels,
+        [gemm_audit::census::NO_KERNEL]
+    );
+}
+
+/// A family whose kernel changes with m, or that splits k, is flagged, in
+/// every output format, and the command exits 1.
+#[test]
+fn the_census_flags_kernel_changes_and_split_k() {
+    let s = Scratch::new("census");
+    let p = crafted(&[
+        (
+            "aten::mm",
+            &[1, 1024],
+            &[1024, 1024],
+            &["nvjet_64x8_splitK", "splitKreduce_kernel"],
+        ),
+        ("aten::mm", &[64, 1024], &[1024, 1024], &["nvjet_64x64"]),
+        ("aten::mm", &[128, 1024], &[1024, 1024], &["nvjet_64x64"]),
+        ("aten::mm", &[128, 512], &[512, 256], &["nvjet_64x64"]),
+        ("aten::mm", &[256, 512], &[512, 256], &["nvjet_64x64"]),
+    ]);
+    let path = s.write("sweep.json", serde_json::to_vec(&p).unwrap());
+    let t = import_text(&p, &s, "sweep2.json");
+    let c = gemm_audit::census::census(&[("sweep".into(), &t)]);
+    let flagged: Vec<_> = c.flagged().collect();
+    assert_eq!(flagged.len(), 1);
+    assert!(flagged[0].kernel_changes_with_m && flagged[0].split_or_reduce);
+    assert_eq!(flagged[0].k, 1024);
+    let path = path.to_str().unwrap();
+    let (code, text) = run(&["census", path]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("kernel-changes-with-m") && text.contains("split-k"),
+        "{text}"
+    );
+    assert!(
+        text.contains("1 families served one way at every m"),
+        "{text}"
+    );
+    let (_, md) = run(&["census", path, "--format", "markdown", "--all"]);
+    assert!(
+        md.contains("| flags | family |") && md.contains("k=512"),
+        "{md}"
+    );
+    let (_, json) = run(&["census", path, "--format", "json"]);
+    let doc: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(doc["kind"], "census");
+    assert_eq!(doc["verdict"], "fail");
+    assert_eq!(doc["families"].as_array().unwrap().len(), 2);
+}
+
+// ------------------------------------------------------- binding rules
+
+/// One GEMM op for a crafted profile: its name, the dims of A and B and
+/// the kernels it launched.
+type Op<'a> = (&'a str, &'a [i64], &'a [i64], &'a [&'a str]);
+
+/// A profile of the given ops on one thread, each op launching its
+/// kernels through `cudaLaunchKernel` calls inside it, as Kineto writes.
+fn crafted(ops: &[Op<'_>]) -> Value {
+    let mut events = Vec::new();
+    let mut ts = 1000.0;
+    let mut corr = 1;
+    for (name, a, b, kernels) in ops {
+        let dur = 10.0 + 5.0 * kernels.len() as f64;
+        events.push(json!({
+            "ph": "X", "cat": "cpu_op", "name": name, "pid": 10, "tid": 10,
+            "ts": ts, "dur": dur,
+            "args": {
+                "Input Dims": [a, b],
+                "Input Strides": [[a[1], 1], [b[1], 1]],
+                "Input type": ["c10::BFloat16", "c10::BFloat16"],
+            }
+        }));
+        for (i, k) in kernels.iter().enumerate() {
+            let at = ts + 2.0 + 5.0 * i as f64;
+            events.push(json!({
+                "ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel",
+                "pid": 10, "tid": 10, "ts": at, "dur": 3.0,
+                "args": {"correlation": corr}
+            }));
+            events.push(json!({
+                "ph": "X", "cat": "kernel", "name": k, "pid": 0, "tid": 7,
+                "ts": at + 20.0, "dur": 4.0,
+                "args": {"correlation": corr, "device": 0, "grid": [4, 1, 1],
+                         "block": [128, 1, 1], "shared memory": 1024}
+            }));
+            corr += 1;
+        }
+        ts += dur + 10.0;
+    }
+    json!({
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "NVIDIA H200", "computeMajor": 9,
+                              "computeMinor": 0, "numSms": 132}],
+        "cuda_driver_version": 13000,
+        "traceEvents": events,
+    })
+}
+
+fn import_text(v: &Value, s: &Scratch, name: &str) -> gemm_audit::RecordedGemmTrace {
+    let p = s.write(name, serde_json::to_vec(v).unwrap());
+    profile::import_file(&p, &ImportOptions::default())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .trace
+}
+
+fn import_err(v: &Value) -> ProfileError {
+    profile::import_bytes(
+        &serde_json::to_vec(v).unwrap(),
+        "x.json",
+        &ImportOptions::default(),
+    )
+    .unwrap_err()
+}
+
+#[test]
+fn a_split_k_gemm_and_its_reduce_are_one_gemm_and_a_copy_stays_beside() {
+    let mut p = crafted(&[(
+        "aten::addmm",
+        &[8, 64],
+        &[64, 32],
+        &["nvjet_splitK_NNT", "splitKreduce_kernel"],
+    )]);
+    // addmm with a full C copies it first, from a child op.
+    let ev = p["traceEvents"].as_array_mut().unwrap();
+    ev[0]["args"]["Input Dims"] = json!([[8, 32], [8, 64], [64, 32]]);
+    ev[0]["args"]["Input Strides"] = json!([[32, 1], [64, 1], [32, 1]]);
+    ev[0]["args"]["Input type"] = json!(["float", "float", "float"]);
+    ev.push(
+        json!({"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 10, "tid": 10,
+                   "ts": 1001.0, "dur": 0.8, "args": {}}),
+    );
+    ev.push(
+        json!({"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 10,
+                   "tid": 10, "ts": 1001.2, "dur": 0.5, "args": {"correlation": 99}}),
+    );
+    ev.push(
+        json!({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)",
+                   "pid": 0, "tid": 7, "ts": 1010.0, "dur": 1.0,
+                   "args": {"correlation": 99, "device": 0}}),
+    );
+    let s = Scratch::new("split");
+    let t = import_text(&p, &s, "split.json");
+    assert_eq!(t.routes.len(), 1);
+    let r = &t.routes[0];
+    assert_eq!(
+        r.vendor.as_ref().unwrap().physical_kernels,
+        ["nvjet_splitK_NNT", "splitKreduce_kernel"]
+    );
+    assert_eq!(
+        r.launch.grid,
+        [4, 1, 1],
+        "the launch is the first kernel's, not the copy's"
+    );
+    let o = t.observation.as_ref().unwrap();
+    assert_eq!((o.bound_kernels, o.beside_gemms), (2, 1));
+    assert_eq!(
+        o.gemms[0].beside,
+        ["memcpy: Memcpy DtoD (Device -> Device)"]
+    );
+    assert_eq!(o.gemms[0].device, "cuda:0");
+    assert_eq!(t.context.device.class, "NVIDIA H200");
+    assert_eq!(t.context.device.compute_capability, Some([9, 0]));
+}
+
+/// Kernels launched from the backward thread bind to the op on that
+/// thread; a GEMM kernel no GEMM op owns is a GEMM of its region; a kernel
+/// whose launch is missing is listed, a non-GEMM kernel counted.
+#[test]
+fn every_activity_is_bound_kept_counted_or_listed() {
+    let mut p = crafted(&[("aten::mm", &[8, 64], &[64, 32], &["nvjet_fwd"])]);
+    let ev = p["traceEvents"].as_array_mut().unwrap();
+    let mut add = |v: Value| ev.push(v);
+    // Backward thread 11: its own mm.
+    add(
+        json!({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 10, "tid": 11,
+               "ts": 1005.0, "dur": 10.0, "args": {"Input Dims": [[64, 8], [8, 32]],
+               "Input Strides": [[1, 64], [32, 1]], "Input type": ["float", "float"]}}),
+    );
+    add(
+        json!({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10,
+               "tid": 11, "ts": 1007.0, "dur": 2.0, "args": {"correlation": 50}}),
+    );
+    add(
+        json!({"ph": "X", "cat": "kernel", "name": "nvjet_bwd", "pid": 0, "tid": 7,
+               "ts": 1030.0, "dur": 2.0, "args": {"correlation": 50, "device": 0}}),
+    );
+    // A compiled region launching a Triton template and a pointwise kernel.
+    add(
+        json!({"ph": "X", "cat": "cpu_op", "name": "CompiledFunction", "pid": 10, "tid": 10,
+               "ts": 2000.0, "dur": 50.0, "args": {}}),
+    );
+    for (c, name, at) in [
+        (60, "triton_tem_fused_mm_0", 2001.0),
+        (61, "triton_poi_fused_gelu_1", 2010.0),
+    ] {
+        add(
+            json!({"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernel", "pid": 10,
+                   "tid": 10, "ts": at, "dur": 2.0, "args": {"correlation": c}}),
+        );
+        add(
+            json!({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7,
+                   "ts": at + 100.0, "dur": 2.0, "args": {"correlation": c, "device": 0}}),
+        );
+    }
+    // A graph replay's GEMM kernel.
+    add(
+        json!({"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": 10,
+               "tid": 10, "ts": 3000.0, "dur": 5.0, "args": {"correlation": 70}}),
+    );
+    add(
+        json!({"ph": "X", "cat": "kernel", "name": "nvjet_graph", "pid": 0, "tid": 7,
+               "ts": 3010.0, "dur": 2.0, "args": {"correlation": 70, "device": 0}}),
+    );
+    // A kernel whose launch is outside the profile.
+    add(
+        json!({"ph": "X", "cat": "kernel", "name": "lost_kernel", "pid": 0, "tid": 7,
+               "ts": 4000.0, "dur": 2.0, "args": {"correlation": 999, "device": 0}}),
+    );
+    let s = Scratch::new("activities");
+    let t = import_text(&p, &s, "acts.json");
+    let o = t.observation.as_ref().unwrap();
+    let names: Vec<&str> = t.routes.iter().map(|r| r.gemm.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "aten::mm#0",
+            "aten::mm#1",
+            "CompiledFunction#0",
+            "cudaGraphLaunch (no enclosing range)#0"
+        ]
+    );
+    let bwd = &t.routes[1];
+    assert_eq!((bwd.op, bwd.shape.m), (GemmOp::Tn, 64));
+    assert_eq!(bwd.vendor.as_ref().unwrap().physical_kernels, ["nvjet_bwd"]);
+    assert_eq!(o.gemms[2].region.as_deref(), Some("CompiledFunction"));
+    assert!(!o.gemms[2].shapes_recorded);
+    assert_eq!(t.routes[2].dtype, DType::Unrecorded);
+    assert_eq!(
+        (
+            o.bound_kernels,
+            o.unowned_gemm_kernels,
+            o.non_gemm,
+            o.unbound
+        ),
+        (2, 2, 1, 1)
+    );
+    assert!(o.unbound_listed[0].contains("lost_kernel"));
+    assert!(o.unbound_listed[0].contains("correlation 999 has no launching call"));
+}
+
+/// A list-form Chrome trace (no `traceEvents` object) imports the same.
+#[test]
+fn a_list_form_trace_imports() {
+    let p = crafted(&[("aten::mm", &[8, 64], &[64, 32], &["k"])]);
+    let list = p["traceEvents"].clone();
+    let t = profile::import_bytes(
+        &serde_json::to_vec(&list).unwrap(),
+        "list.json",
+        &ImportOptions::default(),
+    )
+    .unwrap()
+    .trace;
+    assert_eq!(t.routes.len(), 1);
+    assert_eq!(
+        t.context.device.class, "unrecorded GPU",
+        "no deviceProperties"
+    );
+}
+
+/// A profile without shapes imports, and says which ops have none.
+#[test]
+fn ops_without_shapes_are_said() {
+    let mut p = crafted(&[("aten::mm", &[8, 64], &[64, 32], &["k"])]);
+    p["traceEvents"][0]["args"] = json!({});
+    let t = profile::import_bytes(
+        &serde_json::to_vec(&p).unwrap(),
+        "x.json",
+        &ImportOptions::default(),
+    )
+    .unwrap()
+    .trace;
+    let o = t.observation.as_ref().unwrap();
+    assert!(!o.gemms[0].shapes_recorded);
+    assert_eq!(
+        (t.routes[0].op, t.routes[0].dtype),
+        (GemmOp::Unrecorded, DType::Unrecorded)
+    );
+    assert!(
+        o.notes[0].contains("1 of 1 GEMM ops have no recorded shapes"),
+        "{:?}",
+        o.notes
+    );
+}
+
+/// A kernel name longer than any reader accepts is cut and keeps its
+/// digest; the trace writes and reads back.
+#[test]
+fn a_huge_kernel_name_is_bounded() {
+    let long = format!("k{}", "x".repeat(100_000));
+    let p = crafted(&[("aten::mm", &[8, 64], &[64, 32], &[long.as_str()])]);
+    let s = Scratch::new("huge");
+    let t = import_text(&p, &s, "huge.json");
+    let k = &t.routes[0].vendor.as_ref().unwrap().physical_kernels[0];
+    assert!(
+        k.len() <= gemm_audit::observed::MAX_KEPT_NAME_BYTES,
+        "{}",
+        k.len()
+    );
+    assert!(k.contains("100001 bytes, sha256"));
+    t.write(&s.path("h.gat"), false).unwrap();
+    assert!(gemm_audit::RecordedGemmTrace::read(&s.path("h.gat")).is_ok());
+}
+
+// ------------------------------------------------------------ bad input
+
+#[test]
+fn bad_profiles_are_clear_errors_and_nothing_is_written() {
+    let s = Scratch::new("bad");
+    let good = serde_json::to_vec(&crafted(&[("aten::mm", &[8, 64], &[64, 32], &["k"])])).unwrap();
+    // Truncated gzip (compressed by the system's gzip).
+    let plain = s.write("plain.json", &good);
+    let gz = Command::new("gzip")
+        .arg("-c")
+        .arg(&plain)
+        .output()
+        .unwrap()
+        .stdout;
+    assert!(gz.len() > 20);
+    let cut = s.write("cut.json.gz", &gz[..gz.len() / 2]);
+    let cases: Vec<(std::path::PathBuf, &str)> = vec![
+        (cut, "not a readable gzip stream"),
+        (
+            s.write("text.json", "hello"),
+            "not valid JSON at line 1 column 1",
+        ),
+        (
+            s.write("obj.json", r#"{"a": 1}"#),
+            "no \"traceEvents\" list",
+        ),
+        (
+            s.write(
+                "nan.json",
+                r#"{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": NaN}]}"#,
+            ),
+            "trace event 0",
+        ),
+        (s.write("empty.json", ""), "not valid JSON"),
+    ];
+    for (path, want) in cases {
+        let out = s.path("out.gat");
+        let (code, text) = run(&[
+            "import",
+            path.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 3, "{}: {text}", path.display());
+        assert!(text.contains(want), "{}: {text}", path.display());
+        assert!(
+            text.contains(path.to_str().unwrap()),
+            "names the file: {text}"
+        );
+        assert!(!out.exists(), "nothing written for {}", path.display());
+    }
+    // A profile that imports is not written over an existing file.
+    let ok = s.write("ok.json", &good);
+    let out = s.write("exists.gat", b"keep");
+    let (code, text) = run(&["import", ok.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 3, "{text}");
+    assert!(text.contains("--force"), "{text}");
+    assert_eq!(std::fs::read(&out).unwrap(), b"keep");
+}
+
+#[test]
+fn bad_events_name_the_event_and_field() {
+    let base = || crafted(&[("aten::mm", &[8, 64], &[64, 32], &["k"])]);
+    let with = |edit: &dyn Fn(&mut Vec<Value>)| {
+        let mut p = base();
+        edit(p["traceEvents"].as_array_mut().unwrap());
+        import_err(&p).to_string()
+    };
+    let e = with(&|ev| {
+        ev[0].as_object_mut().unwrap().remove("ts");
+    });
+    assert!(
+        e.contains("trace event 0 (\"aten::mm\"): ts missing"),
+        "{e}"
+    );
+    let e = with(&|ev| ev[0]["ts"] = json!(-5.0));
+    assert!(e.contains("ts -5 is not a time"), "{e}");
+    let e = with(&|ev| ev[0]["dur"] = json!("long"));
+    assert!(
+        e.contains("not a PyTorch profiler trace: line 1 column")
+            && e.contains("trace event 0: field `dur`: invalid type: string \"long\""),
+        "{e}"
+    );
+    let e = with(&|ev| {
+        ev[2].as_object_mut().unwrap().remove("tid");
+    });
+    assert!(e.contains("trace event 2 (\"k\"): tid missing"), "{e}");
+    // Two launching calls with one correlation id.
+    let e = with(&|ev| {
+        let mut dup = ev[1].clone();
+        dup["ts"] = json!(1004.0);
+        ev.push(dup);
+    });
+    assert!(
+        e.contains("correlation id 1 is used by two launching calls"),
+        "{e}"
+    );
+    // A child that outlives its GEMM op, with a launch after the op's end.
+    let e = with(&|ev| {
+        ev.push(
+            json!({"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 10,
+                       "tid": 10, "ts": 1010.0, "dur": 50.0, "args": {}}),
+        );
+        ev.push(
+            json!({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel",
+                       "pid": 10, "tid": 10, "ts": 1040.0, "dur": 1.0,
+                       "args": {"correlation": 77}}),
+        );
+        ev.push(
+            json!({"ph": "X", "cat": "kernel", "name": "copy_kernel", "pid": 0,
+                       "tid": 7, "ts": 1050.0, "dur": 1.0, "args": {"correlation": 77}}),
+        );
+    });
+    assert!(e.contains("ranges overlap without nesting"), "{e}");
+    assert!(e.contains("aten::copy_") && e.contains("aten::mm"), "{e}");
+    // Duplicate keys in one event.
+    let text = r#"{"traceEvents": [{"ph": "X", "ph": "X"}]}"#;
+    let e = profile::import_bytes(text.as_bytes(), "d.json", &ImportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("duplicate field `ph`"), "{e}");
+}
+
+/// A million events parse; a limit on events is a clear error.
+#[test]
+fn a_million_events_and_the_event_limit() {
+    let mut text = String::with_capacity(4_000_000);
+    text.push_str(r#"{"traceEvents": ["#);
+    for i in 0..1_000_000 {
+        if i > 0 {
+            text.push(',');
+        }
+        text.push_str("{}");
+    }
+    text.push_str("]}");
+    let e =
+        profile::import_bytes(text.as_bytes(), "many.json", &ImportOptions::default()).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ProfileError::NoGemm {
+                events: 1_000_000,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let small = ImportOptions {
+        max_events: 1000,
+        ..ImportOptions::default()
+    };
+    let e = profile::import_bytes(text.as_bytes(), "many.json", &small).unwrap_err();
+    assert_eq!(e.to_string(), "more events than the limit of 1000");
+}
+
+#[test]
+fn default_workload_names_drop_extensions_timestamps_and_ranks() {
+    use gemm_audit::profile::default_workload;
+    assert_eq!(default_workload("decode.json"), "decode");
+    assert_eq!(
+        default_workload("rank0.1796449539495703404.pt.trace.json.gz"),
+        "profile"
+    );
+    assert_eq!(default_workload("job-rank3.json.gz"), "job");
+    assert_eq!(default_workload("train_rank_12_step.json"), "train-step");
+    assert_eq!(default_workload("ranking.json"), "ranking");
+}

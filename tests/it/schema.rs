@@ -1,0 +1,316 @@
+//! Every JSON document the command line prints validates against its
+//! schema under `docs/schema/`, and the schemas are strict enough to refuse
+//! a document that lost a field or changed a type.
+//!
+//! The validator here covers the JSON Schema keywords those schemas use
+//! (`type`, `const`, `enum`, `required`, `properties`,
+//! `additionalProperties`, `items`, `anyOf`, local `$ref`); a schema that
+//! uses another keyword fails the test instead of being half-checked.
+
+use crate::common::{BIN, root};
+use serde_json::Value;
+
+use std::process::Command;
+
+fn schema(kind: &str) -> Value {
+    let path = root().join(format!("docs/schema/{kind}.schema.json"));
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+const KEYWORDS: &[&str] = &[
+    "$schema",
+    "$id",
+    "$defs",
+    "$ref",
+    "title",
+    "description",
+    "type",
+    "const",
+    "enum",
+    "required",
+    "properties",
+    "additionalProperties",
+    "items",
+    "anyOf",
+];
+
+/// The errors of `v` against `s` (within the root schema `root`), each
+/// naming its JSON path.
+fn validate(root: &Value, s: &Value, v: &Value, path: &str, errors: &mut Vec<String>) {
+    let Some(s) = s.as_object() else {
+        return;
+    };
+    for k in s.keys() {
+        assert!(
+            KEYWORDS.contains(&k.as_str()),
+            "schema keyword {k} is not checked here"
+        );
+    }
+    if let Some(r) = s.get("$ref").and_then(Value::as_str) {
+        let name = r.strip_prefix("#/$defs/").expect("a local $ref");
+        validate(root, &root["$defs"][name], v, path, errors);
+    }
+    if let Some(t) = s.get("type") {
+        let types: Vec<&str> = match t {
+            Value::String(one) => vec![one.as_str()],
+            Value::Array(many) => many.iter().filter_map(Value::as_str).collect(),
+            _ => panic!("bad type {t}"),
+        };
+        let is = |ty: &str| match ty {
+            "object" => v.is_object(),
+            "array" => v.is_array(),
+            "string" => v.is_string(),
+            "integer" => v.is_i64() || v.is_u64(),
+            "number" => v.is_number(),
+            "boolean" => v.is_boolean(),
+            "null" => v.is_null(),
+            other => panic!("unknown type {other}"),
+        };
+        if !types.iter().any(|ty| is(ty)) {
+            errors.push(format!("{path}: {v} is not {types:?}"));
+        }
+    }
+    if let Some(c) = s.get("const")
+        && v != c
+    {
+        errors.push(format!("{path}: {v} is not {c}"));
+    }
+    if let Some(e) = s.get("enum").and_then(Value::as_array)
+        && !e.contains(v)
+    {
+        errors.push(format!("{path}: {v} is not one of {e:?}"));
+    }
+    if let Some(alts) = s.get("anyOf").and_then(Value::as_array) {
+        let any = alts.iter().any(|a| {
+            let mut e = Vec::new();
+            validate(root, a, v, path, &mut e);
+            e.is_empty()
+        });
+        if !any {
+            errors.push(format!("{path}: {v} matches none of anyOf"));
+        }
+    }
+    if let Some(obj) = v.as_object() {
+        for r in s
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let r = r.as_str().unwrap();
+            if !obj.contains_key(r) {
+                errors.push(format!("{path}: missing {r}"));
+            }
+        }
+        let props = s.get("properties").and_then(Value::as_object);
+        for (k, x) in obj {
+            match props.and_then(|p| p.get(k)) {
+                Some(ps) => validate(root, ps, x, &format!("{path}.{k}"), errors),
+                None => match s.get("additionalProperties") {
+                    Some(Value::Bool(false)) => errors.push(format!("{path}: unexpected {k}")),
+                    Some(extra @ Value::Object(_)) => {
+                        validate(root, extra, x, &format!("{path}.{k}"), errors)
+                    }
+                    _ => {}
+                },
+            }
+        }
+    }
+    if let (Some(items), Some(arr)) = (s.get("items"), v.as_array()) {
+        for (i, x) in arr.iter().enumerate() {
+            validate(root, items, x, &format!("{path}[{i}]"), errors);
+        }
+    }
+}
+
+fn errors_of(kind: &str, doc: &Value) -> Vec<String> {
+    let s = schema(kind);
+    let mut errors = Vec::new();
+    validate(&s, &s, doc, "$", &mut errors);
+    errors
+}
+
+/// Runs the binary at the repository root; returns its stdout as JSON.
+fn json_of(args: &[&str]) -> Value {
+    let out = Command::new(BIN)
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("spawn gemm-audit");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{args:?} printed no JSON document ({e}): {stderr}"))
+}
+
+#[test]
+fn every_command_validates_against_its_schema() {
+    let cpu = ["--backend", "cpu"];
+    let docs: Vec<(&str, Vec<&str>)> = vec![
+        (
+            "audit",
+            [
+                &["audit", "--format", "json", "--no-progress", "--runs", "2"][..],
+                &cpu,
+            ]
+            .concat(),
+        ),
+        (
+            "check",
+            [
+                &[
+                    "check",
+                    "traces/cpu-x86_64/m-sweep.gat",
+                    "--replay",
+                    "--format",
+                    "json",
+                ][..],
+                &cpu,
+            ]
+            .concat(),
+        ),
+        (
+            "check",
+            [
+                &[
+                    "check",
+                    "traces/cpu-x86_64/m-sweep.gat",
+                    "--golden",
+                    "traces/cpu-x86_64/transformer-block.gat",
+                    "--format",
+                    "json",
+                ][..],
+                &cpu,
+            ]
+            .concat(),
+        ),
+        (
+            "diff",
+            vec![
+                "diff",
+                "traces/cpu-x86_64/transformer-block.gat",
+                "traces/nvidia-h200/transformer-block.gat",
+                "--format",
+                "json",
+            ],
+        ),
+        (
+            "compare",
+            vec![
+                "compare",
+                "traces/cpu-x86_64",
+                "traces/nvidia-h200",
+                "--format",
+                "json",
+            ],
+        ),
+        (
+            "show",
+            vec![
+                "show",
+                "traces/nvidia-h200/vendor-sweep.gat",
+                "--format",
+                "json",
+            ],
+        ),
+    ];
+    // An imported profile through the verbs that read it, and the two
+    // verbs of its own.
+    let dir = crate::common::Scratch::new("schema-import");
+    let imported = dir.path("sweep.gat");
+    let imported = imported.to_str().unwrap();
+    let sweep = "tests/data/profiles/cpu-sweep.json.gz";
+    let docs = docs.into_iter().chain([
+        (
+            "import",
+            vec![
+                "import", sweep, "-o", imported, "--force", "--format", "json",
+            ],
+        ),
+        ("census", vec!["census", sweep, "--format", "json"]),
+        ("show", vec!["show", imported, "--format", "json"]),
+        ("diff", vec!["diff", imported, imported, "--format", "json"]),
+        (
+            "check",
+            vec!["check", imported, "--golden", imported, "--format", "json"],
+        ),
+        (
+            "compare",
+            vec!["compare", imported, imported, "--format", "json"],
+        ),
+    ]);
+    for (kind, args) in docs {
+        let doc = json_of(&args);
+        let errors = errors_of(kind, &doc);
+        assert!(
+            errors.is_empty(),
+            "{args:?} against {kind}.schema.json:\n{}",
+            errors.join("\n")
+        );
+    }
+}
+
+/// The schemas refuse what a consumer would trip on: a missing field, a
+/// value of another type, an unknown verdict, an extra field where none is
+/// allowed.
+#[test]
+fn the_schemas_refuse_broken_documents() {
+    let good = json_of(&[
+        "diff",
+        "traces/cpu-x86_64/transformer-block.gat",
+        "traces/cpu-x86_64/m-sweep.gat",
+        "--format",
+        "json",
+    ]);
+    assert!(errors_of("diff", &good).is_empty());
+    let broken: [fn(&mut Value); 7] = [
+        |d| {
+            d.as_object_mut().unwrap().remove("differences");
+        },
+        |d| d["verdict"] = "maybe".into(),
+        |d| d["schema_version"] = 2.into(),
+        |d| d["differences"][0]["class"] = "cosmic".into(),
+        |d| d["differences"][0]["route_index"] = "zero".into(),
+        |d| d["differences"][0]["extra"] = true.into(),
+        |d| d["cross_device"] = "no".into(),
+    ];
+    // The check schema's two shapes (one report, or one per device) each
+    // keep their required parts.
+    let check = json_of(&[
+        "check",
+        "traces/cpu-x86_64/m-sweep.gat",
+        "--backend",
+        "cpu",
+        "--format",
+        "json",
+    ]);
+    assert!(errors_of("check", &check).is_empty());
+    let mut no_plan = check.clone();
+    no_plan.as_object_mut().unwrap().remove("plan");
+    assert!(
+        !errors_of("check", &no_plan).is_empty(),
+        "a check without its plan step validated"
+    );
+    let mut bad_device = serde_json::json!({
+        "schema_version": 1, "tool_version": "x", "kind": "check", "verdict": "pass",
+        "devices": [{"device": {"backend": "cpu", "ordinal": "zero"}, "report": check.clone()}]
+    });
+    assert!(
+        !errors_of("check", &bad_device).is_empty(),
+        "a string ordinal validated"
+    );
+    bad_device["devices"][0]["device"]["ordinal"] = 0.into();
+    assert!(
+        errors_of("check", &bad_device).is_empty(),
+        "{:?}",
+        errors_of("check", &bad_device)
+    );
+    for (i, b) in broken.iter().enumerate() {
+        let mut d = good.clone();
+        b(&mut d);
+        assert!(
+            !errors_of("diff", &d).is_empty(),
+            "broken document {i} validated"
+        );
+    }
+}
