@@ -72,16 +72,7 @@ fn check(
         (None, Some(dir)) => Some(read(&goldens::find_golden(&dir, &t).map_err(fail)?)?),
         (None, None) => None,
     };
-    let kind = match backend {
-        "cpu" => BackendKind::Cpu,
-        "cuda" => BackendKind::Cuda,
-        "auto" => BackendKind::Auto,
-        other => {
-            return Err(fail(format!(
-                "backend {other:?}: expected \"cpu\", \"cuda\" or \"auto\""
-            )));
-        }
-    };
+    let kind: BackendKind = backend.parse().map_err(fail)?;
     let (b, _note) = Backend::open(kind).map_err(fail)?;
     let accepted = golden
         .as_ref()

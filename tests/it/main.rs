@@ -9,6 +9,7 @@ mod cross_device;
 mod embedding;
 mod fuzz_corpus;
 mod golden;
+mod json_names;
 mod observed;
 mod profile;
 mod properties;

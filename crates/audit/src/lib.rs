@@ -49,7 +49,7 @@ pub mod census;
 
 // The model's modules and root items are this crate's vocabulary; the
 // crate's own `backend` and `recorder` extend the model's of those names.
-#[cfg(feature = "testkit")]
+#[cfg(any(test, feature = "testkit"))]
 pub use gemm_audit_model::testkit;
 pub use gemm_audit_model::{
     CapturedGemmGraphPlan, CompilerIdentity, DType, DeviceIdentity, F32Policy, FingerprintMode,

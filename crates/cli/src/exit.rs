@@ -43,6 +43,10 @@ pub fn error_message(e: &anyhow::Error) -> String {
             msg.push_str(&s);
         }
     }
+    // The library says what is wrong; the command line says which flag fixes it.
+    if let Some(Error::WouldOverwrite { .. }) = e.downcast_ref::<Error>() {
+        msg.push_str("; pass --force to replace it");
+    }
     msg
 }
 

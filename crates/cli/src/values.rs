@@ -9,16 +9,10 @@ use gemm_audit::diff::Allowance;
 /// no clap traits).
 pub(crate) fn backend_kind() -> impl clap::builder::TypedValueParser<Value = BackendKind> {
     use clap::builder::{PossibleValue, TypedValueParser};
-    clap::builder::PossibleValuesParser::new([
-        PossibleValue::new("auto").help("CUDA when a device is present, else the CPU reference"),
-        PossibleValue::new("cpu").help("The CPU reference backend"),
-        PossibleValue::new("cuda").help("NVIDIA GPUs through CUDA"),
-    ])
-    .map(|s| match s.as_str() {
-        "cpu" => BackendKind::Cpu,
-        "cuda" => BackendKind::Cuda,
-        _ => BackendKind::Auto,
-    })
+    clap::builder::PossibleValuesParser::new(
+        BackendKind::ALL.map(|k| PossibleValue::new(k.name()).help(k.help())),
+    )
+    .map(|s| s.parse().expect("clap offered only the kinds' own names"))
 }
 
 /// `--allow CLASS|FIELD,...`: a difference class by its stable name, or a

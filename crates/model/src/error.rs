@@ -68,7 +68,7 @@ pub enum Error {
         flag: &'static str,
     },
     /// A file exists and no overwrite was asked for.
-    #[error("{path} already exists; pass --force to replace it")]
+    #[error("{path} already exists (left in place)")]
     WouldOverwrite {
         /// The existing file that was left in place.
         path: PathBuf,

@@ -9,7 +9,7 @@ pub mod cpu;
 pub mod cuda;
 mod open;
 
-pub use open::{BackendKind, DeviceLabel, DeviceSelection, OpenedDevices};
+pub use open::{BackendKind, DeviceLabel, DeviceSelection, OpenedDevices, UnknownBackend};
 
 pub use gemm_audit_model::backend::{
     CapturedLaunches, CheckedRun, GemmBackend, GemmGraph, KeptRun, kernel_nodes,

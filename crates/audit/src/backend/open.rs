@@ -17,13 +17,48 @@ pub enum BackendKind {
     Cuda,
 }
 
-impl fmt::Display for BackendKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl BackendKind {
+    /// Every kind, in the order a user is offered them.
+    pub const ALL: [BackendKind; 3] = [BackendKind::Auto, BackendKind::Cpu, BackendKind::Cuda];
+
+    /// The kind's name: `auto`, `cpu` or `cuda`.
+    pub fn name(self) -> &'static str {
+        match self {
             BackendKind::Auto => "auto",
             BackendKind::Cpu => "cpu",
             BackendKind::Cuda => "cuda",
-        })
+        }
+    }
+
+    /// One line on what the kind opens.
+    pub fn help(self) -> &'static str {
+        match self {
+            BackendKind::Auto => "CUDA when a device is present, else the CPU reference",
+            BackendKind::Cpu => "The CPU reference backend",
+            BackendKind::Cuda => "NVIDIA GPUs through CUDA",
+        }
+    }
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A backend name that is not `auto`, `cpu` or `cuda`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown backend {0:?}: expected \"auto\", \"cpu\" or \"cuda\"")]
+pub struct UnknownBackend(pub String);
+
+impl std::str::FromStr for BackendKind {
+    type Err = UnknownBackend;
+
+    fn from_str(s: &str) -> std::result::Result<Self, UnknownBackend> {
+        BackendKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| UnknownBackend(s.to_string()))
     }
 }
 
@@ -228,5 +263,24 @@ impl Backend {
         };
         let (b, note) = Backend::open_device(kind, ordinal)?;
         Ok((vec![(DeviceLabel::of(&b, ordinal), b)], note))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{BackendKind, UnknownBackend};
+
+    #[test]
+    fn backend_kinds_parse_from_their_own_names_and_nothing_else() {
+        for k in BackendKind::ALL {
+            assert_eq!(k.to_string().parse::<BackendKind>(), Ok(k));
+        }
+        assert_eq!(
+            "gpu".parse::<BackendKind>(),
+            Err(UnknownBackend("gpu".into()))
+        );
+        assert_eq!("CPU".parse::<BackendKind>().unwrap_err().0, "CPU");
+        let msg = "".parse::<BackendKind>().unwrap_err().to_string();
+        assert!(msg.contains("\"auto\", \"cpu\" or \"cuda\""), "{msg}");
     }
 }

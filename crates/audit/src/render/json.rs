@@ -32,7 +32,35 @@ pub fn json_document<T: serde::Serialize>(kind: &'static str, passed: bool, body
         body,
     };
     // Plain data with string keys: serialization cannot fail.
-    serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    let json = serde_json::to_string_pretty(&doc)
+        .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }).to_string());
+    terminal_safe(json)
+}
+
+/// `json` with every character a terminal must not see raw
+/// ([`is_unsafe_char`](super::is_unsafe_char)) written as a JSON `\uXXXX`
+/// escape (a surrogate pair above U+FFFF): the same document to any JSON
+/// reader, and safe to print. Such characters can only occur inside JSON
+/// strings, where the escape means the same character; the newlines of the
+/// pretty layout are the only raw control characters outside them (the
+/// serializer escapes them inside strings) and stay.
+pub fn terminal_safe(json: String) -> String {
+    let unsafe_here = |c: char| c != '\n' && super::is_unsafe_char(c);
+    if !json.chars().any(unsafe_here) {
+        return json;
+    }
+    let mut out = String::with_capacity(json.len() + 64);
+    let mut units = [0u16; 2];
+    for c in json.chars() {
+        if unsafe_here(c) {
+            for u in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{u:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// The `show` document of a trace: the envelope and the trace itself.

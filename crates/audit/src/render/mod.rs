@@ -24,7 +24,8 @@ pub const MAX_CELL: usize = 64;
 /// Whether `c` must not reach a terminal raw: control characters (C0, DEL,
 /// C1), bidirectional embeddings, overrides and isolates, and the line and
 /// paragraph separators (which some terminals and viewers treat as
-/// newlines).
+/// newlines), and the noncharacters (U+FDD0-U+FDEF and the last two code
+/// points of every plane), which no text should carry.
 pub fn is_unsafe_char(c: char) -> bool {
     c.is_control()
         || matches!(
@@ -32,6 +33,13 @@ pub fn is_unsafe_char(c: char) -> bool {
             '\u{200E}' | '\u{200F}' | '\u{061C}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
                 | '\u{2028}' | '\u{2029}'
         )
+        || is_noncharacter(c)
+}
+
+/// U+FDD0-U+FDEF, and U+xFFFE and U+xFFFF of every plane.
+pub fn is_noncharacter(c: char) -> bool {
+    let c = c as u32;
+    (0xFDD0..=0xFDEF).contains(&c) || c & 0xFFFE == 0xFFFE
 }
 
 /// One line of text for a terminal or a table cell: every unsafe
