@@ -74,18 +74,9 @@ fn check(
     };
     let kind: BackendKind = backend.parse().map_err(fail)?;
     let (b, _note) = Backend::open(kind).map_err(fail)?;
-    let accepted = golden
-        .as_ref()
-        .and_then(|g| recorder::allowed_golden_differences(g, &t, &allow));
-    let compare_with = if accepted.is_some() {
-        None
-    } else {
-        golden.as_ref()
-    };
-    let mut r = recorder::check(&b, &t, compare_with, false).map_err(fail)?;
-    if accepted.is_some() {
-        r.golden = Some(Ok(()));
-    }
+    let r = recorder::check_golden(&b, &t, golden.as_ref(), &allow, false)
+        .map_err(fail)?
+        .report;
     Ok(render::json::json_document("check", r.passed(), &r))
 }
 

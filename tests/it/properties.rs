@@ -1356,7 +1356,7 @@ fn the_guard_alone_refuses_every_policy_visible_change_of_every_real_route() {
     for (name, live, routes) in guarded_corpora() {
         for (i, clean) in routes.iter().enumerate() {
             let vendor = clean.backend.is_vendor();
-            for tag in gemm_audit::route::classes::policy_visible(vendor) {
+            for tag in gemm_audit::route::policy_visible(vendor) {
                 for by in CHANGES {
                     let mut r = clean.clone();
                     assert!(
@@ -1497,7 +1497,7 @@ proptest! {
         let corpora = guarded_corpora();
         let (name, live, clean) = &corpora[which.index(corpora.len())];
         let i = at.index(clean.len());
-        let tags: Vec<&str> = gemm_audit::route::classes::policy_visible(clean[i].backend.is_vendor()).collect();
+        let tags: Vec<&str> = gemm_audit::route::policy_visible(clean[i].backend.is_vendor()).collect();
         let tag = tags[tag_at.index(tags.len())];
         let mut routes = clean.clone();
         prop_assert!(mutation::mutate_field_by(&mut routes[i], tag, by), "unknown tag {}", tag);

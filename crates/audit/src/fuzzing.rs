@@ -177,7 +177,7 @@ pub fn guard_alone(data: &[u8]) {
         tag,
         u64::from_le_bytes(by)
     ));
-    let policy = crate::route::classes::classify(tag)
+    let policy = crate::route::classify(tag)
         .expect("every framed field is classified")
         .on(clean.backend.is_vendor())
         .is_policy();

@@ -371,7 +371,7 @@ impl ObservedStep {
                 batch: g.batch,
                 beside: g
                     .beside_kernels()
-                    .take(crate::trace::observation::MAX_LISTED)
+                    .take(crate::trace::MAX_LISTED)
                     .map(|k| bounded_name(&format!("{}: {}", k.kind, k.name)).into_owned())
                     .collect(),
             })

@@ -375,11 +375,6 @@ pub(super) fn cmd_check(a: CheckArgs) -> Result<u8> {
         (None, None) => None,
     };
     let golden = golden.map(|g| read_trace(&g)).transpose()?;
-    // Differences of allowed classes pass: the golden comparison is then
-    // made by class instead of refusing the first changed field.
-    let accepted = golden
-        .as_ref()
-        .and_then(|g| recorder::allowed_golden_differences(g, &trace, allow));
     let (mut devices, note) = open_devices(kind, dev)?;
     print_backend_note(&note);
     plant_fault(
@@ -397,19 +392,12 @@ pub(super) fn cmd_check(a: CheckArgs) -> Result<u8> {
             &e,
         )?;
     }
-    let compare = if accepted.is_some() {
-        None
-    } else {
-        golden.as_ref()
-    };
-    let results =
-        fleet::on_each_device(&devices, |_, b| recorder::check(b, &trace, compare, replay));
-    let mut reports = all_ok(&devices, results)?;
-    for report in &mut reports {
-        if accepted.is_some() {
-            report.golden = Some(Ok(()));
-        }
-    }
+    let results = fleet::on_each_device(&devices, |_, b| {
+        recorder::check_golden(b, &trace, golden.as_ref(), allow, replay)
+    });
+    let checks = all_ok(&devices, results)?;
+    let accepted = checks.first().and_then(|c| c.allowed.clone());
+    let reports: Vec<recorder::CheckReport> = checks.into_iter().map(|c| c.report).collect();
     if let Some(d) = accepted.as_ref().filter(|d| !d.is_empty()) {
         let classes: Vec<String> = d.classes().iter().map(|c| c.to_string()).collect();
         eprintln!(

@@ -10,12 +10,12 @@
 //! built-in workloads (which use fixed split-K on f32) replay. No TF32
 //! kernel exists here, so the f32 policy only admits fixed split-K.
 
-use super::catalog;
-use super::error::{cuda_err, drv};
-use super::graph;
-use super::launch::{EventTimer, Prepared, time_launches};
-use super::shared::{Shared, device_count, shared};
-use super::vendor::HandlesGuard;
+use crate::blas::HandlesGuard;
+use crate::catalog;
+use crate::error::{cuda_err, drv};
+use crate::graph;
+use crate::launch::{EventTimer, Prepared, time_launches};
+use crate::shared::{Shared, device_count, shared};
 use cudarc::driver::CudaGraph as RawGraph;
 use gemm_audit_model::backend::{CapturedLaunches, CheckedRun, GemmBackend, GemmGraph, KeptRun};
 use gemm_audit_model::error::{Error, Result};
@@ -170,7 +170,7 @@ impl CudaBackend {
     ) -> Result<(Vec<u8>, Vec<u8>)> {
         let sh = &self.shared;
         let _lock = sh.lock();
-        let specs = super::seed::OperandSpec::of(problem, dtype, seed);
+        let specs = crate::seed::OperandSpec::of(problem, dtype, seed);
         let lens = [problem.a_len(), problem.b_len()]
             .map(|l| l * gemm_audit_model::kernels::element_size(dtype));
         let mut out = Vec::with_capacity(2);

@@ -4,10 +4,10 @@
 //! [`FINGERPRINT_CHUNK_BYTES`] chunk of a device buffer in parallel, and
 //! only the 32-byte chunk digests are copied back.
 
-use super::catalog;
-use super::error::CudaError;
-use super::identity;
-use super::nvrtc;
+use crate::catalog;
+use crate::error::CudaError;
+use crate::identity;
+use crate::nvrtc;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, CudaView, DevicePtr, DeviceRepr, DeviceSlice,
     LaunchConfig as CuLaunch, PushKernelArg,

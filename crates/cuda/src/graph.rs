@@ -2,7 +2,7 @@
 //! Stream capture with the discipline of the semantics note, and graph
 //! introspection into physical nodes.
 
-use super::error::CudaError;
+use crate::error::CudaError;
 use cudarc::driver::sys;
 use cudarc::driver::{CudaGraph as RawGraph, CudaStream};
 use gemm_audit_model::physical::{NodeKind, PhysicalNode};
@@ -214,7 +214,7 @@ fn kernel_node(node: sys::CUgraphNode) -> Result<PhysicalNode, CudaError> {
         )?;
     }
     // SAFETY: the driver returns a NUL-terminated name owned by the function, or null.
-    let symbol = unsafe { super::nvrtc::c_string(name) };
+    let symbol = unsafe { crate::nvrtc::c_string(name) };
     Ok(PhysicalNode::kernel(
         if symbol.is_empty() {
             "<unnamed>".to_string()

@@ -3,8 +3,8 @@
 //! compute capability, multiprocessors, driver) and the per-card facts they
 //! never see (ordinal, PCI bus id, UUID, memory, clock, driver API version).
 
-use super::error::CudaError;
-use super::nvrtc;
+use crate::error::CudaError;
+use crate::nvrtc;
 use cudarc::driver::CudaContext;
 use cudarc::driver::sys;
 use gemm_audit_model::identity::VolatileMetadata;

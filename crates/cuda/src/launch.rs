@@ -3,12 +3,12 @@
 //! vendor call), its device buffers ([`Prepared`]), and CUDA-event timing
 //! of launches ([`EventTimer`], [`time_launches`]).
 
-use super::catalog::{self, CudaFamily, CudaKernel, Geometry};
-use super::error::{CudaError, cuda_err, drv};
-use super::seed::OperandSpec;
-use super::shared::Shared;
-use super::tma::{self, TensorMapArg};
-use super::vendor::{Api, Handles, LtSelection, VendorCall};
+use crate::blas::{Api, Handles, LtSelection, VendorCall};
+use crate::catalog::{self, CudaFamily, CudaKernel, Geometry};
+use crate::error::{CudaError, cuda_err, drv};
+use crate::seed::OperandSpec;
+use crate::shared::Shared;
+use crate::tma::{self, TensorMapArg};
 use cudarc::driver::sys;
 use cudarc::driver::{
     CudaEvent, CudaFunction, CudaGraph as RawGraph, CudaSlice, CudaStream, DevicePtr,
@@ -91,7 +91,7 @@ fn vendor_target(sh: &Shared, h: Option<&Handles>, route: &ResolvedGemmRoute) ->
     let h = h.ok_or_else(|| cuda_err("vendor handles are not open"))?;
     // The selection is part of the recorded options: whichever
     // selection's options digest the route carries.
-    let numerics = super::vendor::Numerics::of(route.dtype, fast);
+    let numerics = crate::blas::Numerics::of(route.dtype, fast);
     let selection = [LtSelection::Heuristic, LtSelection::FamilyFixed]
         .into_iter()
         .find(|&sel| {

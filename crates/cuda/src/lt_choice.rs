@@ -1,5 +1,5 @@
 //! How `cublaslt-invariant` picks its family configuration from timings
-//! (`lt_family.rs` times the candidates), and which dense problems no
+//! (`blas/lt_family.rs` times the candidates), and which dense problems no
 //! family configuration serves. Pure logic, so unit-tested in every build.
 
 use gemm_audit_model::kernels::element_size;

@@ -1,9 +1,9 @@
 //! A loaded NVRTC module: its identity, its functions and a digest of each
 //! function's resources (registers, shared/local/const bytes, ...).
 
-use super::catalog;
-use super::error::{CudaError, cuda_err};
-use super::nvrtc;
+use crate::catalog;
+use crate::error::{CudaError, cuda_err};
+use crate::nvrtc;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::Ptx;
 use gemm_audit_model::digest::{Digest, DigestWriter, FieldValue};

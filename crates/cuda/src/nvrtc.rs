@@ -1,7 +1,7 @@
 #![allow(unsafe_code)]
 //! NVRTC: compile a kernel source to a cubin for one architecture.
 
-use super::error::CudaError;
+use crate::error::CudaError;
 use cudarc::nvrtc::{result, sys};
 use std::ffi::{CStr, CString};
 

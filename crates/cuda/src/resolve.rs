@@ -2,11 +2,11 @@
 //! (by policy or as asked) or a vendor call, whose physical kernels are read
 //! from a capture of the call.
 
-use super::catalog::{self, CudaFamily, CudaKernel};
-use super::device::CudaBackend;
-use super::error::{cuda_err, drv};
-use super::graph;
-use super::vendor::{Api, LtSelection, VendorCall};
+use crate::blas::{Api, LtSelection, VendorCall};
+use crate::catalog::{self, CudaFamily, CudaKernel};
+use crate::device::CudaBackend;
+use crate::error::{cuda_err, drv};
+use crate::graph;
 use cudarc::driver::CudaStream;
 use gemm_audit_model::digest::{Digest, DigestWriter, FieldValue};
 use gemm_audit_model::error::Result;
@@ -48,13 +48,20 @@ impl CudaBackend {
                     gemm_audit_model::vocab::ContractKind::VendorPedantic => false,
                     _ => return false,
                 };
-                let numerics = super::vendor::Numerics::of(r.dtype, fast);
+                let numerics = crate::blas::Numerics::of(r.dtype, fast);
                 r.backend == gemm_audit_model::vocab::PhysicalBackend::CublasLt
                     && v.library_version == lib.version
                     && numerics.digest(Api::Lt, LtSelection::FamilyFixed)
                         == r.compiler.options_digest
-                    && super::lt_family::adopt(handles.get(), r.dtype, r.op, r.shape, &numerics, v)
-                        .is_ok()
+                    && crate::blas::lt_family::adopt(
+                        handles.get(),
+                        r.dtype,
+                        r.op,
+                        r.shape,
+                        &numerics,
+                        v,
+                    )
+                    .is_ok()
             })
             .count()
     }
@@ -167,7 +174,7 @@ impl CudaBackend {
 /// the kernels it launches, then its route assembled.
 #[allow(clippy::too_many_arguments)] // the parts of a route, each named once
 pub(super) fn planned_route(
-    h: &super::vendor::Handles,
+    h: &crate::blas::Handles,
     warm: &Arc<CudaStream>,
     call: &VendorCall,
     selection: LtSelection,

@@ -5,9 +5,9 @@
 //! the CPU reference makes, without generating it on one host thread and
 //! uploading it from pageable memory.
 
-use super::catalog;
-use super::error::CudaError;
-use super::nvrtc;
+use crate::catalog;
+use crate::error::CudaError;
+use crate::nvrtc;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };

@@ -3,14 +3,14 @@
 //! serializes work on it, loaded modules, identities, vendor handles), and
 //! the process-wide cache that opens it once.
 
-use super::catalog::{self, CudaFamily};
-use super::error::CudaError;
-use super::fingerprint::DeviceFingerprinter;
-use super::identity::device_identity;
-use super::module::LoadedModule;
-use super::nvrtc;
-use super::seed::DeviceSeeder;
-use super::vendor::Vendor;
+use crate::blas::Vendor;
+use crate::catalog::{self, CudaFamily};
+use crate::error::CudaError;
+use crate::fingerprint::DeviceFingerprinter;
+use crate::identity::device_identity;
+use crate::module::LoadedModule;
+use crate::nvrtc;
+use crate::seed::DeviceSeeder;
 use cudarc::driver::sys;
 use cudarc::driver::{CudaContext, CudaStream};
 use gemm_audit_model::identity::VolatileMetadata;

@@ -3,8 +3,8 @@
 //! `cuTensorMapEncodeTiled` from a [`TensorMapSpec`] (what the route's
 //! tensor-map identity digests) and an operand's device address.
 
-use super::catalog::TensorMapSpec;
-use super::error::CudaError;
+use crate::catalog::TensorMapSpec;
+use crate::error::CudaError;
 use cudarc::driver::DeviceRepr;
 use cudarc::driver::sys;
 use gemm_audit_model::vocab::DType;
@@ -29,7 +29,7 @@ impl std::fmt::Debug for TensorMapArg {
 unsafe impl DeviceRepr for TensorMapArg {}
 
 /// Encodes `spec` over the operand at device address `base`. The settings
-/// are [`super::catalog::TENSOR_MAP_SETTINGS`] (element strides 1, no
+/// are [`crate::catalog::TENSOR_MAP_SETTINGS`] (element strides 1, no
 /// interleave, the swizzle of one box row (128, 64 or 32 bytes; none for
 /// 16), 256-byte L2 promotion, zero fill); keep the two in step.
 pub(super) fn encode(

@@ -227,7 +227,7 @@ pub(super) fn mutation_check(
             accepted.push(m.name());
         }
         if let Mutation::Field(_, tag) = m
-            && crate::route::classes::classify(tag).is_some_and(|c| c.on(vendor).is_policy())
+            && crate::route::classify(tag).is_some_and(|c| c.on(vendor).is_policy())
         {
             policy_visible += 1;
             if o.validation.is_none() {

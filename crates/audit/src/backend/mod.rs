@@ -58,13 +58,99 @@ impl ErasedLaunches {
 /// replays it.
 pub type Graph = GemmGraph<ErasedLaunches>;
 
-/// [`GemmBackend`] with its launch type erased, so one [`Backend`] can hold
-/// any backend chosen at run time.
-trait DynBackend: fmt::Debug + Send + Sync {
+/// The backend methods whose signatures do not name the launch type, each
+/// written once: [`DynBackend`] declares them, every [`GemmBackend`]
+/// implements it by calling its own, and [`Backend`] forwards to the one it
+/// holds. The methods that carry launches are written out beside them.
+macro_rules! erased_backend {
+    ($( fn $m:ident(&self $(, $a:ident: $t:ty)* $(,)?) -> $r:ty; )*) => {
+        /// [`GemmBackend`] with its launch type erased, so one [`Backend`]
+        /// can hold any backend chosen at run time.
+        trait DynBackend: fmt::Debug + Send + Sync {
+            $( fn $m(&self $(, $a: $t)*) -> $r; )*
+            fn with_policy(&self, policy: GemmPolicy) -> Backend;
+            fn capture_launches(
+                &self,
+                routes: &[ResolvedGemmRoute],
+                seeds: &[u64],
+            ) -> Result<CapturedLaunches<ErasedLaunches>>;
+            fn launch(&self, launches: &ErasedLaunches) -> Result<Vec<Vec<u8>>>;
+            fn launch_fingerprinted(
+                &self,
+                launches: &ErasedLaunches,
+                seeds: &[u64],
+                mode: FingerprintMode,
+            ) -> Result<Vec<OutputFingerprint>>;
+            fn as_any(&self) -> &dyn Any;
+        }
+
+        impl<B: GemmBackend> DynBackend for B {
+            $( fn $m(&self $(, $a: $t)*) -> $r { GemmBackend::$m(self $(, $a)*) } )*
+            fn with_policy(&self, policy: GemmPolicy) -> Backend {
+                Backend::new(GemmBackend::with_policy(self, policy))
+            }
+            fn capture_launches(
+                &self,
+                routes: &[ResolvedGemmRoute],
+                seeds: &[u64],
+            ) -> Result<CapturedLaunches<ErasedLaunches>> {
+                let c = GemmBackend::capture_launches(self, routes, seeds)?;
+                Ok(CapturedLaunches {
+                    launches: ErasedLaunches(Box::new(c.launches)),
+                    routes: c.routes,
+                    physical: c.physical,
+                })
+            }
+            fn launch(&self, launches: &ErasedLaunches) -> Result<Vec<Vec<u8>>> {
+                GemmBackend::launch(self, own::<B>(GemmBackend::name(self), launches)?)
+            }
+            fn launch_fingerprinted(
+                &self,
+                launches: &ErasedLaunches,
+                seeds: &[u64],
+                mode: FingerprintMode,
+            ) -> Result<Vec<OutputFingerprint>> {
+                let own = own::<B>(GemmBackend::name(self), launches)?;
+                GemmBackend::launch_fingerprinted(self, own, seeds, mode)
+            }
+            fn as_any(&self) -> &dyn Any {
+                self
+            }
+        }
+
+        impl GemmBackend for Backend {
+            type Launches = ErasedLaunches;
+
+            $( fn $m(&self $(, $a: $t)*) -> $r { self.0.$m($($a),*) } )*
+            fn with_policy(&self, policy: GemmPolicy) -> Backend {
+                self.0.with_policy(policy)
+            }
+            fn capture_launches(
+                &self,
+                routes: &[ResolvedGemmRoute],
+                seeds: &[u64],
+            ) -> Result<CapturedLaunches<ErasedLaunches>> {
+                self.0.capture_launches(routes, seeds)
+            }
+            fn launch(&self, launches: &ErasedLaunches) -> Result<Vec<Vec<u8>>> {
+                self.0.launch(launches)
+            }
+            fn launch_fingerprinted(
+                &self,
+                launches: &ErasedLaunches,
+                seeds: &[u64],
+                mode: FingerprintMode,
+            ) -> Result<Vec<OutputFingerprint>> {
+                self.0.launch_fingerprinted(launches, seeds, mode)
+            }
+        }
+    };
+}
+
+erased_backend! {
     fn name(&self) -> &str;
     fn context(&self) -> &GemmRouteIdentity;
     fn volatile(&self) -> VolatileMetadata;
-    fn with_policy(&self, policy: GemmPolicy) -> Backend;
     fn resolve(&self, spec: &GemmSpec) -> Result<ResolvedGemmRoute>;
     fn adopt_recorded(&self, routes: &[ResolvedGemmRoute]) -> usize;
     fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>>;
@@ -83,90 +169,6 @@ trait DynBackend: fmt::Debug + Send + Sync {
         mode: FingerprintMode,
         keep: usize,
     ) -> Result<KeptRun>;
-    fn capture_launches(
-        &self,
-        routes: &[ResolvedGemmRoute],
-        seeds: &[u64],
-    ) -> Result<CapturedLaunches<ErasedLaunches>>;
-    fn launch(&self, launches: &ErasedLaunches) -> Result<Vec<Vec<u8>>>;
-    fn launch_fingerprinted(
-        &self,
-        launches: &ErasedLaunches,
-        seeds: &[u64],
-        mode: FingerprintMode,
-    ) -> Result<Vec<OutputFingerprint>>;
-    fn as_any(&self) -> &dyn Any;
-}
-
-impl<B: GemmBackend> DynBackend for B {
-    fn name(&self) -> &str {
-        GemmBackend::name(self)
-    }
-    fn context(&self) -> &GemmRouteIdentity {
-        GemmBackend::context(self)
-    }
-    fn volatile(&self) -> VolatileMetadata {
-        GemmBackend::volatile(self)
-    }
-    fn with_policy(&self, policy: GemmPolicy) -> Backend {
-        Backend::new(GemmBackend::with_policy(self, policy))
-    }
-    fn resolve(&self, spec: &GemmSpec) -> Result<ResolvedGemmRoute> {
-        GemmBackend::resolve(self, spec)
-    }
-    fn adopt_recorded(&self, routes: &[ResolvedGemmRoute]) -> usize {
-        GemmBackend::adopt_recorded(self, routes)
-    }
-    fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {
-        GemmBackend::run(self, route, seed)
-    }
-    fn run_timed(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<TimedOutput> {
-        GemmBackend::run_timed(self, route, seed)
-    }
-    fn run_checked(
-        &self,
-        route: &ResolvedGemmRoute,
-        seed: u64,
-        mode: FingerprintMode,
-        expected: &OutputFingerprint,
-    ) -> Result<CheckedRun> {
-        GemmBackend::run_checked(self, route, seed, mode, expected)
-    }
-    fn run_keeping(
-        &self,
-        route: &ResolvedGemmRoute,
-        seed: u64,
-        mode: FingerprintMode,
-        keep: usize,
-    ) -> Result<KeptRun> {
-        GemmBackend::run_keeping(self, route, seed, mode, keep)
-    }
-    fn capture_launches(
-        &self,
-        routes: &[ResolvedGemmRoute],
-        seeds: &[u64],
-    ) -> Result<CapturedLaunches<ErasedLaunches>> {
-        let c = GemmBackend::capture_launches(self, routes, seeds)?;
-        Ok(CapturedLaunches {
-            launches: ErasedLaunches(Box::new(c.launches)),
-            routes: c.routes,
-            physical: c.physical,
-        })
-    }
-    fn launch(&self, launches: &ErasedLaunches) -> Result<Vec<Vec<u8>>> {
-        GemmBackend::launch(self, own::<B>(self.name(), launches)?)
-    }
-    fn launch_fingerprinted(
-        &self,
-        launches: &ErasedLaunches,
-        seeds: &[u64],
-        mode: FingerprintMode,
-    ) -> Result<Vec<OutputFingerprint>> {
-        GemmBackend::launch_fingerprinted(self, own::<B>(self.name(), launches)?, seeds, mode)
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 /// `launches` as backend `B` made them; an error if another kind of
@@ -207,71 +209,6 @@ impl Backend {
     /// The scalar-FMA reference output of the same problem (computed on the CPU).
     pub fn reference(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {
         cpu::reference_output(route, seed)
-    }
-}
-
-impl GemmBackend for Backend {
-    type Launches = ErasedLaunches;
-
-    fn name(&self) -> &str {
-        self.0.name()
-    }
-    fn context(&self) -> &GemmRouteIdentity {
-        self.0.context()
-    }
-    fn volatile(&self) -> VolatileMetadata {
-        self.0.volatile()
-    }
-    fn with_policy(&self, policy: GemmPolicy) -> Backend {
-        self.0.with_policy(policy)
-    }
-    fn resolve(&self, spec: &GemmSpec) -> Result<ResolvedGemmRoute> {
-        self.0.resolve(spec)
-    }
-    fn adopt_recorded(&self, routes: &[ResolvedGemmRoute]) -> usize {
-        self.0.adopt_recorded(routes)
-    }
-    fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>> {
-        self.0.run(route, seed)
-    }
-    fn run_timed(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<TimedOutput> {
-        self.0.run_timed(route, seed)
-    }
-    fn run_checked(
-        &self,
-        route: &ResolvedGemmRoute,
-        seed: u64,
-        mode: FingerprintMode,
-        expected: &OutputFingerprint,
-    ) -> Result<CheckedRun> {
-        self.0.run_checked(route, seed, mode, expected)
-    }
-    fn run_keeping(
-        &self,
-        route: &ResolvedGemmRoute,
-        seed: u64,
-        mode: FingerprintMode,
-        keep: usize,
-    ) -> Result<KeptRun> {
-        self.0.run_keeping(route, seed, mode, keep)
-    }
-    fn capture_launches(
-        &self,
-        routes: &[ResolvedGemmRoute],
-        seeds: &[u64],
-    ) -> Result<CapturedLaunches<ErasedLaunches>> {
-        self.0.capture_launches(routes, seeds)
-    }
-    fn launch(&self, launches: &ErasedLaunches) -> Result<Vec<Vec<u8>>> {
-        self.0.launch(launches)
-    }
-    fn launch_fingerprinted(
-        &self,
-        launches: &ErasedLaunches,
-        seeds: &[u64],
-        mode: FingerprintMode,
-    ) -> Result<Vec<OutputFingerprint>> {
-        self.0.launch_fingerprinted(launches, seeds, mode)
     }
 }
 

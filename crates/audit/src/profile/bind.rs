@@ -286,7 +286,7 @@ pub(crate) fn bind(parsed: &Parsed<'_>, owners: Owners<'_>) -> Result<Binding, P
             .or_else(|| flows.get(&(e.thread, e.ts.to_bits())).copied());
         let Some(li) = correlation.and_then(|c| launch_of.get(&c).copied()) else {
             out.unbound += 1;
-            if out.unbound_listed.len() < crate::trace::observation::MAX_LISTED {
+            if out.unbound_listed.len() < crate::trace::MAX_LISTED {
                 out.unbound_listed.push(format!(
                     "{} (event {}{})",
                     crate::observed::bounded_name(&e.name),

@@ -511,7 +511,7 @@ fn step_of(
             main_device.unwrap_or(0)
         ));
     }
-    notes.truncate(crate::trace::observation::MAX_LISTED);
+    notes.truncate(crate::trace::MAX_LISTED);
     let observation = Observation {
         source: "pytorch-profiler".into(),
         file: crate::observed::bounded_name(file_name).into_owned(),

@@ -30,7 +30,7 @@ pub use gemm_audit_model::recorder::{
     RecorderMode, RecordingGuard, capture, record_eager, require_deterministic_gemm_graph_plan,
 };
 pub use workload::{
-    CheckReport, EagerRun, Recording, ReplayOutcome, allowed_golden_differences,
-    capture_and_replay, check, eager_rerun, eager_run, record, record_fingerprinted, record_in,
-    record_keeping,
+    CheckReport, EagerRun, GoldenCheck, Recording, ReplayOutcome, allowed_golden_differences,
+    capture_and_replay, check, check_golden, eager_rerun, eager_run, record, record_fingerprinted,
+    record_in, record_keeping,
 };

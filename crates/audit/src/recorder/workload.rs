@@ -504,6 +504,37 @@ fn observed_elsewhere(trace: &RecordedGemmTrace) -> Option<String> {
         .then(|| o.source.clone())
 }
 
+/// What [`check_golden`] found: the check, and, where the golden differed
+/// only in allowed differences, those differences (the check then passed
+/// the golden by class instead of refusing the first changed field).
+#[derive(Debug)]
+pub struct GoldenCheck {
+    /// The check.
+    pub report: CheckReport,
+    /// The golden's differences, all allowed; `None` when none was
+    /// allowed, or no golden was given.
+    pub allowed: Option<crate::diff::TraceDiff>,
+}
+
+/// `check` as the command line and the Python package run it: `trace`
+/// against `golden` (if given) where the differences `allow` names pass,
+/// and replayed if `replay`.
+pub fn check_golden(
+    backend: &Backend,
+    trace: &RecordedGemmTrace,
+    golden: Option<&RecordedGemmTrace>,
+    allow: &[crate::diff::Allowance],
+    replay: bool,
+) -> Result<GoldenCheck> {
+    let allowed = golden.and_then(|g| allowed_golden_differences(g, trace, allow));
+    let compare_with = if allowed.is_some() { None } else { golden };
+    let mut report = check(backend, trace, compare_with, replay)?;
+    if allowed.is_some() {
+        report.golden = Some(Ok(()));
+    }
+    Ok(GoldenCheck { report, allowed })
+}
+
 /// Rebuilds `trace`'s plan, validates it against `backend`'s live context,
 /// compares it with `golden` if given (routes, then output fingerprints,
 /// as `diff` judges them), and replays it if `replay`. Stops at the first

@@ -125,7 +125,7 @@ fn every_h200_golden_route_satisfies_its_symbols_declaration() {
                 PhysicalBackend::CudaNvrtc => CudaKernel::from_route(r)
                     .unwrap_or_else(|e| panic!("{}: {e}", r.gemm))
                     .declaration(r.dtype),
-                b => super::super::vendor::vendor_declaration(
+                b => crate::blas::vendor_declaration(
                     b,
                     &r.vendor.as_ref().unwrap().library_version,
                     &r.kernel_symbol,
@@ -134,7 +134,7 @@ fn every_h200_golden_route_satisfies_its_symbols_declaration() {
             assert_eq!(declared.contradiction(r), None, "{} {}", t.workload, r.gemm);
             if r.backend.is_vendor() {
                 let fast = r.contract.kind == gemm_audit_model::vocab::ContractKind::VendorFast;
-                let n = super::super::vendor::Numerics::of(r.dtype, fast);
+                let n = crate::blas::Numerics::of(r.dtype, fast);
                 assert_eq!(n.conversion, r.operand_conversion, "{}", r.gemm);
                 assert_eq!(n.tensor_cores, r.uses_tensor_cores, "{}", r.gemm);
             }

@@ -192,7 +192,7 @@ mod tests {
         let doc = include_str!("../../../../docs/design.md");
         assert!(
             doc.contains(&markdown_table()),
-            "docs/design.md does not carry route::classes::markdown_table(); paste it:\n{}",
+            "docs/design.md does not carry route::markdown_table(); paste it:\n{}",
             markdown_table()
         );
     }

@@ -11,12 +11,14 @@ use crate::platform::{CompilerIdentity, DeviceIdentity};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-pub mod classes;
+mod classes;
 
 use crate::vocab::{
     ContractKind, DType, GemmOp, ModuleKind, OperandConversion, OutputOwnership, PhysicalBackend,
 };
-pub use classes::{FIELD_CLASSES, FieldClass, FieldClassification};
+pub use classes::{
+    FIELD_CLASSES, FieldClass, FieldClassification, classify, markdown_table, policy_visible,
+};
 
 /// The numeric contract of a route.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -2,7 +2,7 @@
 
 pub mod codec;
 pub mod fast;
-pub mod observation;
+mod observation;
 mod v1;
 mod v2;
 mod v3;
@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 pub use crate::plan::PreparedGemmCaptureManifest;
-pub use observation::{Observation, ObservedRoute};
+pub use observation::{MAX_LISTED, Observation, ObservedRoute};
 
 /// Bytes per chunk of the output fingerprint's tree.
 pub const FINGERPRINT_CHUNK_BYTES: usize = 4096;

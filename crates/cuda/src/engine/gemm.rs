@@ -12,12 +12,12 @@
 //! f32, `cublasGemmEx` with `CUBLAS_COMPUTE_32F` for halves), under the
 //! contract the handle's math mode, read back at every call, gives.
 
-use super::error::cuda_err;
-use super::resolve::{VendorParts, planned_route, probe_kernels, vendor_route};
-use super::vendor::{
-    self, Api, CUBLAS_SGEMM_SYMBOL, CUBLAS_SYMBOL, Handles, LtSelection, Numerics, Vendor,
-    VendorCall,
+use crate::blas::{
+    self as vendor, Api, CUBLAS_SGEMM_SYMBOL, CUBLAS_SYMBOL, Handles, LtSelection, Numerics,
+    Vendor, VendorCall,
 };
+use crate::error::cuda_err;
+use crate::resolve::{VendorParts, planned_route, probe_kernels, vendor_route};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, sys as blas};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, sys};
 use gemm_audit_model::digest::{DigestWriter, FieldValue};
@@ -87,7 +87,7 @@ fn live_module<'a>(
 fn refuse_capturing(stream: &CudaStream, what: &str) -> Result<()> {
     let status = stream
         .capture_status()
-        .map_err(super::error::drv("stream capture status"))?;
+        .map_err(crate::error::drv("stream capture status"))?;
     if status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE {
         return Err(cuda_err(format!(
             "{what} runs and captures the call once: do it before the stream captures (while recording eagerly)"
@@ -99,13 +99,13 @@ fn refuse_capturing(stream: &CudaStream, what: &str) -> Result<()> {
 impl VendorGemms {
     /// The libraries on `stream` of `ctx`, for routes made under `live`
     /// (whose modules must include the libraries' pseudo-modules:
-    /// [`super::vendor_modules`]).
+    /// [`crate::vendor_modules`]).
     pub fn new(
         ctx: &Arc<CudaContext>,
         stream: &Arc<CudaStream>,
         live: &GemmRouteIdentity,
     ) -> Result<VendorGemms> {
-        let arch = super::compilation_target(ctx)?;
+        let arch = crate::compilation_target(ctx)?;
         let vendor = Vendor::probe(&arch);
         let handles = Handles::new(ctx, stream, &vendor)?;
         Ok(VendorGemms(Arc::new(Shared {
@@ -306,7 +306,7 @@ impl CudarcGemm {
         stream: &Arc<CudaStream>,
         live: &GemmRouteIdentity,
     ) -> Result<CudarcGemm> {
-        let arch = super::compilation_target(stream.context())?;
+        let arch = crate::compilation_target(stream.context())?;
         let vendor = Vendor::probe(&arch);
         let module = live_module(live, vendor.cublas.as_ref(), ModuleKind::Cublas)?.clone();
         check_stream(&blas, stream)?;
@@ -415,7 +415,7 @@ impl CudarcGemm {
         recorder.push(self.route(gemm, &cfg)?)?;
         // SAFETY: every buffer holds all the elements the column-major
         // configuration addresses (checked above), on the handle's stream.
-        unsafe { self.blas.gemm(cfg, a, b, c) }.map_err(super::error::drv("cudarc Gemm"))
+        unsafe { self.blas.gemm(cfg, a, b, c) }.map_err(crate::error::drv("cudarc Gemm"))
     }
 
     /// The kernels of one distinct call, probed on first sight.
@@ -437,7 +437,7 @@ impl CudarcGemm {
         let zeros = |n: usize| {
             self.stream
                 .alloc_zeros::<T>(n.max(1))
-                .map_err(super::error::drv("allocating probe operands"))
+                .map_err(crate::error::drv("allocating probe operands"))
         };
         let (sa, sb) = (zeros(la)?, zeros(lb)?);
         let sc = Mutex::new(zeros(lc)?);
@@ -450,7 +450,7 @@ impl CudarcGemm {
                 let mut sc = sc.lock().unwrap_or_else(|p| p.into_inner());
                 // SAFETY: the scratch buffers hold every element `cfg` addresses.
                 unsafe { self.blas.gemm(*cfg, &sa, &sb, &mut *sc) }
-                    .map_err(super::error::drv("cudarc Gemm"))
+                    .map_err(crate::error::drv("cudarc Gemm"))
             },
         )?;
         probed.insert(key, kernels.clone());
@@ -465,7 +465,7 @@ fn check_stream(blas: &CudaBlas, stream: &CudaStream) -> Result<()> {
     // one write.
     unsafe { blas::cublasGetStream_v2(*blas.handle(), &mut s) }
         .result()
-        .map_err(super::error::drv("cublasGetStream"))?;
+        .map_err(crate::error::drv("cublasGetStream"))?;
     if !std::ptr::eq(s.cast::<()>(), stream.cu_stream().cast::<()>()) {
         return Err(cuda_err(
             "the cuBLAS handle runs on another stream than the one given",

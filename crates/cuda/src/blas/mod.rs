@@ -17,9 +17,9 @@
 //! first algorithm's attributes (`cublasLtMatmulAlgoConfigGetAttribute`).
 //! Both record the physical kernels a capture of the single call contains.
 
-use super::error::{cuda_err, drv};
-use super::lt_family::FamilyChoices;
-use super::shared::Shared;
+use crate::blas::lt_family::FamilyChoices;
+use crate::error::{cuda_err, drv};
+use crate::shared::Shared;
 use cudarc::cublas::{CudaBlas, sys as blas};
 use cudarc::cublaslt::sys as lt;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, sys as cu};
@@ -37,6 +37,7 @@ use gemm_audit_model::vocab::{
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+pub(crate) mod lt_family;
 mod lt_plan;
 pub(crate) use lt_plan::LtPlan;
 pub(crate) use lt_plan::algo_attribute;
@@ -102,30 +103,30 @@ pub enum LtSelection {
     FamilyFixed,
 }
 
-pub use super::lt_family::{FAMILY_MAX_WORKSPACE_BYTES, FAMILY_REFERENCE_M};
+pub use crate::blas::lt_family::{FAMILY_MAX_WORKSPACE_BYTES, FAMILY_REFERENCE_M};
 
 /// The math mode of a cuBLAS handle, read back from the library.
 pub(crate) fn math_mode(
     blas: &CudaBlas,
-) -> std::result::Result<blas::cublasMath_t, super::CudaError> {
+) -> std::result::Result<blas::cublasMath_t, crate::CudaError> {
     let mut mode = blas::cublasMath_t::CUBLAS_DEFAULT_MATH;
     // SAFETY: the handle is live for `blas`'s lifetime; `mode` is valid for
     // one write.
     unsafe { blas::cublasGetMathMode(*blas.handle(), &mut mode) }
         .result()
-        .map_err(|e| super::CudaError::new("cublasGetMathMode", e))?;
+        .map_err(|e| crate::CudaError::new("cublasGetMathMode", e))?;
     Ok(mode)
 }
 
 /// Whether a cuBLAS handle lets its kernels use atomics (which make
 /// results depend on the order the atomics land in).
-pub(crate) fn atomics_allowed(blas: &CudaBlas) -> std::result::Result<bool, super::CudaError> {
+pub(crate) fn atomics_allowed(blas: &CudaBlas) -> std::result::Result<bool, crate::CudaError> {
     let mut mode = blas::cublasAtomicsMode_t::CUBLAS_ATOMICS_NOT_ALLOWED;
     // SAFETY: the handle is live for `blas`'s lifetime; `mode` is valid for
     // one write.
     unsafe { blas::cublasGetAtomicsMode(*blas.handle(), &mut mode) }
         .result()
-        .map_err(|e| super::CudaError::new("cublasGetAtomicsMode", e))?;
+        .map_err(|e| crate::CudaError::new("cublasGetAtomicsMode", e))?;
     Ok(mode == blas::cublasAtomicsMode_t::CUBLAS_ATOMICS_ALLOWED)
 }
 
@@ -133,12 +134,12 @@ pub(crate) fn atomics_allowed(blas: &CudaBlas) -> std::result::Result<bool, supe
 pub(crate) fn set_math_mode(
     blas: &CudaBlas,
     mode: blas::cublasMath_t,
-) -> std::result::Result<(), super::CudaError> {
+) -> std::result::Result<(), crate::CudaError> {
     // SAFETY: the handle is live for `blas`'s lifetime; setting the mode
     // touches no buffer.
     unsafe { blas::cublasSetMathMode(*blas.handle(), mode) }
         .result()
-        .map_err(|e| super::CudaError::new("cublasSetMathMode", e))
+        .map_err(|e| crate::CudaError::new("cublasSetMathMode", e))
 }
 
 /// The dtypes an entry point serves: `cublasSgemm_v2` only f32.
@@ -312,7 +313,7 @@ impl Vendor {
             // SAFETY: `out` is valid for one write.
             .all(|(p, out)| unsafe { blas::cublasGetProperty(*p, out) }.result().is_ok());
             ok.then(|| {
-                let version = super::catalog::version_with_knobs(
+                let version = crate::catalog::version_with_knobs(
                     &format!("cuBLAS {}.{}.{}", v[0], v[1], v[2]),
                     |k| std::env::var(k).ok(),
                 );
@@ -328,7 +329,7 @@ impl Vendor {
         let cublaslt = if unsafe { lt::is_culib_present() } {
             // SAFETY: takes no arguments.
             let v = unsafe { lt::cublasLtGetVersion() };
-            let version = super::catalog::version_with_knobs(
+            let version = crate::catalog::version_with_knobs(
                 &format!("cuBLASLt {}.{}.{}", v / 10000, (v / 100) % 100, v % 100),
                 |k| std::env::var(k).ok(),
             );
@@ -449,7 +450,7 @@ impl Handles {
     }
 
     /// The cuBLASLt handle, or why there is none.
-    pub(super) fn lt_handle(&self) -> Result<lt::cublasLtHandle_t> {
+    pub(crate) fn lt_handle(&self) -> Result<lt::cublasLtHandle_t> {
         Ok(self
             .lt
             .as_ref()
@@ -458,7 +459,7 @@ impl Handles {
     }
 
     /// The family-fixed selection's choices so far.
-    pub(super) fn family_choices(&self) -> &FamilyChoices {
+    pub(crate) fn family_choices(&self) -> &FamilyChoices {
         &self.families
     }
 }
@@ -540,15 +541,15 @@ impl Numerics {
             // How the configuration is chosen among the candidates, and
             // TN's alignment: a route chosen another way is another route.
             w.field("choice", FieldValue::Str("timed"));
-            let timing_m = super::lt_family::TIMING_M.map(|m| m.to_string());
+            let timing_m = lt_family::TIMING_M.map(|m| m.to_string());
             w.field("timing_m", FieldValue::Str(&timing_m.join(",")));
             w.field(
                 "choice_margin_permille",
-                FieldValue::U64((super::lt_choice::CHOICE_MARGIN * 1000.0).round() as u64),
+                FieldValue::U64((crate::lt_choice::CHOICE_MARGIN * 1000.0).round() as u64),
             );
             w.field(
                 "tn_min_alignment_bytes",
-                FieldValue::U64(super::lt_choice::TN_ALIGNMENT_BYTES),
+                FieldValue::U64(crate::lt_choice::TN_ALIGNMENT_BYTES),
             );
         }
         w.finish()
@@ -565,7 +566,7 @@ fn blas_type(d: DType) -> Result<blas::cudaDataType> {
 }
 
 /// Why no vendor call is made for `dtype`: it is only read from profiles.
-pub(super) fn not_called(dtype: DType) -> gemm_audit_model::Error {
+pub(crate) fn not_called(dtype: DType) -> gemm_audit_model::Error {
     cuda_err(format!(
         "dtype {dtype} is only read from profiles: no vendor call is made for it"
     ))

@@ -3,11 +3,11 @@
 //! graph, compiler and library identities, and route parts from a cudarc
 //! launch configuration and from cuBLASLt algorithm attributes.
 //!
-//! Device identity ([`super::device_identity`]) and device-side output
-//! fingerprints ([`super::DeviceFingerprinter`]) complete the set.
+//! Device identity ([`crate::device_identity`]) and device-side output
+//! fingerprints ([`crate::DeviceFingerprinter`]) complete the set.
 
-use super::error::CudaError;
-use super::vendor::{self, Vendor};
+use crate::blas::{self as vendor, Vendor};
+use crate::error::CudaError;
 use cudarc::cublaslt::sys as lt;
 use cudarc::driver::sys;
 use cudarc::driver::{CudaGraph, CudaStream};
@@ -78,7 +78,7 @@ impl CaptureStream for CudaCaptureStream {
 /// [`gemm_audit_model::physical::bind`] to see that what was captured is what was
 /// recorded (a vendor call that became split-K plus a reduce shows there).
 pub fn introspect(graph: &CudaGraph) -> Result<Vec<PhysicalNode>, CudaError> {
-    super::graph::introspect(graph)
+    crate::graph::introspect(graph)
 }
 
 /// The route's launch part from a cudarc launch configuration and the
@@ -99,7 +99,7 @@ pub fn nvrtc_compiler_identity(
     options: &[&str],
     source: &str,
 ) -> Result<CompilerIdentity, CudaError> {
-    let (major, minor) = super::nvrtc::version()?;
+    let (major, minor) = crate::nvrtc::version()?;
     Ok(CompilerIdentity::new(
         "nvrtc",
         format!("{major}.{minor}"),
@@ -124,7 +124,7 @@ pub fn function_resources(
     symbol: &str,
     f: &cudarc::driver::CudaFunction,
 ) -> Result<Digest, CudaError> {
-    super::module::resources_digest(symbol, f)
+    crate::module::resources_digest(symbol, f)
 }
 
 /// Sets a cuBLAS handle's math mode to what a route's contract requires
@@ -187,7 +187,7 @@ pub fn check_blas_math_mode(
 
 /// The compilation target of the device behind `ctx`, e.g. `sm_90`.
 pub fn compilation_target(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<String, CudaError> {
-    super::identity::arch(ctx)
+    crate::identity::arch(ctx)
 }
 
 /// The loaded cuBLAS and cuBLASLt libraries as modules, for a context's

@@ -26,12 +26,12 @@
 //!   makes a recorded configuration the family's choice (a golden pins
 //!   it).
 
-use super::error::{cuda_err, drv};
-pub(super) use super::lt_choice::refusal;
+use crate::blas::{Handles, LtPlan, Numerics, algo_attribute};
+use crate::error::{cuda_err, drv};
+pub(crate) use crate::lt_choice::refusal;
 #[cfg(feature = "bench")]
-use super::lt_choice::scores;
-use super::lt_choice::{TN_ALIGNMENT_BYTES, choose, half_bits, launches_per_sample, median};
-use super::vendor::{Handles, LtPlan, Numerics, algo_attribute};
+use crate::lt_choice::scores;
+use crate::lt_choice::{TN_ALIGNMENT_BYTES, choose, half_bits, launches_per_sample, median};
 use cudarc::cublaslt::sys as lt;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, sys as cu};
 use gemm_audit_model::error::Result;
@@ -71,7 +71,7 @@ const TIMING_ROUNDS: usize = 11;
 
 /// One problem family; the choices of [`Handles`] are kept by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(super) struct FamilyKey {
+pub(crate) struct FamilyKey {
     dtype: DType,
     op: GemmOp,
     k: u64,
@@ -294,7 +294,7 @@ impl Family<'_> {
 }
 
 /// The families' chosen algorithms, for one set of handles.
-pub(super) type FamilyChoices = Mutex<HashMap<FamilyKey, lt::cublasLtMatmulAlgo_t>>;
+pub(crate) type FamilyChoices = Mutex<HashMap<FamilyKey, lt::cublasLtMatmulAlgo_t>>;
 
 /// A split-K-free configuration of a family, in the heuristic's order.
 struct Candidate {
@@ -302,7 +302,7 @@ struct Candidate {
 }
 
 /// `algorithm 66 tile 24 stages 35`, for messages.
-pub(super) fn describe(algo: &lt::cublasLtMatmulAlgo_t) -> String {
+pub(crate) fn describe(algo: &lt::cublasLtMatmulAlgo_t) -> String {
     use lt::cublasLtMatmulAlgoConfigAttributes_t as A;
     let g = |a: A| algo_attribute(algo, a).unwrap_or(-1);
     format!(
@@ -317,7 +317,7 @@ pub(super) fn describe(algo: &lt::cublasLtMatmulAlgo_t) -> String {
 /// given (it must still be one of the family's candidates; the handles'
 /// choice is left as it is), else the handles' choice, made by timing the
 /// candidates the first time.
-pub(super) fn family_algo(
+pub(crate) fn family_algo(
     h: &Handles,
     dtype: DType,
     op: GemmOp,
@@ -357,7 +357,7 @@ pub(super) fn family_algo(
 
 /// Makes `want`'s configuration the handles' choice for its family (a
 /// golden pins it), if it is still one of the family's candidates.
-pub(super) fn adopt(
+pub(crate) fn adopt(
     h: &Handles,
     dtype: DType,
     op: GemmOp,
@@ -416,7 +416,7 @@ pub struct LtCandidateTiming {
 /// Every candidate of `shape`'s family, timed afresh (the handles'
 /// choice is neither read nor kept), in the heuristic's order.
 #[cfg(feature = "bench")]
-pub(super) fn candidate_timings(
+pub(crate) fn candidate_timings(
     h: &Handles,
     dtype: DType,
     op: GemmOp,
@@ -455,7 +455,7 @@ type CandidateTimes = Option<Vec<f64>>;
 /// The configuration fields a route records of `algo` (library version,
 /// workspace and kernels left empty).
 fn recorded_as(algo: &lt::cublasLtMatmulAlgo_t) -> VendorRoute {
-    super::embed::lt_vendor_route(algo, "", 0)
+    crate::engine::embed::lt_vendor_route(algo, "", 0)
 }
 
 /// The fields that name a configuration: algorithm, tile, split-K,

@@ -335,23 +335,23 @@ impl LtPlan {
                 plan.workspace_limit = LT_WORKSPACE_BYTES;
             }
             LtSelection::FamilyFixed => {
-                if let Some(why) = crate::lt_family::refusal(op, dtype, shape.m) {
+                if let Some(why) = crate::blas::lt_family::refusal(op, dtype, shape.m) {
                     return Err(cuda_err(why));
                 }
-                let algo = crate::lt_family::family_algo(h, dtype, op, shape, n, recorded)?;
+                let algo = crate::blas::lt_family::family_algo(h, dtype, op, shape, n, recorded)?;
                 // This m itself, exactly.
                 let needed = match plan.check(handle, &algo) {
                     Ok(ws) if ws <= FAMILY_MAX_WORKSPACE_BYTES => ws,
                     Ok(ws) => {
                         return Err(cuda_err(format!(
                             "cublaslt-invariant: the family configuration ({}) needs {ws} bytes of workspace for {problem}",
-                            crate::lt_family::describe(&algo)
+                            crate::blas::lt_family::describe(&algo)
                         )));
                     }
                     Err(e) => {
                         return Err(cuda_err(format!(
                             "cublaslt-invariant: the family configuration ({}) cannot serve {problem}: {e}",
-                            crate::lt_family::describe(&algo)
+                            crate::blas::lt_family::describe(&algo)
                         )));
                     }
                 };

@@ -11,9 +11,9 @@
 //! is what makes [`ForeignFingerprinter::fingerprint`] safe to call with
 //! any address.
 
-use super::error::CudaError;
-use super::fingerprint::DeviceFingerprinter;
-use super::shared::device_count;
+use crate::error::CudaError;
+use crate::fingerprint::DeviceFingerprinter;
+use crate::shared::device_count;
 use cudarc::driver::{CudaContext, CudaStream, DriverError, sys};
 use gemm_audit_model::trace::{FingerprintMode, OutputFingerprint};
 use std::fmt;

@@ -16,10 +16,10 @@
 //! that route to the engine's recorder and enqueues the kernel on the
 //! engine's stream, eagerly or under the engine's capture.
 
-use super::catalog::{self, CudaFamily, CudaKernel, CudaModule, Geometry};
-use super::error::{CudaError, cuda_err, drv};
-use super::module::LoadedModule;
-use super::tma;
+use crate::catalog::{self, CudaFamily, CudaKernel, CudaModule, Geometry};
+use crate::error::{CudaError, cuda_err, drv};
+use crate::module::LoadedModule;
+use crate::tma;
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig,
     PushKernelArg,
@@ -57,13 +57,13 @@ impl InvariantGemms {
                 "NVRTC (libnvrtc.so) was not found; add the CUDA toolkit's lib64 to LD_LIBRARY_PATH",
             ));
         }
-        let arch = super::identity::arch(ctx)?;
+        let arch = crate::identity::arch(ctx)?;
         if arch != "sm_90" {
             return Err(cuda_err(format!(
                 "the batch-invariant wgmma GEMMs need a compute capability 9.0 (Hopper) device; this one is {arch}"
             )));
         }
-        let (major, minor) = super::nvrtc::version()?;
+        let (major, minor) = crate::nvrtc::version()?;
         let module = LoadedModule::compile(
             ctx,
             CudaModule::Wgmma,
@@ -212,7 +212,7 @@ impl InvariantGemms {
             return Err(cuda_err(format!("the workspace of {shape:?} is too large")));
         }
         let stream = self.ctx.default_stream();
-        let ws = super::launch::zeroed_workspace(&stream, floats as usize, flags as usize)?;
+        let ws = crate::launch::zeroed_workspace(&stream, floats as usize, flags as usize)?;
         // Zero before the engine's own stream first reads it.
         stream.synchronize().map_err(drv("zeroing the workspace"))?;
         Ok(ws)

@@ -2,12 +2,12 @@
 //! device fingerprint against a device-to-device copy. Hidden from the
 //! documentation: for `benches/gpu.rs`.
 
-use super::device::CudaBackend;
-use super::error::drv;
-use super::graph;
-use super::launch::{EventTimer, Prepared, time_launches};
-use super::lt_family::LtCandidateTiming;
-use super::visit_order::visit_stride;
+use crate::bench::visit_order::visit_stride;
+use crate::blas::lt_family::LtCandidateTiming;
+use crate::device::CudaBackend;
+use crate::error::drv;
+use crate::graph;
+use crate::launch::{EventTimer, Prepared, time_launches};
 use cudarc::driver::CudaGraph as RawGraph;
 use gemm_audit_model::error::Result;
 use gemm_audit_model::route::{GemmShape, ResolvedGemmRoute};
@@ -32,16 +32,16 @@ impl CudaBackend {
         let _lock = sh.lock();
         let handles = sh.vendor.handles(sh)?;
         let shape = GemmShape {
-            m: super::lt_family::FAMILY_REFERENCE_M,
+            m: crate::blas::lt_family::FAMILY_REFERENCE_M,
             k,
             n,
         };
-        super::lt_family::candidate_timings(
+        crate::blas::lt_family::candidate_timings(
             handles.get(),
             dtype,
             op,
             shape,
-            &super::vendor::Numerics::of(dtype, true),
+            &crate::blas::Numerics::of(dtype, true),
         )
     }
 
