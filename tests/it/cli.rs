@@ -2551,6 +2551,19 @@ fn audit_review_and_accept_settle_candidates_in_one_go() {
     assert!(std::fs::read(&golden).unwrap() != before && !pending.exists());
     audit(&all).code(OK);
 
+    // A run that fails its own contracts (a planted fault: the first GEMM's
+    // outputs flipped) accepts nothing, even with --accept: the fault
+    // must not become the golden.
+    let before = std::fs::read(&golden).unwrap();
+    audit(&["--plant-fault", "0", "--accept"])
+        .code(FINDING)
+        .says(&[
+            "not accepting any candidate",
+            "not accepted: this run failed its own contracts",
+        ]);
+    assert_eq!(std::fs::read(&golden).unwrap(), before);
+    audit(&[]).code(OK);
+
     // Usage errors, and nothing written.
     run_in(
         &s.0,
@@ -2567,4 +2580,49 @@ fn audit_review_and_accept_settle_candidates_in_one_go() {
     audit(&["--accept", "--check"]).code(USAGE);
     audit(&["--review", "--check"]).code(USAGE);
     assert!(!pending.exists());
+}
+
+/// `audit --traces DIR` names each trace as goldens are named: workloads
+/// whose names differ only in characters a file name cannot hold (`a b`,
+/// `a/b`, `a:b`) get three files, none replacing another.
+#[test]
+fn audit_traces_of_similar_names_never_share_a_file() {
+    let s = Scratch::new("audit-traces-names");
+    let mut args = vec![
+        "audit",
+        "--backend",
+        "cpu",
+        "--runs",
+        "2",
+        "-q",
+        "--traces",
+        "tr",
+    ];
+    let names = ["a b", "a/b", "a:b"];
+    let files: Vec<String> = (0..names.len()).map(|i| format!("w{i}.toml")).collect();
+    for (name, file) in names.iter().zip(&files) {
+        let text = TINY.replacen(
+            TINY.lines().find(|l| l.starts_with("name")).unwrap(),
+            &format!("name = {name:?}"),
+            1,
+        );
+        s.write(file, text);
+    }
+    for f in &files {
+        args.extend(["--workload", f.as_str()]);
+    }
+    run_in(&s.0, &args).code(OK);
+    let mut written: Vec<String> = std::fs::read_dir(s.path("tr"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    written.sort();
+    assert_eq!(written.len(), 3, "{written:?}");
+    for name in names {
+        let path = s
+            .path("tr")
+            .join(format!("{}.gat", gemm_audit::golden::file_stem(name)));
+        let t = RecordedGemmTrace::read(&path).unwrap();
+        assert_eq!(t.workload, name);
+    }
 }

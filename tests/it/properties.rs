@@ -1538,3 +1538,39 @@ fn field_tags_are_the_same_for_every_route() {
         .collect();
     assert_eq!(tags, route_field_tags());
 }
+
+/// The policy's output-ownership rule decides on its own: a route whose
+/// contract and symbol the live context permits, but whose outputs are
+/// owned by atomic accumulation, is refused before launch by that rule
+/// (no deterministic policy permits atomics), not by a golden.
+#[test]
+fn atomic_output_ownership_is_refused_by_the_policy_rule_alone() {
+    let live = testkit::context();
+    let plan_of = |routes: Vec<ResolvedGemmRoute>| {
+        let set = build_resolved_gemm_launch_set(&routes).unwrap();
+        let manifest = PreparedGemmCaptureManifest {
+            context: live.clone(),
+            launch_set: set,
+            route_capacity: set.launch_count,
+        };
+        CapturedGemmGraphPlan::new(manifest, routes).and_then(|p| p.validate(&live).map(|()| p))
+    };
+    let route = testkit::sample_route(0);
+    assert_ne!(route.output_ownership, OutputOwnership::AtomicAccumulate);
+    assert!(
+        plan_of(vec![route.clone()]).is_ok(),
+        "the route itself replays"
+    );
+
+    let mut atomic = route;
+    atomic.output_ownership = OutputOwnership::AtomicAccumulate;
+    let refusal = plan_of(vec![atomic]).expect_err("atomic ownership replayed");
+    let change = refusal.change();
+    assert_eq!(change.field, "output_ownership", "{refusal}");
+    assert!(
+        change
+            .expected
+            .contains("atomic accumulation is permitted by no policy"),
+        "refused by another rule than the policy's ownership rule: {refusal}"
+    );
+}

@@ -7,7 +7,7 @@
 //! held at once). The estimate is deliberately conservative; the limits are
 //! documented defaults per backend that a user raises on purpose.
 
-use crate::error::{Error, Result};
+use crate::error::{BudgetLimit, Error, Result};
 use crate::route::{GemmShape, ResolvedGemmRoute};
 use crate::vocab::DType;
 
@@ -87,14 +87,14 @@ impl Budget {
     }
 
     /// Refuses `estimate` for `what` (e.g. `workload m-sweep`) when it is
-    /// over either limit, naming the flag that raises it.
+    /// over either limit, saying which.
     pub fn check(&self, what: &str, estimate: &Estimate) -> Result<()> {
         if estimate.gflop > self.max_gflop {
             return Err(Error::OverBudget {
                 what: what.to_string(),
                 need: format!("{:.1} GFLOP", estimate.gflop),
                 limit: format!("{:.1} GFLOP", self.max_gflop),
-                flag: "--max-gflop",
+                kind: BudgetLimit::Compute,
             });
         }
         if estimate.memory_bytes > self.max_memory_bytes {
@@ -103,7 +103,7 @@ impl Budget {
                 what: what.to_string(),
                 need: format!("about {:.2} GiB of memory", gib(estimate.memory_bytes)),
                 limit: format!("{:.2} GiB", gib(self.max_memory_bytes)),
-                flag: "--max-memory-gib",
+                kind: BudgetLimit::Memory,
             });
         }
         Ok(())
@@ -127,14 +127,22 @@ mod tests {
         // m = 2^26, k = n = 1: 2^26 outputs, 2^27 operand elements.
         let tall = Estimate::of([(shape(1 << 26, 1, 1), DType::F32)], 1);
         assert!(tall.memory_bytes > 8 << 30);
-        let msg = cpu.check("workload tall", &tall).unwrap_err().to_string();
+        let err = cpu.check("workload tall", &tall).unwrap_err();
         assert!(
-            msg.contains("--max-memory-gib") && msg.contains("workload tall"),
+            matches!(err, Error::OverBudget { kind: BudgetLimit::Memory, .. }),
+            "{err}"
+        );
+        let msg = err.to_string();
+        assert!(
+            msg.contains("memory limit") && msg.contains("workload tall") && !msg.contains("--"),
             "{msg}"
         );
         let cube = Estimate::of([(shape(20_000, 20_000, 20_000), DType::Bf16)], 3);
-        let msg = cpu.check("trace", &cube).unwrap_err().to_string();
-        assert!(msg.contains("--max-gflop"), "{msg}");
+        let err = cpu.check("trace", &cube).unwrap_err();
+        assert!(
+            matches!(err, Error::OverBudget { kind: BudgetLimit::Compute, .. }),
+            "{err}"
+        );
         // Hostile shapes saturate instead of overflowing.
         let huge = Estimate::of([(shape(u64::MAX, u64::MAX, u64::MAX), DType::F32)], 1);
         assert_eq!(huge.memory_bytes, u64::MAX);

@@ -96,6 +96,13 @@ fn settle_candidates(
         }
     }
     if args.accept {
+        let own = report.own_failures();
+        if !own.is_empty() {
+            eprintln!(
+                "gemm-audit: not accepting any candidate: this run failed its own contracts ({})",
+                sanitize(&own.join(", "))
+            );
+        }
         for g in report.accept_candidates(dir)? {
             // What was written is said even with -q (on stderr, so a
             // JSON document on stdout stays one document).
@@ -129,7 +136,7 @@ pub(super) fn write_traces(
 ) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     for t in traces {
-        let path = dir.join(format!("{}.gat", golden_file_stem(&t.workload)));
+        let path = dir.join(format!("{}.gat", golden::file_stem(&t.workload)));
         let path = match ordinal {
             Some(n) => fleet::device_path(&path, n),
             None => path,
@@ -137,20 +144,6 @@ pub(super) fn write_traces(
         t.write(&path, true)?;
     }
     Ok(())
-}
-
-/// A workload name as a file name: path separators and other odd
-/// characters become `-`.
-pub(super) fn golden_file_stem(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect()
 }
 
 /// Whether this device's golden comparison writes candidates: not with

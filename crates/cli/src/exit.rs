@@ -2,6 +2,7 @@
 //! error that escaped a subcommand.
 
 use gemm_audit::Error;
+use gemm_audit::error::BudgetLimit;
 
 /// Success: no finding.
 pub const EXIT_OK: u8 = 0;
@@ -44,8 +45,13 @@ pub fn error_message(e: &anyhow::Error) -> String {
         }
     }
     // The library says what is wrong; the command line says which flag fixes it.
-    if let Some(Error::WouldOverwrite { .. }) = e.downcast_ref::<Error>() {
-        msg.push_str("; pass --force to replace it");
+    match e.downcast_ref::<Error>() {
+        Some(Error::WouldOverwrite { .. }) => msg.push_str("; pass --force to replace it"),
+        Some(Error::OverBudget { kind, .. }) => msg.push_str(match kind {
+            BudgetLimit::Compute => " (raise it with --max-gflop)",
+            BudgetLimit::Memory => " (raise it with --max-memory-gib)",
+        }),
+        _ => {}
     }
     msg
 }

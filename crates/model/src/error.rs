@@ -56,7 +56,7 @@ pub enum Error {
     },
     /// Work estimated over a compute or memory limit, refused before
     /// anything was allocated or launched.
-    #[error("{what} needs {need}, over the limit of {limit} (raise it with {flag})")]
+    #[error("{what} needs {need}, over the {kind} limit of {limit}")]
     OverBudget {
         /// What was refused, e.g. `workload m-sweep`.
         what: String,
@@ -64,8 +64,8 @@ pub enum Error {
         need: String,
         /// The limit, in words.
         limit: String,
-        /// The command-line flag that raises the limit.
-        flag: &'static str,
+        /// Which limit.
+        kind: BudgetLimit,
     },
     /// A file exists and no overwrite was asked for.
     #[error("{path} already exists (left in place)")]
@@ -188,6 +188,24 @@ impl Error {
 
 /// Result alias of the library.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The limit an [`Error::OverBudget`] refusal is over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetLimit {
+    /// Floating-point work (GFLOP).
+    Compute,
+    /// Host memory.
+    Memory,
+}
+
+impl fmt::Display for BudgetLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BudgetLimit::Compute => "compute",
+            BudgetLimit::Memory => "memory",
+        })
+    }
+}
 
 /// Why a launch set was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

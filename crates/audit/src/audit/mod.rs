@@ -163,6 +163,21 @@ impl AuditReport {
         }
     }
 
+    /// The contracts that failed other than the golden rows (drift and
+    /// coverage), each named once: what `--accept` refuses to bless.
+    pub fn own_failures(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .checks
+            .iter()
+            .filter(|c| c.verdict == Verdict::Fail)
+            .filter(|c| c.contract != GOLDEN_DRIFT && c.contract != GOLDEN_COVERAGE)
+            .map(|c| c.contract.clone())
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
     /// True when no check failed.
     pub fn passed(&self) -> bool {
         self.checks.iter().all(|c| c.verdict != Verdict::Fail)
@@ -701,8 +716,23 @@ impl AuditReport {
     /// trace as its golden (atomically; the candidate file is removed), and
     /// its golden rows (drift and coverage) pass, saying so. Returns the
     /// goldens written. A row that failed without a kept candidate stays
-    /// failed.
+    /// failed. A run that failed any of its own contracts (every row but
+    /// the golden ones) accepts nothing: a fault must never become the
+    /// golden; its golden rows say so.
     pub fn accept_candidates(&mut self, dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
+        let own = self.own_failures();
+        if !own.is_empty() {
+            let detail = format!(
+                "not accepted: this run failed its own contracts ({})",
+                own.join(", ")
+            );
+            for c in &mut self.checks {
+                if c.contract == GOLDEN_DRIFT && c.verdict == Verdict::Fail {
+                    c.detail = format!("{detail}; {}", c.detail);
+                }
+            }
+            return Ok(Vec::new());
+        }
         let mut accepted = Vec::new();
         for (i, pending, golden) in self.kept_candidates(dir) {
             let t = &self.traces[i];
