@@ -919,7 +919,9 @@ fn progress_in_a_log_is_one_line_per_stage() {
         "{r}"
     );
     assert!(lines[4].ends_with(" s elapsed"), "{r}");
-    for quiet in ["--no-progress", "-q"] {
+    // -q keeps a log's progress lines (a CI job is never silent for
+    // minutes); --no-progress drops them.
+    for (flag, lines) in [("--no-progress", 0), ("-q", 5)] {
         let r = run_in(
             &s.0,
             &[
@@ -930,10 +932,11 @@ fn progress_in_a_log_is_one_line_per_stage() {
                 "tiny.toml",
                 "--runs",
                 "2",
-                quiet,
+                flag,
             ],
         );
-        assert!(!r.stderr.contains(" done: "), "{quiet}: {r}");
+        r.code(OK);
+        assert_eq!(r.stderr.matches(" done: ").count(), lines, "{flag}: {r}");
     }
 }
 
@@ -2625,4 +2628,44 @@ fn audit_traces_of_similar_names_never_share_a_file() {
         let t = RecordedGemmTrace::read(&path).unwrap();
         assert_eq!(t.workload, name);
     }
+}
+
+/// Notes obey -q: the audit table's `note:` (here: why the CPU serves
+/// `--backend auto` in a build without CUDA) is left out with -q, while the
+/// JSON document keeps it as data.
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn audit_notes_obey_quiet_and_json_keeps_them() {
+    let s = Scratch::new("quiet-notes");
+    s.write("tiny.toml", TINY);
+    let args = [
+        "audit",
+        "--backend",
+        "auto",
+        "--workload",
+        "tiny.toml",
+        "--runs",
+        "2",
+    ];
+    let r = run_in(&s.0, &args);
+    r.code(OK);
+    assert!(
+        r.stdout
+            .contains("note: backend cuda: built without CUDA support"),
+        "{r}"
+    );
+    let r = run_in(&s.0, &[&args[..], &["-q"]].concat());
+    r.code(OK);
+    assert!(
+        !r.stdout.contains("note:") && !r.stderr.contains("note:"),
+        "{r}"
+    );
+    let r = run_in(&s.0, &[&args[..], &["-q", "--format", "json"]].concat());
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("one JSON document");
+    assert!(
+        v["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("built without CUDA support")),
+        "{r}"
+    );
 }

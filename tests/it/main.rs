@@ -16,4 +16,5 @@ mod properties;
 mod report;
 mod rung_policy;
 mod schema;
+mod terminal;
 mod trace_format;

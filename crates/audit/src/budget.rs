@@ -129,7 +129,13 @@ mod tests {
         assert!(tall.memory_bytes > 8 << 30);
         let err = cpu.check("workload tall", &tall).unwrap_err();
         assert!(
-            matches!(err, Error::OverBudget { kind: BudgetLimit::Memory, .. }),
+            matches!(
+                err,
+                Error::OverBudget {
+                    kind: BudgetLimit::Memory,
+                    ..
+                }
+            ),
             "{err}"
         );
         let msg = err.to_string();
@@ -140,7 +146,13 @@ mod tests {
         let cube = Estimate::of([(shape(20_000, 20_000, 20_000), DType::Bf16)], 3);
         let err = cpu.check("trace", &cube).unwrap_err();
         assert!(
-            matches!(err, Error::OverBudget { kind: BudgetLimit::Compute, .. }),
+            matches!(
+                err,
+                Error::OverBudget {
+                    kind: BudgetLimit::Compute,
+                    ..
+                }
+            ),
             "{err}"
         );
         // Hostile shapes saturate instead of overflowing.

@@ -36,7 +36,7 @@ pub(super) fn cmd_audit(args: AuditArgs) -> Result<u8> {
         return audit_devices(&args, &allow, &devices, &opts, note);
     }
     let backend = &devices[0].1;
-    let mut bar = Bar::new(!args.no_progress && verbosity() > Verbosity::Quiet);
+    let mut bar = Bar::new(!args.no_progress);
     let mut report = audit::run_audit(backend, &opts, &mut bar)?;
     drop(bar);
     report.note = note;
@@ -51,7 +51,7 @@ pub(super) fn cmd_audit(args: AuditArgs) -> Result<u8> {
     };
     let review = settle_candidates(&args, &mut report, &drift)?;
     match args.format {
-        Format::Table => print_audit_table(&report),
+        Format::Table => print_audit_table(&mut report),
         Format::Json => outln!(
             "{}",
             gemm_audit::render::json::json_document(
@@ -282,9 +282,9 @@ pub(super) fn audit_devices(
         per_device.push((label.clone(), report));
     }
     let fleet = fleet::FleetReport::new(per_device);
-    let combined = fleet.combined();
+    let mut combined = fleet.combined();
     match args.format {
-        Format::Table => print_audit_table(&combined),
+        Format::Table => print_audit_table(&mut combined),
         Format::Json => outln!(
             "{}",
             gemm_audit::render::json::json_document("audit", fleet.passed(), &fleet)

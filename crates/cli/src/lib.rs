@@ -461,12 +461,15 @@ struct Bar {
 }
 
 impl Bar {
+    /// A bar on a terminal (not with -q), one line per stage in a log
+    /// (with -q too: a CI job is never silent for minutes); nothing when
+    /// not `enabled` (`--no-progress`).
     fn new(enabled: bool) -> Self {
         use std::io::IsTerminal;
         let terminal = std::io::stderr().is_terminal();
         let bar = ProgressBar::with_draw_target(
             Some(0),
-            if enabled && terminal {
+            if enabled && terminal && verbosity() > Verbosity::Quiet {
                 ProgressDrawTarget::stderr()
             } else {
                 ProgressDrawTarget::hidden()
@@ -582,7 +585,8 @@ pub struct AuditArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
-    /// Do not draw a progress bar (it is hidden anyway when stderr is not a terminal).
+    /// No progress at all: neither the bar on a terminal nor the one line
+    /// per stage in a log (which -q keeps).
     #[arg(long)]
     pub no_progress: bool,
     /// Compare each recorded trace with its golden under this folder (route drift in the report).
@@ -638,9 +642,15 @@ use trace_cmd::*;
 /// Prints the verdict table: lines cut to the terminal's width (when stdout
 /// is a terminal), verdict words coloured unless `NO_COLOR` is set or stdout
 /// is not a terminal (anstream strips the colour then).
-fn print_audit_table(report: &audit::AuditReport) {
+fn print_audit_table(report: &mut audit::AuditReport) {
     use std::io::Write as _;
     let width = terminal_width();
+    // Notes obey -q; the report keeps its note for JSON and the artifacts.
+    let note = if verbosity() == Verbosity::Quiet {
+        report.note.take()
+    } else {
+        None
+    };
     // Verdicts in colour; anstream drops the colour where the terminal or
     // the environment does not want it.
     let paint = |column: usize, cell: &str| {
@@ -653,6 +663,9 @@ fn print_audit_table(report: &audit::AuditReport) {
         Some((code.to_string(), "\x1b[0m".to_string()))
     };
     let text = report.render_table(width, &paint);
+    if note.is_some() {
+        report.note = note;
+    }
     if stdout_closed() {
         return;
     }

@@ -407,7 +407,16 @@ pub(super) fn cmd_check(a: CheckArgs) -> Result<u8> {
         );
     }
     let passed = reports.iter().all(|r| r.passed());
-    print_checks(path, &devices, &reports, format, dev.all(), replay);
+    let origin = origin_line(&trace, &devices);
+    print_checks(
+        path,
+        &devices,
+        &reports,
+        format,
+        dev.all(),
+        replay,
+        origin.as_deref(),
+    );
     Ok(if passed { EXIT_OK } else { EXIT_FINDING })
 }
 
@@ -419,6 +428,7 @@ fn print_checks(
     format: Format,
     all_devices: bool,
     replay: bool,
+    origin: Option<&str>,
 ) {
     let passed = reports.iter().all(|r| r.passed());
     match (format, all_devices) {
@@ -446,7 +456,7 @@ fn print_checks(
                 if all {
                     outln!("on {label}:");
                 }
-                print_check(path, report, replay);
+                print_check(path, report, replay, origin);
             }
             if all {
                 outln!(
@@ -460,16 +470,50 @@ fn print_checks(
 }
 
 /// The table rendering of one device's check.
-pub(super) fn print_check(path: &std::path::Path, report: &recorder::CheckReport, replay: bool) {
+/// `recorded on X, this machine is Y` when the trace was recorded on
+/// another device class than the (first) live device: the one-line reason
+/// a refusal's long list of changed fields comes from.
+fn origin_line(trace: &RecordedGemmTrace, devices: &[(DeviceLabel, Backend)]) -> Option<String> {
+    let live = &devices.first()?.1.context().device;
+    let recorded = &trace.context.device;
+    (recorded.class != live.class).then(|| {
+        format!(
+            "recorded on {}, this machine is {}",
+            recorded.class, live.class
+        )
+    })
+}
+
+pub(super) fn print_check(
+    path: &std::path::Path,
+    report: &recorder::CheckReport,
+    replay: bool,
+    origin: Option<&str>,
+) {
     outln!(
         "trace {} ({}, {} launches)",
         path.display(),
         report.workload,
         report.launch_count
     );
+    let width = terminal_width();
     let step = |name: &str, r: &Result<(), gemm_audit::Refusal>| match r {
         Ok(()) => outln!("{name:<12} ok"),
-        Err(e) => outln!("{name:<12} {e}"),
+        Err(e) => {
+            // The origin explains a refused validation, nothing else.
+            let origin = origin.filter(|_| name == "validation");
+            let lines = gemm_audit::render::refusal::refusal_lines(
+                e,
+                origin,
+                // Lines of a log stay within 100 columns too.
+                Some(width.unwrap_or(100)),
+                13,
+            );
+            outln!("{name:<12} {}", lines[0]);
+            for l in &lines[1..] {
+                outln!("{l}");
+            }
+        }
     };
     step("plan", &report.plan);
     match (&report.validation, &report.observed) {

@@ -17,6 +17,7 @@ pub mod html;
 pub mod json;
 pub mod junit;
 pub mod markdown;
+pub mod refusal;
 
 /// Widest a capped column grows; longer cells are shortened in the middle.
 pub const MAX_CELL: usize = 64;
@@ -178,17 +179,29 @@ impl Table {
     /// stays outside it, so the columns still line up.
     pub fn render_painted(&self, width: Option<usize>, paint: &Paint<'_>) -> String {
         let last = self.headers.len().saturating_sub(1);
+        // On a terminal too narrow for a capped cell of the column before
+        // the last (a subject), that column is not cut in the middle (rows
+        // would read alike): it starts the free text, and the last column
+        // follows under it.
+        let stacked = width.is_some()
+            && last >= 2
+            && self
+                .rows
+                .iter()
+                .any(|r| r[last - 1].chars().count() > self.caps[last - 1]);
+        let lead = if stacked { last - 1 } else { last };
         let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
         for row in &self.rows {
-            for (i, cell) in row.iter().enumerate().take(last) {
+            for (i, cell) in row.iter().enumerate().take(lead) {
                 widths[i] = widths[i].max(cell.chars().count().min(self.caps[i]));
             }
         }
-        let indent: usize = widths.iter().take(last).map(|w| w + 2).sum();
+        let indent: usize = widths.iter().take(lead).map(|w| w + 2).sum();
+        let room = width.map(|w| w.saturating_sub(indent)).filter(|r| *r >= 20);
         let mut out = String::new();
         let mut line = |cells: &[String], body: bool| {
             let mut l = String::new();
-            for (i, cell) in cells.iter().enumerate().take(last) {
+            for (i, cell) in cells.iter().enumerate().take(lead) {
                 let cell = shorten(cell, self.caps[i]);
                 match body.then(|| paint(i, &cell)).flatten() {
                     Some((before, after)) => {
@@ -201,8 +214,15 @@ impl Table {
                 let pad = widths[i] + 2 - cell.chars().count();
                 l.extend(std::iter::repeat_n(' ', pad));
             }
-            let room = width.map(|w| w.saturating_sub(indent)).filter(|r| *r >= 20);
-            let mut wrapped = wrap(cells.get(last).map_or("", String::as_str), room).into_iter();
+            let mut wrapped: Vec<String> = Vec::new();
+            if stacked && !body {
+                wrapped.push(format!("{}, then {}", cells[last - 1], cells[last]));
+            } else {
+                for text in &cells[lead..] {
+                    wrapped.extend(wrap(text, room));
+                }
+            }
+            let mut wrapped = wrapped.into_iter();
             l.push_str(&wrapped.next().unwrap_or_default());
             for more in wrapped {
                 l.push('\n');
@@ -220,9 +240,9 @@ impl Table {
     }
 }
 
-/// `s` in lines of at most `room` characters, broken at spaces where one
-/// is near (a word longer than the room is broken inside); one line when
-/// `room` is `None`.
+/// `s` in lines of at most `room` characters, broken at spaces (only a
+/// word longer than the room is broken inside); one line when `room` is
+/// `None`.
 fn wrap(s: &str, room: Option<usize>) -> Vec<String> {
     let Some(room) = room else {
         return vec![s.to_string()];
@@ -233,7 +253,7 @@ fn wrap(s: &str, room: Option<usize>) -> Vec<String> {
         let cut = rest[..=room]
             .iter()
             .rposition(|c| *c == ' ')
-            .filter(|&i| i > room / 2)
+            .filter(|&i| i > 0)
             .unwrap_or(room);
         lines.push(
             rest[..cut]
