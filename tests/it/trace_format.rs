@@ -1202,3 +1202,33 @@ fn payloads_near_the_smallest_decode_tier_still_decode() {
     }
     assert!(checked >= 3, "only {checked} traces fell in 16..64 KiB");
 }
+
+/// A route's short lists are capped when read ([`MAX_ROUTE_LIST`]
+/// entries): an empty string costs a byte in the file and 24 in memory, so
+/// millions of them would cost memory out of proportion to the file. The
+/// writer refuses what the reader would.
+#[test]
+fn a_route_list_over_its_cap_is_refused_by_reader_and_writer() {
+    use gemm_audit::bounded::MAX_ROUTE_LIST;
+    let mut t = testkit::sample_trace(2);
+    t.routes[1].device_capabilities = vec![String::new(); MAX_ROUTE_LIST];
+    // At the cap: written and read back (the trace need not replay here).
+    let bytes = t.to_bytes().expect("at the cap, written");
+    assert_eq!(
+        RecordedGemmTrace::from_bytes(&bytes)
+            .expect("and read")
+            .routes[1]
+            .device_capabilities
+            .len(),
+        MAX_ROUTE_LIST
+    );
+    t.routes[1].device_capabilities.push(String::new());
+    let err = t.to_bytes().expect_err("over the cap, refused").to_string();
+    assert!(err.contains("entries of a route's list"), "{err}");
+    // The reader refuses it on its own (here through the route's JSON).
+    let json = serde_json::to_string(&t.routes[1]).unwrap();
+    let err = serde_json::from_str::<gemm_audit::ResolvedGemmRoute>(&json)
+        .expect_err("over the cap, not read")
+        .to_string();
+    assert!(err.contains("entries of a route's list"), "{err}");
+}

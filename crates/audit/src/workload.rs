@@ -16,18 +16,106 @@ pub const MAX_GEMMS: usize = 4096;
 /// reports, JUnit files and file names.
 pub const MAX_NAME_BYTES: usize = 128;
 
+/// Why a workload definition was refused; each names the GEMM at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkloadError {
+    /// Not valid JSON or TOML of a workload (the parser's message).
+    #[error("{0}")]
+    Syntax(String),
+    /// TOML without the `toml` feature.
+    #[error("TOML workloads need gemm-audit's `toml` feature (JSON workloads do not)")]
+    TomlUnsupported,
+    /// A file that is neither `.toml` nor `.json`.
+    #[error("workload files must end in .toml or .json")]
+    UnknownExtension,
+    /// The workload's name is empty.
+    #[error("workload name is empty")]
+    EmptyName,
+    /// The workload lists no GEMM.
+    #[error("workload lists no GEMMs")]
+    NoGemms,
+    /// More GEMMs than [`MAX_GEMMS`].
+    #[error("{0} GEMMs, over the limit of {MAX_GEMMS}")]
+    TooManyGemms(usize),
+    /// A name over [`MAX_NAME_BYTES`] (`what`: `workload name` or `GEMM
+    /// name`; `shown`: its first characters).
+    #[error("{what} {shown:?}... is {bytes} bytes, over the limit of {MAX_NAME_BYTES}")]
+    NameTooLong {
+        /// Which name.
+        what: &'static str,
+        /// Its first 32 characters.
+        shown: String,
+        /// Its length in bytes.
+        bytes: usize,
+    },
+    /// A name holding control characters (they would reach terminals,
+    /// reports and XML).
+    #[error("{what} {name:?} holds control characters")]
+    ControlCharacters {
+        /// Which name.
+        what: &'static str,
+        /// The name.
+        name: String,
+    },
+    /// A GEMM with an empty name.
+    #[error("a GEMM has an empty name")]
+    EmptyGemmName,
+    /// Two GEMMs of one name.
+    #[error("GEMM name {0:?} appears twice")]
+    DuplicateGemm(String),
+    /// A vendor route without a vendor policy, or the reverse.
+    #[error("GEMM {gemm:?}: route {route} needs policy {needs}")]
+    PolicyMismatch {
+        /// The GEMM.
+        gemm: String,
+        /// Its route.
+        route: String,
+        /// The policy it needs.
+        needs: &'static str,
+    },
+    /// A dtype or op only profiles record.
+    #[error("GEMM {gemm:?}: {what} is only read from profiles; a workload runs {runs}")]
+    NotRunnable {
+        /// The GEMM.
+        gemm: String,
+        /// `dtype bf8` or `op batched`, say.
+        what: String,
+        /// What a workload may run instead.
+        runs: &'static str,
+    },
+    /// m, k or n of 0.
+    #[error("GEMM {gemm:?}: {dim} must be at least 1")]
+    ZeroDimension {
+        /// The GEMM.
+        gemm: String,
+        /// `m`, `k` or `n`.
+        dim: &'static str,
+    },
+    /// An operand over [`MAX_ELEMENTS`].
+    #[error("GEMM {gemm:?}: {operand} is over {MAX_ELEMENTS} elements")]
+    TooLarge {
+        /// The GEMM.
+        gemm: String,
+        /// `A (m*k)`, `B (k*n)` or `C (m*n)`.
+        operand: &'static str,
+    },
+}
+
 /// Refuses a name that is too long or holds control characters (which would
 /// reach terminals, reports and XML unescaped).
-fn check_name(what: &str, name: &str) -> Result<(), String> {
+fn check_name(what: &'static str, name: &str) -> Result<(), WorkloadError> {
     if name.len() > MAX_NAME_BYTES {
-        let shown: String = name.chars().take(32).collect();
-        return Err(format!(
-            "{what} {shown:?}... is {} bytes, over the limit of {MAX_NAME_BYTES}",
-            name.len()
-        ));
+        return Err(WorkloadError::NameTooLong {
+            what,
+            shown: name.chars().take(32).collect(),
+            bytes: name.len(),
+        });
     }
     if name.chars().any(char::is_control) {
-        return Err(format!("{what} {name:?} holds control characters"));
+        return Err(WorkloadError::ControlCharacters {
+            what,
+            name: name.to_string(),
+        });
     }
     Ok(())
 }
@@ -106,18 +194,19 @@ impl Workload {
         let w = match path.extension().and_then(|e| e.to_str()) {
             Some("toml") => Workload::from_toml(&text),
             Some("json") => Workload::from_json(&text),
-            _ => Err("workload files must end in .toml or .json".to_string()),
+            _ => Err(WorkloadError::UnknownExtension),
         }
-        .map_err(|e| Error::workload(name_or_path, e))?;
-        w.validate().map_err(|e| Error::workload(name_or_path, e))?;
+        .map_err(|e| Error::workload(name_or_path, e.to_string()))?;
+        w.validate()
+            .map_err(|e| Error::workload(name_or_path, e.to_string()))?;
         Ok(w)
     }
 
     /// Parses and validates a TOML workload (needs the `toml` feature,
     /// which brings the TOML parser; the command line enables it).
     #[cfg(feature = "toml")]
-    pub fn from_toml(text: &str) -> Result<Workload, String> {
-        let w: Workload = toml::from_str(text).map_err(|e| e.to_string())?;
+    pub fn from_toml(text: &str) -> Result<Workload, WorkloadError> {
+        let w: Workload = toml::from_str(text).map_err(|e| WorkloadError::Syntax(e.to_string()))?;
         w.validate()?;
         Ok(w)
     }
@@ -125,31 +214,29 @@ impl Workload {
     /// Without the `toml` feature there is no TOML parser: JSON workloads
     /// work, TOML ones are refused with a message saying so.
     #[cfg(not(feature = "toml"))]
-    pub fn from_toml(_text: &str) -> Result<Workload, String> {
-        Err("TOML workloads need gemm-audit's `toml` feature (JSON workloads do not)".into())
+    pub fn from_toml(_text: &str) -> Result<Workload, WorkloadError> {
+        Err(WorkloadError::TomlUnsupported)
     }
 
     /// Parses and validates a JSON workload.
-    pub fn from_json(text: &str) -> Result<Workload, String> {
-        let w: Workload = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    pub fn from_json(text: &str) -> Result<Workload, WorkloadError> {
+        let w: Workload =
+            serde_json::from_str(text).map_err(|e| WorkloadError::Syntax(e.to_string()))?;
         w.validate()?;
         Ok(w)
     }
 
     /// Checks names, sizes and counts; the message names the GEMM at fault.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), WorkloadError> {
         if self.name.trim().is_empty() {
-            return Err("workload name is empty".into());
+            return Err(WorkloadError::EmptyName);
         }
         check_name("workload name", &self.name)?;
         if self.gemms.is_empty() {
-            return Err("workload lists no GEMMs".into());
+            return Err(WorkloadError::NoGemms);
         }
         if self.gemms.len() > MAX_GEMMS {
-            return Err(format!(
-                "{} GEMMs, over the limit of {MAX_GEMMS}",
-                self.gemms.len()
-            ));
+            return Err(WorkloadError::TooManyGemms(self.gemms.len()));
         }
         let vendor_policy = matches!(
             self.policy,
@@ -158,51 +245,55 @@ impl Workload {
         let mut names = std::collections::HashSet::new();
         for g in &self.gemms {
             if g.route.is_vendor() != vendor_policy {
-                return Err(format!(
-                    "GEMM {:?}: route {} needs policy {}",
-                    g.name,
-                    g.route,
-                    if g.route.is_vendor() {
+                return Err(WorkloadError::PolicyMismatch {
+                    gemm: g.name.clone(),
+                    route: g.route.to_string(),
+                    needs: if g.route.is_vendor() {
                         "cublas-fast or cublas-pedantic"
                     } else {
                         "deterministic (the default)"
-                    }
-                ));
+                    },
+                });
             }
             if g.name.trim().is_empty() {
-                return Err("a GEMM has an empty name".into());
+                return Err(WorkloadError::EmptyGemmName);
             }
             check_name("GEMM name", &g.name)?;
             if !g.dtype.is_runnable() {
-                return Err(format!(
-                    "GEMM {:?}: dtype {} is only read from profiles; a workload runs f32, f16 or bf16",
-                    g.name, g.dtype
-                ));
+                return Err(WorkloadError::NotRunnable {
+                    gemm: g.name.clone(),
+                    what: format!("dtype {}", g.dtype),
+                    runs: "f32, f16 or bf16",
+                });
             }
             if !g.op.is_runnable() {
-                return Err(format!(
-                    "GEMM {:?}: op {} is only read from profiles; a workload runs nn, tn or nt",
-                    g.name, g.op
-                ));
+                return Err(WorkloadError::NotRunnable {
+                    gemm: g.name.clone(),
+                    what: format!("op {}", g.op),
+                    runs: "nn, tn or nt",
+                });
             }
             if !names.insert(g.name.as_str()) {
-                return Err(format!("GEMM name {:?} appears twice", g.name));
+                return Err(WorkloadError::DuplicateGemm(g.name.clone()));
             }
-            for (what, v) in [("m", g.m), ("k", g.k), ("n", g.n)] {
+            for (dim, v) in [("m", g.m), ("k", g.k), ("n", g.n)] {
                 if v == 0 {
-                    return Err(format!("GEMM {:?}: {what} must be at least 1", g.name));
+                    return Err(WorkloadError::ZeroDimension {
+                        gemm: g.name.clone(),
+                        dim,
+                    });
                 }
             }
-            for (what, a, b) in [
+            for (operand, a, b) in [
                 ("A (m*k)", g.m, g.k),
                 ("B (k*n)", g.k, g.n),
                 ("C (m*n)", g.m, g.n),
             ] {
                 if a.checked_mul(b).is_none_or(|e| e > MAX_ELEMENTS) {
-                    return Err(format!(
-                        "GEMM {:?}: {what} is over {MAX_ELEMENTS} elements",
-                        g.name
-                    ));
+                    return Err(WorkloadError::TooLarge {
+                        gemm: g.name.clone(),
+                        operand,
+                    });
                 }
             }
         }
@@ -865,32 +956,58 @@ mod tests {
     #[cfg(feature = "toml")]
     fn bad_workloads_name_the_problem() {
         let e = Workload::from_toml("name = \"x\"\ngemm = []").unwrap_err();
-        assert!(e.contains("no GEMMs"), "{e}");
+        assert_eq!(e, WorkloadError::NoGemms);
         let e = Workload::from_toml(
             "name='x'\n[[gemm]]\nname='a'\nop='nn'\ndtype='f32'\nm=0\nk=1\nn=1\n",
         )
         .unwrap_err();
-        assert!(e.contains("m must be at least 1"), "{e}");
+        assert_eq!(
+            e,
+            WorkloadError::ZeroDimension {
+                gemm: "a".into(),
+                dim: "m"
+            }
+        );
+        assert!(e.to_string().contains("m must be at least 1"), "{e}");
         let e = Workload::from_toml(
             "name='x'\n[[gemm]]\nname='a'\nop='nn'\ndtype='f64'\nm=1\nk=1\nn=1\n",
         )
         .unwrap_err();
-        assert!(e.contains("dtype f64 is only read from profiles"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("dtype f64 is only read from profiles"),
+            "{e}"
+        );
         let e = Workload::from_toml(
             "name='x'\n[[gemm]]\nname='a'\nop='tt'\ndtype='f32'\nm=1\nk=1\nn=1\n",
         )
         .unwrap_err();
-        assert!(e.contains("op tt is only read from profiles"), "{e}");
+        assert!(
+            e.to_string().contains("op tt is only read from profiles"),
+            "{e}"
+        );
         let e = Workload::from_toml(
             "name='x'\n[[gemm]]\nname='a'\nop='nn'\ndtype='f32'\nm=100000\nk=100000\nn=1\n",
         )
         .unwrap_err();
-        assert!(e.contains("over"), "{e}");
+        assert!(
+            matches!(
+                e,
+                WorkloadError::TooLarge {
+                    operand: "A (m*k)",
+                    ..
+                }
+            ),
+            "{e}"
+        );
         let e = Workload::from_toml(
             "name='x'\nbogus=1\n[[gemm]]\nname='a'\nop='nn'\ndtype='f32'\nm=1\nk=1\nn=1\n",
         )
         .unwrap_err();
-        assert!(e.contains("bogus"), "{e}");
+        assert!(
+            matches!(&e, WorkloadError::Syntax(m) if m.contains("bogus")),
+            "{e}"
+        );
     }
 
     #[test]

@@ -693,6 +693,23 @@ pub fn stdout_closed() -> bool {
     STDOUT_CLOSED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// Writes to stdout through `write` (buffered, then a newline), with the
+/// closed-pipe handling of [`out!`]; for documents too large to build as
+/// text first.
+pub(crate) fn write_stdout(write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>) {
+    use std::io::Write as _;
+    if stdout_closed() {
+        return;
+    }
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    if let Err(e) = write(&mut w)
+        .and_then(|()| w.write_all(b"\n"))
+        .and_then(|()| w.flush())
+    {
+        stdout_failed(e);
+    }
+}
+
 /// When writing to stdout failed. On a closed pipe (the reader has what it
 /// wanted) the command stops writing but finishes, so its exit code is
 /// still the verdict (`diff a b | head -1` exits 68 on a numeric finding);

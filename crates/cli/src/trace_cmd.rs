@@ -705,7 +705,8 @@ pub(crate) fn trace_table(t: &RecordedGemmTrace) -> String {
 pub(super) fn cmd_show(path: &std::path::Path, format: Format) -> Result<u8> {
     let trace = read_trace(path)?;
     match format {
-        Format::Json => outln!("{}", gemm_audit::render::json::show_document(&trace)),
+        // Streamed as it is serialized: a large trace is never held as text.
+        Format::Json => write_stdout(|w| gemm_audit::render::json::write_show_document(w, &trace)),
         Format::Table => out!("{}", trace_table(&trace)),
     }
     Ok(EXIT_OK)

@@ -23,6 +23,11 @@ pub const MAX_SYMBOLS: usize = 65_536;
 pub const MAX_SERVICES: usize = 64;
 /// Most volatile (per-machine) entries in a trace.
 pub const MAX_VOLATILE: usize = 1024;
+/// Most entries of a route's short lists (device capabilities, a vendor
+/// call's physical kernels): a handful in any real route; the cap keeps a
+/// hostile file from costing memory out of proportion to its bytes (an
+/// empty string is one byte in a file and 24 in memory).
+pub const MAX_ROUTE_LIST: usize = 64;
 
 struct SeqVisitor<T> {
     what: &'static str,
@@ -85,6 +90,13 @@ pub(crate) fn symbols<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     d: D,
 ) -> Result<Vec<T>, D::Error> {
     seq(d, "symbols in a module", MAX_SYMBOLS)
+}
+
+/// At most [`MAX_ROUTE_LIST`] items.
+pub(crate) fn route_list<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Vec<T>, D::Error> {
+    seq(d, "entries of a route's list", MAX_ROUTE_LIST)
 }
 
 /// At most [`MAX_SERVICES`] items.

@@ -22,8 +22,30 @@ pub struct JsonDocument<'a, T: serde::Serialize> {
     pub body: &'a T,
 }
 
-/// Renders `body` as a pretty JSON document of `kind` with the envelope.
+/// Renders `body` as a pretty JSON document of `kind` with the envelope
+/// (what [`write_document`] writes, as text).
 pub fn json_document<T: serde::Serialize>(kind: &'static str, passed: bool, body: &T) -> String {
+    let mut out = Vec::new();
+    // Plain data with string keys into memory: writing cannot fail.
+    match write_document(&mut out, kind, passed, body) {
+        Ok(()) => String::from_utf8(out).unwrap_or_default(),
+        Err(e) => serde_json::json!({ "error": e.to_string() }).to_string(),
+    }
+}
+
+/// Writes `body` as a pretty JSON document of `kind` with the envelope to
+/// `w` as it is serialized (a large trace is never held as text). Every
+/// character a terminal must not see raw ([`is_unsafe_char`]) is written
+/// as a JSON `\uXXXX` escape (a surrogate pair above U+FFFF): the same
+/// string to any JSON reader, and safe to print.
+///
+/// [`is_unsafe_char`]: super::is_unsafe_char
+pub fn write_document<W: std::io::Write, T: serde::Serialize>(
+    w: W,
+    kind: &'static str,
+    passed: bool,
+    body: &T,
+) -> std::io::Result<()> {
     let doc = JsonDocument {
         schema_version: JSON_SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION"),
@@ -31,45 +53,88 @@ pub fn json_document<T: serde::Serialize>(kind: &'static str, passed: bool, body
         verdict: if passed { "pass" } else { "fail" },
         body,
     };
-    // Plain data with string keys: serialization cannot fail.
-    let json = serde_json::to_string_pretty(&doc)
-        .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }).to_string());
-    terminal_safe(json)
+    let mut ser = serde_json::Serializer::with_formatter(w, SafeFormatter::default());
+    // An I/O error (a closed pipe) comes back as itself.
+    serde::Serialize::serialize(&doc, &mut ser).map_err(std::io::Error::from)
 }
 
-/// `json` with every character a terminal must not see raw
-/// ([`is_unsafe_char`](super::is_unsafe_char)) written as a JSON `\uXXXX`
-/// escape (a surrogate pair above U+FFFF): the same document to any JSON
-/// reader, and safe to print. Such characters can only occur inside JSON
-/// strings, where the escape means the same character; the newlines of the
-/// pretty layout are the only raw control characters outside them (the
-/// serializer escapes them inside strings) and stay.
-pub fn terminal_safe(json: String) -> String {
-    let unsafe_here = |c: char| c != '\n' && super::is_unsafe_char(c);
-    if !json.chars().any(unsafe_here) {
-        return json;
+/// serde_json's pretty layout, with the characters a terminal must not see
+/// raw escaped inside strings (the serializer escapes C0 controls, quotes
+/// and backslashes itself).
+#[derive(Default)]
+struct SafeFormatter(serde_json::ser::PrettyFormatter<'static>);
+
+impl serde_json::ser::Formatter for SafeFormatter {
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_array(w)
     }
-    let mut out = String::with_capacity(json.len() + 64);
-    let mut units = [0u16; 2];
-    for c in json.chars() {
-        if unsafe_here(c) {
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array(w)
+    }
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.0.begin_array_value(w, first)
+    }
+    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array_value(w)
+    }
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object(w)
+    }
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object(w)
+    }
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.0.begin_object_key(w, first)
+    }
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object_value(w)
+    }
+    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object_value(w)
+    }
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        let mut rest = fragment;
+        while let Some((i, c)) = rest.char_indices().find(|&(_, c)| super::is_unsafe_char(c)) {
+            w.write_all(&rest.as_bytes()[..i])?;
+            let mut units = [0u16; 2];
             for u in c.encode_utf16(&mut units) {
-                out.push_str(&format!("\\u{u:04x}"));
+                write!(w, "\\u{u:04x}")?;
             }
-        } else {
-            out.push(c);
+            rest = &rest[i + c.len_utf8()..];
         }
+        w.write_all(rest.as_bytes())
     }
-    out
+}
+
+/// The body of the `show` document: the trace itself.
+#[derive(serde::Serialize)]
+struct ShowBody<'a> {
+    trace: &'a crate::RecordedGemmTrace,
 }
 
 /// The `show` document of a trace: the envelope and the trace itself.
 pub fn show_document(trace: &crate::RecordedGemmTrace) -> String {
-    // The trace's own JSON is valid by construction; keep it as a value so
-    // the document is pretty-printed as one.
-    let value = serde_json::from_str::<serde_json::Value>(&trace.to_json())
-        .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }));
-    json_document("show", true, &serde_json::json!({ "trace": value }))
+    json_document("show", true, &ShowBody { trace })
+}
+
+/// Writes the `show` document of `trace` to `w` as it is serialized.
+pub fn write_show_document<W: std::io::Write>(
+    w: W,
+    trace: &crate::RecordedGemmTrace,
+) -> std::io::Result<()> {
+    write_document(w, "show", true, &ShowBody { trace })
 }
 
 /// The `diff` document of `golden` against `candidate` (their differences

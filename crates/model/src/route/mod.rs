@@ -152,6 +152,7 @@ pub struct VendorRoute {
     /// Workspace the algorithm was given, in bytes.
     pub workspace_bytes: u64,
     /// Physical kernel symbols seen in the captured graph for this call.
+    #[serde(deserialize_with = "crate::bounded::route_list")]
     pub physical_kernels: Vec<String>,
 }
 
@@ -195,6 +196,7 @@ pub struct ResolvedGemmRoute {
     /// The device class the route runs on.
     pub device: DeviceIdentity,
     /// Device capabilities the kernel relies on (sorted).
+    #[serde(deserialize_with = "crate::bounded::route_list")]
     pub device_capabilities: Vec<String>,
     /// Problem size: C is `m x n`, reduced over `k`.
     pub shape: GemmShape,

@@ -67,25 +67,34 @@ fn config() -> Config {
 /// Decodes with an allocation limit tiered to the payload's size: no
 /// legitimate string or sequence is longer than the payload, so a hostile
 /// length claim is refused before bincode allocates more than a small
-/// multiple of the input (at most 8x, at least 64 KiB).
-fn decode_bounded<T: serde::de::DeserializeOwned + serde::Serialize>(
+/// multiple of the input (8x the tier's largest payload, at least 512 KiB).
+fn decode_tiered<T: serde::de::DeserializeOwned>(
     payload: &[u8],
-) -> Result<T, FormatError> {
+) -> Result<(T, usize), FormatError> {
     fn with<T: serde::de::DeserializeOwned, const N: usize>(
         payload: &[u8],
     ) -> Result<(T, usize), FormatError> {
         bincode::serde::decode_from_slice(payload, bincode::config::standard().with_limit::<N>())
             .map_err(|e| FormatError::Decode(e.to_string()))
     }
-    let (value, used) = match payload.len() {
-        // Decoded structures are larger than their varint encoding
-        // (a route's few hundred bytes become kilobytes of Strings and
-        // Vecs), so even the smallest tier allows 8x.
+    // Decoded structures are larger than their varint encoding (a route's
+    // few hundred bytes become kilobytes of Strings and Vecs): every tier
+    // allows 8x its largest payload, up to the largest file.
+    match payload.len() {
         n if n <= 0x1_0000 => with::<T, 0x8_0000>(payload),
         n if n <= 0x10_0000 => with::<T, 0x80_0000>(payload),
         n if n <= 0x100_0000 => with::<T, 0x800_0000>(payload),
-        _ => with::<T, { MAX_FILE_BYTES as usize }>(payload),
-    }?;
+        n if n <= 0x1000_0000 => with::<T, 0x8000_0000>(payload),
+        _ => with::<T, { 8 * MAX_FILE_BYTES as usize }>(payload),
+    }
+}
+
+/// [`decode_tiered`], then refuses trailing bytes and non-canonical input
+/// (one value, one encoding).
+fn decode_bounded<T: serde::de::DeserializeOwned + serde::Serialize>(
+    payload: &[u8],
+) -> Result<T, FormatError> {
+    let (value, used) = decode_tiered::<T>(payload)?;
     if used != payload.len() {
         return Err(FormatError::TrailingBytes((payload.len() - used) as u64));
     }
@@ -124,7 +133,16 @@ pub fn encode_trace(trace: &RecordedGemmTrace) -> Result<Vec<u8>, FormatError> {
     let limits = Limits::default();
     check_limits(trace, &limits)?;
     trace.check_shape()?;
-    let image = seal(&encode_payload(trace)?);
+    let payload = encode_payload(trace)?;
+    // What the reader decodes within its allocation limit, and nothing
+    // else, is written: the writer never makes a file the reader refuses.
+    decode_tiered::<RecordedGemmTrace>(&payload).map_err(|e| match e {
+        FormatError::Decode(why) => {
+            FormatError::Encode(format!("the reader would refuse the file: {why}"))
+        }
+        other => other,
+    })?;
+    let image = seal(&payload);
     if image.len() as u64 > limits.max_file_bytes {
         return Err(FormatError::TooLarge {
             size: image.len() as u64,
@@ -246,6 +264,24 @@ fn check_limits(trace: &RecordedGemmTrace, limits: &Limits) -> Result<(), Format
             what: "route count",
             found: routes,
             limit: limits.max_routes,
+        });
+    }
+    // The reader caps a route's short lists (`bounded::route_list`); the
+    // writer refuses what the reader would.
+    let list = trace
+        .routes
+        .iter()
+        .flat_map(|r| {
+            let kernels = r.vendor.as_ref().map_or(0, |v| v.physical_kernels.len());
+            [r.device_capabilities.len(), kernels]
+        })
+        .max()
+        .unwrap_or(0) as u64;
+    if list > crate::bounded::MAX_ROUTE_LIST as u64 {
+        return Err(FormatError::LimitExceeded {
+            what: "entries of a route's list",
+            found: list,
+            limit: crate::bounded::MAX_ROUTE_LIST as u64,
         });
     }
     let longest = trace
