@@ -1574,3 +1574,38 @@ fn atomic_output_ownership_is_refused_by_the_policy_rule_alone() {
         "refused by another rule than the policy's ownership rule: {refusal}"
     );
 }
+
+/// No pattern waives output bits by accident: `--allow 'o*'`, `out*` or
+/// `output*` lets an output drift through only where the allowance names
+/// `output_fingerprint` whole (or the `numeric` class); other fields under
+/// a pattern still pass.
+#[test]
+fn only_a_whole_field_or_the_numeric_class_waives_output_bits() {
+    use gemm_audit::diff::{Allowance, DiffClass, TraceDiff};
+    let golden = testkit::sample_trace(3);
+    let mut drifted = golden.clone();
+    drifted.fingerprints[1].sha256 = Digest::sha256(b"another output");
+    let d = TraceDiff::between(&golden, &drifted);
+    assert!(d.classes().contains(&DiffClass::Numeric), "{}", d.render());
+    for pattern in ["o*", "out*", "output*", "output_fingerprint*"] {
+        let allow = [Allowance::parse(pattern).unwrap()];
+        assert!(
+            !d.disallowed_classes(&allow).is_empty(),
+            "{pattern} waived an output drift"
+        );
+    }
+    for whole in ["output_fingerprint", "numeric"] {
+        let allow = [Allowance::parse(whole).unwrap()];
+        assert!(
+            d.disallowed_classes(&allow).is_empty(),
+            "{whole} did not waive it"
+        );
+    }
+    // A pattern still passes the fields it names.
+    let mut moved = golden.clone();
+    moved.context.device.driver = "999.0".into();
+    let d = TraceDiff::between(&golden, &moved);
+    assert!(!d.is_empty());
+    let allow = [Allowance::parse("device.*").unwrap()];
+    assert!(d.disallowed_classes(&allow).is_empty(), "{}", d.render());
+}

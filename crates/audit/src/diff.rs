@@ -192,6 +192,10 @@ pub enum Allowance {
     Field(String),
 }
 
+/// The fields that carry output bits: only an allowance naming one whole
+/// passes its differences.
+pub const OUTPUT_FIELDS: [&str; 1] = ["output_fingerprint"];
+
 /// The fields a difference names outside the routes and the context.
 const TRACE_FIELDS: [&str; 8] = [
     "workload",
@@ -236,7 +240,10 @@ impl Allowance {
         Ok(Allowance::Field(s.to_string()))
     }
 
-    /// Whether this allowance lets `d` through.
+    /// Whether this allowance lets `d` through. Output bits
+    /// ([`OUTPUT_FIELDS`]) pass only an allowance that names their field
+    /// whole (or the `numeric` class): no pattern (`o*`, `out*`) waives
+    /// them by accident.
     pub fn allows(&self, d: &Difference) -> bool {
         match self {
             Allowance::Class(c) => d.class == *c,
@@ -244,11 +251,14 @@ impl Allowance {
                 // The field itself or any tail of it that starts at a dot:
                 // `device.driver` is also the context's `context.device.driver`.
                 let field = d.change.field.as_str();
-                let tails = std::iter::once(field)
-                    .chain(field.match_indices('.').map(|(i, _)| &field[i + 1..]));
+                let tails = || {
+                    std::iter::once(field)
+                        .chain(field.match_indices('.').map(|(i, _)| &field[i + 1..]))
+                };
                 match f.strip_suffix('*') {
-                    Some(prefix) => tails.into_iter().any(|t| t.starts_with(prefix)),
-                    None => tails.into_iter().any(|t| t == f),
+                    Some(_) if tails().any(|t| OUTPUT_FIELDS.contains(&t)) => false,
+                    Some(prefix) => tails().any(|t| t.starts_with(prefix)),
+                    None => tails().any(|t| t == f),
                 }
             }
         }

@@ -91,7 +91,8 @@ pub struct DiffArgs {
     /// Differences that pass (comma-separated): classes (identity,
     /// route, numeric, structural, policy) or fields wherever they
     /// appear (`device.driver`; a trailing `*` matches a prefix, e.g.
-    /// `context.module[cublaslt].*`).
+    /// `context.module[cublaslt].*`, but never output bits: those pass
+    /// only `output_fingerprint` named whole, or `numeric`).
     #[arg(long, value_parser = values::allowance, value_delimiter = ',')]
     pub allow: Vec<Allowance>,
     /// A checked-in waiver file, as for `check`.
