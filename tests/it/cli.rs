@@ -2669,3 +2669,47 @@ fn audit_notes_obey_quiet_and_json_keeps_them() {
         "{r}"
     );
 }
+
+/// `accept` takes a pending file by path as well as a workload by name, so
+/// one candidate is installed and the others stay pending; a path that
+/// names no candidate is an error that installs nothing.
+#[test]
+fn accept_installs_one_candidate_named_by_its_path() {
+    let s = Scratch::new("accept-by-path");
+    s.write("tiny.toml", TINY);
+    let other = TINY.replacen("name = \"tiny\"", "name = \"tiny2\"", 1);
+    s.write("tiny2.toml", other);
+    run_in(
+        &s.0,
+        &[
+            "audit",
+            "--backend",
+            "cpu",
+            "--runs",
+            "2",
+            "-q",
+            "--golden-dir",
+            "g",
+            "--workload",
+            "tiny.toml",
+            "--workload",
+            "tiny2.toml",
+        ],
+    )
+    .code(FINDING);
+    let (one, two) = (g_cpu("tiny.gat"), g_cpu("tiny2.gat"));
+    let (one_pending, two_pending) = (format!("{one}.pending"), format!("{two}.pending"));
+    assert!(s.path(&one_pending).is_file() && s.path(&two_pending).is_file());
+
+    run_in(
+        &s.0,
+        &["accept", "--golden-dir", "g", "g/nowhere.gat.pending"],
+    )
+    .code(BAD_INPUT)
+    .says(&["no pending candidate"]);
+    assert!(!s.path(&one).exists() && !s.path(&two).exists());
+
+    run_in(&s.0, &["accept", "--golden-dir", "g", &two_pending]).code(OK);
+    assert!(s.path(&two).is_file() && !s.path(&two_pending).exists());
+    assert!(!s.path(&one).exists() && s.path(&one_pending).is_file());
+}

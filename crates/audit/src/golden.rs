@@ -204,8 +204,10 @@ pub struct PendingSet {
 }
 
 /// Every pending candidate under `dir`; `only` keeps those whose workload
-/// is named (all when empty). A name in `only` that no candidate has is an
-/// error naming the candidates there are. A pending file that cannot be
+/// is named, or whose pending file is named by its path (one candidate of a
+/// workload pending on several devices); all when empty. An entry of
+/// `only` that selects no candidate is an error naming the candidates
+/// there are. A pending file that cannot be
 /// used is listed in [`PendingSet::unusable`], never a reason to stop.
 pub fn pending(dir: &Path, only: &[String]) -> Result<PendingSet> {
     let mut set = PendingSet::default();
@@ -231,7 +233,7 @@ pub fn pending(dir: &Path, only: &[String]) -> Result<PendingSet> {
             match candidate(dir, &path, golden) {
                 Ok(p) => {
                     workloads.push(p.trace.workload.clone());
-                    if only.is_empty() || only.contains(&p.trace.workload) {
+                    if only.is_empty() || only.iter().any(|o| selects(o, &p)) {
                         set.candidates.push(p);
                     }
                 }
@@ -243,7 +245,7 @@ pub fn pending(dir: &Path, only: &[String]) -> Result<PendingSet> {
     set.unusable.sort_by(|a, b| a.path.cmp(&b.path));
     let missing: Vec<&String> = only
         .iter()
-        .filter(|w| !set.candidates.iter().any(|p| &p.trace.workload == *w))
+        .filter(|o| !set.candidates.iter().any(|p| selects(o, p)))
         .collect();
     if let Some(w) = missing.first() {
         workloads.sort();
@@ -262,6 +264,18 @@ pub fn pending(dir: &Path, only: &[String]) -> Result<PendingSet> {
         });
     }
     Ok(set)
+}
+
+/// Whether `only` (a workload name or a pending file's path) names `p`.
+fn selects(only: &str, p: &Pending) -> bool {
+    if p.trace.workload == only {
+        return true;
+    }
+    let path = Path::new(only);
+    path == p.path
+        || std::fs::canonicalize(path)
+            .ok()
+            .is_some_and(|c| std::fs::canonicalize(&p.path).is_ok_and(|q| q == c))
 }
 
 /// The candidate in `path`, checked to be what its name says: a regular

@@ -33,7 +33,9 @@ pub struct BlessArgs {
 /// Arguments of `review`, `accept` and `reject`.
 #[derive(Debug, clap::Args)]
 pub struct PendingArgs {
-    /// Only these workloads (default: every pending candidate).
+    /// Only these workloads, or these pending files by path (one
+    /// candidate of a workload pending on several devices); default: every
+    /// pending candidate.
     pub workloads: Vec<String>,
     #[arg(long, value_name = "DIR", default_value = "traces")]
     pub golden_dir: PathBuf,
