@@ -2713,3 +2713,58 @@ fn accept_installs_one_candidate_named_by_its_path() {
     assert!(s.path(&two).is_file() && !s.path(&two_pending).exists());
     assert!(!s.path(&one).exists() && s.path(&one_pending).is_file());
 }
+
+/// Goldens no workload of the default suite writes (a removed workload's)
+/// are named (`--unreferenced warn`, the default), make the audit a
+/// finding (`fail`) or are removed (`delete`); the goldens in use stay.
+#[test]
+fn unreferenced_goldens_are_named_failed_or_removed() {
+    let s = Scratch::new("unreferenced");
+    let key = g_cpu("");
+    let folder = s.path(&key);
+    std::fs::create_dir_all(&folder).unwrap();
+    for f in ["transformer-block.gat", "m-sweep.gat"] {
+        std::fs::copy(
+            root().join("traces").join(cpu_key()).join(f),
+            folder.join(f),
+        )
+        .unwrap();
+    }
+    std::fs::copy(
+        root().join("traces").join(cpu_key()).join("m-sweep.gat"),
+        folder.join("removed-workload.gat"),
+    )
+    .unwrap();
+    let old = s.path(&g_cpu("removed-workload.gat"));
+    let audit = |extra: &[&str]| {
+        let mut args = vec![
+            "audit",
+            "--backend",
+            "cpu",
+            "--runs",
+            "2",
+            "--no-progress",
+            "--golden-dir",
+            "g",
+        ];
+        args.extend_from_slice(extra);
+        run_in(&s.0, &args)
+    };
+    audit(&[])
+        .code(OK)
+        .says(&["unreferenced golden", "removed-workload.gat"]);
+    audit(&["--unreferenced", "fail"])
+        .code(FINDING)
+        .says(&["removed-workload.gat"]);
+    assert!(old.is_file());
+    // A chosen subset says nothing about the other goldens.
+    audit(&["--unreferenced", "fail", "--workload", "m-sweep"]).code(OK);
+    audit(&["--unreferenced", "delete", "-q"])
+        .code(OK)
+        .says(&["removed unreferenced golden"]);
+    assert!(!old.exists());
+    assert!(s.path(&g_cpu("m-sweep.gat")).is_file());
+    audit(&["--unreferenced", "fail"])
+        .code(OK)
+        .never_says(&["unreferenced golden"]);
+}

@@ -67,6 +67,30 @@ pub fn golden_path_for(dir: &Path, device: &DeviceIdentity, workload: &str) -> P
         .join(format!("{}.gat", file_stem(workload)))
 }
 
+/// The goldens under `dir` of `device` that none of `workloads` writes:
+/// left behind by a workload no longer run (as insta's unreferenced
+/// snapshots). Only golden files (`*.gat`) of that device's folder, sorted;
+/// pending candidates are `review`'s.
+pub fn unreferenced(dir: &Path, device: &DeviceIdentity, workloads: &[&str]) -> Vec<PathBuf> {
+    let folder = dir.join(device_key(device));
+    let written: Vec<PathBuf> = workloads
+        .iter()
+        .map(|w| golden_path_for(dir, device, w))
+        .collect();
+    let Ok(files) = std::fs::read_dir(&folder) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = files
+        .flatten()
+        .map(|f| f.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "gat"))
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file()))
+        .filter(|p| !written.contains(p))
+        .collect();
+    out.sort();
+    out
+}
+
 /// Finds the golden for `trace` under `dir`, or says which is missing and
 /// what is there.
 pub fn find_golden(dir: &Path, trace: &RecordedGemmTrace) -> Result<PathBuf> {

@@ -50,6 +50,7 @@ pub(super) fn cmd_audit(args: AuditArgs) -> Result<u8> {
         None => Vec::new(),
     };
     let review = settle_candidates(&args, &mut report, &drift)?;
+    let unreferenced_found = handle_unreferenced(&args, &report)?;
     match args.format {
         Format::Table => print_audit_table(&mut report),
         Format::Json => outln!(
@@ -63,7 +64,7 @@ pub(super) fn cmd_audit(args: AuditArgs) -> Result<u8> {
     }
     print_review(&args, &review);
     write_audit_artifacts(&args, &report, drift)?;
-    Ok(if report.passed() {
+    Ok(if report.passed() && !unreferenced_found {
         EXIT_OK
     } else {
         EXIT_FINDING
@@ -113,6 +114,40 @@ fn settle_candidates(
         }
     }
     Ok(review)
+}
+
+/// `--unreferenced` on the goldens of `report`'s device that no workload of
+/// the default suite wrote: names, removes or fails on them. True when the
+/// audit must fail for them (`fail` and some found).
+fn handle_unreferenced(args: &AuditArgs, report: &audit::AuditReport) -> Result<bool> {
+    let (Some(dir), Some(first)) = (&args.golden_dir, report.traces.first()) else {
+        return Ok(false);
+    };
+    // A chosen subset of workloads says nothing about the others' goldens.
+    if args.check || !args.workloads.is_empty() {
+        return Ok(false);
+    }
+    let written: Vec<&str> = report.traces.iter().map(|t| t.workload.as_str()).collect();
+    let found = golden::unreferenced(dir, &first.context.device, &written);
+    for path in &found {
+        let shown = sanitize(&path.display().to_string()).into_owned();
+        match args.unreferenced {
+            Unreferenced::Delete => {
+                std::fs::remove_file(path).with_context(|| format!("removing {shown}"))?;
+                // What was removed is said even with -q.
+                eprintln!("gemm-audit: removed unreferenced golden {shown}");
+            }
+            Unreferenced::Warn => note!(
+                "gemm-audit: unreferenced golden {shown}: no workload of this run writes it (`--unreferenced delete` removes it)"
+            ),
+            Unreferenced::Fail => {
+                eprintln!(
+                    "gemm-audit: unreferenced golden {shown}: no workload of this run writes it"
+                )
+            }
+        }
+    }
+    Ok(args.unreferenced == Unreferenced::Fail && !found.is_empty())
 }
 
 /// Prints the `--review` text: after the table, or on stderr beside a JSON
@@ -281,6 +316,10 @@ pub(super) fn audit_devices(
         }
         per_device.push((label.clone(), report));
     }
+    let unreferenced_found = match per_device.first() {
+        Some((_, first)) => handle_unreferenced(args, first)?,
+        None => false,
+    };
     let fleet = fleet::FleetReport::new(per_device);
     let mut combined = fleet.combined();
     match args.format {
@@ -292,7 +331,7 @@ pub(super) fn audit_devices(
     }
     print_review(args, &review);
     write_audit_artifacts(args, &combined, drift)?;
-    Ok(if fleet.passed() {
+    Ok(if fleet.passed() && !unreferenced_found {
         EXIT_OK
     } else {
         EXIT_FINDING

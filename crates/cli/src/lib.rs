@@ -247,6 +247,17 @@ pub enum Command {
     },
 }
 
+/// What `audit --golden-dir` does with goldens no workload wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Unreferenced {
+    /// Name them on stderr.
+    Warn,
+    /// Remove them, saying which.
+    Delete,
+    /// Name them and make the audit a finding (exit 1).
+    Fail,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     /// Human-readable table or text.
@@ -608,6 +619,12 @@ pub struct AuditArgs {
     /// --golden-dir.
     #[arg(long, requires = "golden_dir", conflicts_with = "check")]
     pub accept: bool,
+    /// Goldens of this device that no workload of the default suite writes
+    /// (left by a removed workload): `warn` names them, `delete` removes
+    /// them, `fail` makes the audit a finding. Only with the default suite
+    /// (no --workload) and --golden-dir; never with --check.
+    #[arg(long, value_enum, default_value_t = Unreferenced::Warn, requires = "golden_dir")]
+    pub unreferenced: Unreferenced,
     /// Differences from the goldens that pass, as for `diff` (classes or
     /// fields, e.g. `--allow device.driver`); needs --golden-dir.
     #[arg(long, value_parser = values::allowance, value_delimiter = ',', requires = "golden_dir")]
