@@ -624,3 +624,146 @@ pub(super) fn contract_parity_checks(
     };
     report.row(C, &w.name, verdict, detail);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cpu::CpuBackend;
+
+    /// A batch-invariance row never calls GEMMs deterministic when their
+    /// run-to-run check failed.
+    #[test]
+    fn kernels_are_demangled_and_shortened_on_character_boundaries() {
+        assert_eq!(
+            display_kernel(
+                "_ZN8cublasLt19splitKreduce_kernelILi32ELi16EiffffLb0EfffLb1ELb0ELb0ELb0EEEvNS_18cublasSplitKParamsIT4_EEPKT2_PKT8_PT7_PT3_PKS2_SF_PKT9_S6_PSG_PvlPS2_PiSL_SL_SF_SF_SF_SF_SF_"
+            ),
+            "cublasLt::splitKreduce_kernel<32, 16, int, float, float, float, float, false, float, float, float, true, false, false, false>"
+        );
+        assert_eq!(display_kernel("gemm_tiled_nn_f32"), "gemm_tiled_nn_f32");
+        assert_eq!(
+            display_kernel(
+                "_ZN7cutlass7Kernel2I42cutlass_80_simt_sgemm_128x32_8x5_nn_align1EEvNT_6ParamsE + gemm_x"
+            ),
+            "cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1> + gemm_x"
+        );
+        assert_eq!(shorten("ééééé", 4), "é...");
+        assert_eq!(shorten("abc", 4), "abc");
+    }
+
+    #[test]
+    fn batch_invariance_does_not_contradict_run_to_run() {
+        let w = Workload::from_json(
+            r#"{"name": "w", "gemm": [
+                {"name": "a@1", "op": "nn", "dtype": "f32", "m": 1, "k": 64, "n": 4, "route": "split-k-atomic:4"},
+                {"name": "a@2", "op": "nn", "dtype": "f32", "m": 2, "k": 64, "n": 4, "route": "split-k-atomic:4"}
+            ]}"#,
+        )
+        .unwrap();
+        let cpu = CpuBackend::default();
+        let routes: Vec<_> = w.gemms.iter().map(|g| cpu.resolve(g).unwrap()).collect();
+        // Row 0 differs between m=1 and m=2.
+        let outputs = vec![vec![0u8; 16], vec![1u8; 32]];
+        let row = |report: &AuditReport| {
+            report
+                .checks
+                .iter()
+                .find(|c| c.contract == "batch-invariance")
+                .unwrap()
+                .detail
+                .clone()
+        };
+        let mut report = AuditReport::new("cpu", 2);
+        batch_invariance_checks(&mut report, &w, &routes, &outputs);
+        assert!(row(&report).starts_with("deterministic but NOT batch invariant"));
+
+        let mut report = AuditReport {
+            checks: Vec::new(),
+            matrices: Vec::new(),
+            ..report
+        };
+        report.case(
+            "run-to-run",
+            "w",
+            "a@2",
+            Verdict::Fail,
+            "2 distinct outputs",
+        );
+        batch_invariance_checks(&mut report, &w, &routes, &outputs);
+        let d = row(&report);
+        assert!(!d.contains("deterministic but"), "{d}");
+        assert!(
+            d.contains("not deterministic either (run-to-run differs at m=2)"),
+            "{d}"
+        );
+    }
+
+    /// The audit keeps small outputs whole, the CPU reference's and
+    /// contract parity's whole, and of any other large output only the
+    /// rows batch invariance compares.
+    #[test]
+    fn the_audit_keeps_only_what_its_contracts_compare() {
+        let w = Workload::from_json(
+            r#"{"name": "w", "gemm": [
+                {"name": "sweep@1", "op": "nn", "dtype": "f32", "m": 1, "k": 8, "n": 1024, "route": "split-k-fixed:2"},
+                {"name": "sweep@4096", "op": "nn", "dtype": "f32", "m": 4096, "k": 8, "n": 1024, "route": "split-k-fixed:2"},
+                {"name": "lone", "op": "nn", "dtype": "f32", "m": 4096, "k": 8, "n": 768, "route": "split-k-fixed:2"},
+                {"name": "scalar", "op": "nn", "dtype": "f32", "m": 4096, "k": 8, "n": 640, "route": "scalar-fma"},
+                {"name": "p1", "op": "nn", "dtype": "f32", "m": 4096, "k": 8, "n": 896, "route": "split-k-fixed:2"},
+                {"name": "p2", "op": "nn", "dtype": "f32", "m": 4096, "k": 8, "n": 896, "route": "split-k-fixed:2"}
+            ]}"#,
+        )
+        .unwrap();
+        let cpu = CpuBackend::default();
+        let mut routes: Vec<_> = w.gemms.iter().map(|g| cpu.resolve(g).unwrap()).collect();
+        // p1 and p2: one problem, one contract, two kernels.
+        routes[5].kernel_symbol = "another_kernel".into();
+        let keep = kept_bytes(&w, &routes);
+        assert_eq!(keep[0], usize::MAX, "4 KiB: kept whole");
+        assert_eq!(
+            keep[1],
+            1024 * 4,
+            "16 MiB: only the m=1 rows of its M-sweep"
+        );
+        assert_eq!(keep[2], 0, "12 MiB, compared by no contract");
+        assert_eq!(keep[3], usize::MAX, "the CPU reference compares it whole");
+        assert_eq!(
+            &keep[4..],
+            &[usize::MAX, usize::MAX],
+            "contract parity compares them whole"
+        );
+    }
+
+    /// A run-to-run difference in an output kept in part says so.
+    #[test]
+    fn a_partly_kept_run_to_run_difference_says_what_it_covers() {
+        let w = Workload::from_json(
+            r#"{"name": "w", "gemm": [
+                {"name": "a", "op": "nn", "dtype": "f32", "m": 4096, "k": 8, "n": 1024, "route": "split-k-fixed:2"}
+            ]}"#,
+        )
+        .unwrap();
+        let st = UlpStats {
+            elements: 1024,
+            differing: 0,
+            max_ulp: 0,
+        };
+        let mut report = AuditReport::new("cpu", 2);
+        let differing = BTreeMap::from([(0, st)]);
+        run_to_run_check(
+            &mut report,
+            &w,
+            2,
+            &differing,
+            &BTreeMap::from([(0, (4096, 16 << 20))]),
+        );
+        let case = report.cases.iter().find(|c| c.gemm == "a").unwrap();
+        assert_eq!(case.verdict, Verdict::Fail);
+        assert!(
+            case.detail
+                .contains("the statistics cover the first 4096 of 16777216 bytes"),
+            "{}",
+            case.detail
+        );
+    }
+}

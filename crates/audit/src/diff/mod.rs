@@ -1,0 +1,17 @@
+//! Comparing two traces: launch set, context, per-route field changes and
+//! fingerprint changes, each sorted into a class that `--allow` can pass.
+
+mod allow;
+mod classes;
+mod compare;
+mod difference;
+mod numeric;
+mod portability;
+mod waiver;
+
+pub use allow::{Allowance, OUTPUT_FIELDS};
+pub use classes::DiffClass;
+pub use difference::{Difference, TraceDiff};
+pub use numeric::{NumericComparison, UlpStats, output_file_name, ulp_stats};
+pub use portability::{Portability, portability, render_portability};
+pub use waiver::Waiver;
