@@ -924,7 +924,8 @@ mod tests {
     #[cfg(not(feature = "toml"))]
     fn toml_without_the_feature_is_refused_with_the_reason() {
         let e = Workload::from_toml("name = \"x\"").unwrap_err();
-        assert!(e.contains("`toml` feature"), "{e}");
+        assert_eq!(e, WorkloadError::TomlUnsupported);
+        assert!(e.to_string().contains("`toml` feature"), "{e}");
     }
 
     #[test]

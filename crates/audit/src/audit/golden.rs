@@ -168,7 +168,19 @@ fn golden_verdict(
 
 /// A batch-invariance group of a trace: GEMMs of one (op, dtype, k, n,
 /// input seed), and the m they were run at.
-type CoverageKey = (crate::vocab::GemmOp, crate::vocab::DType, u64, u64, u64);
+/// A batch-invariance group as a trace shows it: backend and numeric
+/// contract (what the route promises), op, dtype, k, n and input seed. The
+/// route is part of the key, so a route edit moves the GEMMs it touches
+/// out of their group, and the golden's group says it lost them.
+type CoverageKey = (
+    String,
+    String,
+    crate::vocab::GemmOp,
+    crate::vocab::DType,
+    u64,
+    u64,
+    u64,
+);
 
 /// The batch-invariance groups of `t` (those with at least two m): per m,
 /// how many GEMMs of the group ran at it (routes of one problem family
@@ -176,7 +188,15 @@ type CoverageKey = (crate::vocab::GemmOp, crate::vocab::DType, u64, u64, u64);
 fn batch_coverage(t: &crate::RecordedGemmTrace) -> BTreeMap<CoverageKey, BTreeMap<u64, usize>> {
     let mut groups: BTreeMap<CoverageKey, BTreeMap<u64, usize>> = BTreeMap::new();
     for (r, f) in t.routes.iter().zip(&t.fingerprints) {
-        let key = (r.op, r.dtype, r.shape.k, r.shape.n, f.input_seed);
+        let key = (
+            r.backend.to_string(),
+            r.contract.to_string(),
+            r.op,
+            r.dtype,
+            r.shape.k,
+            r.shape.n,
+            f.input_seed,
+        );
         *groups.entry(key).or_default().entry(r.shape.m).or_default() += 1;
     }
     groups.retain(|_, ms| ms.len() >= 2);
@@ -286,8 +306,10 @@ impl AuditReport {
                     .filter(|(m, count)| now.and_then(|n| n.get(m)).is_none_or(|c| c < count))
                     .map(|(m, _)| *m)
                     .collect();
-                let (op, dtype, k, n, _) = key;
-                (!missing.is_empty()).then(|| format!("{op} {dtype} k={k} n={n} at m={missing:?}"))
+                let (backend, contract, op, dtype, k, n, _) = key;
+                (!missing.is_empty()).then(|| {
+                    format!("{backend} {contract} {op} {dtype} k={k} n={n} at m={missing:?}")
+                })
             })
             .collect();
         let (verdict, detail) = if lost.is_empty() {
@@ -326,6 +348,33 @@ mod tests {
 
     /// A run that lost a batch-invariance group its golden had (one GEMM's
     /// dtype changed) fails `golden-coverage`, naming the group and m.
+    #[test]
+    fn a_route_edit_loses_coverage_of_its_group() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../traces/cpu-x86_64/m-sweep.gat");
+        let golden = crate::RecordedGemmTrace::read(&path).unwrap();
+        // The same problem family, one m served under another contract.
+        let mut run = golden.clone();
+        let i = run
+            .routes
+            .iter()
+            .position(|x| {
+                x.shape.m == 8 && x.contract.kind == crate::vocab::ContractKind::ScalarFma
+            })
+            .unwrap();
+        run.routes[i].contract.kind = crate::vocab::ContractKind::SplitKFixed;
+        run.routes[i].contract.splits = 4;
+        let mut r = AuditReport::new("cpu", 2);
+        r.coverage_against(&golden, &run);
+        let c = &r.checks[0];
+        assert_eq!(c.verdict, Verdict::Fail, "{}", c.detail);
+        assert!(
+            c.detail.contains("scalar-fma") && c.detail.contains("m=[8]"),
+            "{}",
+            c.detail
+        );
+    }
+
     #[test]
     fn lost_batch_coverage_is_a_finding() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
