@@ -89,7 +89,7 @@ fn junit_drift_failures_carry_the_differences() {
     let drift = drift_input(&a);
     let workload = drift[0].0.clone();
     a.cases.push(Case {
-        contract: audit::GOLDEN_DRIFT.into(),
+        contract: audit::Contract::GoldenDrift,
         workload: workload.clone(),
         gemm: workload,
         verdict: Verdict::Fail,
@@ -118,7 +118,7 @@ fn junit_drift_failures_carry_the_differences() {
 fn html_leads_with_the_summary_and_folds_what_passed() {
     let mut a = audit().clone();
     a.checks.push(audit::Check {
-        contract: "run-to-run".into(),
+        contract: audit::Contract::RunToRun,
         subject: "planted".into(),
         verdict: Verdict::Fail,
         detail: "planted failure".into(),
@@ -352,7 +352,7 @@ fn junit_validates_against_the_schema_and_counts_cases() {
     let mut a = audit().clone();
     // One failing case, so the schema also sees a <failure> element.
     a.cases.push(Case {
-        contract: "run-to-run".into(),
+        contract: audit::Contract::RunToRun,
         workload: "synthetic".into(),
         gemm: "planted <fault> & \"quotes\"".into(),
         verdict: Verdict::Fail,
@@ -362,12 +362,9 @@ fn junit_validates_against_the_schema_and_counts_cases() {
     assert_eq!(xml.matches("<testcase ").count(), a.cases.len());
     assert_eq!(xml.matches("<failure ").count(), 1);
     assert!(xml.contains("planted &lt;fault&gt; &amp; &quot;quotes&quot;"));
-    let contracts: std::collections::HashSet<&str> =
-        a.cases.iter().map(|c| c.contract.as_str()).collect();
-    let self_checks = contracts
-        .iter()
-        .filter(|c| audit::SELF_CHECKS.contains(c))
-        .count();
+    let contracts: std::collections::HashSet<audit::Contract> =
+        a.cases.iter().map(|c| c.contract).collect();
+    let self_checks = contracts.iter().filter(|c| c.is_self_check()).count();
     assert!(self_checks >= 2, "{contracts:?}");
     assert_eq!(
         xml.matches("<testsuite ").count(),
@@ -382,7 +379,8 @@ fn junit_validates_against_the_schema_and_counts_cases() {
         "batch-invariance",
         "nondeterminism-detected",
     ] {
-        assert!(contracts.contains(c), "no {c} cases");
+        let c: audit::Contract = c.parse().unwrap();
+        assert!(contracts.contains(&c), "no {c} cases");
     }
     let path = artifacts().join("junit.xml");
     std::fs::write(&path, &xml).unwrap();

@@ -18,7 +18,7 @@
 //! [`plant_fault`] perturbs one of them.
 
 use crate::RecordedGemmTrace;
-use crate::audit::{AuditReport, Case, Check, Verdict};
+use crate::audit::{AuditReport, Case, Check, Contract, Verdict};
 use crate::backend::{Backend, CapturedLaunches, DeviceLabel, ErasedLaunches, GemmBackend};
 use crate::compare::{self, Comparison, LaunchVote, Member};
 use crate::error::{Error, Result};
@@ -30,9 +30,6 @@ use crate::policy::GemmPolicy;
 use crate::route::ResolvedGemmRoute;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
-
-/// The contract's name in verdict tables, JSON and JUnit.
-pub const GPU_TO_GPU: &str = "gpu-to-gpu";
 
 /// The comparison of the devices of one device class.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -103,7 +100,7 @@ pub fn gpu_to_gpu_traces(traces: &[(DeviceLabel, RecordedGemmTrace)]) -> GpuToGp
         labels.dedup();
         if labels.len() < 2 {
             out.checks.push(Check {
-                contract: GPU_TO_GPU.into(),
+                contract: Contract::GpuToGpu,
                 subject: id.class.clone(),
                 verdict: Verdict::Info,
                 detail: format!(
@@ -170,7 +167,7 @@ fn judge_group(out: &mut GpuToGpu, g: &compare::Group, class: &str, labels: &[De
             (Verdict::Fail, d)
         };
         out.cases.push(Case {
-            contract: GPU_TO_GPU.into(),
+            contract: Contract::GpuToGpu,
             workload: g.workload.clone(),
             gemm,
             verdict,
@@ -194,7 +191,7 @@ fn judge_group(out: &mut GpuToGpu, g: &compare::Group, class: &str, labels: &[De
         (Verdict::Fail, failures.join("; "))
     };
     out.checks.push(Check {
-        contract: GPU_TO_GPU.into(),
+        contract: Contract::GpuToGpu,
         subject,
         verdict,
         detail,
@@ -226,7 +223,7 @@ fn judge_group(out: &mut GpuToGpu, g: &compare::Group, class: &str, labels: &[De
             )
         };
         out.checks.push(Check {
-            contract: GPU_TO_GPU.into(),
+            contract: Contract::GpuToGpu,
             subject: format!("{} on {}", g.workload, label),
             verdict: Verdict::Info,
             detail,
@@ -623,7 +620,7 @@ mod tests {
             combined
                 .cases
                 .iter()
-                .any(|c| c.contract == GPU_TO_GPU && c.verdict == Verdict::Fail)
+                .any(|c| c.contract == Contract::GpuToGpu && c.verdict == Verdict::Fail)
         );
         // The same function over bare traces (what `bless --device all` uses).
         let traces: Vec<(DeviceLabel, RecordedGemmTrace)> = fleet

@@ -255,7 +255,9 @@ pub(super) fn write_audit_artifacts(
         let kept = report
             .checks
             .iter()
-            .filter(|c| c.contract == audit::GOLDEN_DRIFT && c.detail.contains("candidate kept as"))
+            .filter(|c| {
+                c.contract == audit::Contract::GoldenDrift && c.detail.contains("candidate kept as")
+            })
             .count();
         if kept > 0 {
             let dir = sanitize(&dir.display().to_string()).into_owned();

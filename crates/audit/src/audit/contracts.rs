@@ -10,7 +10,7 @@ pub(super) fn replay_check(
     outcome: &ReplayOutcome,
     graph: &[crate::physical::PhysicalNode],
 ) {
-    const C: &str = "eager-vs-replay";
+    const C: Contract = Contract::EagerVsReplay;
     // What the replayed graph held, every node bound.
     let coverage = match graph.len() {
         0 => String::new(),
@@ -58,7 +58,7 @@ pub(super) fn run_to_run_check(
     differing: &BTreeMap<usize, UlpStats>,
     partly_kept: &BTreeMap<usize, (usize, usize)>,
 ) {
-    const C: &str = "run-to-run";
+    const C: Contract = Contract::RunToRun;
     let n = w.gemms.len();
     for (i, g) in w.gemms.iter().enumerate() {
         let (v, d) = if let Some(st) = differing.get(&i) {
@@ -114,7 +114,7 @@ pub(super) fn reference_check(
     outputs: &[Vec<u8>],
     progress: &mut dyn Progress,
 ) -> Result<()> {
-    const C: &str = "cpu-reference";
+    const C: Contract = Contract::CpuReference;
     let mut compared = 0;
     let mut other_contract = 0;
     let mut mismatched = Vec::new();
@@ -281,7 +281,7 @@ pub(super) fn batch_invariance_checks(
     routes: &[ResolvedGemmRoute],
     outputs: &[Vec<u8>],
 ) {
-    const C: &str = "batch-invariance";
+    const C: Contract = Contract::BatchInvariance;
     for ((op, dtype, k, n, route), members) in invariance_groups(w) {
         let distinct_m: HashSet<u64> = members.iter().map(|&i| w.gemms[i].m).collect();
         let spec: &GemmSpec = &w.gemms[members[0]];
@@ -390,7 +390,7 @@ fn group_verdict(
                 .iter()
                 .filter(|&&i| {
                     report.cases.iter().any(|c| {
-                        c.contract == "run-to-run"
+                        c.contract == Contract::RunToRun
                             && c.workload == w.name
                             && c.gemm == w.gemms[i].name
                             && c.verdict == Verdict::Fail
@@ -565,7 +565,7 @@ pub(super) fn contract_parity_checks(
     routes: &[ResolvedGemmRoute],
     outputs: &[Vec<u8>],
 ) {
-    const C: &str = "contract-parity";
+    const C: Contract = Contract::ContractParity;
     let mut pairs = 0;
     let mut kernels: Vec<String> = Vec::new();
     let mut broken = Vec::new();
@@ -668,7 +668,7 @@ mod tests {
             report
                 .checks
                 .iter()
-                .find(|c| c.contract == "batch-invariance")
+                .find(|c| c.contract == Contract::BatchInvariance)
                 .unwrap()
                 .detail
                 .clone()
@@ -683,7 +683,7 @@ mod tests {
             ..report
         };
         report.case(
-            "run-to-run",
+            Contract::RunToRun,
             "w",
             "a@2",
             Verdict::Fail,

@@ -1,13 +1,10 @@
 //! The audit against goldens: the golden-drift and golden-coverage rows,
 //! and accepting the candidates a run kept.
 
-use super::{AuditReport, Verdict};
+use super::{AuditReport, Contract, Verdict};
 use crate::digest::Digest;
 use crate::error::Result;
 use std::collections::BTreeMap;
-
-/// The contract name of the golden comparison rows.
-pub const GOLDEN_DRIFT: &str = "golden-drift";
 
 /// Whether a golden comparison writes into the golden folder: keeps a
 /// candidate for a drifted or missing golden and removes a stale one
@@ -20,11 +17,6 @@ pub enum Candidates {
     /// Write nothing into the golden folder, for this reason.
     NotKept(String),
 }
-
-/// The run covers every batch-invariance group its golden had: a change
-/// that drops a group (one GEMM's dtype changed, say) is a finding, not a
-/// quieter PASS.
-pub const GOLDEN_COVERAGE: &str = "golden-coverage";
 
 impl AuditReport {
     /// Compares every audited workload's trace with its golden under `dir`
@@ -102,8 +94,14 @@ impl AuditReport {
                     outcome
                 }
             };
-            self.row(GOLDEN_DRIFT, &t.workload, verdict, detail.clone());
-            self.case(GOLDEN_DRIFT, &t.workload, &t.workload, verdict, detail);
+            self.row(Contract::GoldenDrift, &t.workload, verdict, detail.clone());
+            self.case(
+                Contract::GoldenDrift,
+                &t.workload,
+                &t.workload,
+                verdict,
+                detail,
+            );
         }
         self.traces = traces;
         Ok(drift)
@@ -242,7 +240,7 @@ impl AuditReport {
                 own.join(", ")
             );
             for c in &mut self.checks {
-                if c.contract == GOLDEN_DRIFT && c.verdict == Verdict::Fail {
+                if c.contract == Contract::GoldenDrift && c.verdict == Verdict::Fail {
                     c.detail = format!("{detail}; {}", c.detail);
                 }
             }
@@ -252,7 +250,9 @@ impl AuditReport {
         for (i, pending, golden) in self.kept_candidates(dir) {
             let t = &self.traces[i];
             let drifted = self.checks.iter().any(|c| {
-                c.contract == GOLDEN_DRIFT && c.subject == t.workload && c.verdict == Verdict::Fail
+                c.contract == Contract::GoldenDrift
+                    && c.subject == t.workload
+                    && c.verdict == Verdict::Fail
             });
             if !drifted {
                 continue;
@@ -269,16 +269,14 @@ impl AuditReport {
                 diff: None,
             })?;
             let detail = format!("accepted: {} now holds this run's trace", golden.display());
-            let golden_row =
-                |contract: &str| contract == GOLDEN_DRIFT || contract == GOLDEN_COVERAGE;
             for c in &mut self.checks {
-                if golden_row(&c.contract) && c.subject == t.workload {
+                if c.contract.is_golden() && c.subject == t.workload {
                     c.verdict = Verdict::Pass;
                     c.detail = detail.clone();
                 }
             }
             for c in &mut self.cases {
-                if golden_row(&c.contract) && c.workload == t.workload {
+                if c.contract.is_golden() && c.workload == t.workload {
                     c.verdict = Verdict::Pass;
                     c.detail = detail.clone();
                 }
@@ -331,9 +329,14 @@ impl AuditReport {
                 ),
             )
         };
-        self.row(GOLDEN_COVERAGE, &run.workload, verdict, detail.clone());
+        self.row(
+            Contract::GoldenCoverage,
+            &run.workload,
+            verdict,
+            detail.clone(),
+        );
         self.case(
-            GOLDEN_COVERAGE,
+            Contract::GoldenCoverage,
             &run.workload,
             &run.workload,
             verdict,
@@ -390,8 +393,8 @@ mod tests {
         r.coverage_against(&golden, &run);
         let c = &r.checks[0];
         assert_eq!(
-            (c.contract.as_str(), c.verdict),
-            (GOLDEN_COVERAGE, Verdict::Fail)
+            (c.contract, c.verdict),
+            (Contract::GoldenCoverage, Verdict::Fail)
         );
         assert!(
             c.detail.contains("nn f32 k=1024 n=256 at m=[8]"),

@@ -19,15 +19,17 @@ use crate::vocab::ContractKind;
 use crate::workload::Workload;
 use std::collections::{BTreeMap, HashSet};
 
+mod contract;
 mod contracts;
 mod golden;
 mod options;
 mod report;
 mod selfcheck;
 
+pub use contract::{Contract, UnknownContract};
 pub use contracts::display_kernel;
 use contracts::*;
-pub use golden::{Candidates, GOLDEN_COVERAGE, GOLDEN_DRIFT};
+pub use golden::Candidates;
 pub use options::{AuditOptions, NoProgress, Progress};
 pub use report::{AuditReport, BatchMatrix, Case, Check, MatrixCell, Timing, Verdict};
 use selfcheck::*;
@@ -135,21 +137,3 @@ pub fn run_audit(
     report.elapsed_seconds = started.elapsed().as_secs_f64();
     Ok(report)
 }
-
-/// The planted nondeterministic control was caught.
-pub const NONDETERMINISM_DETECTED: &str = "nondeterminism-detected";
-/// The live policy refuses the control's replay before launch.
-pub const POLICY_REFUSES_CONTROL: &str = "policy-refuses-control";
-/// Route mutations are refused before launch.
-pub const MUTATION_REFUSAL: &str = "mutation-refusal";
-/// Policy changes are refused by a captured plan before launch.
-pub const POLICY_MUTATION_REFUSAL: &str = "policy-mutation-refusal";
-
-/// The contracts that check gemm-audit itself (that the audit detects
-/// what it claims), not the GEMMs: reports list them apart.
-pub const SELF_CHECKS: [&str; 4] = [
-    NONDETERMINISM_DETECTED,
-    POLICY_REFUSES_CONTROL,
-    MUTATION_REFUSAL,
-    POLICY_MUTATION_REFUSAL,
-];

@@ -1,7 +1,7 @@
 //! The audit's result: the verdict table, the per-GEMM cases, the
 //! batch-invariance matrices and the timings.
 
-use super::{GOLDEN_COVERAGE, GOLDEN_DRIFT};
+use super::Contract;
 use crate::diff::UlpStats;
 use crate::kernels::TimingClock;
 use serde::Serialize;
@@ -33,7 +33,7 @@ impl fmt::Display for Verdict {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Check {
     /// The contract, e.g. `run-to-run`.
-    pub contract: String,
+    pub contract: Contract,
     /// What it was checked on, e.g. a workload or an M-sweep group.
     pub subject: String,
     /// Whether the contract held.
@@ -47,7 +47,7 @@ pub struct Check {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Case {
     /// The contract, e.g. `run-to-run` (the JUnit test suite it is listed in).
-    pub contract: String,
+    pub contract: Contract,
     /// The workload the GEMM belongs to.
     pub workload: String,
     /// The GEMM (or M-sweep group, or control) the case is about.
@@ -155,8 +155,8 @@ impl AuditReport {
             .checks
             .iter()
             .filter(|c| c.verdict == Verdict::Fail)
-            .filter(|c| c.contract != GOLDEN_DRIFT && c.contract != GOLDEN_COVERAGE)
-            .map(|c| c.contract.clone())
+            .filter(|c| !c.contract.is_golden())
+            .map(|c| c.contract.to_string())
             .collect();
         names.sort();
         names.dedup();
@@ -217,7 +217,7 @@ impl AuditReport {
         {
             table.row(&[
                 c.verdict.to_string(),
-                c.contract.clone(),
+                c.contract.to_string(),
                 c.subject.clone(),
                 c.detail.clone(),
             ]);
@@ -269,13 +269,13 @@ impl AuditReport {
 impl AuditReport {
     pub(super) fn row(
         &mut self,
-        contract: &str,
+        contract: Contract,
         subject: impl Into<String>,
         verdict: Verdict,
         detail: impl Into<String>,
     ) {
         self.checks.push(Check {
-            contract: contract.into(),
+            contract,
             subject: subject.into(),
             verdict,
             detail: detail.into(),
@@ -284,14 +284,14 @@ impl AuditReport {
 
     pub(super) fn case(
         &mut self,
-        contract: &str,
+        contract: Contract,
         workload: &str,
         gemm: &str,
         verdict: Verdict,
         detail: impl Into<String>,
     ) {
         self.cases.push(Case {
-            contract: contract.into(),
+            contract,
             workload: workload.into(),
             gemm: gemm.into(),
             verdict,
@@ -311,7 +311,7 @@ mod tests {
         let mut r = AuditReport::new("cpu", 3);
         let check = |verdict, subject: &str| {
             Check {
-            contract: "batch-invariance".into(),
+            contract: Contract::BatchInvariance,
             subject: subject.into(),
             verdict,
             detail: "rows differ from m=1 at m=32,64,128 (first at m=32); kernels by m: m=1..16: cpu_split_k_fixed_nn_f32; m=32..128: cpu_tiled32x32_nn_f32".into(),

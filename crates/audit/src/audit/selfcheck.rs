@@ -36,7 +36,7 @@ pub(super) fn control_checks(
     }
     let detected = seen.len() >= 2;
     let drift = Check {
-        contract: NONDETERMINISM_DETECTED.into(),
+        contract: Contract::NondeterminismDetected,
         subject: format!(
             "{} ({})",
             w.name,
@@ -75,14 +75,14 @@ pub(super) fn control_checks(
         Err(r) => (Verdict::Fail, format!("plan could not be built: {r}")),
     };
     let policy = Check {
-        contract: POLICY_REFUSES_CONTROL.into(),
+        contract: Contract::PolicyRefusesControl,
         subject: w.name.clone(),
         verdict,
         detail,
     };
     for c in [drift, policy] {
         report.case(
-            &c.contract,
+            c.contract,
             &w.name,
             &w.gemms[0].name,
             c.verdict,
@@ -102,7 +102,7 @@ pub(super) fn policy_mutation_check(
     trace: &crate::RecordedGemmTrace,
 ) -> Result<()> {
     use crate::policy::{F32Policy, HalfPolicy, PolicyMode};
-    const C: &str = POLICY_MUTATION_REFUSAL;
+    const C: Contract = Contract::PolicyMutationRefusal;
     let seeds: Vec<u64> = trace.fingerprints.iter().map(|f| f.input_seed).collect();
     let graph = backend.capture(&trace.manifest(), &trace.routes, &seeds)?;
     let p = trace.context.policy;
@@ -242,7 +242,7 @@ pub(super) fn mutation_check(
         } else {
             (Verdict::Fail, "accepted".to_string())
         };
-        report.case(MUTATION_REFUSAL, &trace.workload, &m.name(), v, d);
+        report.case(Contract::MutationRefusal, &trace.workload, &m.name(), v, d);
     }
     let (verdict, detail) = if !accepted.is_empty() {
         (Verdict::Fail, format!("accepted: {}", accepted.join(", ")))
@@ -262,5 +262,10 @@ pub(super) fn mutation_check(
             ),
         )
     };
-    report.row(MUTATION_REFUSAL, trace.workload.clone(), verdict, detail);
+    report.row(
+        Contract::MutationRefusal,
+        trace.workload.clone(),
+        verdict,
+        detail,
+    );
 }

@@ -89,7 +89,7 @@ fn verdicts_html(a: &AuditReport) -> String {
         let _ = writeln!(
             s,
             "<tr><td>{}</td><td>{}</td><td class=\"{v}\">{v}</td><td>{}</td></tr>",
-            esc(&c.contract),
+            esc(c.contract.as_str()),
             esc(&c.subject),
             esc(&c.detail),
             v = c.verdict

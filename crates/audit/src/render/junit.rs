@@ -1,7 +1,7 @@
 //! JUnit XML of an audit and of a comparison.
 
 use super::esc;
-use crate::audit::{AuditReport, Verdict};
+use crate::audit::{AuditReport, Contract, Verdict};
 use crate::report::environment;
 use std::fmt::Write as _;
 
@@ -15,7 +15,7 @@ pub fn junit(a: &AuditReport, drift: &[(String, crate::diff::TraceDiff)]) -> Str
     // crowded by the tool checking itself.
     let mut suites: Vec<&str> = Vec::new();
     for c in &a.cases {
-        let suite = suite_of(&c.contract);
+        let suite = suite_of(c.contract);
         if !suites.contains(&suite) {
             suites.push(suite);
         }
@@ -47,7 +47,7 @@ pub fn junit(a: &AuditReport, drift: &[(String, crate::diff::TraceDiff)]) -> Str
         let cases: Vec<_> = a
             .cases
             .iter()
-            .filter(|c| suite_of(&c.contract) == *suite)
+            .filter(|c| suite_of(c.contract) == *suite)
             .collect();
         let f = cases.iter().filter(|c| c.verdict == Verdict::Fail).count();
         let suite_time: f64 = cases.iter().map(|c| time_of(c)).sum();
@@ -89,7 +89,7 @@ fn testcase(
         s,
         "    <testcase name=\"{}\" classname=\"gemm-audit.{}.{}\" time=\"{:.6}\"",
         esc(&c.gemm),
-        esc(&c.contract),
+        esc(c.contract.as_str()),
         esc(&c.workload),
         time
     );
@@ -107,7 +107,7 @@ fn testcase(
         Verdict::Fail => {
             // The body is what a reviewer needs: for golden drift,
             // every difference, not the one-line message again.
-            let differences = (c.contract == crate::audit::GOLDEN_DRIFT)
+            let differences = (c.contract == Contract::GoldenDrift)
                 .then(|| drift.iter().find(|(w, _)| *w == c.workload))
                 .flatten()
                 .map(|(_, d)| format!("\n{}", d.render()))
@@ -125,11 +125,11 @@ fn testcase(
 
 /// The JUnit suite a contract's cases are listed in: its own, or
 /// `self-checks` for gemm-audit's checks of itself.
-fn suite_of(contract: &str) -> &str {
-    if crate::audit::SELF_CHECKS.contains(&contract) {
+fn suite_of(contract: Contract) -> &'static str {
+    if contract.is_self_check() {
         "self-checks"
     } else {
-        contract
+        contract.as_str()
     }
 }
 

@@ -64,7 +64,7 @@ pub fn markdown(input: &ReportInput<'_>) -> String {
         let _ = writeln!(
             s,
             "| {} | {} | {} | {} |",
-            md(&c.contract),
+            md(c.contract.as_str()),
             md(&c.subject),
             c.verdict,
             md(&c.detail)
