@@ -131,7 +131,7 @@ pub fn run_audit(
     control_checks(&mut report, backend, opts, progress)?;
     if let Some(trace) = report.traces.first().cloned() {
         progress.stage("mutation self-check", 1);
-        mutation_check(&mut report, backend, &trace);
+        mutation_check(&mut report, backend.context(), &trace);
         policy_mutation_check(&mut report, backend, &trace)?;
     }
     report.elapsed_seconds = started.elapsed().as_secs_f64();

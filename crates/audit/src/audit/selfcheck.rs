@@ -191,7 +191,7 @@ pub(super) fn policy_mutation_check(
 /// trace: each must be refused before launch.
 pub(super) fn mutation_check(
     report: &mut AuditReport,
-    backend: &Backend,
+    live: &crate::GemmRouteIdentity,
     trace: &crate::RecordedGemmTrace,
 ) {
     let n = trace.routes.len();
@@ -218,7 +218,7 @@ pub(super) fn mutation_check(
             continue;
         }
         tried += 1;
-        let o = exercise(trace, backend.context(), routes);
+        let o = exercise(trace, live, routes);
         at_construction += o.construction.is_some() as usize;
         at_validation += o.validation.is_some() as usize;
         at_golden += o.golden.is_some() as usize;
