@@ -51,7 +51,10 @@ use std::path::PathBuf;
 
 mod exit;
 mod values;
-pub use exit::*;
+pub use exit::{
+    EXIT_BACKEND, EXIT_BAD_INPUT, EXIT_CODES, EXIT_DIFF_BASE, EXIT_FINDING, EXIT_OK, EXIT_USAGE,
+    error_message, exit_code_of,
+};
 use values::{backend_kind, fingerprint_mode};
 
 /// Audit the determinism of GPU matrix multiplies: record which kernel
