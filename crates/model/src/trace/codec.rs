@@ -67,7 +67,8 @@ fn config() -> Config {
 /// Decodes with an allocation limit tiered to the payload's size: no
 /// legitimate string or sequence is longer than the payload, so a hostile
 /// length claim is refused before bincode allocates more than a small
-/// multiple of the input (8x the tier's largest payload, at least 512 KiB).
+/// multiple of the input (8x the tier's largest payload: at most 16x the
+/// payload, at least 512 KiB).
 fn decode_tiered<T: serde::de::DeserializeOwned>(
     payload: &[u8],
 ) -> Result<(T, usize), FormatError> {
@@ -79,12 +80,22 @@ fn decode_tiered<T: serde::de::DeserializeOwned>(
     }
     // Decoded structures are larger than their varint encoding (a route's
     // few hundred bytes become kilobytes of Strings and Vecs): every tier
-    // allows 8x its largest payload, up to the largest file.
+    // allows 8x its largest payload, and tiers double, so no payload may
+    // claim more than 16x its own size (at least 512 KiB).
     match payload.len() {
-        n if n <= 0x1_0000 => with::<T, 0x8_0000>(payload),
-        n if n <= 0x10_0000 => with::<T, 0x80_0000>(payload),
-        n if n <= 0x100_0000 => with::<T, 0x800_0000>(payload),
-        n if n <= 0x1000_0000 => with::<T, 0x8000_0000>(payload),
+        n if n <= 0x10000 => with::<T, 0x80000>(payload),
+        n if n <= 0x20000 => with::<T, 0x100000>(payload),
+        n if n <= 0x40000 => with::<T, 0x200000>(payload),
+        n if n <= 0x80000 => with::<T, 0x400000>(payload),
+        n if n <= 0x100000 => with::<T, 0x800000>(payload),
+        n if n <= 0x200000 => with::<T, 0x1000000>(payload),
+        n if n <= 0x400000 => with::<T, 0x2000000>(payload),
+        n if n <= 0x800000 => with::<T, 0x4000000>(payload),
+        n if n <= 0x1000000 => with::<T, 0x8000000>(payload),
+        n if n <= 0x2000000 => with::<T, 0x10000000>(payload),
+        n if n <= 0x4000000 => with::<T, 0x20000000>(payload),
+        n if n <= 0x8000000 => with::<T, 0x40000000>(payload),
+        n if n <= 0x10000000 => with::<T, 0x80000000>(payload),
         _ => with::<T, { 8 * MAX_FILE_BYTES as usize }>(payload),
     }
 }
