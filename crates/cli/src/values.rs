@@ -17,7 +17,7 @@ pub(crate) fn backend_kind() -> impl clap::builder::TypedValueParser<Value = Bac
 
 /// `--allow CLASS|FIELD,...`: a difference class by its stable name, or a
 /// field tag (`device.driver`, `context.module[cublaslt].*`).
-pub(crate) fn allowance(s: &str) -> Result<Allowance, String> {
+pub(crate) fn allowance(s: &str) -> Result<Allowance, gemm_audit::diff::UnknownAllowance> {
     Allowance::parse(s)
 }
 

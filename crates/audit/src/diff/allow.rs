@@ -33,10 +33,18 @@ const TRACE_FIELDS: [&str; 8] = [
     "output_fingerprint",
 ];
 
+/// An `--allow` value that is neither a difference class nor a field a
+/// difference names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{0:?} is neither a difference class (identity, route, numeric, structural, policy) nor a field a difference names (e.g. device.driver, kernel_symbol, context.module[cublaslt].*)"
+)]
+pub struct UnknownAllowance(pub String);
+
 impl Allowance {
     /// A class name (`identity`, `route`, ...) or a field tag (letters,
     /// digits and `_.-[]`, optionally ending in `*`).
-    pub fn parse(s: &str) -> Result<Allowance, String> {
+    pub fn parse(s: &str) -> Result<Allowance, UnknownAllowance> {
         if let Some(c) = DiffClass::ALL.iter().find(|c| c.as_str() == s) {
             return Ok(Allowance::Class(*c));
         }
@@ -56,11 +64,7 @@ impl Allowance {
                     .any(|t| matches(t))
         };
         if body.is_empty() || !body.chars().all(field_char) || !known(body) {
-            let classes: Vec<&str> = DiffClass::ALL.iter().map(|c| c.as_str()).collect();
-            return Err(format!(
-                "{s:?} is neither a difference class ({}) nor a field a difference names (e.g. device.driver, kernel_symbol, context.module[cublaslt].*)",
-                classes.join(", ")
-            ));
+            return Err(UnknownAllowance(s.to_string()));
         }
         Ok(Allowance::Field(s.to_string()))
     }

@@ -9,7 +9,7 @@ mod numeric;
 mod portability;
 mod waiver;
 
-pub use allow::{Allowance, OUTPUT_FIELDS};
+pub use allow::{Allowance, OUTPUT_FIELDS, UnknownAllowance};
 pub use classes::DiffClass;
 pub use difference::{Difference, TraceDiff};
 pub use numeric::{NumericComparison, UlpStats, output_file_name, ulp_stats};

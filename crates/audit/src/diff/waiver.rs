@@ -40,8 +40,8 @@ impl Waiver {
             .map(|(i, e)| {
                 let at = |what: String| format!("waiver {}: {what}", i + 1);
                 let allow = match (e.field, e.class) {
-                    (Some(f), None) => Allowance::parse(&f).map_err(at)?,
-                    (None, Some(c)) => match Allowance::parse(&c).map_err(at)? {
+                    (Some(f), None) => Allowance::parse(&f).map_err(|e| at(e.to_string()))?,
+                    (None, Some(c)) => match Allowance::parse(&c).map_err(|e| at(e.to_string()))? {
                         a @ Allowance::Class(_) => a,
                         Allowance::Field(_) => return Err(at(format!("{c:?} is not a class"))),
                     },
