@@ -1138,8 +1138,9 @@ fn cublaslt_invariant_adopts_a_recorded_configuration() {
     }
     let mut bogus = timed[0].clone();
     bogus.vendor.as_mut().unwrap().tile_id += 1000;
-    assert_eq!(v.adopt_recorded(std::slice::from_ref(&bogus)), 0);
-    assert_eq!(v.adopt_recorded(std::slice::from_ref(&pinned)), 1);
+    let pin_of = |r: &ResolvedGemmRoute| gemm_audit::pin::VendorPin::of(r).unwrap();
+    assert_eq!(v.adopt_pins(&[pin_of(&bogus)]), 0);
+    assert_eq!(v.adopt_pins(&[pin_of(&pinned)]), 1);
     for (m, base) in ms.into_iter().zip(&base) {
         let r = v.resolve(&spec(m)).unwrap();
         assert_eq!(
@@ -1157,7 +1158,7 @@ fn cublaslt_invariant_adopts_a_recorded_configuration() {
         );
     }
     // The process's later tests get the timed choice back.
-    assert_eq!(v.adopt_recorded(&timed[..1]), 1);
+    assert_eq!(v.adopt_pins(&[pin_of(&timed[0])]), 1);
     assert_eq!(
         config(v.resolve(&spec(64)).unwrap().vendor.as_ref().unwrap()),
         config(&t)

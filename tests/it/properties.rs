@@ -16,8 +16,8 @@ use gemm_audit::mutation::{self, Mutation, mutate_field, route_field_tags};
 use gemm_audit::platform::{CompilerIdentity, DeviceIdentity};
 use gemm_audit::recorder::{ReplayOutcome, record};
 use gemm_audit::route::{
-    GemmShape, GemmStrides, LaunchConfig, NumericContract, ResolvedGemmRoute, TensorMapIdentity,
-    TileShape, VendorRoute,
+    GemmShape, GemmStrides, LaunchConfig, NumericContract, ResolvedGemmRoute, RouteKind,
+    TensorMapIdentity, TileShape, VendorRoute,
 };
 use gemm_audit::vocab::{
     ContractKind, DType, GemmOp, ModuleKind, OperandConversion, OutputOwnership, PhysicalBackend,
@@ -1306,7 +1306,88 @@ fn guarded_corpora() -> Vec<(String, GemmRouteIdentity, Vec<ResolvedGemmRoute>)>
         let t = RecordedGemmTrace::read(&path).unwrap();
         out.push((path.display().to_string(), t.context.clone(), t.routes));
     }
+    out.push(vendor_invariant_corpus(&dir.join("batch-invariant.gat")));
     out
+}
+
+/// The committed batch-invariant golden's `cublaslt-invariant` routes under
+/// the `vendor-invariant` contract, each family pinned to the configuration
+/// its routes recorded, in the golden's context (its cuBLASLt symbol serving
+/// that contract and declaring the family-fixed options under it alone, as
+/// this build's declaration does; the policy's permitted contracts as this
+/// build derives them). A golden blessed before format 6 carries these
+/// routes as `vendor-fast` without pins; for one blessed since, this is its
+/// own routes and pins.
+fn vendor_invariant_corpus(
+    path: &std::path::Path,
+) -> (String, GemmRouteIdentity, Vec<ResolvedGemmRoute>) {
+    use gemm_audit::declaration::VendorConfiguration;
+    use gemm_audit::pin::VendorPin;
+    let t = RecordedGemmTrace::read(path).unwrap();
+    let w = Workload::builtin("batch-invariant").unwrap();
+    let routes: Vec<ResolvedGemmRoute> = t
+        .routes
+        .iter()
+        .zip(&w.gemms)
+        .filter(|(_, g)| g.route == RouteChoice::CublasLtInvariant)
+        .map(|(r, _)| {
+            let mut r = r.clone();
+            r.contract.kind = ContractKind::VendorInvariant;
+            r
+        })
+        .collect();
+    assert!(
+        routes.len() >= 100,
+        "{} cublaslt-invariant routes",
+        routes.len()
+    );
+    let mut modules = t.context.modules.clone();
+    for m in modules
+        .iter_mut()
+        .filter(|m| m.kind == ModuleKind::CublasLt)
+    {
+        for s in &mut m.symbols {
+            let mut entry = s.clone();
+            for r in routes.iter().filter(|r| r.kernel_symbol == s.name) {
+                entry = entry.serving_converted(
+                    &[r.op],
+                    &[r.dtype],
+                    &ContractKind::VendorInvariant,
+                    r.uses_tensor_cores,
+                    r.operand_conversion,
+                );
+                let permits = entry
+                    .declaration
+                    .as_mut()
+                    .and_then(|d| d.vendor.as_mut())
+                    .expect("a vendor declaration");
+                let c = VendorConfiguration {
+                    dtype: r.dtype,
+                    contract: ContractKind::VendorInvariant,
+                    options_digest: r.compiler.options_digest,
+                };
+                // This build declares the family-fixed options under
+                // vendor-invariant only.
+                permits
+                    .configurations
+                    .retain(|x| (x.dtype, x.options_digest) != (c.dtype, c.options_digest));
+                permits.configurations.push(c);
+            }
+            *s = entry;
+        }
+    }
+    let live = GemmRouteIdentity::new(
+        t.context.policy,
+        modules,
+        t.context.device.clone(),
+        t.context.revisions,
+    )
+    .with_pins(routes.iter().filter_map(VendorPin::of).collect());
+    (
+        format!("{} (vendor-invariant)", path.display()),
+        live,
+        routes,
+    )
 }
 
 /// Replays `route` alone (a plan of one route, its manifest re-digested as
@@ -1355,8 +1436,7 @@ fn the_guard_alone_refuses_every_policy_visible_change_of_every_real_route() {
     let mut tried = 0u64;
     for (name, live, routes) in guarded_corpora() {
         for (i, clean) in routes.iter().enumerate() {
-            let vendor = clean.backend.is_vendor();
-            for tag in gemm_audit::route::policy_visible(vendor) {
+            for tag in gemm_audit::route::policy_visible(RouteKind::of(clean)) {
                 for by in CHANGES {
                     let mut r = clean.clone();
                     assert!(
@@ -1497,7 +1577,7 @@ proptest! {
         let corpora = guarded_corpora();
         let (name, live, clean) = &corpora[which.index(corpora.len())];
         let i = at.index(clean.len());
-        let tags: Vec<&str> = gemm_audit::route::policy_visible(clean[i].backend.is_vendor()).collect();
+        let tags: Vec<&str> = gemm_audit::route::policy_visible(RouteKind::of(&clean[i])).collect();
         let tag = tags[tag_at.index(tags.len())];
         let mut routes = clean.clone();
         prop_assert!(mutation::mutate_field_by(&mut routes[i], tag, by), "unknown tag {}", tag);

@@ -161,7 +161,7 @@ fn round_trip_with_explicit_limits_at_the_edge() {
 
 /// `testkit::sample_trace(1).to_bytes()`, in full.
 const SAMPLE_1_HEX: &str = concat!(
-    "47454d4d415544540500000086040000000000000973796e74686574696334e1f5c4e12c384d9f945c8241a86db3fed7",
+    "47454d4d415544540600000087040000000000000973796e74686574696334e1f5c4e12c384d9f945c8241a86db3fed7",
     "128f6d1d0cb7d6943654579e59d800010101010104000103020101012b1f04bf6adcf9089aa53746c196cdeae4da277c",
     "9e7fe529b5d0f1e2561d5ead0973796e74686574696303312e30bff3e252d2f4b29ebe4b25c3469a525a8bbeb4a281f8",
     "13884a09449e748809f61cdac0f55fe307c98e960fc66b7744af1b58029f64fee32b2799c4bd4d826c5f05736d5f3930",
@@ -177,20 +177,20 @@ const SAMPLE_1_HEX: &str = concat!(
     "200102000103666d61000f73796e7468657469635f74696c656409000000000000010000000002000000010000000001",
     "010000000102000000020000000002010000000202000000015b353cd2c963679417855088cd7a986a65a016dcda8f53",
     "975d8712e57f87298f010a7363616c61722d666d6105317831783101000140402000200102000103666d61000d73796e",
-    "7468657469632d67707501090084053538302e3001010101b51b15ce922171d61ed2e64b7d132b414cb1ec82895ab005",
-    "926b9ce94b2767a9010567656d6d3000000100010a7363616c61722d666d610531783178310000001473796e74686574",
-    "69635f7363616c61725f666d610105736d5f39302b1f04bf6adcf9089aa53746c196cdeae4da277c9e7fe529b5d0f1e2",
-    "561d5ead0973796e74686574696303312e30bff3e252d2f4b29ebe4b25c3469a525a8bbeb4a281f813884a09449e7488",
-    "09f61cdac0f55fe307c98e960fc66b7744af1b58029f64fee32b2799c4bd4d826c5f0d73796e7468657469632d677075",
-    "01090084053538302e300103666d6101fb0010fb0004fb0010fb0004fb0004404020200280100101800101fb0040ddd1",
-    "21e58a702c01d0986cebe9e35cbc35c772da7e85ffee75aab4c69884ca7f005b353cd2c963679417855088cd7a986a65",
-    "a016dcda8f53975d8712e57f87298f0101000100fb00043329ecbbdfe7617f2a01158bcf089dddf566ceac0a1f5f72c4",
-    "3b500432b549770104686f73740973796e7468657469630000009987c3e53c7b25ad253220ce75193418d06c71d63448",
-    "a441d2a7b8ff949c341f",
+    "7468657469632d67707501090084053538302e300101010001b51b15ce922171d61ed2e64b7d132b414cb1ec82895ab0",
+    "05926b9ce94b2767a9010567656d6d3000000100010a7363616c61722d666d610531783178310000001473796e746865",
+    "7469635f7363616c61725f666d610105736d5f39302b1f04bf6adcf9089aa53746c196cdeae4da277c9e7fe529b5d0f1",
+    "e2561d5ead0973796e74686574696303312e30bff3e252d2f4b29ebe4b25c3469a525a8bbeb4a281f813884a09449e74",
+    "8809f61cdac0f55fe307c98e960fc66b7744af1b58029f64fee32b2799c4bd4d826c5f0d73796e7468657469632d6770",
+    "7501090084053538302e300103666d6101fb0010fb0004fb0010fb0004fb0004404020200280100101800101fb0040dd",
+    "d121e58a702c01d0986cebe9e35cbc35c772da7e85ffee75aab4c69884ca7f005b353cd2c963679417855088cd7a986a",
+    "65a016dcda8f53975d8712e57f87298f0101000100fb00043329ecbbdfe7617f2a01158bcf089dddf566ceac0a1f5f72",
+    "c43b500432b549770104686f73740973796e7468657469630000001a86af86041faaee0305cb101bd8d4d594518a9cc9",
+    "4d0e148bcfdeb2966e5194",
 );
 
 /// SHA-256 of `testkit::sample_trace(3).to_bytes()`.
-const SAMPLE_3_SHA256: &str = "46b684841507913d4f153ed51ba7ae8140837e044bc0d57764fa36b2fac71e9e";
+const SAMPLE_3_SHA256: &str = "a7b80dc22b216217fdb993f015161e44161466b4986a0dd6cef7af0006eda2da";
 
 #[test]
 fn pinned_bytes_of_sample_trace_1() {
@@ -215,12 +215,12 @@ fn pinned_sha256_of_sample_trace_3() {
 #[test]
 fn header_fields_at_their_offsets() {
     assert_eq!(&MAGIC, b"GEMMAUDT");
-    assert_eq!(FORMAT_VERSION, 5);
+    assert_eq!(FORMAT_VERSION, 6);
     assert_eq!((HEADER_LEN, TRAILER_LEN), (20, 32));
     for n in [1, 3] {
         let file = file_of(n);
         assert_eq!(&file[0..8], b"GEMMAUDT");
-        assert_eq!(u16_at(&file, 8), 5, "version");
+        assert_eq!(u16_at(&file, 8), 6, "version");
         assert_eq!(u16_at(&file, 10), 0, "reserved");
         assert_eq!(
             u64_at(&file, 12),
@@ -294,18 +294,18 @@ fn every_single_bit_flip_is_refused_by_region() {
             assert_message(&e);
             let ok = match i {
                 0..8 => matches!(e, FormatError::BadMagic { .. }),
-                // Version 5 with bit 0 or 2 flipped is version 4 or 1,
+                // Version 6 with bit 1 or 2 flipped is version 4 or 2,
                 // which read (and then fail the checksum: the header is
                 // outside it, the payload is not theirs); every other flip
                 // is newer.
-                8 if bit == 0 || bit == 2 => matches!(
+                8 if bit == 1 || bit == 2 => matches!(
                     e,
                     FormatError::Checksum { .. }
                         | FormatError::Decode(_)
                         | FormatError::TrailingBytes(_)
                         | FormatError::NonCanonical
                 ),
-                8 | 9 => matches!(e, FormatError::NewerVersion { supported: 5, .. }),
+                8 | 9 => matches!(e, FormatError::NewerVersion { supported: 6, .. }),
                 10 | 11 => matches!(e, FormatError::Reserved { .. }),
                 12..20 => matches!(e, FormatError::LengthMismatch { .. }),
                 // Payload and trailer alike: the checksum no longer matches.
@@ -346,7 +346,7 @@ fn wrong_magic_is_refused() {
 
 #[test]
 fn newer_version_asks_for_an_upgrade() {
-    for v in [6u16, 7, u16::MAX] {
+    for v in [7u16, 8, u16::MAX] {
         let mut f = file_of(1);
         f[8..10].copy_from_slice(&v.to_le_bytes());
         let e = decode(&f).unwrap_err();

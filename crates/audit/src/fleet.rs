@@ -447,6 +447,12 @@ impl GemmBackend for PlantedFault {
     fn context(&self) -> &GemmRouteIdentity {
         self.inner.context()
     }
+    fn live_context(&self) -> std::borrow::Cow<'_, GemmRouteIdentity> {
+        self.inner.live_context()
+    }
+    fn adopt_pins(&self, pins: &[crate::pin::VendorPin]) -> usize {
+        self.inner.adopt_pins(pins)
+    }
     fn volatile(&self) -> VolatileMetadata {
         self.inner.volatile()
     }

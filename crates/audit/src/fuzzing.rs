@@ -179,7 +179,7 @@ pub fn guard_alone(data: &[u8]) {
     ));
     let policy = crate::route::classify(tag)
         .expect("every framed field is classified")
-        .on(clean.backend.is_vendor())
+        .on(crate::route::RouteKind::of(clean))
         .is_policy();
     let Ok(manifest) = PreparedGemmCaptureManifest::from_routes(live.clone(), &[route.clone()])
     else {

@@ -61,7 +61,7 @@ pub use gemm_audit_model::{
 pub use gemm_audit_model::{
     Digest, Error, FormatError, LaunchSetError, Refusal, RefusalStage, Result, bounded, builder,
     declaration, digest, error, fileio, identity, kernels, launch_set, mutation, parallel,
-    physical, plan, platform, policy, route, trace, vocab,
+    physical, pin, plan, platform, policy, route, trace, vocab,
 };
 
 pub mod audit;

@@ -2,6 +2,7 @@
 //! pending-candidate review (`review`, `accept`, `reject`).
 
 use super::*;
+use gemm_audit::pin::VendorPin;
 
 /// Arguments of `bless`.
 #[derive(Debug, clap::Args)]
@@ -165,7 +166,15 @@ pub(super) fn adopt_goldens(
         for w in workloads {
             let path = golden::golden_path_for(dir, &b.context().device, &w.name);
             if let Ok(golden) = RecordedGemmTrace::read(&path) {
-                b.adopt_recorded(&golden.routes);
+                // A golden older than format 6 records its pins only in
+                // its routes; the backend adopts those of the family-fixed
+                // selection and ignores the rest.
+                let pins: Vec<VendorPin> = if golden.context.pins.is_empty() {
+                    golden.routes.iter().filter_map(VendorPin::of).collect()
+                } else {
+                    golden.context.pins.clone()
+                };
+                b.adopt_pins(&pins);
             }
         }
     }

@@ -263,7 +263,7 @@ impl CudaBackend {
         let launches = self.own(graph.launches())?;
         graph
             .plan()
-            .with_validated_launch(&self.context, label, |_| {
+            .with_validated_launch(&self.context_with_pins(), label, |_| {
                 let _lock = self.shared.lock();
                 launches.launch_and_wait()
             })
@@ -299,6 +299,12 @@ impl GemmBackend for CudaBackend {
         &self.context
     }
 
+    /// The context with `cublaslt-invariant`'s family configurations
+    /// pinned so far.
+    fn live_context(&self) -> std::borrow::Cow<'_, GemmRouteIdentity> {
+        std::borrow::Cow::Owned(self.context_with_pins())
+    }
+
     /// Per-card facts (UUID, bus id, memory, clock, library versions): never digested.
     fn volatile(&self) -> VolatileMetadata {
         self.shared.volatile.clone()
@@ -316,10 +322,10 @@ impl GemmBackend for CudaBackend {
         self.resolve_spec(spec)
     }
 
-    /// `cublaslt-invariant`'s timed family configurations, where the
+    /// Recorded `cublaslt-invariant` family configurations, where the
     /// library still offers them.
-    fn adopt_recorded(&self, routes: &[ResolvedGemmRoute]) -> usize {
-        self.adopt_family_configurations(routes)
+    fn adopt_pins(&self, pins: &[gemm_audit_model::pin::VendorPin]) -> usize {
+        self.adopt_family_pins(pins)
     }
 
     /// Runs one route eagerly on inputs seeded by `seed` (the CPU backend's

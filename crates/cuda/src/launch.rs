@@ -79,7 +79,8 @@ fn vendor_target(sh: &Shared, h: Option<&Handles>, route: &ResolvedGemmRoute) ->
         )));
     }
     let fast = match &route.contract.kind {
-        gemm_audit_model::vocab::ContractKind::VendorFast => true,
+        gemm_audit_model::vocab::ContractKind::VendorFast
+        | gemm_audit_model::vocab::ContractKind::VendorInvariant => true,
         gemm_audit_model::vocab::ContractKind::VendorPedantic => false,
         other => {
             return Err(cuda_err(format!(

@@ -5,7 +5,8 @@
 //! feature is off.
 //!
 //! Without this crate's `cuda` feature only [`catalog`] (the kernel
-//! families, symbols, geometry and dispatcher: pure logic) is compiled.
+//! families, symbols, geometry and dispatcher: pure logic) and
+//! [`kernel_cache`] (the persistent compiled-kernel cache) are compiled.
 //! With it, by area:
 //! - the device: `nvrtc` (run-time compilation to a cubin), `module`
 //!   (loaded modules), `launch` (prepared launches), `tma` (tensor maps),
@@ -29,6 +30,7 @@
 
 // Pure logic (no CUDA calls): compiled and unit-tested in every build.
 pub mod catalog;
+pub mod kernel_cache;
 // The seeding kernel's formula in Rust, held to the CPU's operands by a
 // property test (no GPU needed).
 #[cfg(any(all(feature = "cuda", feature = "bench"), test))]

@@ -2,8 +2,10 @@
 //! NVRTC: compile a kernel source to a cubin for one architecture.
 
 use crate::error::CudaError;
+use crate::kernel_cache::{CacheKey, KernelCache, Outcome};
 use cudarc::nvrtc::{result, sys};
 use std::ffi::{CStr, CString};
+use std::sync::{Mutex, OnceLock};
 
 /// The NVRTC library's version (major, minor).
 pub(crate) fn version() -> Result<(i32, i32), CudaError> {
@@ -25,13 +27,71 @@ impl Drop for Program {
     }
 }
 
+/// Each module compiled so far and how its cubin was obtained.
+type CompileLog = Mutex<Vec<(String, Outcome)>>;
+
+/// The process's compiled-kernel cache (where the environment says), and
+/// how each module's cubin was obtained so far.
+fn cache() -> &'static (KernelCache, CompileLog) {
+    static CACHE: OnceLock<(KernelCache, CompileLog)> = OnceLock::new();
+    CACHE.get_or_init(|| {
+        (
+            KernelCache::from_env(|k| std::env::var(k).ok()),
+            Mutex::new(Vec::new()),
+        )
+    })
+}
+
+/// The cache's directory (`off` when disabled) and, per module compiled
+/// in this process, `cached` or `compiled` (with why a cache entry was
+/// rejected or not stored): kept in the run's volatile metadata.
+pub(crate) fn cache_report() -> (String, Vec<(String, String)>) {
+    let (cache, log) = cache();
+    let dir = cache
+        .dir()
+        .map_or_else(|| "off".to_string(), |d| d.display().to_string());
+    let log = log.lock().unwrap_or_else(|p| p.into_inner());
+    (
+        dir,
+        log.iter()
+            .map(|(n, o)| (n.clone(), o.to_string()))
+            .collect(),
+    )
+}
+
 /// Compiles `source` (named `name` in diagnostics) with `options` and
-/// returns the cubin. A compile error carries NVRTC's log.
+/// returns the cubin, through the process's kernel cache
+/// ([`crate::kernel_cache`]): a whole matching entry is loaded instead of
+/// compiling; anything else is compiled and stored. A compile error
+/// carries NVRTC's log.
 pub(crate) fn compile_cubin(
     source: &str,
     name: &str,
     options: &[String],
 ) -> Result<Vec<u8>, CudaError> {
+    let (major, minor) = version()?;
+    let nvrtc_version = format!("{major}.{minor}");
+    let target = options
+        .iter()
+        .find_map(|o| o.strip_prefix("--gpu-architecture="))
+        .unwrap_or("");
+    let key = CacheKey {
+        source,
+        options,
+        target,
+        nvrtc_version: &nvrtc_version,
+    };
+    let (cache, log) = cache();
+    let (cubin, outcome) =
+        cache.get_or_compile(&key, || compile_uncached(source, name, options))?;
+    log.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push((name.to_string(), outcome));
+    Ok(cubin)
+}
+
+/// Compiles `source` with NVRTC, bypassing the cache.
+fn compile_uncached(source: &str, name: &str, options: &[String]) -> Result<Vec<u8>, CudaError> {
     let src = CString::new(source)
         .map_err(|_| CudaError::msg(format!("{name}: source holds a NUL byte")))?;
     let cname =

@@ -10,10 +10,11 @@ use crate::graph;
 use cudarc::driver::CudaStream;
 use gemm_audit_model::digest::{Digest, DigestWriter, FieldValue};
 use gemm_audit_model::error::Result;
-use gemm_audit_model::identity::ModuleIdentity;
+use gemm_audit_model::identity::{GemmRouteIdentity, ModuleIdentity};
 use gemm_audit_model::kernels;
 use gemm_audit_model::kernels::{GemmSpec, RouteChoice};
 use gemm_audit_model::physical::{NodeKind, PhysicalNode};
+use gemm_audit_model::pin::VendorPin;
 use gemm_audit_model::platform::{CompilerIdentity, DeviceIdentity};
 use gemm_audit_model::policy::PolicyMode;
 use gemm_audit_model::route::{
@@ -24,13 +25,12 @@ use gemm_audit_model::vocab::{DType, GemmOp, OperandConversion, OutputOwnership}
 use std::sync::Arc;
 
 impl CudaBackend {
-    /// [`gemm_audit_model::backend::GemmBackend::adopt_recorded`]: the family
-    /// configurations of recorded `cublaslt-invariant` routes (cuBLASLt,
-    /// family-fixed options, this library version) that the live library
-    /// still offers become this backend's choices for their families, so
-    /// resolving them again does not re-time them. Returns how many routes
-    /// were adopted (several routes share a family).
-    pub(crate) fn adopt_family_configurations(&self, routes: &[ResolvedGemmRoute]) -> usize {
+    /// [`gemm_audit_model::backend::GemmBackend::adopt_pins`]: recorded
+    /// `cublaslt-invariant` pins (cuBLASLt, this library version) whose
+    /// configuration the live library still offers become this backend's
+    /// choices for their families, so resolving them again does not
+    /// re-time them. Returns how many were adopted.
+    pub(crate) fn adopt_family_pins(&self, pins: &[VendorPin]) -> usize {
         let sh = &self.shared;
         let Ok(lib) = sh.vendor.library(Api::Lt) else {
             return 0;
@@ -39,31 +39,26 @@ impl CudaBackend {
         let Ok(handles) = sh.vendor.handles(sh) else {
             return 0;
         };
-        routes
-            .iter()
-            .filter(|r| {
-                let Some(v) = &r.vendor else { return false };
-                let fast = match r.contract.kind {
-                    gemm_audit_model::vocab::ContractKind::VendorFast => true,
-                    gemm_audit_model::vocab::ContractKind::VendorPedantic => false,
-                    _ => return false,
-                };
-                let numerics = crate::blas::Numerics::of(r.dtype, fast);
-                r.backend == gemm_audit_model::vocab::PhysicalBackend::CublasLt
-                    && v.library_version == lib.version
-                    && numerics.digest(Api::Lt, LtSelection::FamilyFixed)
-                        == r.compiler.options_digest
-                    && crate::blas::lt_family::adopt(
-                        handles.get(),
-                        r.dtype,
-                        r.op,
-                        r.shape,
-                        &numerics,
-                        v,
-                    )
-                    .is_ok()
+        pins.iter()
+            .filter(|p| {
+                p.family.backend == gemm_audit_model::vocab::PhysicalBackend::CublasLt
+                    && p.family.library_version == lib.version
+                    && crate::blas::lt_family::adopt_pin(handles.get(), p).is_ok()
             })
             .count()
+    }
+
+    /// The live context: the backend's context with the family
+    /// configurations pinned so far (none before vendor handles open).
+    pub(crate) fn context_with_pins(&self) -> GemmRouteIdentity {
+        let sh = &self.shared;
+        let pins = match (sh.vendor.library(Api::Lt), sh.vendor.open_handles()) {
+            (Ok(lib), Some(h)) => {
+                crate::blas::lt_family::pins(h.get(), &lib.version).unwrap_or_default()
+            }
+            _ => Vec::new(),
+        };
+        self.context.clone().with_pins(pins)
     }
 
     /// Resolves a GEMM to the route this backend launches.

@@ -103,6 +103,11 @@ impl Shared {
         let seeder = DeviceSeeder::compile(&ctx, &catalog::compile_options(&arch))?;
         let vendor = Vendor::probe(&arch);
         volatile.insert("cuda.nvrtc_version".into(), nvrtc_version);
+        let (cache_dir, compiled) = nvrtc::cache_report();
+        volatile.insert("cuda.kernel_cache".into(), cache_dir);
+        for (module, how) in compiled {
+            volatile.insert(format!("cuda.kernel_cache.{module}"), how);
+        }
         if let Some(l) = &vendor.cublas {
             volatile.insert("cuda.cublas_version".into(), l.version.clone());
         }

@@ -12,10 +12,12 @@ use crate::kernels::{GemmSpec, TimedOutput, TimingClock};
 use crate::launch_set::build_resolved_gemm_launch_set;
 use crate::physical::PhysicalNode;
 pub use crate::physical::kernel_nodes;
+use crate::pin::VendorPin;
 use crate::plan::{CapturedGemmGraphPlan, PreparedGemmCaptureManifest};
 use crate::policy::GemmPolicy;
 use crate::route::ResolvedGemmRoute;
 use crate::trace::{FingerprintMode, OutputFingerprint};
+use std::borrow::Cow;
 use std::fmt;
 
 /// What a backend captured: its own launch state, the routes it captured
@@ -114,8 +116,17 @@ pub trait GemmBackend: fmt::Debug + Send + Sync + 'static {
     /// Short name, e.g. `cpu`, `cuda` or the engine's name.
     fn name(&self) -> &str;
 
-    /// The live context replays are validated against.
+    /// The live context replays are validated against, without pins: the
+    /// policy, modules, device and revisions, fixed for the backend's life.
     fn context(&self) -> &GemmRouteIdentity;
+
+    /// The live context with the vendor configurations this backend has
+    /// pinned so far ([`GemmRouteIdentity::pins`]); what replays are
+    /// validated against. The default is [`GemmBackend::context`]: a
+    /// backend that pins nothing has nothing to add.
+    fn live_context(&self) -> Cow<'_, GemmRouteIdentity> {
+        Cow::Borrowed(self.context())
+    }
 
     /// Per-machine facts for the trace (never compared).
     fn volatile(&self) -> VolatileMetadata {
@@ -130,14 +141,16 @@ pub trait GemmBackend: fmt::Debug + Send + Sync + 'static {
     /// Resolves a workload GEMM to the route this backend would launch.
     fn resolve(&self, spec: &GemmSpec) -> Result<ResolvedGemmRoute>;
 
-    /// Adopts the choices `routes` recorded that this backend would
-    /// otherwise make afresh when resolving, where they are still valid
-    /// here (the CUDA backend's timed `cublaslt-invariant` configuration):
-    /// a golden pins them, so timing noise cannot move a gated route.
-    /// Returns how many routes' choices were adopted; the default adopts
-    /// none (a backend whose resolution is a pure function has none).
-    fn adopt_recorded(&self, routes: &[ResolvedGemmRoute]) -> usize {
-        let _ = routes;
+    /// Adopts recorded pins ([`GemmRouteIdentity::pins`] of a trace) as
+    /// this backend's choices for their families, where each is still one
+    /// this backend could choose here (the CUDA backend's timed
+    /// `cublaslt-invariant` configurations): a golden pins them, so timing
+    /// noise cannot move a gated route, and its routes are then judged
+    /// against them. Returns how many pins were adopted; the default
+    /// adopts none (a backend whose resolution is a pure function pins
+    /// nothing).
+    fn adopt_pins(&self, pins: &[VendorPin]) -> usize {
+        let _ = pins;
         0
     }
 
@@ -268,7 +281,9 @@ pub trait GemmBackend: fmt::Debug + Send + Sync + 'static {
     fn replay(&self, graph: &GemmGraph<Self::Launches>, label: &str) -> Result<Vec<Vec<u8>>> {
         graph
             .plan
-            .with_validated_launch(self.context(), label, |_| self.launch(&graph.launches))?
+            .with_validated_launch(&self.live_context(), label, |_| {
+                self.launch(&graph.launches)
+            })?
     }
 
     /// [`GemmBackend::replay`], returning each output's fingerprint in
@@ -281,7 +296,7 @@ pub trait GemmBackend: fmt::Debug + Send + Sync + 'static {
     ) -> Result<Vec<OutputFingerprint>> {
         graph
             .plan
-            .with_validated_launch(self.context(), label, |_| {
+            .with_validated_launch(&self.live_context(), label, |_| {
                 self.launch_fingerprinted(&graph.launches, &graph.seeds, mode)
             })?
     }

@@ -17,6 +17,8 @@ use std::marker::PhantomData;
 pub const MAX_PERMITTED: usize = 64;
 /// Most modules in a context.
 pub const MAX_MODULES: usize = 256;
+/// Most pinned vendor configurations (one per problem family) in a context.
+pub const MAX_PINS: usize = 65_536;
 /// Most symbols in one module.
 pub const MAX_SYMBOLS: usize = 65_536;
 /// Most services of one symbol.
@@ -83,6 +85,13 @@ pub(crate) fn modules<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     d: D,
 ) -> Result<Vec<T>, D::Error> {
     seq(d, "modules", MAX_MODULES)
+}
+
+/// At most [`MAX_PINS`] items.
+pub(crate) fn pins<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Vec<T>, D::Error> {
+    seq(d, "pinned vendor configurations", MAX_PINS)
 }
 
 /// At most [`MAX_SYMBOLS`] items.

@@ -3,6 +3,7 @@
 
 use crate::declaration::SymbolDeclaration;
 use crate::digest::{Digest, DigestWriter, FieldValue, FieldVisitor, Framed};
+use crate::pin::{PinFamily, VendorPin};
 use crate::platform::{CompilerIdentity, DeviceIdentity};
 use crate::policy::GemmPolicy;
 use crate::vocab::{ContractKind, DType, GemmOp, ModuleKind, OperandConversion, PhysicalBackend};
@@ -339,6 +340,57 @@ pub struct GemmRouteIdentity {
     pub device: DeviceIdentity,
     /// Revisions of the tables that steer route selection.
     pub revisions: Revisions,
+    /// The vendor configurations pinned per problem family, sorted: a
+    /// `vendor-invariant` route must run its family's. A live context holds
+    /// what the backend has pinned so far; a trace's, the pins of its own
+    /// routes' families ([`GemmRouteIdentity::pinned_for`]). Absent (and
+    /// not framed) where nothing is pinned, so contexts without
+    /// `vendor-invariant` routes digest as before.
+    #[serde(deserialize_with = "crate::bounded::pins")]
+    pub pins: Vec<VendorPin>,
+}
+
+/// A context as trace formats 1 to 5 store it: without pins.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct UnpinnedContext {
+    policy: GemmPolicy,
+    #[serde(deserialize_with = "crate::bounded::permitted")]
+    permitted_backends: Vec<PhysicalBackend>,
+    #[serde(deserialize_with = "crate::bounded::permitted")]
+    permitted_contracts: Vec<ContractKind>,
+    #[serde(deserialize_with = "crate::bounded::modules")]
+    modules: Vec<ModuleIdentity>,
+    device: DeviceIdentity,
+    revisions: Revisions,
+}
+
+impl From<UnpinnedContext> for GemmRouteIdentity {
+    fn from(c: UnpinnedContext) -> Self {
+        GemmRouteIdentity {
+            policy: c.policy,
+            permitted_backends: c.permitted_backends,
+            permitted_contracts: c.permitted_contracts,
+            modules: c.modules,
+            device: c.device,
+            revisions: c.revisions,
+            pins: Vec::new(),
+        }
+    }
+}
+
+impl UnpinnedContext {
+    /// `c` without its pins (for tests of the older readers).
+    #[cfg(test)]
+    pub(crate) fn of(c: &GemmRouteIdentity) -> UnpinnedContext {
+        UnpinnedContext {
+            policy: c.policy,
+            permitted_backends: c.permitted_backends.clone(),
+            permitted_contracts: c.permitted_contracts.clone(),
+            modules: c.modules.clone(),
+            device: c.device.clone(),
+            revisions: c.revisions,
+        }
+    }
 }
 
 impl Framed for GemmRouteIdentity {
@@ -373,6 +425,12 @@ impl Framed for GemmRouteIdentity {
             "revisions.tensor_map",
             FieldValue::U32(self.revisions.tensor_map),
         );
+        if !self.pins.is_empty() {
+            v.field("pins.count", FieldValue::U64(self.pins.len() as u64));
+            for p in &self.pins {
+                p.visit_fields(v);
+            }
+        }
     }
 }
 
@@ -401,10 +459,11 @@ impl GemmRouteIdentity {
             modules,
             device,
             revisions,
+            pins: Vec::new(),
         }
     }
 
-    /// The same modules, device and revisions under another policy.
+    /// The same modules, device, revisions and pins under another policy.
     pub fn with_policy(&self, policy: GemmPolicy) -> Self {
         Self::new(
             policy,
@@ -412,6 +471,43 @@ impl GemmRouteIdentity {
             self.device.clone(),
             self.revisions,
         )
+        .with_pins(self.pins.clone())
+    }
+
+    /// This context with `pins` (sorted, one per family; a later pin of a
+    /// family replaces an earlier one).
+    pub fn with_pins(mut self, pins: Vec<VendorPin>) -> Self {
+        let mut by_family: BTreeMap<PinFamily, VendorPin> = BTreeMap::new();
+        for p in pins {
+            by_family.insert(p.family.clone(), p);
+        }
+        self.pins = by_family.into_values().collect();
+        self
+    }
+
+    /// This context keeping only the pins of the families `routes` run
+    /// under the `vendor-invariant` contract: what a trace of `routes`
+    /// records, whatever else the process pinned before.
+    pub fn pinned_for(mut self, routes: &[crate::route::ResolvedGemmRoute]) -> Self {
+        let used: Vec<PinFamily> = routes
+            .iter()
+            .filter(|r| r.contract.kind.class() == &ContractKind::VendorInvariant)
+            .filter_map(PinFamily::of)
+            .collect();
+        self.pins.retain(|p| used.contains(&p.family));
+        self
+    }
+
+    /// Whether `other` is this context apart from the pins: the policy,
+    /// what it permits, the modules, the device and the revisions. A
+    /// replay needs this equality; pins are judged per route.
+    pub fn same_environment(&self, other: &GemmRouteIdentity) -> bool {
+        self.policy == other.policy
+            && self.permitted_backends == other.permitted_backends
+            && self.permitted_contracts == other.permitted_contracts
+            && self.modules == other.modules
+            && self.device == other.device
+            && self.revisions == other.revisions
     }
 
     /// Framed digest of the whole context.

@@ -25,6 +25,7 @@ pub mod launch_set;
 pub mod mutation;
 pub mod parallel;
 pub mod physical;
+pub mod pin;
 pub mod plan;
 pub mod platform;
 pub mod policy;

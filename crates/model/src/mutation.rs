@@ -359,11 +359,38 @@ pub fn exercise(
     live: &GemmRouteIdentity,
     routes: Vec<ResolvedGemmRoute>,
 ) -> MutationOutcome {
+    exercise_against(
+        golden,
+        golden,
+        live,
+        routes,
+        &CapturedGemmGraphPlan::validate,
+    )
+}
+
+/// A replay guard: [`CapturedGemmGraphPlan::validate`], or a stand-in a
+/// self-test weakens to show that a check's absence is seen.
+pub type Guard<'a> = &'a dyn Fn(&CapturedGemmGraphPlan, &GemmRouteIdentity) -> Result<(), Refusal>;
+
+/// [`exercise`] with `routes` tampered from `source`'s, judged against a
+/// separately recorded `golden` and by `guard` as replay validation: the
+/// re-digested plan's `validation` is `guard`'s verdict alone, and the
+/// guarded replay launches only when the golden comparison, `guard` and
+/// the real validation all accept.
+pub fn exercise_against(
+    source: &RecordedGemmTrace,
+    golden: &RecordedGemmTrace,
+    live: &GemmRouteIdentity,
+    routes: Vec<ResolvedGemmRoute>,
+    guard: Guard<'_>,
+) -> MutationOutcome {
     let launched = Cell::new(false);
     let mut out = MutationOutcome::default();
-    match CapturedGemmGraphPlan::new(golden.manifest(), routes.clone()) {
+    match CapturedGemmGraphPlan::new(source.manifest(), routes.clone()) {
         Ok(plan) => {
-            let _ = plan.with_validated_launch(live, "mutation", |_| launched.set(true));
+            if guard(&plan, live).is_ok() {
+                let _ = plan.with_validated_launch(live, "mutation", |_| launched.set(true));
+            }
         }
         Err(r) => out.construction = Some(r),
     }
@@ -371,17 +398,17 @@ pub fn exercise(
         Err(e) => out.redigest = Some(e.to_string()),
         Ok(set) => {
             let manifest = PreparedGemmCaptureManifest {
-                context: golden.context.clone(),
+                context: source.context.clone(),
                 launch_set: set,
                 route_capacity: set.launch_count,
             };
             match CapturedGemmGraphPlan::new(manifest, routes) {
                 Err(r) => out.validation = Some(r),
                 Ok(plan) => {
-                    out.validation = plan.validate(live).err();
+                    out.validation = guard(&plan, live).err();
                     out.golden = plan.check_against_golden_trace(golden).err();
                     // The guarded replay: golden comparison, then validated launch.
-                    if out.golden.is_none() {
+                    if out.golden.is_none() && out.validation.is_none() {
                         let _ =
                             plan.with_validated_launch(live, "mutation", |_| launched.set(true));
                     }

@@ -5,8 +5,9 @@ use crate::digest::{Digest, field_changes};
 use crate::error::{LaunchSetError, Refusal, RefusalStage};
 use crate::identity::{GemmRouteIdentity, ModuleIdentity, Service, SymbolEntry};
 use crate::launch_set::{ResolvedGemmLaunchSet, build_resolved_gemm_launch_set};
+use crate::pin::check_invariant;
 use crate::route::ResolvedGemmRoute;
-use crate::vocab::ModuleKind;
+use crate::vocab::{ContractKind, ModuleKind};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -101,13 +102,19 @@ impl CapturedGemmGraphPlan {
     }
 
     /// Walks the whole plan against `live`: the context must equal the
-    /// plan's, and every route must be servable. Does not touch the cache.
+    /// plan's apart from the pins ([`GemmRouteIdentity::same_environment`]),
+    /// and every route must be servable, a `vendor-invariant` route under
+    /// the live context's pin for its family. Does not touch the cache.
     pub fn validate(&self, live: &GemmRouteIdentity) -> Result<(), Refusal> {
-        if live != &self.manifest.context {
+        if !live.same_environment(&self.manifest.context) {
+            let unpinned = |c: &GemmRouteIdentity| GemmRouteIdentity {
+                pins: Vec::new(),
+                ..c.clone()
+            };
             return Err(context_refusal(
                 RefusalStage::ReplayValidation,
-                &self.manifest.context,
-                live,
+                &unpinned(&self.manifest.context),
+                &unpinned(live),
             ));
         }
         let index = ModuleIndex::new(live);
@@ -329,6 +336,11 @@ fn check_servable<'a>(
         .map_err(|(field, expected, found)| Refusal::new(stage, Some(i), field, expected, found))?;
     check_build(module, route)
         .map_err(|(field, expected, found)| Refusal::new(stage, Some(i), field, expected, found))?;
+    if route.contract.kind.class() == &ContractKind::VendorInvariant
+        && let Some((field, expected, found)) = check_invariant(&live.pins, route)
+    {
+        return Err(Refusal::new(stage, Some(i), field, expected, found));
+    }
     if route.tuning_table_revision != live.revisions.tuning_table {
         return refuse(
             "tuning_table_revision",

@@ -148,7 +148,14 @@ impl GemmPolicy {
         use ContractKind::*;
         const PLAIN: &[ContractKind] = &[ScalarFma, SplitKFixed, Tf32];
         const TENSOR: &[ContractKind] = &[ScalarFma, SplitKFixed, Tf32, TensorCoreTileParity];
-        const FAST: &[ContractKind] = &[ScalarFma, SplitKFixed, Tf32, VendorPedantic, VendorFast];
+        const FAST: &[ContractKind] = &[
+            ScalarFma,
+            SplitKFixed,
+            Tf32,
+            VendorPedantic,
+            VendorFast,
+            VendorInvariant,
+        ];
         const FAST_TENSOR: &[ContractKind] = &[
             ScalarFma,
             SplitKFixed,
@@ -156,6 +163,7 @@ impl GemmPolicy {
             TensorCoreTileParity,
             VendorPedantic,
             VendorFast,
+            VendorInvariant,
         ];
         const PEDANTIC: &[ContractKind] = &[ScalarFma, SplitKFixed, Tf32, VendorPedantic];
         const PEDANTIC_TENSOR: &[ContractKind] = &[
@@ -250,7 +258,8 @@ impl GemmPolicy {
     /// `dtype` GEMM under `contract` on `backend`, if it does.
     ///
     /// TF32 rounding is the f32 policy's to permit (`Tf32`), or the
-    /// vendor-fast contract's, which the mode permits as a whole; it never
+    /// fast-math vendor contracts' (vendor-fast, vendor-invariant), which the
+    /// mode permits as a whole; it never
     /// applies to halves. Vendor-defined conversion is a vendor library's
     /// alone: a kernel whose code is known says how it converts.
     pub fn refuse_conversion(
@@ -267,9 +276,14 @@ impl GemmPolicy {
             }
             OperandConversion::Tf32Round
                 if self.f32 == F32Policy::Exact
-                    && contract.class() != &ContractKind::VendorFast =>
+                    && !matches!(
+                        contract.class(),
+                        ContractKind::VendorFast | ContractKind::VendorInvariant
+                    ) =>
             {
-                Some("tf32 rounding needs f32 policy tf32 (or the vendor-fast contract)")
+                Some(
+                    "tf32 rounding needs f32 policy tf32 (or a vendor contract with fast math: vendor-fast, vendor-invariant)",
+                )
             }
             OperandConversion::Tf32Round => None,
             OperandConversion::VendorDefined if !backend.is_vendor() => {

@@ -360,6 +360,14 @@ pub enum ContractKind {
     VendorFast,
     /// Split-K partials folded in completion order: nondeterministic by design.
     AtomicUnordered,
+    /// Vendor library, fast math, run in one configuration pinned per
+    /// problem family (op, dtype, k, n): no split-K, no reduction scheme,
+    /// at most [`crate::pin::VENDOR_INVARIANT_MAX_WORKSPACE_BYTES`] of
+    /// workspace, so each output's reduction runs in one block in the
+    /// kernel's k order whatever m is. The guard checks the promise against
+    /// the route's vendor block and the configuration against the live
+    /// context's pin ([`crate::pin::VendorPin`]).
+    VendorInvariant,
     /// A contract an engine declares. `like` is the built-in kind whose
     /// policy rules it follows (e.g. a CUTLASS stream-K kernel with a fixed
     /// fold is `like` [`ContractKind::SplitKFixed`]); two engine contracts
@@ -385,6 +393,7 @@ enum BuiltinContractKind {
     VendorPedantic,
     VendorFast,
     AtomicUnordered,
+    VendorInvariant,
 }
 
 /// Decodes an engine contract's `like`: a built-in kind, never `Engine`.
@@ -403,6 +412,7 @@ impl ContractKind {
         ContractKind::VendorPedantic,
         ContractKind::VendorFast,
         ContractKind::AtomicUnordered,
+        ContractKind::VendorInvariant,
     ];
 
     /// An engine-declared contract that follows `like`'s policy rules.
@@ -429,6 +439,7 @@ impl ContractKind {
             ContractKind::VendorPedantic => "vendor-pedantic",
             ContractKind::VendorFast => "vendor-fast",
             ContractKind::AtomicUnordered => "atomic-unordered",
+            ContractKind::VendorInvariant => "vendor-invariant",
             ContractKind::Engine { name, like } => {
                 return Cow::Owned(format!("engine:{name}~{}", like.as_str()));
             }

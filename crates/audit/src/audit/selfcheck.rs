@@ -187,27 +187,50 @@ pub(super) fn policy_mutation_check(
     Ok(())
 }
 
-/// Every named mutation kind, and a change of every route field, on a real
-/// trace: each must be refused before launch.
-pub(super) fn mutation_check(
+/// Every named mutation kind, and a change of every route field of one
+/// route of each kind the trace holds (custom, vendor, vendor-invariant),
+/// on a real trace: each must be refused before launch, and every
+/// policy-visible field change by `guard` alone (replay validation, no
+/// golden). `golden` is recorded apart from `trace` (its routes resolved
+/// again), so the golden comparison judges the trace, not itself; the
+/// untouched trace must pass both, or every refusal would say nothing.
+pub(crate) fn mutation_check(
     report: &mut AuditReport,
     live: &crate::GemmRouteIdentity,
     trace: &crate::RecordedGemmTrace,
+    golden: &crate::RecordedGemmTrace,
+    guard: Guard<'_>,
 ) {
     let n = trace.routes.len();
     let mut mutations = Mutation::kinds(0, n.saturating_sub(1));
-    mutations.extend(
-        route_field_tags()
-            .into_iter()
-            .map(|t| Mutation::Field(n / 2, t)),
-    );
-    // Which route the field mutations change, and whether it is a vendor
-    // library's: its policy-visible fields must be refused by replay
-    // validation alone, without the golden.
-    let vendor = trace
-        .routes
-        .get(n / 2)
-        .is_some_and(|r| r.backend.is_vendor());
+    // One route of each kind: each kind's policy-visible fields must be
+    // refused by the guard alone.
+    let mut targets: Vec<(usize, RouteKind)> = Vec::new();
+    for (i, r) in trace.routes.iter().enumerate() {
+        let kind = RouteKind::of(r);
+        if !targets.iter().any(|(_, k)| *k == kind) {
+            targets.push((i, kind));
+        }
+    }
+    for (i, _) in &targets {
+        mutations.extend(
+            route_field_tags()
+                .into_iter()
+                .map(|t| Mutation::Field(*i, t)),
+        );
+    }
+    let untouched = exercise_against(trace, golden, live, trace.routes.clone(), guard);
+    if let Some(r) = untouched.validation.as_ref().or(untouched.golden.as_ref()) {
+        report.row(
+            Contract::MutationRefusal,
+            trace.workload.clone(),
+            Verdict::Fail,
+            format!(
+                "the untouched trace is refused, so no refusal of a change means anything: {r}"
+            ),
+        );
+        return;
+    }
     let mut accepted = Vec::new();
     let mut guard_missed = Vec::new();
     let (mut tried, mut at_construction, mut at_validation, mut at_golden) = (0, 0, 0, 0);
@@ -218,7 +241,7 @@ pub(super) fn mutation_check(
             continue;
         }
         tried += 1;
-        let o = exercise(trace, live, routes);
+        let o = exercise_against(trace, golden, live, routes, guard);
         at_construction += o.construction.is_some() as usize;
         at_validation += o.validation.is_some() as usize;
         at_golden += o.golden.is_some() as usize;
@@ -226,8 +249,9 @@ pub(super) fn mutation_check(
         if !refused {
             accepted.push(m.name());
         }
-        if let Mutation::Field(_, tag) = m
-            && crate::route::classify(tag).is_some_and(|c| c.on(vendor).is_policy())
+        if let Mutation::Field(i, tag) = m
+            && let Some((_, kind)) = targets.iter().find(|(t, _)| t == i)
+            && crate::route::classify(tag).is_some_and(|c| c.on(*kind).is_policy())
         {
             policy_visible += 1;
             if o.validation.is_none() {
@@ -244,6 +268,7 @@ pub(super) fn mutation_check(
         };
         report.case(Contract::MutationRefusal, &trace.workload, &m.name(), v, d);
     }
+    let kinds: Vec<&str> = targets.iter().map(|(_, k)| k.name()).collect();
     let (verdict, detail) = if !accepted.is_empty() {
         (Verdict::Fail, format!("accepted: {}", accepted.join(", ")))
     } else if !guard_missed.is_empty() {
@@ -258,7 +283,8 @@ pub(super) fn mutation_check(
         (
             Verdict::Pass,
             format!(
-                "{tried}/{tried} mutations refused before launch (plan construction {at_construction}, re-digested: validation {at_validation}, golden {at_golden}); the guard alone refused {policy_visible}/{policy_visible} policy-visible field changes"
+                "{tried}/{tried} mutations refused before launch (plan construction {at_construction}, re-digested: validation {at_validation}, golden {at_golden}); the guard alone refused {policy_visible}/{policy_visible} policy-visible field changes of {} routes",
+                kinds.join(", ")
             ),
         )
     };
@@ -268,4 +294,106 @@ pub(super) fn mutation_check(
         verdict,
         detail,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cpu::CpuBackend;
+    use crate::error::Refusal;
+
+    /// A recorded CPU trace, a golden resolved apart from it, and the live
+    /// context.
+    fn recorded() -> (Backend, crate::RecordedGemmTrace, crate::RecordedGemmTrace) {
+        let backend = Backend::new(CpuBackend::default());
+        let w = Workload::builtin("transformer-block").unwrap();
+        let trace = recorder::record(&backend, &w, &mut |_, _| {})
+            .unwrap()
+            .trace;
+        let golden = independent_golden(&backend, &w, &trace).unwrap();
+        (backend, trace, golden)
+    }
+
+    fn row(report: &AuditReport) -> &Check {
+        report
+            .checks
+            .iter()
+            .find(|c| c.contract == Contract::MutationRefusal)
+            .expect("a mutation-refusal row")
+    }
+
+    /// The real guard: every tampering refused, every policy-visible
+    /// change by the guard alone.
+    #[test]
+    fn the_row_passes_with_the_guard() {
+        let (backend, trace, golden) = recorded();
+        let mut report = AuditReport::new("cpu", 2);
+        let live = backend.live_context();
+        mutation_check(
+            &mut report,
+            &live,
+            &trace,
+            &golden,
+            &CapturedGemmGraphPlan::validate,
+        );
+        let r = row(&report);
+        assert_eq!(r.verdict, Verdict::Pass, "{}", r.detail);
+        assert!(
+            r.detail
+                .contains("policy-visible field changes of custom routes"),
+            "{}",
+            r.detail
+        );
+    }
+
+    /// A guard with one check removed (the output-ownership rule: its
+    /// refusals are dropped) fails the row, naming the field the guard no
+    /// longer refuses: the row judges the guard, not the golden.
+    #[test]
+    fn the_row_fails_when_a_guard_check_is_removed() {
+        let (backend, trace, golden) = recorded();
+        let live = backend.live_context();
+        let weakened = |plan: &CapturedGemmGraphPlan, live: &crate::GemmRouteIdentity| {
+            plan.validate(live).or_else(|r: Refusal| {
+                if r.to_string().contains("output_ownership") {
+                    Ok(())
+                } else {
+                    Err(r)
+                }
+            })
+        };
+        let mut report = AuditReport::new("cpu", 2);
+        mutation_check(&mut report, &live, &trace, &golden, &weakened);
+        let r = row(&report);
+        assert_eq!(r.verdict, Verdict::Fail, "{}", r.detail);
+        assert!(r.detail.contains("output_ownership"), "{}", r.detail);
+    }
+
+    /// A golden that is not the trace's (another workload's routes) makes
+    /// the untouched trace fail the golden comparison: the row fails
+    /// instead of counting refusals that would refuse anything.
+    #[test]
+    fn the_row_fails_when_the_untouched_trace_is_refused() {
+        let (backend, trace, _) = recorded();
+        let other = Workload::builtin("m-sweep").unwrap();
+        let other = recorder::record(&backend, &other, &mut |_, _| {})
+            .unwrap()
+            .trace;
+        let mut report = AuditReport::new("cpu", 2);
+        let live = backend.live_context();
+        mutation_check(
+            &mut report,
+            &live,
+            &trace,
+            &other,
+            &CapturedGemmGraphPlan::validate,
+        );
+        let r = row(&report);
+        assert_eq!(r.verdict, Verdict::Fail, "{}", r.detail);
+        assert!(
+            r.detail.contains("untouched trace is refused"),
+            "{}",
+            r.detail
+        );
+    }
 }

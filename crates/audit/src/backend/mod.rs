@@ -19,10 +19,12 @@ use crate::error::{Error, Result};
 use crate::identity::{GemmRouteIdentity, VolatileMetadata};
 use crate::kernels::GemmSpec;
 use crate::kernels::TimedOutput;
+use crate::pin::VendorPin;
 use crate::policy::GemmPolicy;
 use crate::route::ResolvedGemmRoute;
 use crate::trace::{FingerprintMode, OutputFingerprint};
 use std::any::Any;
+use std::borrow::Cow;
 use std::fmt;
 
 /// What any backend keeps of a capture, its type erased: only the
@@ -150,9 +152,10 @@ macro_rules! erased_backend {
 erased_backend! {
     fn name(&self) -> &str;
     fn context(&self) -> &GemmRouteIdentity;
+    fn live_context(&self) -> Cow<'_, GemmRouteIdentity>;
     fn volatile(&self) -> VolatileMetadata;
     fn resolve(&self, spec: &GemmSpec) -> Result<ResolvedGemmRoute>;
-    fn adopt_recorded(&self, routes: &[ResolvedGemmRoute]) -> usize;
+    fn adopt_pins(&self, pins: &[VendorPin]) -> usize;
     fn run(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<Vec<u8>>;
     fn run_timed(&self, route: &ResolvedGemmRoute, seed: u64) -> Result<TimedOutput>;
     fn run_checked(

@@ -306,7 +306,9 @@ fn finish_recording(
     let mut trace = RecordedGemmTrace::new(
         workload.name.clone(),
         workload.digest(),
-        backend.context().clone(),
+        // The pins of this trace's own families: what ran before in the
+        // process is not this workload's.
+        backend.live_context().into_owned().pinned_for(&routes),
         routes,
         fingerprints,
         backend.volatile(),
@@ -573,7 +575,10 @@ pub fn check(
     let valid = if report.observed.is_some() {
         false
     } else {
-        let validation = plan.validate(backend.context());
+        // The trace's pins are adopted where this backend could choose them
+        // too; its routes are then judged against the live pins.
+        backend.adopt_pins(&trace.context.pins);
+        let validation = plan.validate(&backend.live_context());
         let valid = validation.is_ok();
         report.validation = Some(validation);
         valid

@@ -26,7 +26,7 @@
 //!   makes a recorded configuration the family's choice (a golden pins
 //!   it).
 
-use crate::blas::{Handles, LtPlan, Numerics, algo_attribute};
+use crate::blas::{Api, Handles, LtPlan, LtSelection, Numerics, algo_attribute};
 use crate::error::{cuda_err, drv};
 pub(crate) use crate::lt_choice::refusal;
 #[cfg(feature = "bench")]
@@ -35,8 +35,9 @@ use crate::lt_choice::{TN_ALIGNMENT_BYTES, choose, half_bits, launches_per_sampl
 use cudarc::cublaslt::sys as lt;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, sys as cu};
 use gemm_audit_model::error::Result;
+use gemm_audit_model::pin::{PinFamily, VendorPin};
 use gemm_audit_model::route::{GemmShape, VendorRoute};
-use gemm_audit_model::vocab::{DType, GemmOp};
+use gemm_audit_model::vocab::{DType, GemmOp, PhysicalBackend};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -45,12 +46,13 @@ use std::sync::{Arc, Mutex};
 /// throughput matters.
 pub const FAMILY_REFERENCE_M: u64 = 4096;
 
-/// Most workspace the family-fixed selection offers. cuBLASLt 13.1's
-/// Hopper kernels (nvjet) ask for 4 bytes at larger m even with one split
-/// and no reduction scheme: a tile-scheduler counter. 64 bytes cannot hold
-/// partial sums of any tile (the smallest, 64x8 f32, takes 2 KiB), so no
-/// split of the reduction can hide in it.
-pub const FAMILY_MAX_WORKSPACE_BYTES: usize = 64;
+/// Most workspace the family-fixed selection offers: the
+/// `vendor-invariant` contract's bound
+/// ([`gemm_audit_model::pin::VENDOR_INVARIANT_MAX_WORKSPACE_BYTES`]).
+/// cuBLASLt 13.1's Hopper kernels (nvjet) ask for 4 bytes at larger m even
+/// with one split and no reduction scheme: a tile-scheduler counter.
+pub const FAMILY_MAX_WORKSPACE_BYTES: usize =
+    gemm_audit_model::pin::VENDOR_INVARIANT_MAX_WORKSPACE_BYTES as usize;
 
 /// Batch sizes a family's candidates are timed at: where the route is
 /// meant to run at vendor speed.
@@ -382,6 +384,68 @@ pub(crate) fn adopt(
     let algo = f.recorded_candidate(want)?;
     choices(h)?.insert(f.key(), algo);
     Ok(())
+}
+
+/// The handles' family choices as the live context's pins: each family's
+/// configuration, under cuBLASLt `library_version` and the family-fixed
+/// selection's options.
+pub(crate) fn pins(h: &Handles, library_version: &str) -> Result<Vec<VendorPin>> {
+    let choices = choices(h)?;
+    let mut out = Vec::with_capacity(choices.len());
+    for (key, algo) in choices.iter() {
+        let numerics = Numerics::for_selection(key.dtype, true, LtSelection::FamilyFixed)?;
+        let v = recorded_as(algo);
+        out.push(VendorPin {
+            family: PinFamily {
+                backend: PhysicalBackend::CublasLt,
+                library_version: library_version.to_string(),
+                op: key.op,
+                dtype: key.dtype,
+                k: key.k,
+                n: key.n,
+                options_digest: numerics.digest(Api::Lt, LtSelection::FamilyFixed),
+            },
+            algorithm_id: v.algorithm_id,
+            tile_id: v.tile_id,
+            stages_id: v.stages_id,
+            swizzle: v.swizzle,
+            inner_shape_id: v.inner_shape_id,
+            cluster_shape_id: v.cluster_shape_id,
+        });
+    }
+    Ok(out)
+}
+
+/// Makes a recorded pin the handles' choice for its family, if its
+/// configuration is still one of the family's candidates here.
+pub(crate) fn adopt_pin(h: &Handles, pin: &VendorPin) -> Result<()> {
+    let f = &pin.family;
+    let numerics = Numerics::for_selection(f.dtype, true, LtSelection::FamilyFixed)?;
+    if numerics.digest(Api::Lt, LtSelection::FamilyFixed) != f.options_digest {
+        return Err(cuda_err(format!(
+            "cublaslt-invariant: the pin for {f} was made under other options"
+        )));
+    }
+    let want = VendorRoute {
+        library_version: f.library_version.clone(),
+        algorithm_id: pin.algorithm_id,
+        tile_id: pin.tile_id,
+        split_k: gemm_audit_model::pin::VENDOR_INVARIANT_SPLIT_K,
+        reduction_scheme: gemm_audit_model::pin::VENDOR_INVARIANT_REDUCTION_SCHEME,
+        stages_id: pin.stages_id,
+        swizzle: pin.swizzle,
+        inner_shape_id: pin.inner_shape_id,
+        cluster_shape_id: pin.cluster_shape_id,
+        workspace_bytes: 0,
+        physical_kernels: Vec::new(),
+    };
+    // The reference m: any m of the family describes it.
+    let shape = GemmShape {
+        m: FAMILY_REFERENCE_M,
+        k: f.k,
+        n: f.n,
+    };
+    adopt(h, f.dtype, f.op, shape, &numerics, &want)
 }
 
 /// The handles' family choices, locked.

@@ -29,6 +29,7 @@ use gemm_audit_model::declaration::{
 use gemm_audit_model::digest::{Digest, DigestWriter, FieldValue};
 use gemm_audit_model::error::Result;
 use gemm_audit_model::identity::{ModuleIdentity, SymbolEntry};
+use gemm_audit_model::pin::VENDOR_INVARIANT_MAX_WORKSPACE_BYTES;
 use gemm_audit_model::platform::CompilerIdentity;
 use gemm_audit_model::route::{GemmShape, TileShape, VendorRoute};
 use gemm_audit_model::vocab::{
@@ -180,6 +181,17 @@ fn pseudo_module(kind: ModuleKind, version: &str, symbols: &[&str], arch: &str) 
                         n.conversion,
                     );
                 }
+                if backend == PhysicalBackend::CublasLt {
+                    let n = Numerics::for_selection(*dtype, true, LtSelection::FamilyFixed)
+                        .expect("fast math is the family-fixed selection's");
+                    entry = entry.serving_converted(
+                        GemmOp::ALL,
+                        &[*dtype],
+                        &n.contract,
+                        n.tensor_cores,
+                        n.conversion,
+                    );
+                }
             }
             entry.declaring(vendor_declaration(&backend, version, symbol))
         })
@@ -236,8 +248,11 @@ pub(crate) fn vendor_declaration(
     if symbol != CUBLAS_SGEMM_SYMBOL {
         for dtype in DType::ALL {
             for fast in [false, true] {
-                let n = Numerics::of(*dtype, fast);
                 for &selection in selections {
+                    // The family-fixed selection has fast math only.
+                    let Ok(n) = Numerics::for_selection(*dtype, fast, selection) else {
+                        continue;
+                    };
                     configurations.push(VendorConfiguration {
                         dtype: *dtype,
                         contract: n.contract.clone(),
@@ -368,6 +383,12 @@ impl Vendor {
             *g = Some(Handles::new(&shared.ctx, &shared.stream, self)?);
         }
         Ok(HandlesGuard(g))
+    }
+
+    /// The handles if they are open already (nothing is created).
+    pub(crate) fn open_handles(&self) -> Option<HandlesGuard<'_>> {
+        let g = self.handles.lock().unwrap_or_else(|p| p.into_inner());
+        g.is_some().then_some(HandlesGuard(g))
     }
 }
 
@@ -517,6 +538,27 @@ impl Numerics {
         }
     }
 
+    /// The settings of `dtype` under `selection`: the family-fixed
+    /// selection runs fast math under the `vendor-invariant` contract (its
+    /// promise is the configuration, checked by the guard), and refuses
+    /// a pedantic mode.
+    pub(crate) fn for_selection(
+        dtype: DType,
+        fast: bool,
+        selection: LtSelection,
+    ) -> Result<Numerics> {
+        let mut n = Numerics::of(dtype, fast);
+        if selection == LtSelection::FamilyFixed {
+            if !fast {
+                return Err(cuda_err(
+                    "cublaslt-invariant runs fast math under the vendor-invariant contract: it needs policy cublas-fast",
+                ));
+            }
+            n.contract = ContractKind::VendorInvariant;
+        }
+        Ok(n)
+    }
+
     /// Digest of the settings (the vendor compiler identity's options
     /// digest). The heuristic selection frames exactly as before it
     /// existed, so recorded routes keep their digests; the family-fixed
@@ -536,7 +578,7 @@ impl Numerics {
             w.field("reduction_scheme", FieldValue::Str("none"));
             w.field(
                 "max_workspace_bytes",
-                FieldValue::U64(FAMILY_MAX_WORKSPACE_BYTES as u64),
+                FieldValue::U64(VENDOR_INVARIANT_MAX_WORKSPACE_BYTES),
             );
             // How the configuration is chosen among the candidates, and
             // TN's alignment: a route chosen another way is another route.
@@ -640,7 +682,7 @@ impl VendorCall {
                 return Err(cuda_err(format!("{what} = {v} is too large for cuBLAS")));
             }
         }
-        let numerics = Numerics::of(dtype, fast);
+        let numerics = Numerics::for_selection(dtype, fast, selection)?;
         let lt = match api {
             Api::Lt => Some(LtPlan::new(
                 h, dtype, op, shape, &numerics, selection, recorded,

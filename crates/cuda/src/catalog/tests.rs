@@ -687,3 +687,46 @@ fn options_are_pinned() {
         options_digest(&compile_options("sm_80"))
     );
 }
+
+/// The tensor-map recompute before launch, on the CPU: `nvrtc_target`
+/// runs [`CudaKernel::from_route`] before every NVRTC launch, and it
+/// recomputes the maps from the route's op, dtype and shape. A wgmma route
+/// of the H200 golden whose recorded digest was changed, whose tensor-map
+/// identity was dropped, or a non-wgmma route given one, is refused, each
+/// naming why; the golden's own routes pass.
+#[test]
+fn the_tensor_map_recompute_refuses_a_changed_digest() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../traces/nvidia-h200/wgmma-sweep.gat");
+    let t = gemm_audit_model::RecordedGemmTrace::read(&path).unwrap();
+    let wgmma = t
+        .routes
+        .iter()
+        .find(|r| CudaKernel::from_route(r).is_ok_and(|k| k.is_wgmma()))
+        .expect("a wgmma route");
+    let mut changed = wgmma.clone();
+    changed.tensor_map.as_mut().unwrap().digest.0[0] ^= 1;
+    let bad = changed.tensor_map.as_ref().unwrap().digest.short();
+    let e = CudaKernel::from_route(&changed).unwrap_err().to_string();
+    assert!(
+        e.contains("is not the") && e.contains("maps this build encodes"),
+        "{e}"
+    );
+    assert!(e.contains(&bad), "{e}");
+
+    let mut dropped = wgmma.clone();
+    dropped.tensor_map = None;
+    let e = CudaKernel::from_route(&dropped).unwrap_err().to_string();
+    assert!(e.contains("has no tensor-map identity"), "{e}");
+
+    let plain = t
+        .routes
+        .iter()
+        .find(|r| CudaKernel::from_route(r).is_ok_and(|k| !k.is_wgmma()));
+    if let Some(plain) = plain {
+        let mut given = plain.clone();
+        given.tensor_map = wgmma.tensor_map;
+        let e = CudaKernel::from_route(&given).unwrap_err().to_string();
+        assert!(e.contains("uses no tensor map"), "{e}");
+    }
+}

@@ -13,7 +13,13 @@
 //!
 //! Routes of a vendor library differ from custom kernels' in what can be
 //! declared: one entry point serves every op, and the library picks the
-//! kernels, tile and split-K per call. So each field has two classes.
+//! kernels, tile and split-K per call. So each field has a class per
+//! [`RouteKind`]; a vendor route under the `vendor-invariant` contract
+//! runs its family's pinned configuration, so the library's per-call
+//! choice becomes the guard's to check ([`crate::pin`]).
+
+use crate::route::ResolvedGemmRoute;
+use crate::vocab::ContractKind;
 
 /// Who refuses a change of one route field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,8 +57,49 @@ impl FieldClass {
     }
 }
 
-/// One route field's classes: on a custom kernel's route and on a vendor
-/// library's.
+/// The kinds of route whose fields are classified apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteKind {
+    /// A custom kernel's route (CPU, NVRTC, an engine's fixed kernels).
+    Custom,
+    /// A vendor library's route whose configuration the library picks per
+    /// call (cuBLAS, cuBLASLt, an engine's vendor backend).
+    Vendor,
+    /// A vendor library's route under the `vendor-invariant` contract: one
+    /// configuration pinned per problem family.
+    VendorInvariant,
+}
+
+impl RouteKind {
+    /// The kind of `route`.
+    pub fn of(route: &ResolvedGemmRoute) -> RouteKind {
+        if !route.backend.is_vendor() {
+            RouteKind::Custom
+        } else if route.contract.kind.class() == &ContractKind::VendorInvariant {
+            RouteKind::VendorInvariant
+        } else {
+            RouteKind::Vendor
+        }
+    }
+
+    /// `custom`, `vendor` or `vendor-invariant`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RouteKind::Custom => "custom",
+            RouteKind::Vendor => "vendor",
+            RouteKind::VendorInvariant => "vendor-invariant",
+        }
+    }
+
+    /// Every kind, in the table's column order.
+    pub const ALL: [RouteKind; 3] = [
+        RouteKind::Custom,
+        RouteKind::Vendor,
+        RouteKind::VendorInvariant,
+    ];
+}
+
+/// One route field's classes, per [`RouteKind`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FieldClassification {
     /// The field tag, as [`super::ResolvedGemmRoute::field_tags`] names it.
@@ -61,12 +108,18 @@ pub struct FieldClassification {
     pub custom: FieldClass,
     /// On a vendor library's route (cuBLAS, cuBLASLt, an engine's vendor backend).
     pub vendor: FieldClass,
+    /// On a vendor library's route under the `vendor-invariant` contract.
+    pub invariant: FieldClass,
 }
 
 impl FieldClassification {
-    /// The class on a route of a vendor backend (`vendor`) or not.
-    pub fn on(&self, vendor: bool) -> FieldClass {
-        if vendor { self.vendor } else { self.custom }
+    /// The class on a route of `kind`.
+    pub fn on(&self, kind: RouteKind) -> FieldClass {
+        match kind {
+            RouteKind::Custom => self.custom,
+            RouteKind::Vendor => self.vendor,
+            RouteKind::VendorInvariant => self.invariant,
+        }
     }
 }
 
@@ -81,13 +134,24 @@ const REVISION: &str = "equal to the live context's revision";
 const NO_VENDOR: &str = "a custom kernel's route has no vendor block";
 const CHOICE: &str = "the library's choice for this call, recorded from it; any value is servable";
 
+const PINNED: &str = "equal to the live context's pin for the route's family (op, dtype, k, n, library, options): refused before launch";
+const PINNED_LAUNCH: &str = "the pinned configuration's launch at this m, recorded from the captured graph; the configuration deciding it is pinned";
+
 macro_rules! classes {
-    ($($tag:literal => $custom:expr, $vendor:expr;)+) => {
-        /// Every route field's classes, in framing order.
+    ($($tag:literal => $custom:expr, $vendor:expr $(, $invariant:expr)?;)+) => {
+        /// Every route field's classes, in framing order. A field with two
+        /// classes has the vendor one on `vendor-invariant` routes too.
         pub const FIELD_CLASSES: &[FieldClassification] = &[
-            $(FieldClassification { tag: $tag, custom: $custom, vendor: $vendor }),+
+            $(FieldClassification {
+                tag: $tag,
+                custom: $custom,
+                vendor: $vendor,
+                invariant: classes!(@or $vendor $(, $invariant)?),
+            }),+
         ];
     };
+    (@or $vendor:expr) => { $vendor };
+    (@or $vendor:expr, $invariant:expr) => { $invariant };
 }
 
 classes! {
@@ -126,10 +190,10 @@ classes! {
     "tile.k" => P(SYMBOL), P("the symbol declares 0 (the library does not say)");
     "bk" => P("the symbol's k block: fixed, or one split's (ceil(k / splits))"), P("the symbol declares 0 (the library does not say)");
     "stages" => P(SYMBOL), P("the symbol declares 0 (the library does not say)");
-    "threads" => I("the launch's block size (the launch-set builder holds them equal)"), I(CHOICE);
+    "threads" => I("the launch's block size (the launch-set builder holds them equal)"), I(CHOICE), I(PINNED_LAUNCH);
     "launch.grid" => I("follows from the shape and tile (the persistent wgmma kernels: and the route's SM count); the split rule reads its z where it says so"), I(CHOICE);
-    "launch.block" => I("the launch's own; its thread count must equal threads"), I(CHOICE);
-    "launch.dynamic_shared_bytes" => I("the launch's own"), I(CHOICE);
+    "launch.block" => I("the launch's own; its thread count must equal threads"), I(CHOICE), I(PINNED_LAUNCH);
+    "launch.dynamic_shared_bytes" => I("the launch's own"), I(CHOICE), I(PINNED_LAUNCH);
     "launch.arguments_digest" => I("the argument values: only the backend that launched can recompute them"), I("the call's argument values");
     "tensor_map.revision" => P("present only where the symbol declares tensor maps, then equal to the live revision"), P("a vendor entry point declares no tensor map");
     "tensor_map.digest" => B("present exactly where the symbol declares tensor maps; the value is recomputed by the backend before launch (the CUDA backend does), not by the guard"), P("a vendor entry point declares no tensor map");
@@ -137,15 +201,15 @@ classes! {
     "tuning_table_revision" => P(REVISION), P(REVISION);
     "schedule_revision" => P(REVISION), P(REVISION);
     "vendor.library_version" => P(NO_VENDOR), P("the library version the symbol declares");
-    "vendor.algorithm_id" => P(NO_VENDOR), I(CHOICE);
-    "vendor.tile_id" => P(NO_VENDOR), I(CHOICE);
-    "vendor.split_k" => P(NO_VENDOR), P("within what the symbol permits, and equal to contract.splits (at least 1)");
-    "vendor.reduction_scheme" => P(NO_VENDOR), B("one of the schemes the symbol permits");
-    "vendor.stages_id" => P(NO_VENDOR), I(CHOICE);
-    "vendor.swizzle" => P(NO_VENDOR), I(CHOICE);
-    "vendor.inner_shape_id" => P(NO_VENDOR), I(CHOICE);
-    "vendor.cluster_shape_id" => P(NO_VENDOR), I(CHOICE);
-    "vendor.workspace_bytes" => P(NO_VENDOR), B("at most the workspace the symbol permits");
+    "vendor.algorithm_id" => P(NO_VENDOR), I(CHOICE), P(PINNED);
+    "vendor.tile_id" => P(NO_VENDOR), I(CHOICE), P(PINNED);
+    "vendor.split_k" => P(NO_VENDOR), P("within what the symbol permits, and equal to contract.splits (at least 1)"), P("1: the vendor-invariant contract runs no split-K (and equal to contract.splits)");
+    "vendor.reduction_scheme" => P(NO_VENDOR), B("one of the schemes the symbol permits"), P("none (0): the vendor-invariant contract reduces nothing across blocks");
+    "vendor.stages_id" => P(NO_VENDOR), I(CHOICE), P(PINNED);
+    "vendor.swizzle" => P(NO_VENDOR), I(CHOICE), P(PINNED);
+    "vendor.inner_shape_id" => P(NO_VENDOR), I(CHOICE), P(PINNED);
+    "vendor.cluster_shape_id" => P(NO_VENDOR), I(CHOICE), P(PINNED);
+    "vendor.workspace_bytes" => P(NO_VENDOR), B("at most the workspace the symbol permits"), B("at most 64 bytes, too small for any partial sum (the library asks a few bytes at some m)");
     "vendor.physical_kernels" => P(NO_VENDOR), I("the kernels seen in the captured graph: physical binding checks them against the graph, not the guard");
 }
 
@@ -154,28 +218,34 @@ pub fn classify(tag: &str) -> Option<&'static FieldClassification> {
     FIELD_CLASSES.iter().find(|c| c.tag == tag)
 }
 
-/// The policy-visible field tags of a custom (`vendor` false) or vendor
-/// route, in framing order.
-pub fn policy_visible(vendor: bool) -> impl Iterator<Item = &'static str> {
+/// The policy-visible field tags of a route of `kind`, in framing order.
+pub fn policy_visible(kind: RouteKind) -> impl Iterator<Item = &'static str> {
     FIELD_CLASSES
         .iter()
-        .filter(move |c| c.on(vendor).is_policy())
+        .filter(move |c| c.on(kind).is_policy())
         .map(|c| c.tag)
 }
 
-/// The classification as a Markdown table (field, custom route, vendor
-/// route), as `docs/design.md` carries it.
+/// The classification as a Markdown table (field, then one column per
+/// [`RouteKind`]), as `docs/design.md` carries it.
 pub fn markdown_table() -> String {
     let cell = |c: FieldClass| format!("{}: {}", c.name(), c.why());
     let mut out = String::from(
-        "| field | on a custom kernel's route | on a vendor library's route |\n| --- | --- | --- |\n",
+        "| field | on a custom kernel's route | on a vendor library's route | on a vendor-invariant route |\n| --- | --- | --- | --- |\n",
     );
     for c in FIELD_CLASSES {
+        // The invariant column repeats the vendor one where they agree.
+        let invariant = if c.invariant == c.vendor {
+            "as on a vendor route".to_string()
+        } else {
+            cell(c.invariant)
+        };
         out.push_str(&format!(
-            "| `{}` | {} | {} |\n",
+            "| `{}` | {} | {} | {} |\n",
             c.tag,
             cell(c.custom),
-            cell(c.vendor)
+            cell(c.vendor),
+            invariant
         ));
     }
     out
@@ -199,7 +269,7 @@ mod tests {
 
     #[test]
     fn every_framed_field_is_classified_once_in_framing_order() {
-        let tags = super::super::ResolvedGemmRoute::field_tags();
+        let tags = ResolvedGemmRoute::field_tags();
         let classified: Vec<&str> = FIELD_CLASSES.iter().map(|c| c.tag).collect();
         // A field added to the framing without a class fails here.
         assert_eq!(classified, tags);
@@ -208,7 +278,7 @@ mod tests {
     #[test]
     fn every_class_says_why() {
         for c in FIELD_CLASSES {
-            for class in [c.custom, c.vendor] {
+            for class in [c.custom, c.vendor, c.invariant] {
                 assert!(class.why().len() > 10, "{}: {:?}", c.tag, class);
             }
         }

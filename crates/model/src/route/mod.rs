@@ -17,7 +17,8 @@ use crate::vocab::{
     ContractKind, DType, GemmOp, ModuleKind, OperandConversion, OutputOwnership, PhysicalBackend,
 };
 pub use classes::{
-    FIELD_CLASSES, FieldClass, FieldClassification, classify, markdown_table, policy_visible,
+    FIELD_CLASSES, FieldClass, FieldClassification, RouteKind, classify, markdown_table,
+    policy_visible,
 };
 
 /// The numeric contract of a route.

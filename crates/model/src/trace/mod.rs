@@ -7,6 +7,7 @@ mod v1;
 mod v2;
 mod v3;
 mod v4;
+mod v5;
 
 use crate::digest::Digest;
 use crate::error::{Error, FormatError, Result};

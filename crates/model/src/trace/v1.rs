@@ -148,6 +148,7 @@ pub(super) fn upgrade(t: TraceV1) -> Result<RecordedGemmTrace, FormatError> {
         modules,
         device: ctx.device,
         revisions: ctx.revisions,
+        pins: Vec::new(),
     };
     Ok(RecordedGemmTrace {
         workload: t.workload,

@@ -103,6 +103,7 @@ impl ContextV3 {
             modules,
             device: self.device,
             revisions: self.revisions,
+            pins: Vec::new(),
         }
     }
 }

@@ -6,7 +6,7 @@
 
 use super::{FingerprintMode, OutputFingerprint, RecordedGemmTrace};
 use crate::digest::Digest;
-use crate::identity::{GemmRouteIdentity, VolatileMetadata};
+use crate::identity::{UnpinnedContext, VolatileMetadata};
 use crate::launch_set::ResolvedGemmLaunchSet;
 use crate::physical::PhysicalNode;
 use crate::route::ResolvedGemmRoute;
@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 pub(super) struct TraceV4 {
     workload: String,
     workload_digest: Digest,
-    context: GemmRouteIdentity,
+    context: UnpinnedContext,
     launch_set: ResolvedGemmLaunchSet,
     routes: Vec<ResolvedGemmRoute>,
     fingerprints: Vec<OutputFingerprint>,
@@ -31,7 +31,7 @@ pub(super) fn upgrade(t: TraceV4) -> RecordedGemmTrace {
     RecordedGemmTrace {
         workload: t.workload,
         workload_digest: t.workload_digest,
-        context: t.context,
+        context: t.context.into(),
         launch_set: t.launch_set,
         routes: t.routes,
         fingerprints: t.fingerprints,
@@ -48,7 +48,7 @@ pub(super) fn downgrade(t: &RecordedGemmTrace) -> TraceV4 {
     TraceV4 {
         workload: t.workload.clone(),
         workload_digest: t.workload_digest,
-        context: t.context.clone(),
+        context: UnpinnedContext::of(&t.context),
         launch_set: t.launch_set,
         routes: t.routes.clone(),
         fingerprints: t.fingerprints.clone(),
