@@ -61,7 +61,7 @@
 
 use gemm_audit::backend::GemmBackend;
 use gemm_audit::backend::cuda::catalog::{CudaFamily, CudaKernel};
-use gemm_audit::backend::cuda::{CudaBackend, LT_TIMING_M, RouteTiming};
+use gemm_audit::backend::cuda::{CudaBackend, LT_TIMING_M, RouteTiming, cold_copies};
 use gemm_audit::kernels::{
     GemmSpec, KernelFamily, LADDER_DECODE_MAX_M, LADDER_MID_MAX_M, RouteChoice,
 };
@@ -921,9 +921,16 @@ const DECODE_PROJECTIONS: [(u64, u64); 5] = [
     (4096, 1024),
     (4096, 2048),
 ];
-/// Weight copies the L2-cold rows rotate through: 6 x 32 MiB of bf16
-/// weights is well past the H200's 60 MiB L2.
+/// Fewest weight copies the L2-cold rows rotate through; a shape whose
+/// weights are small rotates more ([`cold_copies`]: the copies between two
+/// uses of one hold twice the device's L2).
 const COLD_COPIES: usize = 6;
+
+/// cuBLASLt heuristic candidates the "cuBLAS best" column times per problem.
+const BEST_CANDIDATES: usize = 8;
+
+/// Interleaved rounds of the "cuBLAS best" timing (after one warm-up).
+const BEST_ROUNDS: usize = 5;
 
 /// One GEMM problem of a by-m table: (op, dtype, k, n, m).
 type Problem = (GemmOp, DType, u64, u64, u64);
@@ -1054,16 +1061,37 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
     };
     let mut families: Vec<_> = (0..routes.len()).map(family).collect();
     families.dedup();
+    let l2 = gpu
+        .det
+        .l2_cache_bytes()
+        .map_err(|e| format!("decode by m: {e}"))?;
+    let weight_copies = |k: u64, n: u64, dtype: DType| {
+        cold_copies(
+            k * n * gemm_audit::kernels::element_size(dtype) as u64,
+            l2,
+            COLD_COPIES,
+        )
+    };
     for f in families {
         let group: Vec<usize> = (0..routes.len())
             .filter(|&i| family(i) == f && routes[i].shape.m <= 256)
             .collect();
+        let copies = weight_copies(f.2, f.3, f.1);
+        summary.push(format!(
+            "decode-by-m cold {} {} k={} n={}: {copies} rotating copies ({} MiB of weights each, L2 {} MiB)",
+            f.0,
+            f.1,
+            f.2,
+            f.3,
+            (f.2 * f.3 * gemm_audit::kernels::element_size(f.1) as u64) >> 20,
+            l2 >> 20
+        ));
         let timings = gpu
             .det
             .time_routes_rotating(
                 &group.iter().map(|&i| routes[i].clone()).collect::<Vec<_>>(),
                 SEED,
-                COLD_COPIES,
+                copies,
                 !cfg.eager,
                 cfg.warmup,
                 cfg.samples,
@@ -1074,14 +1102,54 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
             cold[i] = Some(Stats::of(&timings[j].samples));
         }
     }
+    // "cuBLAS best": cuBLASLt's top candidates per problem, each timed.
+    let mut best: Vec<[Option<f64>; 2]> = Vec::with_capacity(rows.len());
+    for ((op, dtype, k, n, m), _) in &rows {
+        let shape = GemmShape {
+            m: *m,
+            k: *k,
+            n: *n,
+        };
+        let mut cell = [None, None];
+        for (clock, copies) in [(0, 1), (1, weight_copies(*k, *n, *dtype))] {
+            if clock == 1 && *m > 256 {
+                continue;
+            }
+            match gpu
+                .det
+                .lt_best_timing(*op, *dtype, shape, BEST_CANDIDATES, copies, BEST_ROUNDS)
+            {
+                Ok(t) => {
+                    cell[clock] = Some(t.best_secs);
+                    if t.best_rank != 0 {
+                        summary.push(format!(
+                            "decode-by-m {op} {dtype} k={k} n={n} m={m} {}: cuBLAS best is the heuristic's candidate {} of {} ({} ran), {:.2}x its first",
+                            ["hot", "cold"][clock],
+                            t.best_rank + 1,
+                            t.offered,
+                            t.ran,
+                            t.first_secs.map_or(f64::NAN, |f| f / t.best_secs)
+                        ));
+                    }
+                }
+                Err(e) => summary.push(format!(
+                    "decode-by-m {op} {dtype} k={k} n={n} m={m}: cuBLAS best left out: {e}"
+                )),
+            }
+        }
+        best.push(cell);
+    }
     let mut table = Table {
         header: std::iter::once("problem".to_string())
             .chain(["hot", "cold"].into_iter().flat_map(|clock| {
-                std::iter::once(format!("cuBLAS {clock} us")).chain(
-                    columns[1..]
-                        .iter()
-                        .map(move |(l, _)| format!("{l} {clock}")),
-                )
+                [format!("cuBLAS {clock} us"), format!("best {clock} us")]
+                    .into_iter()
+                    .chain(
+                        columns[1..]
+                            .iter()
+                            .map(move |(l, _)| format!("{l} {clock}")),
+                    )
+                    .chain(std::iter::once(format!("ladder/best {clock}")))
             }))
             .collect(),
         rows: Vec::new(),
@@ -1092,14 +1160,22 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
              narrow, decode or band by waves and tiles; above, narrow where it fits one wave, else band or the \
              128x128 rung by weighted waves, and above m = {LADDER_MID_MAX_M} with one chunk wgmma-large, \
              -medium or -small), then \
-             each rung at every m; cold: {COLD_COPIES} rotating operand copies, m <= 256 only, one interleaved run per \
-             problem",
+             each rung at every m; cold: rotating operand copies (at least {COLD_COPIES}, and enough that the copies \
+             between two uses of one hold twice the L2), m <= 256 only, one interleaved run per problem; best = \
+             cuBLAS best: the fastest of cuBLASLt's first {BEST_CANDIDATES} heuristic candidates for the problem, each \
+             timed ({BEST_ROUNDS} interleaved rounds, split-K and a {} MiB workspace allowed); ladder/best = best time / \
+             ladder time",
             cfg.samples,
-            cfg.sample_secs * 1e3
+            cfg.sample_secs * 1e3,
+            gemm_audit::backend::cuda::LT_WORKSPACE_BYTES >> 20
         )],
     };
     let fmt_x = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2}"));
-    for ((op, dtype, k, n, m), cells) in &rows {
+    let ladder = columns
+        .iter()
+        .position(|(_, r)| *r == RouteChoice::BatchInvariant)
+        .expect("a ladder column");
+    for (((op, dtype, k, n, m), cells), best) in rows.iter().zip(&best) {
         let hot_s = |c: usize| cells[c].map(|i| hot[i].median);
         let cold_s = |c: usize| cells[c].and_then(|i| cold[i].map(|s| s.median));
         let ratio = |t: &dyn Fn(usize) -> Option<f64>, c: usize| match (t(0), t(c)) {
@@ -1110,9 +1186,17 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
             format!("{op} {dtype} k={k} n={n} m={m}"),
             hot_s(0).map_or("-".into(), fmt_us),
         ];
+        let vs_best = |t: &dyn Fn(usize) -> Option<f64>, b: Option<f64>| match (b, t(ladder)) {
+            (Some(b), Some(x)) => Some(b / x),
+            _ => None,
+        };
+        row.push(best[0].map_or("-".into(), fmt_us));
         row.extend((1..columns.len()).map(|c| fmt_x(ratio(&hot_s, c))));
+        row.push(fmt_x(vs_best(&hot_s, best[0])));
         row.push(cold_s(0).map_or("-".into(), fmt_us));
+        row.push(best[1].map_or("-".into(), fmt_us));
         row.extend((1..columns.len()).map(|c| fmt_x(ratio(&cold_s, c))));
+        row.push(fmt_x(vs_best(&cold_s, best[1])));
         table.rows.push(row);
     }
     Ok(Report { table, summary })

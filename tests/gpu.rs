@@ -1384,13 +1384,25 @@ fn vendor_gemms_record_exact_routes_on_engine_buffers() {
             DType::Bf16,
         ),
         (
-            VendorApi::CublasLt(LtSelection::FamilyFixed),
+            VendorApi::CublasLt(LtSelection::Heuristic),
             GemmOp::Tn,
             DType::F16,
         ),
         (VendorApi::Cublas, GemmOp::Nt, DType::F32),
     ]
     .map(|(api, op, dtype)| (gemms.plan(api, op, dtype, s).unwrap(), dtype));
+    // The family-fixed selection is the vendor-invariant contract's: fast
+    // math only, so a pedantic engine is refused, naming the policy.
+    let e = gemms
+        .plan(
+            VendorApi::CublasLt(LtSelection::FamilyFixed),
+            GemmOp::Tn,
+            DType::F16,
+            s,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cublas-fast"), "{e}");
     let a = stream.clone_htod(&small_floats(8 * 256, 1)).unwrap();
     let b = stream.clone_htod(&small_floats(256 * 512, 2)).unwrap();
     let mut c: Vec<_> = (0..3)

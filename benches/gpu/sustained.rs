@@ -9,8 +9,8 @@
 //! them, and reads the SM clock and power beside it where `nvidia-smi` is
 //! present.
 
+use super::{BEST_CANDIDATES, BEST_ROUNDS, GemmShape, fmt_us, resolve_columns, time_routes};
 use super::{Config, DType, GemmOp, Gpu, KernelFamily, Problem, Report, Res, RouteChoice, Table};
-use super::{fmt_us, resolve_columns, time_routes};
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -88,27 +88,50 @@ pub(super) fn bench_sustained(gpu: &Gpu, cfg: &Config) -> Res<Report> {
     };
     let clock = ClockLog::start();
     let (_, stats) = time_routes(gpu, cfg, &routes, "sustained by m")?;
+    // cuBLAS best, right after, while the card is still at its cap.
+    let best: Vec<Option<f64>> = rows
+        .iter()
+        .map(|&((op, dtype, k, n, m), _)| {
+            let shape = GemmShape { m, k, n };
+            match gpu
+                .det
+                .lt_best_timing(op, dtype, shape, BEST_CANDIDATES, 1, BEST_ROUNDS)
+            {
+                Ok(t) => Some(t.best_secs),
+                Err(e) => {
+                    summary.push(format!(
+                        "sustained {op} {dtype} k={k} n={n} m={m}: cuBLAS best left out: {e}"
+                    ));
+                    None
+                }
+            }
+        })
+        .collect();
     let clock = clock.stop();
-    let mut header = vec!["problem", "cuBLAS us", "cuBLAS TFLOP/s"];
+    let mut header = vec!["problem", "cuBLAS us", "cuBLAS TFLOP/s", "best us"];
     header.extend(COLUMNS[1..].iter().map(|(label, _)| *label));
+    header.push("ladder/best");
     let mut table = Table::new(&header);
     table.notes.push(format!(
         "median of {} samples of ~{:.0} ms per route after {} warm-up round(s) (>= {WARMUP_SECS} s), heavy routes \
          only, back to back; ladder = route batch-invariant, large/medium/small = wgmma-large/-medium/-small, \
-         inv = cublaslt-invariant, each as cuBLAS time / route time (1.00 = vendor speed)",
+         inv = cublaslt-invariant, each as cuBLAS time / route time (1.00 = vendor speed); best = cuBLAS best, the \
+         fastest of cuBLASLt's first {BEST_CANDIDATES} heuristic candidates, timed right after the run (the card still \
+         at its cap); ladder/best = best time / ladder time",
         cfg.samples,
         sample_secs * 1e3,
         cfg.warmup
     ));
     table.notes.push(format!("during the run: {clock}"));
     summary.push(format!("sustained: {clock}"));
-    for ((op, dtype, k, n, m), cells) in &rows {
+    for (((op, dtype, k, n, m), cells), best) in rows.iter().zip(&best) {
         let t = |c: usize| cells[c].map(|i| stats[i].median);
         let flops = 2.0 * (*m as f64) * (*k as f64) * (*n as f64);
         let mut row = vec![
             format!("{op} {dtype} k={k} n={n} m={m}"),
             t(0).map_or("-".into(), fmt_us),
             t(0).map_or("-".into(), |s| format!("{:.0}", flops / s / 1e12)),
+            best.map_or("-".into(), fmt_us),
         ];
         for c in 1..COLUMNS.len() {
             row.push(match (t(0), t(c)) {
@@ -116,6 +139,10 @@ pub(super) fn bench_sustained(gpu: &Gpu, cfg: &Config) -> Res<Report> {
                 _ => "-".into(),
             });
         }
+        row.push(match (best, t(1)) {
+            (Some(b), Some(x)) => format!("{:.2}", b / x),
+            _ => "-".into(),
+        });
         table.rows.push(row);
     }
     Ok(Report { table, summary })

@@ -38,8 +38,12 @@ the reports read it as any trace of vendor routes.
 Not captured: kernels of other ops (attention, norms, fused or compiled
 kernels) are not GEMMs of the trace; their names are listed in
 ``Recording.other_kernels``. GEMMs inside a CUDA graph replay, or in a
-``torch.compile`` region that calls cuBLAS outside aten dispatch, are not
-seen (import a profile of the step with ``gemm-audit import`` for those).
+``torch.compile`` region that calls cuBLAS or a Triton template outside
+aten dispatch, are not dispatched: the profile binds their kernels to the
+region (``Recording.regions``: label, kernels, device), but they are not
+GEMMs of the trace yet, since their outputs and shapes are not observed
+(import a profile of the step with ``gemm-audit import`` to gate their
+kernels).
 Ops whose dtype a trace cannot express (complex, integer but int8) are
 listed in ``Recording.skipped`` with the reason.
 """
@@ -59,6 +63,7 @@ __all__ = [
     "record",
     "Recording",
     "bind_kernels",
+    "bind_profile",
     "gemm_layout",
     "assert_matches_golden",
     "GEMM_OPS",
@@ -135,6 +140,26 @@ def gemm_layout(a_shape, a_strides, b_shape, b_strides, dtype) -> dict:
     }
 
 
+def bind_profile(profile, prefix: str = RANGE_PREFIX) -> dict:
+    """Binds a profiler trace as :func:`bind_kernels` does, and also
+    returns the GEMMs no recorded op launched: ``{"gemms": {index: {...}},
+    "regions": [...], "other_kernels": [...], "unbound": [...]}``. Each
+    region GEMM is a GEMM kernel (cuBLAS, CUTLASS, nvjet, a Triton matmul
+    template) launched by a CUDA-graph replay or a ``torch.compile``
+    region, outside aten dispatch: ``{"label", "kernels", "beside",
+    "device"}``, in launch order, its label naming the region
+    (``cudaGraphLaunch in CompiledFunction``). The profile holds no shapes
+    for them."""
+    if isinstance(profile, dict) or isinstance(profile, list):
+        data = json.dumps(profile).encode()
+    else:
+        with open(os.fspath(profile), "rb") as f:
+            data = f.read()
+    doc = json.loads(_native.bind_profile(data, prefix))
+    doc["gemms"] = {int(i): g for i, g in doc["gemms"].items()}
+    return doc
+
+
 def bind_kernels(profile, prefix: str = RANGE_PREFIX) -> Tuple[Dict[int, dict], List[str]]:
     """Binds the GPU activities of a profiler trace to the ranges named
     ``prefix + index``, with gemm-audit's own binder (the one ``gemm-audit
@@ -146,14 +171,13 @@ def bind_kernels(profile, prefix: str = RANGE_PREFIX) -> Tuple[Dict[int, dict], 
     (each ``{"name", "kind", "grid", "block", "shared_memory"}``, in launch
     order; a split-K GEMM and its reduce kernel are two), the copies, fills
     and child-op kernels beside them, and the device; ``other`` names the
-    kernels bound to no range."""
-    if isinstance(profile, dict) or isinstance(profile, list):
-        data = json.dumps(profile).encode()
-    else:
-        with open(os.fspath(profile), "rb") as f:
-            data = f.read()
-    doc = json.loads(_native.bind_profile(data, prefix))
-    return {int(i): g for i, g in doc["gemms"].items()}, doc["other_kernels"]
+    kernels bound to no range (a region GEMM's kernels among them:
+    :func:`bind_profile` keeps those apart)."""
+    doc = bind_profile(profile, prefix)
+    other = list(doc["other_kernels"])
+    for r in doc["regions"]:
+        other.extend(k["name"] for k in r["kernels"])
+    return doc["gemms"], other
 
 
 def step_document(
@@ -177,6 +201,11 @@ class Recording:
         self.gemms: List[dict] = []
         self.skipped: List[str] = []
         self.other_kernels: List[str] = []
+        #: GEMMs the dispatch mode did not see, bound from the profile: the
+        #: GEMM kernels of CUDA-graph replays and ``torch.compile`` regions
+        #: (:func:`bind_profile`'s ``regions``). Listed, not yet in the
+        #: trace: their outputs are not observed and their shapes unknown.
+        self.regions: List[dict] = []
         self.framework: dict = {}
         self.device: dict = {}
         #: Per-machine facts (GPU UUID, CPU model): kept, never compared.
@@ -378,18 +407,18 @@ def _run_bound(func, args, kwargs):
         with record_function(RANGE_PREFIX + "0"):
             out = func(*args, **kwargs)
         _sync()
-    bound, _ = _bind_profile(prof)
+    bound = _bind_profile(prof)["gemms"]
     return out, bound.get(0, {}).get("kernels", [])
 
 
-def _bind_profile(prof, prefix: str = RANGE_PREFIX) -> Tuple[Dict[int, dict], List[str]]:
-    """Binds a finished profiler's activities (:func:`bind_kernels`): its
+def _bind_profile(prof, prefix: str = RANGE_PREFIX) -> dict:
+    """Binds a finished profiler's activities (:func:`bind_profile`): its
     Chrome trace goes through a temporary file, removed after."""
     fd, path = tempfile.mkstemp(suffix=".json", prefix="gemm-audit-profile-")
     os.close(fd)
     try:
         prof.export_chrome_trace(path)
-        return bind_kernels(path, prefix)
+        return bind_profile(path, prefix)
     finally:
         os.unlink(path)
 
@@ -616,8 +645,10 @@ def record(workload: str, path=None, overwrite: bool = False, device: Optional[s
         with Observe():
             yield rec
         _sync()
-    bound, other = _bind_profile(prof)
-    rec.other_kernels = other
+    doc = _bind_profile(prof)
+    bound = doc["gemms"]
+    rec.other_kernels = doc["other_kernels"]
+    rec.regions = doc["regions"]
     recorded = [x for x in seen if x[2] is not None]
     cuda_devices = sorted({int(x[3].split(":")[1]) for x in recorded if x[3].startswith("cuda")})
     on_cpu = any(x[3] == "cpu" for x in recorded)

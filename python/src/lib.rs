@@ -296,8 +296,21 @@ fn bind_profile(text: &[u8], prefix: &str) -> PyResult<String> {
             )
         })
         .collect();
+    let regions: Vec<serde_json::Value> = b
+        .regions
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "label": r.label,
+                "kernels": r.launch.kernels,
+                "beside": r.launch.beside,
+                "device": r.launch.device,
+            })
+        })
+        .collect();
     serde_json::to_string(&serde_json::json!({
         "gemms": gemms,
+        "regions": regions,
         "other_kernels": b.other_kernels,
         "unbound": b.unbound,
     }))

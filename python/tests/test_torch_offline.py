@@ -212,3 +212,30 @@ def test_binding_follows_the_launching_thread_and_range():
     assert bound[0]["kernels"][0]["grid"] == [2, 1, 1] and bound[0]["kernels"][0]["shared_memory"] == 0
     assert [k["name"] for k in bound[1]["kernels"]] == ["gemm_b"]
     assert sorted(other) == ["between", "other_thread"]
+
+
+def test_graph_replay_and_compiled_region_gemms_are_bound_to_their_regions():
+    def x(cat, name, ts, dur=1.0, tid=10, **args):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+    trace = {
+        "traceEvents": [
+            x("user_annotation", "gemm_audit:0", 100.0, 20.0),
+            x("cuda_runtime", "cudaLaunchKernel", 105.0, correlation=1),
+            x("kernel", "nvjet_eager", 150.0, tid=7, correlation=1, device=0),
+            x("cpu_op", "CompiledFunction", 200.0, 50.0),
+            x("cuda_runtime", "cudaGraphLaunch", 210.0, correlation=2),
+            x("kernel", "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", 300.0, tid=7, correlation=2, device=0),
+            x("kernel", "triton_poi_fused_gelu_0", 303.0, tid=7, correlation=2, device=0),
+        ]
+    }
+    doc = gat.bind_profile(trace)
+    assert [k["name"] for k in doc["gemms"][0]["kernels"]] == ["nvjet_eager"]
+    assert [(r["label"], [k["name"] for k in r["kernels"]], r["device"]) for r in doc["regions"]] == [
+        ("cudaGraphLaunch in CompiledFunction", ["sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n"], 0)
+    ]
+    assert doc["other_kernels"] == ["triton_poi_fused_gelu_0"]
+    # bind_kernels keeps its shape: region kernels are among the others.
+    bound, other = gat.bind_kernels(trace)
+    assert list(bound) == [0]
+    assert sorted(other) == ["sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", "triton_poi_fused_gelu_0"]

@@ -713,3 +713,81 @@ fn default_workload_names_drop_extensions_timestamps_and_ranks() {
     assert_eq!(default_workload("train_rank_12_step.json"), "train-step");
     assert_eq!(default_workload("ranking.json"), "ranking");
 }
+
+/// The Python recorder's binding (`bind_annotated`): a GEMM op the dispatch
+/// mode saw (inside its `gemm_audit:<i>` range) is bound to its index; GEMM
+/// kernels of a CUDA-graph replay inside a compiled function, and a Triton
+/// matmul template of a compiled region, which no dispatched op launched,
+/// are GEMMs of their regions, in launch order, each with its kernel; a
+/// pointwise kernel is other work.
+#[test]
+fn the_recorder_binding_keeps_graph_replay_and_compiled_region_gemms() {
+    let mut p = crafted(&[]);
+    let ev = p["traceEvents"].as_array_mut().unwrap();
+    let mut add = |v: Value| ev.push(v);
+    let launch = |corr: i64, at: f64, api: &str| {
+        json!({"ph": "X", "cat": "cuda_runtime", "name": api, "pid": 10, "tid": 10,
+               "ts": at, "dur": 2.0, "args": {"correlation": corr}})
+    };
+    let kernel = |corr: i64, at: f64, name: &str| {
+        json!({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": at,
+               "dur": 2.0, "args": {"correlation": corr, "device": 0, "grid": [8, 1, 1],
+               "block": [256, 1, 1], "shared memory": 0}})
+    };
+    // The recorder's range 0 around an eager aten::mm.
+    add(
+        json!({"ph": "X", "cat": "user_annotation", "name": "gemm_audit:0", "pid": 10,
+               "tid": 10, "ts": 100.0, "dur": 20.0, "args": {}}),
+    );
+    add(
+        json!({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 10, "tid": 10,
+               "ts": 101.0, "dur": 18.0, "args": {}}),
+    );
+    add(launch(1, 102.0, "cudaLaunchKernel"));
+    add(kernel(1, 150.0, "nvjet_eager"));
+    // A compiled function replaying a CUDA graph: two GEMM kernels and a
+    // pointwise one, all correlated to the one graph launch.
+    add(
+        json!({"ph": "X", "cat": "cpu_op", "name": "CompiledFunction", "pid": 10,
+               "tid": 10, "ts": 200.0, "dur": 50.0, "args": {}}),
+    );
+    add(launch(2, 210.0, "cudaGraphLaunch"));
+    add(kernel(2, 300.0, "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n"));
+    add(kernel(2, 303.0, "triton_poi_fused_gelu_0"));
+    add(kernel(
+        2,
+        306.0,
+        "nvjet_tst_128x256_64x4_2x1_v_bz_coopA_NNT",
+    ));
+    // A compiled region launching a Triton matmul template directly.
+    add(
+        json!({"ph": "X", "cat": "cpu_op", "name": "Torch-Compiled Region: 0/0", "pid": 10,
+               "tid": 10, "ts": 400.0, "dur": 20.0, "args": {}}),
+    );
+    add(launch(3, 405.0, "cuLaunchKernel"));
+    add(kernel(3, 450.0, "triton_tem_fused_mm_1"));
+    let b = profile::bind_annotated(&serde_json::to_vec(&p).unwrap(), "gemm_audit:").unwrap();
+    assert_eq!(b.gemms.len(), 1);
+    assert_eq!(b.gemms[&0].kernels[0].name, "nvjet_eager");
+    let regions: Vec<(&str, &str)> = b
+        .regions
+        .iter()
+        .map(|r| (r.label.as_str(), r.launch.kernels[0].name.as_str()))
+        .collect();
+    assert_eq!(
+        regions,
+        [
+            (
+                "cudaGraphLaunch in CompiledFunction",
+                "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n"
+            ),
+            (
+                "cudaGraphLaunch in CompiledFunction",
+                "nvjet_tst_128x256_64x4_2x1_v_bz_coopA_NNT"
+            ),
+            ("Torch-Compiled Region: 0/0", "triton_tem_fused_mm_1"),
+        ]
+    );
+    assert!(b.regions.iter().all(|r| r.launch.device == Some(0)));
+    assert_eq!(b.other_kernels, ["triton_poi_fused_gelu_0"]);
+}

@@ -73,6 +73,10 @@ mod shared;
 mod tma;
 
 #[cfg(all(feature = "cuda", feature = "bench"))]
+pub use bench::cold_copies;
+#[cfg(all(feature = "cuda", feature = "bench"))]
+pub use bench::lt_best::LtBestTiming;
+#[cfg(all(feature = "cuda", feature = "bench"))]
 pub use blas::lt_family::LtCandidateTiming;
 #[cfg(feature = "cuda")]
 pub use device::{CUDA_DEFAULT_POLICY, CudaBackend, CudaGraph, CudaLaunches};

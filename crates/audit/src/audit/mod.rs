@@ -138,10 +138,14 @@ pub fn run_audit(
             .iter()
             .find(|w| w.name == trace.workload)
             .expect("every trace is of an audited workload");
+        // The live context the trace was recorded under: the workload's
+        // policy, this backend's modules, device and pins.
+        let scoped = backend.for_workload(w);
+        let live = scoped.as_ref().unwrap_or(backend).live_context();
         let golden = independent_golden(backend, w, trace)?;
         mutation_check(
             &mut report,
-            &backend.live_context(),
+            &live,
             trace,
             &golden,
             &CapturedGemmGraphPlan::validate,

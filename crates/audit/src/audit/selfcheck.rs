@@ -369,6 +369,27 @@ mod tests {
         assert!(r.detail.contains("output_ownership"), "{}", r.detail);
     }
 
+    /// A workload recorded under a policy of its own (cublas-fast here) is
+    /// tampered with and judged under that policy's live context, not the
+    /// backend's default: otherwise its untouched trace is refused and the
+    /// row fails for the audit's own mistake.
+    #[test]
+    fn a_workload_under_its_own_policy_is_judged_under_it() {
+        let backend = Backend::new(CpuBackend::default());
+        let mut w = Workload::builtin("transformer-block").unwrap();
+        w.name = "transformer-block-fast".into();
+        w.policy = Some(crate::policy::PolicyMode::CublasFast);
+        let opts = AuditOptions {
+            workloads: vec![w],
+            runs: 2,
+            control_attempts: 4,
+            ..AuditOptions::default()
+        };
+        let report = run_audit(&backend, &opts, &mut NoProgress).unwrap();
+        let r = row(&report);
+        assert_eq!(r.verdict, Verdict::Pass, "{}", r.detail);
+    }
+
     /// A golden that is not the trace's (another workload's routes) makes
     /// the untouched trace fail the golden comparison: the row fails
     /// instead of counting refusals that would refuse anything.

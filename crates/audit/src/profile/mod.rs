@@ -566,10 +566,26 @@ pub struct BoundRange {
 pub struct AnnotatedBinding {
     /// Per recorder index.
     pub gemms: BTreeMap<u64, BoundRange>,
-    /// Kernels bound to no recorded op (their names).
+    /// GEMM kernels no recorded op owns, each a GEMM of the region that
+    /// launched it (a CUDA-graph replay, a `torch.compile` region calling
+    /// cuBLAS or a Triton template outside aten dispatch), in launch
+    /// order: what the dispatch mode cannot see. Their shapes are not in
+    /// the profile.
+    pub regions: Vec<BoundRegion>,
+    /// Kernels bound to no recorded op and to no region (their names).
     pub other_kernels: Vec<String>,
     /// Activities whose launching call the profile does not hold.
     pub unbound: Vec<String>,
+}
+
+/// A GEMM of a region (see [`AnnotatedBinding::regions`]).
+#[derive(Debug, Clone)]
+pub struct BoundRegion {
+    /// The region: `cudaGraphLaunch in CompiledFunction`, or the innermost
+    /// range around the launch.
+    pub label: String,
+    /// What it launched.
+    pub launch: BoundRange,
 }
 
 /// Binds a profile's activities to the recorder's `prefix<index>` ranges
@@ -597,6 +613,15 @@ pub fn bind_annotated(text: &[u8], prefix: &str) -> Result<AnnotatedBinding, Pro
                     device: g.device,
                 },
             );
+        } else if let bind::Owner::Region(label) = g.owner {
+            out.regions.push(BoundRegion {
+                label,
+                launch: BoundRange {
+                    kernels: g.kernels,
+                    beside: g.beside,
+                    device: g.device,
+                },
+            });
         } else {
             out.other_kernels
                 .extend(g.kernels.iter().map(|k| k.name.clone()));

@@ -2,5 +2,37 @@
 //! it), and the visit order that keeps their samples fair.
 
 #[cfg(all(feature = "cuda", feature = "bench"))]
+pub(crate) mod lt_best;
+#[cfg(all(feature = "cuda", feature = "bench"))]
 pub(crate) mod timing;
 pub(crate) mod visit_order;
+
+/// Operand copies a cold timing rotates through for weights of
+/// `weight_bytes` on a device with `l2_bytes` of L2: enough that the other
+/// copies streamed between two uses of one copy hold at least twice the
+/// L2, so its weights come from memory every time; at least `min`.
+#[cfg_attr(not(all(feature = "cuda", feature = "bench")), allow(dead_code))]
+pub fn cold_copies(weight_bytes: u64, l2_bytes: u64, min: usize) -> usize {
+    let others = (2 * l2_bytes).div_ceil(weight_bytes.max(1));
+    (others as usize + 1).max(min)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cold_copies;
+
+    #[test]
+    fn cold_copies_exceed_the_l2_for_every_shape() {
+        let l2 = 50 << 20;
+        // 4096 x 4096 bf16 (32 MiB): 4 others = 128 MiB >= 100 MiB.
+        assert_eq!(cold_copies(32 << 20, l2, 2), 5);
+        assert_eq!(cold_copies(32 << 20, l2, 6), 6);
+        // The n = 1024 KV projection (8 MiB): 13 others = 104 MiB; six
+        // copies (40 MiB of others) would stay in the L2.
+        assert_eq!(cold_copies(8 << 20, l2, 6), 14);
+        for w in [1u64 << 20, 8 << 20, 16 << 20, 28 << 20, 112 << 20] {
+            let c = cold_copies(w, l2, 6) as u64;
+            assert!((c - 1) * w >= 2 * l2, "{w}: {c}");
+        }
+    }
+}

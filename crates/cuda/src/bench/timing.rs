@@ -2,6 +2,7 @@
 //! device fingerprint against a device-to-device copy. Hidden from the
 //! documentation: for `benches/gpu.rs`.
 
+use crate::bench::lt_best::LtBestTiming;
 use crate::bench::visit_order::visit_stride;
 use crate::blas::lt_family::LtCandidateTiming;
 use crate::device::CudaBackend;
@@ -15,6 +16,36 @@ use gemm_audit_model::trace::FINGERPRINT_CHUNK_BYTES;
 use gemm_audit_model::vocab::{DType, GemmOp};
 
 impl CudaBackend {
+    /// "cuBLAS best": cuBLASLt's top `count` heuristic candidates for one
+    /// problem under cublas-fast numerics, each timed (interleaved,
+    /// `rounds` rounds, rotating `copies` operand copies), the fastest kept.
+    #[doc(hidden)]
+    pub fn lt_best_timing(
+        &self,
+        op: GemmOp,
+        dtype: DType,
+        shape: GemmShape,
+        count: usize,
+        copies: usize,
+        rounds: usize,
+    ) -> Result<LtBestTiming> {
+        let sh = &self.shared;
+        let _lock = sh.lock();
+        let handles = sh.vendor.handles(sh)?;
+        crate::bench::lt_best::lt_best(handles.get(), dtype, op, shape, count, copies, rounds)
+    }
+
+    /// The device's L2 cache size in bytes (what a cold timing must exceed).
+    #[doc(hidden)]
+    pub fn l2_cache_bytes(&self) -> Result<u64> {
+        let bytes = self
+            .shared
+            .ctx
+            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+            .map_err(drv("reading the L2 cache size"))?;
+        Ok(bytes.max(0) as u64)
+    }
+
     /// The candidates of cublaslt-invariant's configuration for the
     /// family (op, dtype, k, n) under cublas-fast numerics, each timed at
     /// [`crate::LT_TIMING_M`] as the route's choice times them, and which

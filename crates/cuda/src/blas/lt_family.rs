@@ -569,7 +569,7 @@ fn pin_one_split(algo: &mut lt::cublasLtMatmulAlgo_t, none: u32) -> Result<()> {
 /// `len` half-precision values (bf16 or f16 bit patterns alike, see
 /// `half_bits`): a 2 MiB xorshift pattern seeded by `seed`, copied over
 /// the buffer, so host memory stays small whatever the operand's size.
-fn filled(stream: &Arc<CudaStream>, len: u64, seed: u64) -> Result<CudaSlice<u16>> {
+pub(crate) fn filled(stream: &Arc<CudaStream>, len: u64, seed: u64) -> Result<CudaSlice<u16>> {
     const PATTERN: usize = 1 << 20;
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let pattern: Vec<u16> = (0..PATTERN)

@@ -15,7 +15,7 @@ pub use gemm_audit_cuda::{
     nvrtc_compiler_identity, set_blas_math_mode, vendor_modules,
 };
 #[cfg(all(feature = "cuda", feature = "bench"))]
-pub use gemm_audit_cuda::{LT_TIMING_M, LtCandidateTiming, RouteTiming};
+pub use gemm_audit_cuda::{LT_TIMING_M, LtBestTiming, LtCandidateTiming, RouteTiming, cold_copies};
 
 #[cfg(not(feature = "cuda"))]
 mod stub;

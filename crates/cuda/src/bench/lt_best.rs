@@ -1,0 +1,140 @@
+#![allow(unsafe_code)]
+//! "cuBLAS best": the vendor baseline at its best. cuBLASLt's heuristic is
+//! asked for its top candidates for one exact problem (split-K, reduction
+//! schemes and the route workspace allowed), each is timed interleaved with
+//! the others, and the fastest is kept: what a user who autotunes cuBLASLt
+//! per shape would run. Cold timing rotates operand copies, so each launch
+//! streams its operands from memory.
+
+use crate::blas::lt_family::filled;
+use crate::blas::{Handles, LT_WORKSPACE_BYTES, LtPlan, Numerics};
+use crate::error::drv;
+use crate::lt_choice::{launches_per_sample, median};
+use cudarc::cublaslt::sys as lt;
+use cudarc::driver::{DevicePtr, sys as cu};
+use gemm_audit_model::error::Result;
+use gemm_audit_model::route::GemmShape;
+use gemm_audit_model::vocab::{DType, GemmOp};
+
+/// The fastest of cuBLASLt's top heuristic candidates for one problem.
+#[derive(Debug, Clone)]
+pub struct LtBestTiming {
+    /// Candidates the heuristic offered (at most the count asked for).
+    pub offered: usize,
+    /// Candidates that ran (an offer can fail to launch).
+    pub ran: usize,
+    /// Median seconds per launch of the fastest candidate.
+    pub best_secs: f64,
+    /// Its rank in the heuristic's order (0: the heuristic's own pick).
+    pub best_rank: usize,
+    /// Median seconds per launch of the heuristic's first candidate, when
+    /// it ran: the default selection, timed in the same run.
+    pub first_secs: Option<f64>,
+}
+
+/// Times cuBLASLt's top `count` candidates for `op` `dtype` `shape` under
+/// fast numerics, `rounds` interleaved rounds after one warm-up, each
+/// launch reading the next of `copies` operand copies.
+pub(crate) fn lt_best(
+    h: &Handles,
+    dtype: DType,
+    op: GemmOp,
+    shape: GemmShape,
+    count: usize,
+    copies: usize,
+    rounds: usize,
+) -> Result<LtBestTiming> {
+    let numerics = Numerics::of(dtype, true);
+    let plan = LtPlan::described(dtype, op, shape, &numerics)?;
+    let handle = h.lt_handle()?;
+    let offers = plan.heuristic(handle, LT_WORKSPACE_BYTES as u64, None, None, count)?;
+    let ctx = h.scratch.context().clone();
+    let stream = ctx.new_stream().map_err(drv("timing stream"))?;
+    let (m, k, n) = (shape.m, shape.k, shape.n);
+    let copies = copies.max(1);
+    let a = (0..copies as u64)
+        .map(|c| filled(&stream, m * k, 1 + 2 * c))
+        .collect::<Result<Vec<_>>>()?;
+    let b = (0..copies as u64)
+        .map(|c| filled(&stream, k * n, 2 + 2 * c))
+        .collect::<Result<Vec<_>>>()?;
+    let c = stream
+        .alloc_zeros::<u16>((m * n) as usize)
+        .map_err(drv("timing output"))?;
+    let ws = stream
+        .alloc_zeros::<u8>(LT_WORKSPACE_BYTES)
+        .map_err(drv("timing workspace"))?;
+    let timing = Some(cu::CUevent_flags::CU_EVENT_DEFAULT);
+    let start = ctx.new_event(timing).map_err(drv("event"))?;
+    let end = ctx.new_event(timing).map_err(drv("event"))?;
+    let pa: Vec<_> = a.iter().map(|x| x.device_ptr(&stream)).collect();
+    let pb: Vec<_> = b.iter().map(|x| x.device_ptr(&stream)).collect();
+    let (pc, _rc) = c.device_ptr(&stream);
+    let (pw, _rw) = ws.device_ptr(&stream);
+    let launches = launches_per_sample(m, k, n).max(copies as u32);
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); offers.len()];
+    let mut failed = vec![false; offers.len()];
+    for round in 0..=rounds {
+        for step in 0..offers.len() {
+            // Each round starts at another candidate.
+            let ci = (step + round) % offers.len();
+            if failed[ci] {
+                continue;
+            }
+            start.record(&stream).map_err(drv("event record"))?;
+            let mut ran = Ok(());
+            for l in 0..launches as usize {
+                let j = l % copies;
+                // SAFETY: the heuristic offered this algorithm for this
+                // plan within `LT_WORKSPACE_BYTES`; every copy of A and B
+                // holds the plan's dense operands, C its output, and all
+                // live on `stream`'s context until the stream is
+                // synchronized below.
+                ran = unsafe {
+                    plan.matmul(
+                        handle,
+                        &offers[ci].algo,
+                        [pa[j].0, pb[j].0, pc],
+                        (pw, LT_WORKSPACE_BYTES),
+                        stream.cu_stream() as lt::cudaStream_t,
+                    )
+                };
+                if ran.is_err() {
+                    break;
+                }
+            }
+            end.record(&stream).map_err(drv("event record"))?;
+            let ms = start.elapsed_ms(&end).map_err(drv("event elapsed"))?;
+            match ran {
+                Err(_) => failed[ci] = true,
+                // Round 0 warms up clocks and caches.
+                Ok(()) if round > 0 => samples[ci].push(f64::from(ms) / 1e3 / f64::from(launches)),
+                Ok(()) => {}
+            }
+        }
+    }
+    stream.synchronize().map_err(drv("timing stream"))?;
+    let medians: Vec<Option<f64>> = samples
+        .into_iter()
+        .zip(&failed)
+        .map(|(s, &f)| (!f && !s.is_empty()).then(|| median(s)))
+        .collect();
+    let (best_rank, best_secs) = medians
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.map(|s| (i, s)))
+        .min_by(|x, y| x.1.total_cmp(&y.1))
+        .ok_or_else(|| {
+            crate::error::cuda_err(format!(
+                "cuBLAS best: none of {} cuBLASLt candidates for {op} {dtype} m={m} k={k} n={n} ran",
+                offers.len()
+            ))
+        })?;
+    Ok(LtBestTiming {
+        offered: offers.len(),
+        ran: medians.iter().flatten().count(),
+        best_secs,
+        best_rank,
+        first_secs: medians.first().copied().flatten(),
+    })
+}
