@@ -11,7 +11,10 @@ pub(crate) mod visit_order;
 /// `weight_bytes` on a device with `l2_bytes` of L2: enough that the other
 /// copies streamed between two uses of one copy hold at least twice the
 /// L2, so its weights come from memory every time; at least `min`.
-#[cfg_attr(not(all(feature = "cuda", feature = "bench")), allow(dead_code))]
+#[cfg_attr(
+    not(all(feature = "cuda", feature = "bench")),
+    allow(dead_code, unreachable_pub)
+)]
 pub fn cold_copies(weight_bytes: u64, l2_bytes: u64, min: usize) -> usize {
     let others = (2 * l2_bytes).div_ceil(weight_bytes.max(1));
     (others as usize + 1).max(min)
