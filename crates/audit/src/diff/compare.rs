@@ -35,9 +35,10 @@ impl TraceDiff {
 }
 
 /// The differences of two contexts, paired by name: every field outside
-/// the modules by its tag, and the modules by their kind (the n-th module
-/// of a kind with the n-th of the same kind), so contexts with different
-/// module sets never compare one module's fields with another's.
+/// the modules and pins by its tag, the modules by their kind (the n-th
+/// module of a kind with the n-th of the same kind), and the pins by their
+/// family, so contexts with different module or pin sets never compare one
+/// module's or pin's fields with another's.
 fn context_changes(
     golden: &crate::identity::GemmRouteIdentity,
     candidate: &crate::identity::GemmRouteIdentity,
@@ -46,7 +47,12 @@ fn context_changes(
     let outside = |c: &crate::identity::GemmRouteIdentity| -> Vec<Typed> {
         crate::digest::typed_field_list(c)
             .into_iter()
-            .filter(|(t, _, _)| !t.starts_with("module.") && *t != "modules.count")
+            .filter(|(t, _, _)| {
+                !t.starts_with("module.")
+                    && *t != "modules.count"
+                    && !t.starts_with("pin.")
+                    && *t != "pins.count"
+            })
             .collect()
     };
     let mut out = Vec::new();
@@ -118,6 +124,49 @@ fn context_changes(
                     "(absent)",
                     format!("{} {}", cm.backend, cm.digest.short()),
                 ),
+            ));
+        }
+    }
+    out.extend(pin_changes(&golden.pins, &candidate.pins));
+    out
+}
+
+/// The differences of two contexts' pins, each pin paired with the other
+/// side's pin of the same family: a configuration that changed names its
+/// field, a family pinned on one side only is absent on the other. Route
+/// class: a pin says which configuration runs.
+fn pin_changes(
+    golden: &[crate::pin::VendorPin],
+    candidate: &[crate::pin::VendorPin],
+) -> Vec<(DiffClass, FieldChange)> {
+    let key = |p: &crate::pin::VendorPin| p.family.to_string();
+    let config = |p: &crate::pin::VendorPin| {
+        format!(
+            "algorithm {} tile {} stages {}",
+            p.algorithm_id, p.tile_id, p.stages_id
+        )
+    };
+    let mut out = Vec::new();
+    for g in golden {
+        match candidate.iter().find(|c| c.family == g.family) {
+            Some(c) => {
+                for ch in field_changes(g, c) {
+                    let field = ch.field.strip_prefix("pin.").unwrap_or(&ch.field);
+                    let field = format!("context.pin[{}].{field}", key(g));
+                    out.push((DiffClass::Route, FieldChange { field, ..ch }));
+                }
+            }
+            None => out.push((
+                DiffClass::Route,
+                FieldChange::text(format!("context.pin[{}]", key(g)), config(g), "(absent)"),
+            )),
+        }
+    }
+    for c in candidate {
+        if !golden.iter().any(|g| g.family == c.family) {
+            out.push((
+                DiffClass::Route,
+                FieldChange::text(format!("context.pin[{}]", key(c)), "(absent)", config(c)),
             ));
         }
     }
@@ -497,5 +546,39 @@ mod tests {
             d.classes().into_iter().collect::<Vec<_>>(),
             vec![DiffClass::Policy]
         );
+    }
+
+    /// Pins are paired by family: equal pin lists give no difference (their
+    /// fields share tags, so pairing by tag would compare every pin with
+    /// the first), a changed configuration names its family and field, and
+    /// a family pinned on one side only is named absent.
+    #[test]
+    fn pins_are_compared_by_family() {
+        use crate::pin::VendorPin;
+        let mut g = testkit::sample_trace(2);
+        let mut pins: Vec<VendorPin> = (0..3)
+            .map(|i| {
+                let mut r = testkit::sample_vendor_route(i);
+                r.shape.n = 1024 * (i + 1);
+                VendorPin::of(&r).unwrap()
+            })
+            .collect();
+        g.context = g.context.clone().with_pins(pins.clone());
+        let same = g.clone();
+        assert!(TraceDiff::between(&g, &same).is_empty());
+        let original = pins.clone();
+        let mut changed = g.clone();
+        pins[1].tile_id += 1;
+        changed.context = changed.context.clone().with_pins(pins.clone());
+        let d = TraceDiff::between(&g, &changed);
+        let fields: Vec<&str> = d.differences.iter().map(|x| x.change.field.as_str()).collect();
+        assert_eq!(fields.len(), 1, "{fields:?}");
+        assert!(fields[0].starts_with("context.pin[") && fields[0].ends_with("].tile_id"));
+        assert!(fields[0].contains(&format!("n={}", pins[1].family.n)), "{}", fields[0]);
+        let mut fewer = g.clone();
+        fewer.context = fewer.context.clone().with_pins(original[..2].to_vec());
+        let d = TraceDiff::between(&g, &fewer);
+        assert_eq!(d.differences.len(), 1);
+        assert_eq!(d.differences[0].change.found, "(absent)");
     }
 }
