@@ -916,6 +916,7 @@ mod tests {
         assert!(
             RouteChoice::parse("magic")
                 .unwrap_err()
+                .to_string()
                 .contains("unknown route")
         );
     }

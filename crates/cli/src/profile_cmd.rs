@@ -61,14 +61,26 @@ pub enum CensusFormat {
     Markdown,
 }
 
-fn name_value(s: &str) -> Result<(String, String), String> {
+fn name_value(s: &str) -> Result<(String, String), NotNameValue> {
     match s.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() && !v.trim().is_empty() => {
             Ok((k.trim().to_string(), v.trim().to_string()))
         }
-        _ => Err(format!("{s:?} is not NAME=VERSION")),
+        _ => Err(NotNameValue(s.to_string())),
     }
 }
+
+/// A library version that is not `NAME=VERSION` (the text as given).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct NotNameValue(String);
+
+impl std::fmt::Display for NotNameValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?} is not NAME=VERSION", self.0)
+    }
+}
+
+impl std::error::Error for NotNameValue {}
 
 /// The trace file a profile is written to inside a folder.
 fn output_name(profile: &Path) -> String {
@@ -282,4 +294,21 @@ pub(super) fn cmd_census(a: CensusArgs) -> Result<u8> {
         ),
     }
     Ok(if flagged == 0 { EXIT_OK } else { EXIT_FINDING })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn library_versions_are_name_value_pairs() {
+        assert_eq!(
+            name_value(" cublas = 13.1.0 "),
+            Ok(("cublas".into(), "13.1.0".into()))
+        );
+        let e = name_value("cublas13").unwrap_err();
+        assert_eq!(e, NotNameValue("cublas13".into()));
+        assert_eq!(e.to_string(), "\"cublas13\" is not NAME=VERSION");
+        assert!(name_value("=13.1.0").is_err());
+    }
 }

@@ -39,16 +39,38 @@ pub(crate) fn fingerprint_mode() -> impl clap::builder::TypedValueParser<Value =
 
 /// A budget limit: a finite number greater than zero (`nan`, `inf`, zero
 /// and negative limits would switch the budget off or refuse everything).
-pub(crate) fn budget_limit(s: &str) -> Result<f64, String> {
+pub(crate) fn budget_limit(s: &str) -> Result<f64, BadBudgetLimit> {
     let v: f64 = s
         .trim()
         .parse()
-        .map_err(|_| format!("{s:?} is not a number"))?;
+        .map_err(|_| BadBudgetLimit::NotANumber(s.to_string()))?;
     if !v.is_finite() || v <= 0.0 {
-        return Err(format!("{s:?} must be a finite number greater than 0"));
+        return Err(BadBudgetLimit::NotPositive(s.to_string()));
     }
     Ok(v)
 }
+
+/// A budget limit [`budget_limit`] refuses (the text as given).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum BadBudgetLimit {
+    /// Not a number at all.
+    NotANumber(String),
+    /// `nan`, an infinity, zero or a negative number.
+    NotPositive(String),
+}
+
+impl std::fmt::Display for BadBudgetLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BadBudgetLimit::NotANumber(s) => write!(f, "{s:?} is not a number"),
+            BadBudgetLimit::NotPositive(s) => {
+                write!(f, "{s:?} must be a finite number greater than 0")
+            }
+        }
+    }
+}
+
+impl std::error::Error for BadBudgetLimit {}
 
 #[cfg(test)]
 mod tests {
@@ -60,5 +82,17 @@ mod tests {
         for bad in ["nan", "NaN", "inf", "-inf", "0", "-1", "x", ""] {
             assert!(budget_limit(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn budget_limit_errors_name_the_value() {
+        let e = budget_limit("x1").unwrap_err();
+        assert_eq!(e, BadBudgetLimit::NotANumber("x1".into()));
+        assert_eq!(e.to_string(), "\"x1\" is not a number");
+        let e = budget_limit("-2").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "\"-2\" must be a finite number greater than 0"
+        );
     }
 }

@@ -9,7 +9,9 @@ pub mod cpu;
 pub mod cuda;
 mod open;
 
-pub use open::{BackendKind, DeviceLabel, DeviceSelection, OpenedDevices, UnknownBackend};
+pub use open::{
+    BackendKind, BadDeviceSelection, DeviceLabel, DeviceSelection, OpenedDevices, UnknownBackend,
+};
 
 pub use gemm_audit_model::backend::{
     CapturedLaunches, CheckedRun, GemmBackend, GemmGraph, KeptRun, kernel_nodes,

@@ -86,17 +86,22 @@ impl fmt::Display for DeviceSelection {
     }
 }
 
+/// A device selection that is neither `all` nor a device ordinal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("expected a device ordinal (0, 1, ...) or `all`, got {0:?}")]
+pub struct BadDeviceSelection(pub String);
+
 impl std::str::FromStr for DeviceSelection {
-    type Err = String;
+    type Err = BadDeviceSelection;
 
     /// `all`, or a device ordinal (a non-negative integer).
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
+    fn from_str(s: &str) -> std::result::Result<Self, BadDeviceSelection> {
         if s.eq_ignore_ascii_case("all") {
             return Ok(DeviceSelection::All);
         }
         s.parse::<usize>()
             .map(DeviceSelection::Ordinal)
-            .map_err(|_| format!("expected a device ordinal (0, 1, ...) or `all`, got {s:?}"))
+            .map_err(|_| BadDeviceSelection(s.to_string()))
     }
 }
 
@@ -268,7 +273,7 @@ impl Backend {
 
 #[cfg(test)]
 mod tests {
-    use super::{BackendKind, UnknownBackend};
+    use super::{BackendKind, BadDeviceSelection, DeviceSelection, UnknownBackend};
 
     #[test]
     fn backend_kinds_parse_from_their_own_names_and_nothing_else() {
@@ -282,5 +287,13 @@ mod tests {
         assert_eq!("CPU".parse::<BackendKind>().unwrap_err().0, "CPU");
         let msg = "".parse::<BackendKind>().unwrap_err().to_string();
         assert!(msg.contains("\"auto\", \"cpu\" or \"cuda\""), "{msg}");
+    }
+
+    #[test]
+    fn a_bad_device_selection_is_named() {
+        assert_eq!("ALL".parse::<DeviceSelection>(), Ok(DeviceSelection::All));
+        let e = "gpu0".parse::<DeviceSelection>().unwrap_err();
+        assert_eq!(e, BadDeviceSelection("gpu0".into()));
+        assert!(e.to_string().ends_with("got \"gpu0\""), "{e}");
     }
 }

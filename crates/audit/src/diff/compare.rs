@@ -571,10 +571,18 @@ mod tests {
         pins[1].tile_id += 1;
         changed.context = changed.context.clone().with_pins(pins.clone());
         let d = TraceDiff::between(&g, &changed);
-        let fields: Vec<&str> = d.differences.iter().map(|x| x.change.field.as_str()).collect();
+        let fields: Vec<&str> = d
+            .differences
+            .iter()
+            .map(|x| x.change.field.as_str())
+            .collect();
         assert_eq!(fields.len(), 1, "{fields:?}");
         assert!(fields[0].starts_with("context.pin[") && fields[0].ends_with("].tile_id"));
-        assert!(fields[0].contains(&format!("n={}", pins[1].family.n)), "{}", fields[0]);
+        assert!(
+            fields[0].contains(&format!("n={}", pins[1].family.n)),
+            "{}",
+            fields[0]
+        );
         let mut fewer = g.clone();
         fewer.context = fewer.context.clone().with_pins(original[..2].to_vec());
         let d = TraceDiff::between(&g, &fewer);

@@ -23,7 +23,7 @@
 
 use super::ProfileError;
 use super::kineto::{Cat, Event, Parsed};
-use super::ops::{self, Inputs, Layout, OpKind};
+use super::ops::{self, Inputs, Layout, LayoutError, OpKind};
 use crate::observed::{ActivityKind, ObservedKernel};
 use std::collections::HashMap;
 
@@ -180,24 +180,42 @@ fn inputs<'e>(a: &'e super::kineto::OpArgs<'_>) -> Inputs<'e> {
     }
 }
 
+/// Why a GEMM op's event has no layout.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum EventLayoutError {
+    /// The event's recorded inputs do not parse (the field and the
+    /// parser's message).
+    #[error("{0}")]
+    Inputs(String),
+    /// The inputs describe no GEMM.
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    /// A composite op whose shapes are not one GEMM (the op's name).
+    #[error("{0} of these shapes is not one GEMM")]
+    NotOneGemm(String),
+    /// An op that is not GEMM-family (its name).
+    #[error("{0} is not a GEMM op")]
+    NotGemmOp(String),
+}
+
 /// The layout of a GEMM op's event, or why there is none.
-pub(crate) fn layout_of(e: &Event<'_>) -> Result<Layout, String> {
+pub(crate) fn layout_of(e: &Event<'_>) -> Result<Layout, EventLayoutError> {
     let parsed = match e.inputs() {
-        Some(raw) => raw.parse()?,
+        Some(raw) => raw.parse().map_err(EventLayoutError::Inputs)?,
         None => super::kineto::OpArgs::default(),
     };
     let inputs = inputs(&parsed);
     match ops::op_kind(&e.name) {
-        Some(OpKind::Gemm { a, b, c }) => ops::gemm_layout(&inputs, a, b, c),
-        Some(OpKind::Composite) if e.name == "aten::linear" => ops::linear_layout(&inputs),
+        Some(OpKind::Gemm { a, b, c }) => Ok(ops::gemm_layout(&inputs, a, b, c)?),
+        Some(OpKind::Composite) if e.name == "aten::linear" => Ok(ops::linear_layout(&inputs)?),
         Some(OpKind::Composite) => {
             let l = ops::gemm_layout(&inputs, 0, 1, None);
             match l {
                 Ok(l) if l.batch == 1 => Ok(l),
-                _ => Err(format!("{} of these shapes is not one GEMM", e.name)),
+                _ => Err(EventLayoutError::NotOneGemm(e.name.to_string())),
             }
         }
-        None => Err(format!("{} is not a GEMM op", e.name)),
+        None => Err(EventLayoutError::NotGemmOp(e.name.to_string())),
     }
 }
 
@@ -547,4 +565,38 @@ fn nest(t: &mut Thread) {
         stack.push(i);
     }
     t.starts = t.ranges.iter().map(|r| r.start).collect();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::borrow::Cow;
+
+    fn op(name: &'static str) -> Event<'static> {
+        Event {
+            index: 0,
+            cat: Cat::CpuOp,
+            name: Cow::Borrowed(name),
+            thread: 0,
+            ts: 0.0,
+            dur: 1.0,
+            correlation: None,
+            extra: None,
+        }
+    }
+
+    #[test]
+    fn event_layout_errors_name_the_op() {
+        let e = layout_of(&op("aten::add")).unwrap_err();
+        assert_eq!(e, EventLayoutError::NotGemmOp("aten::add".into()));
+        assert_eq!(e.to_string(), "aten::add is not a GEMM op");
+        let e = layout_of(&op("aten::matmul")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "aten::matmul of these shapes is not one GEMM"
+        );
+        let e = layout_of(&op("aten::mm")).unwrap_err();
+        assert_eq!(e, EventLayoutError::Layout(LayoutError::NoShapes));
+        assert!(e.to_string().contains("no shapes"), "{e}");
+    }
 }

@@ -124,6 +124,29 @@ impl Layout {
     }
 }
 
+/// Why an op's recorded inputs describe no GEMM (the shapes recorded).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum LayoutError {
+    /// No shapes were recorded for the operands.
+    #[error("the profile recorded no shapes for its operands (record_shapes=False?)")]
+    NoShapes,
+    /// A or B is not a matrix or a batch of them.
+    #[error("operands of shapes {a:?} and {b:?} are not matrices or batches of them")]
+    NotMatrices { a: Vec<i64>, b: Vec<i64> },
+    /// A's columns are not B's rows.
+    #[error("inner extents differ: A {a:?}, B {b:?}")]
+    InnerExtents { a: Vec<i64>, b: Vec<i64> },
+    /// m, k, n or the batch is zero (or negative).
+    #[error("an empty GEMM: A {a:?}, B {b:?}")]
+    Empty { a: Vec<i64>, b: Vec<i64> },
+    /// `aten::linear`'s input and weight do not multiply.
+    #[error("input {input:?} and weight {weight:?} are not a linear layer")]
+    NotLinear { input: Vec<i64>, weight: Vec<i64> },
+    /// `aten::linear` with an empty extent.
+    #[error("an empty linear layer: input {input:?}, weight {weight:?}")]
+    EmptyLinear { input: Vec<i64>, weight: Vec<i64> },
+}
+
 fn positive(v: i64) -> Option<u64> {
     u64::try_from(v).ok().filter(|&x| x > 0)
 }
@@ -150,12 +173,10 @@ pub(crate) fn gemm_layout(
     a: usize,
     b: usize,
     c: Option<usize>,
-) -> Result<Layout, String> {
+) -> Result<Layout, LayoutError> {
     let dim = |i: usize| inputs.dims.get(i).cloned().flatten();
     let (Some(mut ad), Some(mut bd)) = (dim(a), dim(b)) else {
-        return Err(
-            "the profile recorded no shapes for its operands (record_shapes=False?)".into(),
-        );
+        return Err(LayoutError::NoShapes);
     };
     let stride = |i: usize| {
         inputs
@@ -174,9 +195,7 @@ pub(crate) fn gemm_layout(
         as_ = as_.map(|s| vec![1, s.first().copied().unwrap_or(1)]);
     }
     if ad.len() < 2 || bd.len() < 2 || ad.len() > 3 || bd.len() > 3 {
-        return Err(format!(
-            "operands of shapes {ad:?} and {bd:?} are not matrices or batches of them"
-        ));
+        return Err(LayoutError::NotMatrices { a: ad, b: bd });
     }
     let batch = if ad.len() == 3 {
         ad[0]
@@ -188,12 +207,12 @@ pub(crate) fn gemm_layout(
     let (m, k) = (ad[ad.len() - 2], ad[ad.len() - 1]);
     let (k2, n) = (bd[bd.len() - 2], bd[bd.len() - 1]);
     if k != k2 {
-        return Err(format!("inner extents differ: A {ad:?}, B {bd:?}"));
+        return Err(LayoutError::InnerExtents { a: ad, b: bd });
     }
     let (Some(m), Some(k), Some(n), Some(batch)) =
         (positive(m), positive(k), positive(n), positive(batch))
     else {
-        return Err(format!("an empty GEMM: A {ad:?}, B {bd:?}"));
+        return Err(LayoutError::Empty { a: ad, b: bd });
     };
     let ty = |i: usize| inputs.types.get(i).copied().unwrap_or("");
     let mut facts = Facts::default();
@@ -248,21 +267,25 @@ pub(crate) fn gemm_layout(
 
 /// The GEMM of `aten::linear(input, weight, bias)`: `input [..., k]`
 /// times `weight [n, k]` stored transposed.
-pub(crate) fn linear_layout(inputs: &Inputs<'_>) -> Result<Layout, String> {
+pub(crate) fn linear_layout(inputs: &Inputs<'_>) -> Result<Layout, LayoutError> {
     let dim = |i: usize| inputs.dims.get(i).cloned().flatten();
     let (Some(x), Some(w)) = (dim(0), dim(1)) else {
-        return Err("the profile recorded no shapes for its operands".into());
+        return Err(LayoutError::NoShapes);
     };
     if x.is_empty() || w.len() != 2 || x[x.len() - 1] != w[1] {
-        return Err(format!(
-            "input {x:?} and weight {w:?} are not a linear layer"
-        ));
+        return Err(LayoutError::NotLinear {
+            input: x,
+            weight: w,
+        });
     }
     let m = x[..x.len() - 1]
         .iter()
         .try_fold(1i64, |acc, &d| acc.checked_mul(d));
     let (Some(m), Some(k), Some(n)) = (m.and_then(positive), positive(w[1]), positive(w[0])) else {
-        return Err(format!("an empty linear layer: input {x:?}, weight {w:?}"));
+        return Err(LayoutError::EmptyLinear {
+            input: x,
+            weight: w,
+        });
     };
     let ty = inputs.types.first().copied().unwrap_or("");
     let mut facts = Facts::default();
@@ -356,12 +379,14 @@ mod tests {
         assert!(
             gemm_layout(&none, 0, 1, None)
                 .unwrap_err()
+                .to_string()
                 .contains("no shapes")
         );
         let bad = inputs(&[&[8, 64], &[32, 16]], &[&[64, 1], &[16, 1]], &["float"; 2]);
         assert!(
             gemm_layout(&bad, 0, 1, None)
                 .unwrap_err()
+                .to_string()
                 .contains("inner extents")
         );
         let odd = inputs(
@@ -372,6 +397,29 @@ mod tests {
         let l = gemm_layout(&odd, 0, 1, None).unwrap();
         assert_eq!(l.dtype, DType::Unrecorded);
         assert_eq!(l.facts.get("type.a"), Some("c10::ComplexFloat"));
+    }
+
+    #[test]
+    fn layout_errors_name_the_shapes() {
+        let bad = inputs(&[&[8, 64], &[32, 16]], &[&[64, 1], &[16, 1]], &["float"; 2]);
+        let e = gemm_layout(&bad, 0, 1, None).unwrap_err();
+        assert_eq!(
+            e,
+            LayoutError::InnerExtents {
+                a: vec![8, 64],
+                b: vec![32, 16]
+            }
+        );
+        assert_eq!(e.to_string(), "inner extents differ: A [8, 64], B [32, 16]");
+        let cube = inputs(&[&[2, 2, 8, 64], &[64, 16]], &[], &["float"; 2]);
+        let e = gemm_layout(&cube, 0, 1, None).unwrap_err().to_string();
+        assert!(e.contains("[2, 2, 8, 64]"), "{e}");
+        let empty = inputs(&[&[0, 64], &[64, 16]], &[], &["float"; 2]);
+        let e = gemm_layout(&empty, 0, 1, None).unwrap_err().to_string();
+        assert!(e.contains("A [0, 64]"), "{e}");
+        let not_linear = inputs(&[&[4, 32], &[128, 64]], &[], &["float"; 2]);
+        let e = linear_layout(&not_linear).unwrap_err().to_string();
+        assert!(e.contains("input [4, 32] and weight [128, 64]"), "{e}");
     }
 
     #[test]

@@ -11,10 +11,12 @@ use gemm_audit_model::route::{GemmShape, GemmStrides, ResolvedGemmRoute, TileSha
 use gemm_audit_model::vocab::OperandConversion;
 use gemm_audit_model::vocab::{DType, GemmOp};
 
+mod error;
 mod tensor_map;
+pub use error::{CudaRouteError, GeometryError, LaunchMismatch, NvrtcRouteError, ShapeError};
 pub use tensor_map::{
-    TENSOR_MAP_SETTINGS, TensorMapSpec, tensor_map_digest, tensor_maps, tensor_maps_strided,
-    tn_a_box_cols, wgmma_strides,
+    StrideError, TENSOR_MAP_SETTINGS, TensorMapSpec, tensor_map_digest, tensor_maps,
+    tensor_maps_strided, tn_a_box_cols, wgmma_strides,
 };
 
 /// The GEMM kernels' source (`kernels/gemm.cu`): its digest is the
@@ -152,21 +154,25 @@ pub trait CudaFamily: Sized {
     fn declaration(&self, dtype: DType) -> gemm_audit_model::declaration::SymbolDeclaration;
     /// Launch geometry on `shape`, one block per output tile; refused when
     /// a dimension does not fit.
-    fn geometry(&self, shape: GemmShape) -> Result<Geometry, String>;
+    fn geometry(&self, shape: GemmShape) -> Result<Geometry, GeometryError>;
     /// Launch geometry on `shape` on a device of `multiprocessors` SMs:
     /// the persistent wgmma kernels ([`KernelFamily::wgmma_persistent`])
     /// launch one block per SM where there are more tiles than SMs; every
     /// other family (and 0 SMs) as [`CudaFamily::geometry`].
-    fn geometry_on(&self, shape: GemmShape, multiprocessors: u32) -> Result<Geometry, String>;
+    fn geometry_on(
+        &self,
+        shape: GemmShape,
+        multiprocessors: u32,
+    ) -> Result<Geometry, GeometryError>;
     /// Whether the family can serve `op` on `shape`: the wgmma kernels read
     /// their operands with TMA, which needs every row stride to be a
     /// multiple of 16 bytes (8 elements) and no dimension to be empty. The
     /// error names what fails; other families serve every shape.
-    fn serves_shape(&self, op: GemmOp, shape: GemmShape) -> Result<(), String>;
+    fn serves_shape(&self, op: GemmOp, shape: GemmShape) -> Result<(), ShapeError>;
     /// The kernel a stored route names: its symbol must be this catalog's
     /// symbol for the route's contract, op and dtype, and its geometry the
     /// one this catalog computes. Anything else is refused.
-    fn from_route(route: &ResolvedGemmRoute) -> Result<Self, String>;
+    fn from_route(route: &ResolvedGemmRoute) -> Result<Self, CudaRouteError>;
 }
 
 impl CudaFamily for KernelFamily {
@@ -284,13 +290,11 @@ impl CudaFamily for KernelFamily {
         }
     }
 
-    fn geometry(&self, shape: GemmShape) -> Result<Geometry, String> {
+    fn geometry(&self, shape: GemmShape) -> Result<Geometry, GeometryError> {
         let GemmShape { m, k, n } = shape;
-        for (what, v) in [("m", m), ("k", k), ("n", n)] {
-            if v > u32::MAX as u64 {
-                return Err(format!(
-                    "{what} = {v} does not fit the kernels' 32-bit indices"
-                ));
+        for (dim, value) in [("m", m), ("k", k), ("n", n)] {
+            if value > u32::MAX as u64 {
+                return Err(GeometryError::IndexOverflow { dim, value });
             }
         }
         let tiles = |x: u64, t: u64| x.div_ceil(t);
@@ -319,9 +323,10 @@ impl CudaFamily for KernelFamily {
         let gx = tiles(n, tn).max(1);
         let gy = tiles(m, tm).max(1);
         if gy > MAX_GRID_YZ || z > MAX_GRID_YZ || gx > i32::MAX as u64 {
-            return Err(format!(
-                "grid {gx}x{gy}x{z} exceeds CUDA's limits (m = {m} is too large for this kernel)"
-            ));
+            return Err(GeometryError::GridTooLarge {
+                grid: [gx, gy, z],
+                m,
+            });
         }
         let tile_k = match self {
             CudaKernel::Tiled => 16,
@@ -343,7 +348,11 @@ impl CudaFamily for KernelFamily {
         })
     }
 
-    fn geometry_on(&self, shape: GemmShape, multiprocessors: u32) -> Result<Geometry, String> {
+    fn geometry_on(
+        &self,
+        shape: GemmShape,
+        multiprocessors: u32,
+    ) -> Result<Geometry, GeometryError> {
         let mut g = self.geometry(shape)?;
         if self.wgmma_persistent() && multiprocessors > 0 {
             g.grid[0] = g.grid[0].min(multiprocessors);
@@ -351,13 +360,13 @@ impl CudaFamily for KernelFamily {
         Ok(g)
     }
 
-    fn serves_shape(&self, op: GemmOp, shape: GemmShape) -> Result<(), String> {
+    fn serves_shape(&self, op: GemmOp, shape: GemmShape) -> Result<(), ShapeError> {
         serves(*self, op, shape, true)
     }
 
-    fn from_route(route: &ResolvedGemmRoute) -> Result<CudaKernel, String> {
+    fn from_route(route: &ResolvedGemmRoute) -> Result<CudaKernel, CudaRouteError> {
         if route.backend != gemm_audit_model::vocab::PhysicalBackend::CudaNvrtc {
-            return Err(format!("backend {} is not NVRTC", route.backend));
+            return Err(CudaRouteError::Backend(route.backend.clone()));
         }
         let kernel = KernelFamily::of_route(&KernelFamily::ALL, route, |f, op, dtype| {
             f.symbol(op, dtype)
@@ -369,21 +378,16 @@ impl CudaFamily for KernelFamily {
             || route.launch.dynamic_shared_bytes != g.dynamic_shared_bytes
             || route.threads != g.threads
         {
-            return Err(format!(
-                "launch {:?}x{:?}, {} B dynamic shared memory, {} threads differs from the \
-                 kernel's geometry {:?}x{:?}, {} B, {} threads",
-                route.launch.grid,
-                route.launch.block,
-                route.launch.dynamic_shared_bytes,
-                route.threads,
-                g.grid,
-                g.block,
-                g.dynamic_shared_bytes,
-                g.threads
-            ));
+            return Err(CudaRouteError::Launch(Box::new(LaunchMismatch {
+                grid: route.launch.grid,
+                block: route.launch.block,
+                dynamic_shared_bytes: route.launch.dynamic_shared_bytes,
+                threads: route.threads,
+                geometry: g,
+            })));
         }
         if route.strides != strides(route.op, route.shape) {
-            return Err("strides differ from the dense layout of the op".into());
+            return Err(CudaRouteError::Strides(route.strides));
         }
         match (&route.tensor_map, kernel.is_wgmma()) {
             (None, false) => {}
@@ -391,25 +395,18 @@ impl CudaFamily for KernelFamily {
                 let want =
                     tensor_map_digest(&tensor_maps(kernel, route.op, route.dtype, route.shape));
                 if t.digest != want {
-                    return Err(format!(
-                        "tensor-map digest {} is not the {} maps this build encodes ({})",
-                        t.digest.short(),
-                        kernel.symbol_family(),
-                        want.short()
-                    ));
+                    return Err(CudaRouteError::TensorMapDigest {
+                        found: t.digest,
+                        family: kernel.symbol_family(),
+                        want,
+                    });
                 }
             }
             (None, true) => {
-                return Err(format!(
-                    "{} route has no tensor-map identity",
-                    kernel.symbol_family()
-                ));
+                return Err(CudaRouteError::NoTensorMap(kernel.symbol_family()));
             }
             (Some(_), false) => {
-                return Err(format!(
-                    "{} uses no tensor map, but the route records one",
-                    kernel.symbol_family()
-                ));
+                return Err(CudaRouteError::UnexpectedTensorMap(kernel.symbol_family()));
             }
         }
         Ok(kernel)
@@ -419,28 +416,30 @@ impl CudaFamily for KernelFamily {
 /// [`CudaFamily::serves_shape`], for operands stored dense or (`dense`
 /// false) with leading dimensions [`wgmma_strides`] checks: then TN's A
 /// rows are lda elements long, whatever m is.
-fn serves(kernel: CudaKernel, op: GemmOp, shape: GemmShape, dense: bool) -> Result<(), String> {
+fn serves(kernel: CudaKernel, op: GemmOp, shape: GemmShape, dense: bool) -> Result<(), ShapeError> {
     if !kernel.is_wgmma() {
         return Ok(());
     }
     let GemmShape { m, k, n } = shape;
     if m == 0 || k == 0 || n == 0 {
-        return Err(format!(
-            "{} needs m, k and n of at least 1 (TMA tensor maps cannot be empty), not {m}x{k}x{n}",
-            kernel.symbol_family()
-        ));
+        return Err(ShapeError::Empty {
+            family: kernel.symbol_family(),
+            shape,
+        });
     }
     let mut strided = vec![("k", k), ("n", n)];
     if op == GemmOp::Tn && dense {
         // A is stored k x m: its dense rows are m elements long.
         strided.push(("m", m));
     }
-    for (what, v) in strided {
-        if v % 8 != 0 {
-            return Err(format!(
-                "{} {op} needs {what} to be a multiple of 8 (TMA row strides are multiples of 16 bytes), not {v}",
-                kernel.symbol_family()
-            ));
+    for (dim, value) in strided {
+        if value % 8 != 0 {
+            return Err(ShapeError::Unaligned {
+                family: kernel.symbol_family(),
+                op,
+                dim,
+                value,
+            });
         }
     }
     if matches!(kernel, CudaKernel::LadderWide(_))
@@ -449,9 +448,7 @@ fn serves(kernel: CudaKernel, op: GemmOp, shape: GemmShape, dense: bool) -> Resu
         // With one chunk there is nothing to fold: the rung would be
         // wgmma_128 under another name, which no route could tell
         // apart. (The band rung's 64x128 tile is no other kernel's.)
-        return Err(format!(
-            "ladder-wide folds chunks, and k = {k} n = {n} has one: its kernel is wgmma-small's (take ladder-mid or wgmma-large, the batch-invariant route's picks there)"
-        ));
+        return Err(ShapeError::NothingToFold { k, n });
     }
     Ok(())
 }
@@ -466,28 +463,25 @@ fn wgmma_tile(kernel: KernelFamily) -> (u32, u32) {
 /// chunk), a producer warpgroup and one consumer per 64 rows, the stage
 /// ring in dynamic shared memory. A ladder rung must carry its shape's
 /// [`gemm_audit_model::kernels::ladder_chunks`].
-fn wgmma_geometry(kernel: KernelFamily, shape: GemmShape) -> Result<Geometry, String> {
+fn wgmma_geometry(kernel: KernelFamily, shape: GemmShape) -> Result<Geometry, GeometryError> {
     let (bm, bn) = wgmma_tile(kernel);
     let tiles = kernel
         .wgmma_tiles(shape.m, shape.n)
-        .ok_or_else(|| format!("{} is not a wgmma family", kernel.name()))?;
+        .ok_or(GeometryError::NotWgmma(kernel.name()))?;
     if tiles > i32::MAX as u64 {
-        return Err(format!(
-            "{tiles} output tiles exceed CUDA's grid limit (m = {} is too large for this kernel)",
-            shape.m
-        ));
+        return Err(GeometryError::TooManyTiles { tiles, m: shape.m });
     }
     let mut z = 1;
     if kernel.is_ladder() {
         let chunks = gemm_audit_model::kernels::ladder_chunks(shape.k, shape.n);
         if kernel.splits() != chunks {
-            return Err(format!(
-                "{} folds k = {} n = {} in {chunks} chunks, not {}",
-                kernel.name(),
-                shape.k,
-                shape.n,
-                kernel.splits()
-            ));
+            return Err(GeometryError::ChunkMismatch {
+                family: kernel.name(),
+                k: shape.k,
+                n: shape.n,
+                chunks,
+                splits: kernel.splits(),
+            });
         }
         if kernel.ladder_splits_on_grid() {
             z = chunks;
@@ -651,7 +645,7 @@ pub fn nvrtc_route(
     gemm: &str,
     (op, dtype, shape): (GemmOp, DType, GemmShape),
     kernel: CudaKernel,
-) -> Result<ResolvedGemmRoute, String> {
+) -> Result<ResolvedGemmRoute, NvrtcRouteError> {
     nvrtc_route_strided(
         live,
         module,
@@ -675,15 +669,12 @@ pub fn nvrtc_route_strided(
     (op, dtype, shape): (GemmOp, DType, GemmShape),
     kernel: CudaKernel,
     strides: GemmStrides,
-) -> Result<ResolvedGemmRoute, String> {
+) -> Result<ResolvedGemmRoute, NvrtcRouteError> {
     let dense = strides == GemmStrides::dense(op, shape);
     serves(kernel, op, shape, dense)?;
     if !dense {
         if !kernel.is_wgmma() {
-            return Err(format!(
-                "{} reads dense operands only",
-                kernel.symbol_family()
-            ));
+            return Err(NvrtcRouteError::DenseOnly(kernel.symbol_family()));
         }
         wgmma_strides(op, shape, strides)?;
     }
@@ -708,7 +699,7 @@ pub fn nvrtc_route_strided(
             kernel, op, dtype, shape, strides,
         )));
     }
-    route.build().map_err(|e| e.to_string())
+    Ok(route.build()?)
 }
 
 /// The shape-based dispatcher of `RouteChoice::Policy`:
@@ -808,3 +799,141 @@ pub fn options_digest(options: &[String]) -> Digest {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod error_tests {
+    use super::*;
+
+    /// A wgmma route of the H200 golden, and the golden's context.
+    fn golden_wgmma_route() -> (gemm_audit_model::RecordedGemmTrace, ResolvedGemmRoute) {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../traces/nvidia-h200/wgmma-sweep.gat");
+        let t = gemm_audit_model::RecordedGemmTrace::read(&path).unwrap();
+        let r = t
+            .routes
+            .iter()
+            .find(|r| CudaKernel::from_route(r).is_ok_and(|k| k.is_wgmma()))
+            .expect("a wgmma route")
+            .clone();
+        (t, r)
+    }
+
+    #[test]
+    fn geometry_errors_name_the_bad_value() {
+        let huge = GemmShape {
+            m: 1 << 33,
+            k: 64,
+            n: 64,
+        };
+        let e = CudaKernel::Tiled.geometry(huge).unwrap_err();
+        assert_eq!(
+            e,
+            GeometryError::IndexOverflow {
+                dim: "m",
+                value: 1 << 33
+            }
+        );
+        assert!(e.to_string().starts_with("m = 8589934592 "), "{e}");
+        let tall = GemmShape {
+            m: 16 * 65_536 + 1,
+            k: 64,
+            n: 64,
+        };
+        let e = CudaKernel::ScalarFma
+            .geometry(tall)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("grid 4x65537x1 ") && e.contains("m = 1048577 "),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn shape_errors_name_the_bad_value() {
+        let s = GemmShape {
+            m: 8,
+            k: 100,
+            n: 64,
+        };
+        let e = CudaKernel::WgmmaLarge
+            .serves_shape(GemmOp::Nn, s)
+            .unwrap_err();
+        assert_eq!(
+            e,
+            ShapeError::Unaligned {
+                family: "wgmma_256",
+                op: GemmOp::Nn,
+                dim: "k",
+                value: 100
+            }
+        );
+        assert!(e.to_string().ends_with("not 100"), "{e}");
+        let empty = GemmShape { m: 0, k: 64, n: 64 };
+        let e = CudaKernel::WgmmaSmall
+            .serves_shape(GemmOp::Nn, empty)
+            .unwrap_err();
+        assert!(e.to_string().ends_with("not 0x64x64"), "{e}");
+    }
+
+    #[test]
+    fn route_errors_name_the_bad_value() {
+        let (_, r) = golden_wgmma_route();
+        let mut other = r.clone();
+        other.backend = gemm_audit_model::vocab::PhysicalBackend::CpuReference;
+        let e = CudaKernel::from_route(&other).unwrap_err();
+        assert!(matches!(e, CudaRouteError::Backend(_)), "{e:?}");
+        assert_eq!(e.to_string(), "backend cpu-reference is not NVRTC");
+        let mut renamed = r.clone();
+        renamed.kernel_symbol = "gemm_nosuch_nn_bf16".into();
+        let e = CudaKernel::from_route(&renamed).unwrap_err();
+        assert!(matches!(e, CudaRouteError::Family(_)), "{e:?}");
+        assert!(e.to_string().contains("\"gemm_nosuch_nn_bf16\""), "{e}");
+        let mut threads = r.clone();
+        threads.threads += 1;
+        let e = CudaKernel::from_route(&threads).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("{} threads differs", r.threads + 1)),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn nvrtc_route_errors_name_the_bad_value() {
+        let (t, r) = golden_wgmma_route();
+        let module = t
+            .context
+            .module(&r.module_kind, &r.artifact_digest)
+            .expect("module of the route");
+        let strided = |kernel, strides| {
+            nvrtc_route_strided(
+                &t.context,
+                module,
+                r.resources_digest,
+                &r.gemm,
+                (r.op, r.dtype, r.shape),
+                kernel,
+                strides,
+            )
+        };
+        let dense = GemmStrides::dense(r.op, r.shape);
+        let wide = GemmStrides {
+            ldc: dense.ldc + 8,
+            ..dense
+        };
+        let e = strided(CudaKernel::Tiled, wide).unwrap_err();
+        assert_eq!(e, NvrtcRouteError::DenseOnly("tiled"));
+        assert_eq!(e.to_string(), "tiled reads dense operands only");
+        let odd = GemmStrides {
+            ldc: dense.ldc + 1,
+            ..dense
+        };
+        let kernel = CudaKernel::from_route(&r).unwrap();
+        let e = strided(kernel, odd).unwrap_err();
+        assert!(matches!(e, NvrtcRouteError::Strides(_)), "{e:?}");
+        assert!(
+            e.to_string().starts_with(&format!("ldc = {} ", odd.ldc)),
+            "{e}"
+        );
+    }
+}

@@ -124,33 +124,74 @@ pub fn tn_a_box_cols(kernel: CudaKernel, m: u64) -> u32 {
 /// A and B: each at least its stored row's extent and a multiple of 8
 /// elements (TMA row strides are multiples of 16 bytes). C: at least n and
 /// even (the kernels store 2 elements, 4 bytes, at a time).
-pub fn wgmma_strides(op: GemmOp, shape: GemmShape, strides: GemmStrides) -> Result<(), String> {
+pub fn wgmma_strides(
+    op: GemmOp,
+    shape: GemmShape,
+    strides: GemmStrides,
+) -> Result<(), StrideError> {
     let dense = GemmStrides::dense(op, shape);
     if strides.ldc < dense.ldc
         || !strides.ldc.is_multiple_of(2)
         || strides.ldc > u64::from(u32::MAX)
     {
-        return Err(format!(
-            "ldc = {} must be at least n = {} and even (the wgmma kernels store two elements at a time, {}-bit row strides)",
-            strides.ldc, dense.ldc, 32
-        ));
+        return Err(StrideError::Ldc {
+            ldc: strides.ldc,
+            n: dense.ldc,
+        });
     }
-    for (what, ld, extent) in [
+    for (which, ld, extent) in [
         ("lda", strides.lda, dense.lda),
         ("ldb", strides.ldb, dense.ldb),
     ] {
         if ld < extent {
-            return Err(format!(
-                "{what} = {ld} is less than the stored row's {extent} elements ({op})"
-            ));
+            return Err(StrideError::Short {
+                which,
+                ld,
+                extent,
+                op,
+            });
         }
         if ld % 8 != 0 {
-            return Err(format!(
-                "{what} = {ld} is not a multiple of 8 (TMA row strides are multiples of 16 bytes)"
-            ));
+            return Err(StrideError::Unaligned { which, ld });
         }
     }
     Ok(())
+}
+
+/// Leading dimensions the wgmma kernels cannot read ([`wgmma_strides`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StrideError {
+    /// ldc below n, odd, or over 32 bits.
+    #[error(
+        "ldc = {ldc} must be at least n = {n} and even (the wgmma kernels store two elements at a time, 32-bit row strides)"
+    )]
+    Ldc {
+        /// The ldc given.
+        ldc: u64,
+        /// The shape's n (the dense ldc).
+        n: u64,
+    },
+    /// lda or ldb shorter than the operand's stored row.
+    #[error("{which} = {ld} is less than the stored row's {extent} elements ({op})")]
+    Short {
+        /// `lda` or `ldb`.
+        which: &'static str,
+        /// Its value.
+        ld: u64,
+        /// The stored row's length, in elements.
+        extent: u64,
+        /// The op.
+        op: GemmOp,
+    },
+    /// lda or ldb not a multiple of 8 elements.
+    #[error("{which} = {ld} is not a multiple of 8 (TMA row strides are multiples of 16 bytes)")]
+    Unaligned {
+        /// `lda` or `ldb`.
+        which: &'static str,
+        /// Its value.
+        ld: u64,
+    },
 }
 
 /// The tensor-map identity of a wgmma route: a digest of both maps'
@@ -168,4 +209,32 @@ pub fn tensor_map_digest(maps: &[TensorMapSpec; 2]) -> Digest {
         w.field("box", FieldValue::U32x3([t.box_dims[0], t.box_dims[1], 1]));
     }
     w.finish()
+}
+
+#[cfg(test)]
+mod stride_error_tests {
+    use super::*;
+
+    #[test]
+    fn stride_errors_name_the_leading_dimension() {
+        let s = GemmShape {
+            m: 64,
+            k: 128,
+            n: 256,
+        };
+        let dense = GemmStrides::dense(GemmOp::Nn, s);
+        let e = wgmma_strides(GemmOp::Nn, s, GemmStrides { ldb: 260, ..dense }).unwrap_err();
+        assert_eq!(
+            e,
+            StrideError::Unaligned {
+                which: "ldb",
+                ld: 260
+            }
+        );
+        assert!(e.to_string().starts_with("ldb = 260 "), "{e}");
+        let e = wgmma_strides(GemmOp::Nn, s, GemmStrides { ldc: 257, ..dense }).unwrap_err();
+        assert!(e.to_string().starts_with("ldc = 257 "), "{e}");
+        let e = wgmma_strides(GemmOp::Nn, s, GemmStrides { lda: 64, ..dense }).unwrap_err();
+        assert!(e.to_string().starts_with("lda = 64 is less than"), "{e}");
+    }
 }

@@ -65,7 +65,7 @@ fn a_route_with_other_shared_memory_is_refused_naming_both_sizes() {
         .clone();
     let had = r.launch.dynamic_shared_bytes;
     r.launch.dynamic_shared_bytes = had + 32;
-    let e = CudaKernel::from_route(&r).unwrap_err();
+    let e = CudaKernel::from_route(&r).unwrap_err().to_string();
     assert!(
         e.contains(&format!("{} B dynamic shared memory", had + 32)),
         "{e}"
@@ -363,7 +363,10 @@ fn wgmma_geometry_matches_the_kernel_source() {
         assert_eq!(f.wgmma_blocks(s.m, s.n), Some(grid), "{f}");
     }
     // A rung with another shape's chunk count is refused.
-    let e = CudaKernel::LadderWide(2).geometry(s).unwrap_err();
+    let e = CudaKernel::LadderWide(2)
+        .geometry(s)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("in 4 chunks, not 2"), "{e}");
     for g in [large, small, decode, wide, band, narrow] {
         // Under 227 KiB with the decode rung's 16 bytes of static shared memory.
@@ -390,7 +393,8 @@ fn wgmma_refuses_what_tma_cannot_read() {
     };
     let e = CudaKernel::LadderWide(1)
         .serves_shape(GemmOp::Nn, one)
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("its kernel is wgmma-small's"), "{e}");
     // The band rung's tile is no other kernel's: it serves one chunk.
     assert!(
@@ -412,7 +416,7 @@ fn wgmma_refuses_what_tma_cannot_read() {
     assert!(k.serves_shape(GemmOp::Nn, ok).is_ok());
     assert!(k.serves_shape(GemmOp::Nt, ok).is_ok());
     // TN's A is m-contiguous: m = 3 gives 6-byte rows.
-    let e = k.serves_shape(GemmOp::Tn, ok).unwrap_err();
+    let e = k.serves_shape(GemmOp::Tn, ok).unwrap_err().to_string();
     assert!(e.contains("m to be a multiple of 8"), "{e}");
     let e = k
         .serves_shape(
@@ -423,18 +427,21 @@ fn wgmma_refuses_what_tma_cannot_read() {
                 n: 64,
             },
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("k to be a multiple of 8") && e.ends_with("not 100"),
         "{e}"
     );
     let e = k
         .serves_shape(GemmOp::Nt, GemmShape { m: 8, k: 64, n: 12 })
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("n to be a multiple of 8"), "{e}");
     let e = k
         .serves_shape(GemmOp::Nn, GemmShape { m: 0, k: 64, n: 64 })
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("at least 1"), "{e}");
     // The other families serve any shape.
     assert!(CudaKernel::MmaLarge.serves_shape(GemmOp::Tn, ok).is_ok());
@@ -508,7 +515,7 @@ fn strided_operands_change_only_the_row_strides_and_are_checked() {
                 "less than the stored row",
             ),
         ] {
-            let e = wgmma_strides(op, s, bad).unwrap_err();
+            let e = wgmma_strides(op, s, bad).unwrap_err().to_string();
             assert!(e.contains(why), "{op}: {e}");
         }
     }

@@ -152,7 +152,7 @@ impl InvariantGemms {
         .map_err(|e| cuda_err(format!("{symbol} cannot serve {op} {dtype} {shape:?}: {e}")))?;
         let geometry = family
             .geometry_on(shape, live.device.multiprocessors)
-            .map_err(cuda_err)?;
+            .map_err(|e| cuda_err(e.to_string()))?;
         let workspace = match catalog::wgmma_workspace(family, shape, &geometry) {
             Some((floats, flags)) => Some(self.workspace(shape, floats, flags)?),
             None => None,

@@ -5,7 +5,7 @@
 //! promises.
 
 use super::MAX_SPLITS;
-use crate::route::ResolvedGemmRoute;
+use crate::route::{NumericContract, ResolvedGemmRoute};
 use crate::vocab::{ContractKind, OutputOwnership};
 use crate::vocab::{DType, GemmOp};
 use std::fmt;
@@ -139,7 +139,7 @@ impl KernelFamily {
     /// Parses a family as [`fmt::Display`] writes it (`tiled`,
     /// `split-k-fixed:4`); `None` when `s` names no family, an error when
     /// it names one with a bad split count.
-    pub fn parse(s: &str) -> Option<Result<KernelFamily, String>> {
+    pub fn parse(s: &str) -> Option<Result<KernelFamily, FamilyParseError>> {
         let (name, splits) = match s.split_once(':') {
             Some((name, rest)) => (name, Some(rest)),
             None => (s, None),
@@ -148,11 +148,11 @@ impl KernelFamily {
         Some(match (family.is_split(), splits) {
             (true, Some(rest)) => rest
                 .parse::<u32>()
-                .map_err(|_| format!("split count {rest:?} is not a number"))
-                .and_then(|n| check_splits(n).map(|n| family.with_splits(n))),
-            (true, None) => Err(format!("{name} needs a split count ({name}:S)")),
+                .map_err(|_| FamilyParseError::SplitCountNotANumber(rest.to_string()))
+                .and_then(|n| Ok(family.with_splits(check_splits(n)?))),
+            (true, None) => Err(FamilyParseError::MissingSplitCount(family.name())),
             (false, None) => Ok(family),
-            (false, Some(_)) => Err(format!("{name} takes no split count")),
+            (false, Some(_)) => Err(FamilyParseError::UnexpectedSplitCount(family.name())),
         })
     }
 
@@ -364,38 +364,102 @@ impl KernelFamily {
         families: &[KernelFamily],
         route: &ResolvedGemmRoute,
         symbol: impl Fn(KernelFamily, GemmOp, DType) -> String,
-    ) -> Result<KernelFamily, String> {
+    ) -> Result<KernelFamily, RouteFamilyError> {
         let splits = check_splits(route.contract.splits)?;
         let family = families
             .iter()
             .map(|f| f.with_splits(splits))
             .find(|f| symbol(*f, route.op, route.dtype) == route.kernel_symbol)
-            .ok_or_else(|| {
-                format!(
-                    "symbol {:?} is not a kernel of this module",
-                    route.kernel_symbol
-                )
-            })?;
+            .ok_or_else(|| RouteFamilyError::UnknownSymbol(route.kernel_symbol.clone()))?;
         if !family.supports(route.dtype) {
-            return Err(format!("{} has no {} kernel", family.name(), route.dtype));
+            return Err(RouteFamilyError::NoDTypeKernel {
+                family: family.name(),
+                dtype: route.dtype,
+            });
         }
         if family.contract() != (route.contract.kind.clone(), route.output_ownership) {
-            return Err(format!(
-                "symbol {:?} does not serve contract {} with ownership {}",
-                route.kernel_symbol, route.contract, route.output_ownership
-            ));
+            return Err(RouteFamilyError::ContractMismatch {
+                symbol: route.kernel_symbol.clone(),
+                contract: route.contract.clone(),
+                ownership: route.output_ownership,
+            });
         }
         if family.splits() != splits {
-            return Err(format!("{} is not split {splits} ways", family.name()));
+            return Err(RouteFamilyError::SplitMismatch {
+                family: family.name(),
+                splits,
+            });
         }
         Ok(family)
     }
 }
 
+/// A split count outside 1..=[`MAX_SPLITS`] (the value given).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("split count {0} is outside 1..={MAX_SPLITS}")]
+pub struct SplitCountOutOfRange(pub u32);
+
+/// Why [`KernelFamily::parse`] refused a family's name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FamilyParseError {
+    /// The text after `:` is not a number (the text as given).
+    #[error("split count {0:?} is not a number")]
+    SplitCountNotANumber(String),
+    /// The split count is out of range.
+    #[error(transparent)]
+    SplitCount(#[from] SplitCountOutOfRange),
+    /// A split-K family named without `:S` (the family's name).
+    #[error("{0} needs a split count ({0}:S)")]
+    MissingSplitCount(&'static str),
+    /// A family that does not split named with `:S` (the family's name).
+    #[error("{0} takes no split count")]
+    UnexpectedSplitCount(&'static str),
+}
+
+/// Why [`KernelFamily::of_route`] found no family for a stored route.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RouteFamilyError {
+    /// The route's split count is out of range.
+    #[error(transparent)]
+    SplitCount(#[from] SplitCountOutOfRange),
+    /// No family of the module has the route's symbol (the symbol).
+    #[error("symbol {0:?} is not a kernel of this module")]
+    UnknownSymbol(String),
+    /// The family has no kernel for the route's dtype.
+    #[error("{family} has no {dtype} kernel")]
+    NoDTypeKernel {
+        /// The family's name.
+        family: &'static str,
+        /// The route's dtype.
+        dtype: DType,
+    },
+    /// The symbol's family does not serve the route's contract and
+    /// ownership.
+    #[error("symbol {symbol:?} does not serve contract {contract} with ownership {ownership}")]
+    ContractMismatch {
+        /// The route's kernel symbol.
+        symbol: String,
+        /// The contract the route records.
+        contract: NumericContract,
+        /// The output ownership the route records.
+        ownership: OutputOwnership,
+    },
+    /// The family is split another number of ways than the route records.
+    #[error("{family} is not split {splits} ways")]
+    SplitMismatch {
+        /// The family's name.
+        family: &'static str,
+        /// The route's split count.
+        splits: u32,
+    },
+}
+
 /// `splits` when it is a split count a route may use (1..=[`MAX_SPLITS`]).
-pub fn check_splits(splits: u32) -> Result<u32, String> {
+pub fn check_splits(splits: u32) -> Result<u32, SplitCountOutOfRange> {
     if splits == 0 || splits > MAX_SPLITS {
-        return Err(format!("split count {splits} is outside 1..={MAX_SPLITS}"));
+        return Err(SplitCountOutOfRange(splits));
     }
     Ok(splits)
 }
@@ -423,7 +487,7 @@ mod tests {
             assert_eq!(KernelFamily::parse(&f.to_string()), Some(Ok(f)));
         }
         assert_eq!(
-            KernelFamily::parse("ladder-decode:2"),
+            KernelFamily::parse("ladder-decode:2").map(|r| r.map_err(|e| e.to_string())),
             Some(Err("ladder-decode takes no split count".into()))
         );
         assert_eq!(KernelFamily::parse("cublas"), None);
@@ -437,6 +501,39 @@ mod tests {
         ] {
             assert!(matches!(KernelFamily::parse(bad), Some(Err(_))), "{bad}");
         }
+    }
+
+    #[test]
+    fn split_count_errors_name_the_count() {
+        assert_eq!(check_splits(4), Ok(4));
+        let e = check_splits(300).unwrap_err();
+        assert_eq!(e, SplitCountOutOfRange(300));
+        assert!(e.to_string().contains("300"), "{e}");
+    }
+
+    #[test]
+    fn family_parse_errors_name_the_bad_value() {
+        let text = |s: &str| KernelFamily::parse(s).unwrap().unwrap_err().to_string();
+        assert!(text("split-k-fixed:x4").contains("\"x4\""));
+        assert!(text("split-k-atomic:999").contains("999"));
+        assert!(text("split-k-fixed").contains("split-k-fixed needs a split count"));
+        assert_eq!(
+            KernelFamily::parse("tiled:2"),
+            Some(Err(FamilyParseError::UnexpectedSplitCount("tiled")))
+        );
+    }
+
+    #[test]
+    fn route_family_errors_name_the_bad_value() {
+        let e = RouteFamilyError::UnknownSymbol("gemm_nosuch_nn_f32".into());
+        assert!(e.to_string().contains("\"gemm_nosuch_nn_f32\""), "{e}");
+        let e = RouteFamilyError::NoDTypeKernel {
+            family: "mma-large",
+            dtype: DType::F32,
+        };
+        assert_eq!(e.to_string(), "mma-large has no f32 kernel");
+        let e = RouteFamilyError::from(SplitCountOutOfRange(0));
+        assert!(e.to_string().contains("split count 0"), "{e}");
     }
 
     #[test]

@@ -16,8 +16,9 @@ use crate::route::{GemmShape, GemmStrides};
 use crate::vocab::DType;
 
 pub use family::{
-    KernelFamily, LADDER_MAX_CHUNKS, LADDER_MIN_CHUNK_BLOCKS, LADDER_TARGET_BLOCKS, LADDER_TILE_N,
-    check_splits, ladder_chunks,
+    FamilyParseError, KernelFamily, LADDER_MAX_CHUNKS, LADDER_MIN_CHUNK_BLOCKS,
+    LADDER_TARGET_BLOCKS, LADDER_TILE_N, RouteFamilyError, SplitCountOutOfRange, check_splits,
+    ladder_chunks,
 };
 pub use operands::{
     OPERANDS_SOURCE, Problem, element_size, from_storage_bytes, quantize, seeded_a, seeded_b,
@@ -25,7 +26,7 @@ pub use operands::{
 };
 pub use spec::{
     GemmSpec, LADDER_DECODE_MAX_M, LADDER_MID_MAX_M, MAX_ELEMENTS, MAX_SPLITS, RouteChoice,
-    TimedOutput, TimingClock, ordinals_in_words,
+    RouteParseError, TimedOutput, TimingClock, ordinals_in_words,
 };
 
 /// B's seed is the launch seed plus this, so A and B differ.

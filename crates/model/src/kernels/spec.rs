@@ -2,7 +2,7 @@
 //! GEMM ([`GemmSpec`]) with how its kernel is picked ([`RouteChoice`]), the
 //! limits on it, and a launch's time ([`TimedOutput`]).
 
-use super::family::KernelFamily;
+use super::family::{FamilyParseError, KernelFamily};
 use crate::vocab::{DType, GemmOp};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -49,6 +49,18 @@ pub const LADDER_DECODE_MAX_M: u64 = 64;
 /// among the ladder's rungs at every m.
 pub const LADDER_MID_MAX_M: u64 = 256;
 
+/// Why [`RouteChoice::parse`] refused a route's name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RouteParseError {
+    /// Neither a kernel family nor another route (the name as given).
+    #[error("unknown route {0:?} (expected {names})", names = RouteChoice::expected_names())]
+    Unknown(String),
+    /// A kernel family with a bad split count.
+    #[error(transparent)]
+    Family(#[from] FamilyParseError),
+}
+
 impl From<KernelFamily> for RouteChoice {
     fn from(family: KernelFamily) -> Self {
         RouteChoice::Kernel(family)
@@ -80,16 +92,13 @@ impl RouteChoice {
     /// Parses `policy`, a kernel family (`scalar-fma`, `tiled`,
     /// `split-k-fixed:S`, `split-k-atomic:S`, `mma-large`, ...), `cublas`,
     /// `cublaslt`, `cublaslt-invariant` or `batch-invariant`.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, RouteParseError> {
         if let Some(choice) = Self::NAMED.into_iter().find(|c| c.name() == Some(s)) {
             return Ok(choice);
         }
         match KernelFamily::parse(s) {
-            Some(family) => family.map(RouteChoice::Kernel),
-            None => Err(format!(
-                "unknown route {s:?} (expected {})",
-                Self::expected_names()
-            )),
+            Some(family) => Ok(RouteChoice::Kernel(family?)),
+            None => Err(RouteParseError::Unknown(s.to_string())),
         }
     }
 
@@ -351,5 +360,25 @@ pub fn ordinals_in_words(count: usize) -> String {
         1 => "0".into(),
         2 => "0 and 1".into(),
         n => format!("0 to {}", n - 1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn route_parse_errors_name_the_bad_value() {
+        let e = RouteChoice::parse("magic").unwrap_err();
+        assert_eq!(e, RouteParseError::Unknown("magic".into()));
+        let text = e.to_string();
+        assert!(
+            text.starts_with("unknown route \"magic\" (expected policy, "),
+            "{text}"
+        );
+        assert!(text.ends_with(" or batch-invariant)"), "{text}");
+        let e = RouteChoice::parse("split-k-fixed:0").unwrap_err();
+        assert!(matches!(e, RouteParseError::Family(_)), "{e:?}");
+        assert!(e.to_string().contains("split count 0"), "{e}");
     }
 }

@@ -16,8 +16,8 @@ use crate::identity::{
     GemmRouteIdentity, ModuleIdentity, Revisions, SymbolEntry, VolatileMetadata,
 };
 use crate::kernels::{
-    DISPATCH_SPLITS, GemmSpec, KernelFamily, Problem, RouteChoice, TUNING_TABLE_REVISION,
-    to_storage_bytes,
+    DISPATCH_SPLITS, GemmSpec, KernelFamily, Problem, RouteChoice, RouteFamilyError,
+    TUNING_TABLE_REVISION, to_storage_bytes,
 };
 use crate::platform::{CompilerIdentity, DeviceIdentity};
 use crate::policy::GemmPolicy;
@@ -62,6 +62,24 @@ fn cpu_symbol(family: KernelFamily, op: GemmOp, dtype: DType) -> String {
     format!("cpu_{}_{}_{}", CpuKernel::symbol_part(family), op, dtype)
 }
 
+/// A kernel family the CPU module has no kernel of (the family asked for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("route {0} needs the CUDA backend")]
+pub struct NoCpuKernel(pub KernelFamily);
+
+/// Why [`CpuKernel::from_route`] refused a stored route.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CpuRouteError {
+    /// The route was produced by another backend (the route's backend).
+    #[error("backend {0} is not the CPU reference")]
+    Backend(PhysicalBackend),
+    /// The route names no CPU kernel, or one whose contract, dtype or
+    /// split count it contradicts.
+    #[error(transparent)]
+    Family(#[from] RouteFamilyError),
+}
+
 impl CpuKernel {
     /// The scalar-FMA reference kernel.
     pub const SCALAR_FMA: CpuKernel = CpuKernel(KernelFamily::ScalarFma);
@@ -70,11 +88,11 @@ impl CpuKernel {
 
     /// The CPU kernel of `family`; refused (naming the family) when the
     /// CPU module has none.
-    pub fn new(family: KernelFamily) -> std::result::Result<CpuKernel, String> {
+    pub fn new(family: KernelFamily) -> std::result::Result<CpuKernel, NoCpuKernel> {
         if CPU_FAMILIES.iter().any(|(f, _)| f.name() == family.name()) {
             Ok(CpuKernel(family))
         } else {
-            Err(format!("route {family} needs the CUDA backend"))
+            Err(NoCpuKernel(family))
         }
     }
 
@@ -97,15 +115,13 @@ impl CpuKernel {
 
     /// The kernel a stored route names. Refuses routes this backend did not
     /// produce or whose fields disagree with the symbol.
-    pub fn from_route(route: &ResolvedGemmRoute) -> std::result::Result<CpuKernel, String> {
+    pub fn from_route(route: &ResolvedGemmRoute) -> std::result::Result<CpuKernel, CpuRouteError> {
         if route.backend != PhysicalBackend::CpuReference {
-            return Err(format!(
-                "backend {} is not the CPU reference",
-                route.backend
-            ));
+            return Err(CpuRouteError::Backend(route.backend.clone()));
         }
         let families = CPU_FAMILIES.map(|(f, _)| f);
-        KernelFamily::of_route(&families, route, cpu_symbol).map(CpuKernel)
+        let family = KernelFamily::of_route(&families, route, cpu_symbol)?;
+        Ok(CpuKernel(family))
     }
 
     /// Output tile and threads per task of the family (the atomic control
@@ -697,6 +713,24 @@ mod tests {
         let mut r = cpu.resolve(spec).unwrap();
         r.kernel_symbol = "cpu_split_k_atomic_nn_bf16".into();
         assert!(CpuKernel::from_route(&r).is_err());
+    }
+
+    #[test]
+    fn cpu_kernel_errors_name_the_bad_value() {
+        let e = CpuKernel::new(KernelFamily::MmaLarge).unwrap_err();
+        assert_eq!(e, NoCpuKernel(KernelFamily::MmaLarge));
+        assert!(e.to_string().contains("route mma-large "), "{e}");
+        let cpu = CpuBackend::default();
+        let spec = &Workload::builtin("m-sweep").unwrap().gemms[0];
+        let mut r = cpu.resolve(spec).unwrap();
+        r.backend = PhysicalBackend::CudaNvrtc;
+        let e = CpuKernel::from_route(&r).unwrap_err();
+        assert_eq!(e, CpuRouteError::Backend(PhysicalBackend::CudaNvrtc));
+        assert!(e.to_string().contains("cuda-nvrtc"), "{e}");
+        r.backend = PhysicalBackend::CpuReference;
+        r.kernel_symbol = "cpu_nosuch_nn_f32".into();
+        let e = CpuKernel::from_route(&r).unwrap_err().to_string();
+        assert!(e.contains("\"cpu_nosuch_nn_f32\""), "{e}");
     }
 }
 
