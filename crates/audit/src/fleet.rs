@@ -567,7 +567,11 @@ mod tests {
     #[test]
     fn three_agreeing_devices_pass() {
         let fleet = audit_all(&stand_ins(3, None));
-        assert!(fleet.passed(), "{}", fleet.combined().to_table());
+        assert!(
+            fleet.passed(),
+            "{}",
+            crate::render::audit::audit_text(&fleet.combined())
+        );
         let rows: Vec<&Check> = fleet
             .gpu_to_gpu
             .checks

@@ -682,7 +682,7 @@ fn print_audit_table(report: &mut audit::AuditReport) {
         };
         Some((code.to_string(), "\x1b[0m".to_string()))
     };
-    let text = report.render_table(width, &paint);
+    let text = gemm_audit::render::audit::audit_table(report, width, &paint);
     if note.is_some() {
         report.note = note;
     }

@@ -91,7 +91,7 @@ impl CudaBackend {
     /// Whether the TMA + wgmma kernel families (`wgmma-large`,
     /// `wgmma-small`) run here; the error says why not (not a compute
     /// capability 9.0 device, or NVRTC could not build them).
-    pub fn wgmma_available(&self) -> std::result::Result<(), String> {
+    pub fn wgmma_available(&self) -> std::result::Result<(), catalog::WgmmaUnavailable> {
         self.shared.wgmma.as_ref().map(|_| ()).map_err(Clone::clone)
     }
 

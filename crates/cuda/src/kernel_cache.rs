@@ -105,6 +105,23 @@ impl fmt::Display for Rejected {
     }
 }
 
+/// Why an entry could not be stored (the compile's cubin is used anyway).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The cubin is over the cache's limit.
+    #[error("{bytes} bytes is over the cache's {limit}-byte limit")]
+    TooLarge {
+        /// The cubin's size.
+        bytes: u64,
+        /// The largest cubin an entry may hold.
+        limit: u64,
+    },
+    /// The directory or the entry could not be written.
+    #[error("{0}")]
+    Write(String),
+}
+
 /// What a lookup found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Lookup {
@@ -127,7 +144,7 @@ pub enum Outcome {
         /// Why the cache had nothing usable: `None` for a plain miss.
         rejected: Option<Rejected>,
         /// Why the entry could not be stored; `None` when stored or off.
-        store_failed: Option<String>,
+        store_failed: Option<StoreError>,
     },
 }
 
@@ -223,19 +240,21 @@ impl KernelCache {
     }
 
     /// Stores `cubin` for `key`, replacing whatever entry was there.
-    pub fn store(&self, key: &Digest, cubin: &[u8]) -> Result<(), String> {
+    pub fn store(&self, key: &Digest, cubin: &[u8]) -> Result<(), StoreError> {
         let Some(path) = self.path(key) else {
             return Ok(());
         };
         if cubin.len() as u64 > MAX_CUBIN_BYTES {
-            return Err(format!(
-                "{} bytes is over the cache's {MAX_CUBIN_BYTES}-byte limit",
-                cubin.len()
-            ));
+            return Err(StoreError::TooLarge {
+                bytes: cubin.len() as u64,
+                limit: MAX_CUBIN_BYTES,
+            });
         }
         let dir = path.parent().expect("an entry path has a directory");
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        fileio::write_atomic(&path, &encode(key, cubin), true).map_err(|e| e.to_string())
+        std::fs::create_dir_all(dir)
+            .map_err(|e| StoreError::Write(format!("{}: {e}", dir.display())))?;
+        fileio::write_atomic(&path, &encode(key, cubin), true)
+            .map_err(|e| StoreError::Write(e.to_string()))
     }
 
     /// The cubin of `key`: the cache's when a whole matching entry is

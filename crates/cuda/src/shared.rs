@@ -32,7 +32,7 @@ pub(crate) struct Shared {
     pub gemm: LoadedModule,
     /// The TMA + wgmma module (compute capability 9.0 only), or why this
     /// device has none.
-    pub wgmma: Result<LoadedModule, String>,
+    pub wgmma: Result<LoadedModule, catalog::WgmmaUnavailable>,
     /// The SHA-256 chunk kernel, loaded into `ctx`.
     pub fingerprinter: DeviceFingerprinter,
     /// The seeded-operand kernel, loaded into `ctx`.
@@ -133,13 +133,20 @@ impl Shared {
 
     /// The loaded module that exports `kernel`'s family; the error says
     /// why this device has none.
-    pub(crate) fn module_of(&self, kernel: catalog::CudaKernel) -> Result<&LoadedModule, String> {
+    pub(crate) fn module_of(
+        &self,
+        kernel: catalog::CudaKernel,
+    ) -> Result<&LoadedModule, catalog::FamilyUnavailable> {
         match kernel.module() {
             catalog::CudaModule::Gemm => Ok(&self.gemm),
-            catalog::CudaModule::Wgmma => self
-                .wgmma
-                .as_ref()
-                .map_err(|why| format!("{} is unavailable: {why}", kernel.symbol_family())),
+            catalog::CudaModule::Wgmma => {
+                self.wgmma
+                    .as_ref()
+                    .map_err(|why| catalog::FamilyUnavailable {
+                        family: kernel.symbol_family(),
+                        why: why.clone(),
+                    })
+            }
         }
     }
 }
@@ -152,14 +159,14 @@ fn load_wgmma(
     ctx: &Arc<CudaContext>,
     arch: &str,
     nvrtc_version: &str,
-) -> Result<LoadedModule, String> {
+) -> Result<LoadedModule, catalog::WgmmaUnavailable> {
     if arch != "sm_90" {
-        return Err(format!(
-            "TMA + wgmma kernels need a compute capability 9.0 (Hopper) device; this one is {arch}"
-        ));
+        return Err(catalog::WgmmaUnavailable::Architecture {
+            arch: arch.to_string(),
+        });
     }
     LoadedModule::compile(ctx, catalog::CudaModule::Wgmma, "sm_90a", nvrtc_version)
-        .map_err(|e| e.to_string())
+        .map_err(|e| catalog::WgmmaUnavailable::Build(e.to_string()))
 }
 
 /// How many CUDA devices the driver reports. An error says what is missing

@@ -168,81 +168,6 @@ impl AuditReport {
         self.checks.iter().all(|c| c.verdict != Verdict::Fail)
     }
 
-    /// The verdict table as plain text.
-    pub fn to_table(&self) -> String {
-        self.render_table(None, &|_, _| None)
-    }
-
-    /// The verdict table: a summary per workload first, then one row per
-    /// check with its verdict in the first column (failures first), then
-    /// the overall verdict. `width` (a terminal's columns) wraps the
-    /// details; `paint` is given the verdict column's cells (column 0) and
-    /// the overall verdict, to colour them.
-    pub fn render_table(&self, width: Option<usize>, paint: &crate::render::Paint<'_>) -> String {
-        let mut s = format!(
-            "gemm-audit: backend {}, {} runs per check\n",
-            crate::render::one_line(&self.backend),
-            self.runs
-        );
-        if let Some(n) = &self.note {
-            s.push_str(&format!("note: {}\n", crate::render::one_line(n)));
-        }
-        if let Some(t) = self.traces.first() {
-            // Said on every run: what f32 and halves were permitted to do.
-            s.push_str(&format!("policy: {}\n", t.context.policy));
-        }
-        for (workload, [pass, fail, info]) in self.case_counts() {
-            s.push_str(&format!(
-                "  {}: {pass} GEMM cases pass, {fail} fail, {info} info\n",
-                crate::render::one_line(&workload)
-            ));
-        }
-        let mut table = crate::render::Table::new(&["VERDICT", "CONTRACT", "SUBJECT", "DETAIL"]);
-        if let Some(w) = width {
-            // On a narrow terminal the subject gives way, so the details
-            // keep room to wrap in (the verdict is first either way).
-            table = table.cap(
-                2,
-                w.saturating_sub(9 + 25 + 30)
-                    .clamp(16, crate::render::MAX_CELL),
-            );
-        }
-        // Failures first; otherwise the order the checks ran in.
-        let failed = |c: &&Check| c.verdict == Verdict::Fail;
-        for c in self
-            .checks
-            .iter()
-            .filter(failed)
-            .chain(self.checks.iter().filter(|c| !failed(c)))
-        {
-            table.row(&[
-                c.verdict.to_string(),
-                c.contract.to_string(),
-                c.subject.clone(),
-                c.detail.clone(),
-            ]);
-        }
-        s.push_str(&table.render_painted(width, paint));
-        let count = |v| self.checks.iter().filter(|c| c.verdict == v).count();
-        let verdict = if self.passed() {
-            Verdict::Pass
-        } else {
-            Verdict::Fail
-        }
-        .to_string();
-        let painted = match paint(0, &verdict) {
-            Some((before, after)) => format!("{before}{verdict}{after}"),
-            None => verdict,
-        };
-        s.push_str(&format!(
-            "verdict: {painted} ({} pass, {} fail, {} info)\n",
-            count(Verdict::Pass),
-            count(Verdict::Fail),
-            count(Verdict::Info)
-        ));
-        s
-    }
-
     /// Per workload, in the order first seen: how many of its GEMM cases
     /// passed, failed and were informational.
     pub(crate) fn case_counts(&self) -> Vec<(String, [usize; 3])> {
@@ -297,47 +222,5 @@ impl AuditReport {
             verdict,
             detail: detail.into(),
         });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Failures come first, the verdict is the first column, and on an
-    /// 80-column terminal no line of the table passes the edge.
-    #[test]
-    fn the_verdict_table_puts_failures_first_and_fits_the_terminal() {
-        let mut r = AuditReport::new("cpu", 3);
-        let check = |verdict, subject: &str| {
-            Check {
-            contract: Contract::BatchInvariance,
-            subject: subject.into(),
-            verdict,
-            detail: "rows differ from m=1 at m=32,64,128 (first at m=32); kernels by m: m=1..16: cpu_split_k_fixed_nn_f32; m=32..128: cpu_tiled32x32_nn_f32".into(),
-        }
-        };
-        r.checks.push(check(
-            Verdict::Pass,
-            "m-sweep tiled nn f32 k=1024 n=256 m=[1, 2, 4, 8, 16, 32, 64, 128]",
-        ));
-        r.checks.push(check(Verdict::Fail, "m-sweep policy"));
-        let text = r.render_table(Some(80), &|_, _| None);
-        let body: Vec<&str> = text
-            .lines()
-            .skip_while(|l| !l.starts_with("VERDICT"))
-            .collect();
-        assert!(body[1].starts_with("FAIL "), "{text}");
-        assert!(body.iter().all(|l| l.chars().count() <= 80), "{text}");
-        assert!(
-            text.ends_with("verdict: FAIL (1 pass, 1 fail, 0 info)\n"),
-            "{text}"
-        );
-        // Painting wraps the verdict cells and the overall verdict only.
-        let painted = r.render_table(None, &|c, v| {
-            (c == 0).then(|| (format!("<{v}>"), "</>".into()))
-        });
-        assert!(painted.contains("<FAIL>FAIL</>") && painted.contains("verdict: <FAIL>FAIL</>"));
-        assert!(!painted.contains("<VERDICT>"));
     }
 }

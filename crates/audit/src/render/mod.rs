@@ -12,6 +12,7 @@
 
 use std::borrow::Cow;
 
+pub mod audit;
 pub mod census;
 pub mod html;
 pub mod json;

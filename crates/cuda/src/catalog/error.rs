@@ -60,7 +60,8 @@ pub enum GeometryError {
     },
 }
 
-/// Why a family cannot serve an op on a shape ([`CudaFamily::serves_shape`]).
+/// Why a family cannot serve an op on a shape
+/// ([`CudaFamily::serves_shape`](super::CudaFamily::serves_shape)).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ShapeError {
@@ -117,7 +118,7 @@ pub struct LaunchMismatch {
     pub geometry: Geometry,
 }
 
-/// Why [`CudaFamily::from_route`] refused a stored route.
+/// Why [`CudaFamily::from_route`](super::CudaFamily::from_route) refused a stored route.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CudaRouteError {
@@ -167,7 +168,8 @@ pub enum CudaRouteError {
     UnexpectedTensorMap(&'static str),
 }
 
-/// Why [`nvrtc_route`] or [`nvrtc_route_strided`] built no route.
+/// Why [`nvrtc_route`](super::nvrtc_route) or
+/// [`nvrtc_route_strided`](super::nvrtc_route_strided) built no route.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum NvrtcRouteError {
@@ -187,4 +189,31 @@ pub enum NvrtcRouteError {
     /// The route builder refused the route.
     #[error(transparent)]
     Build(#[from] RouteBuildError),
+}
+
+/// Why the TMA + wgmma kernel families do not run on a device.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WgmmaUnavailable {
+    /// Not a compute capability 9.0 (Hopper) device.
+    #[error(
+        "TMA + wgmma kernels need a compute capability 9.0 (Hopper) device; this one is {arch}"
+    )]
+    Architecture {
+        /// The device's compilation target (`sm_80`).
+        arch: String,
+    },
+    /// NVRTC could not build the module: its error.
+    #[error("{0}")]
+    Build(String),
+}
+
+/// A kernel family whose module this device did not load, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{family} is unavailable: {why}")]
+pub struct FamilyUnavailable {
+    /// The family part of the symbol (`wgmma_256`).
+    pub family: &'static str,
+    /// Why its module is missing.
+    pub why: WgmmaUnavailable,
 }

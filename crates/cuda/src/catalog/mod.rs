@@ -13,7 +13,10 @@ use gemm_audit_model::vocab::{DType, GemmOp};
 
 mod error;
 mod tensor_map;
-pub use error::{CudaRouteError, GeometryError, LaunchMismatch, NvrtcRouteError, ShapeError};
+pub use error::{
+    CudaRouteError, FamilyUnavailable, GeometryError, LaunchMismatch, NvrtcRouteError, ShapeError,
+    WgmmaUnavailable,
+};
 pub use tensor_map::{
     StrideError, TENSOR_MAP_SETTINGS, TensorMapSpec, tensor_map_digest, tensor_maps,
     tensor_maps_strided, tn_a_box_cols, wgmma_strides,

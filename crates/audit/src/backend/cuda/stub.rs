@@ -48,7 +48,9 @@ impl CudaBackend {
     }
 
     /// Whether the TMA + wgmma kernel families run here (never: no CUDA).
-    pub fn wgmma_available(&self) -> std::result::Result<(), String> {
+    pub fn wgmma_available(
+        &self,
+    ) -> std::result::Result<(), gemm_audit_cuda::catalog::WgmmaUnavailable> {
         match self.0 {}
     }
 }
