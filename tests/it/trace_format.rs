@@ -9,8 +9,6 @@ use gemm_audit::trace::codec::{
 };
 use gemm_audit::{Digest, Error, FormatError, OutputFingerprint, RecordedGemmTrace, testkit};
 
-use std::time::{Duration, Instant};
-
 // ---------------------------------------------------------------- helpers
 
 fn decode(bytes: &[u8]) -> Result<RecordedGemmTrace, FormatError> {
@@ -845,7 +843,6 @@ fn read_refuses_an_oversized_file_before_reading_it() {
     let f = std::fs::File::create(&path).unwrap();
     f.set_len(MAX_FILE_BYTES + 1).unwrap();
     drop(f);
-    let start = Instant::now();
     match RecordedGemmTrace::read(&path) {
         Err(Error::Format {
             path: p,
@@ -856,7 +853,6 @@ fn read_refuses_an_oversized_file_before_reading_it() {
         }
         other => panic!("expected TooLarge, got {other:?}"),
     }
-    assert!(start.elapsed() < Duration::from_secs(5));
 }
 
 // --------------------------------------------------------------------- JSON
