@@ -302,7 +302,7 @@ impl GemmBackend for CudaBackend {
     /// The context with `cublaslt-invariant`'s family configurations
     /// pinned so far.
     fn live_context(&self) -> std::borrow::Cow<'_, GemmRouteIdentity> {
-        std::borrow::Cow::Owned(self.context_with_pins())
+        self.context_with_pins()
     }
 
     /// Per-card facts (UUID, bus id, memory, clock, library versions): never digested.

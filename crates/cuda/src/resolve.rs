@@ -22,6 +22,7 @@ use gemm_audit_model::route::{
     VendorRoute,
 };
 use gemm_audit_model::vocab::{DType, GemmOp, OperandConversion, OutputOwnership};
+use std::borrow::Cow;
 use std::sync::Arc;
 
 impl CudaBackend {
@@ -50,7 +51,9 @@ impl CudaBackend {
 
     /// The live context: the backend's context with the family
     /// configurations pinned so far (none before vendor handles open).
-    pub(crate) fn context_with_pins(&self) -> GemmRouteIdentity {
+    /// Borrowed when nothing is pinned, so a replay of custom kernels
+    /// clones nothing.
+    pub(crate) fn context_with_pins(&self) -> Cow<'_, GemmRouteIdentity> {
         let sh = &self.shared;
         let pins = match (sh.vendor.library(Api::Lt), sh.vendor.open_handles()) {
             (Ok(lib), Some(h)) => {
@@ -58,7 +61,11 @@ impl CudaBackend {
             }
             _ => Vec::new(),
         };
-        self.context.clone().with_pins(pins)
+        if pins.is_empty() {
+            Cow::Borrowed(&self.context)
+        } else {
+            Cow::Owned(self.context.clone().with_pins(pins))
+        }
     }
 
     /// Resolves a GEMM to the route this backend launches.

@@ -106,16 +106,41 @@ impl VendorPin {
     /// The configuration `route` runs, as a pin of its family; `None` for
     /// a route without a vendor block.
     pub fn of(route: &ResolvedGemmRoute) -> Option<VendorPin> {
-        let v = route.vendor.as_ref()?;
-        Some(VendorPin {
-            family: PinFamily::of(route)?,
+        Some(VendorPin::pinning(
+            PinFamily::of(route)?,
+            route.vendor.as_ref()?,
+        ))
+    }
+
+    /// `family` pinned to the configuration `v` records.
+    pub fn pinning(family: PinFamily, v: &VendorRoute) -> VendorPin {
+        VendorPin {
+            family,
             algorithm_id: v.algorithm_id,
             tile_id: v.tile_id,
             stages_id: v.stages_id,
             swizzle: v.swizzle,
             inner_shape_id: v.inner_shape_id,
             cluster_shape_id: v.cluster_shape_id,
-        })
+        }
+    }
+
+    /// The vendor block of a call in this configuration: one split, no
+    /// reduction scheme, and no workspace or kernels recorded yet.
+    pub fn vendor_route(&self) -> VendorRoute {
+        VendorRoute {
+            library_version: self.family.library_version.clone(),
+            algorithm_id: self.algorithm_id,
+            tile_id: self.tile_id,
+            split_k: VENDOR_INVARIANT_SPLIT_K,
+            reduction_scheme: VENDOR_INVARIANT_REDUCTION_SCHEME,
+            stages_id: self.stages_id,
+            swizzle: self.swizzle,
+            inner_shape_id: self.inner_shape_id,
+            cluster_shape_id: self.cluster_shape_id,
+            workspace_bytes: 0,
+            physical_kernels: Vec::new(),
+        }
     }
 
     /// The first field of `v` that is not this pin's configuration.

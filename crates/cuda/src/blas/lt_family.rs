@@ -394,24 +394,16 @@ pub(crate) fn pins(h: &Handles, library_version: &str) -> Result<Vec<VendorPin>>
     let mut out = Vec::with_capacity(choices.len());
     for (key, algo) in choices.iter() {
         let numerics = Numerics::for_selection(key.dtype, true, LtSelection::FamilyFixed)?;
-        let v = recorded_as(algo);
-        out.push(VendorPin {
-            family: PinFamily {
-                backend: PhysicalBackend::CublasLt,
-                library_version: library_version.to_string(),
-                op: key.op,
-                dtype: key.dtype,
-                k: key.k,
-                n: key.n,
-                options_digest: numerics.digest(Api::Lt, LtSelection::FamilyFixed),
-            },
-            algorithm_id: v.algorithm_id,
-            tile_id: v.tile_id,
-            stages_id: v.stages_id,
-            swizzle: v.swizzle,
-            inner_shape_id: v.inner_shape_id,
-            cluster_shape_id: v.cluster_shape_id,
-        });
+        let family = PinFamily {
+            backend: PhysicalBackend::CublasLt,
+            library_version: library_version.to_string(),
+            op: key.op,
+            dtype: key.dtype,
+            k: key.k,
+            n: key.n,
+            options_digest: numerics.digest(Api::Lt, LtSelection::FamilyFixed),
+        };
+        out.push(VendorPin::pinning(family, &recorded_as(algo)));
     }
     Ok(out)
 }
@@ -426,19 +418,7 @@ pub(crate) fn adopt_pin(h: &Handles, pin: &VendorPin) -> Result<()> {
             "cublaslt-invariant: the pin for {f} was made under other options"
         )));
     }
-    let want = VendorRoute {
-        library_version: f.library_version.clone(),
-        algorithm_id: pin.algorithm_id,
-        tile_id: pin.tile_id,
-        split_k: gemm_audit_model::pin::VENDOR_INVARIANT_SPLIT_K,
-        reduction_scheme: gemm_audit_model::pin::VENDOR_INVARIANT_REDUCTION_SCHEME,
-        stages_id: pin.stages_id,
-        swizzle: pin.swizzle,
-        inner_shape_id: pin.inner_shape_id,
-        cluster_shape_id: pin.cluster_shape_id,
-        workspace_bytes: 0,
-        physical_kernels: Vec::new(),
-    };
+    let want = pin.vendor_route();
     // The reference m: any m of the family describes it.
     let shape = GemmShape {
         m: FAMILY_REFERENCE_M,

@@ -90,13 +90,6 @@ impl RouteKind {
             RouteKind::VendorInvariant => "vendor-invariant",
         }
     }
-
-    /// Every kind, in the table's column order.
-    pub const ALL: [RouteKind; 3] = [
-        RouteKind::Custom,
-        RouteKind::Vendor,
-        RouteKind::VendorInvariant,
-    ];
 }
 
 /// One route field's classes, per [`RouteKind`].
