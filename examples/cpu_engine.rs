@@ -13,21 +13,21 @@
 //!
 //! Run: `cargo run --example cpu_engine` (exits non-zero if any check fails).
 
+use gemm_audit::CompilerIdentity;
 use gemm_audit::backend::cpu::{CpuStream, device_identity};
-use gemm_audit::builder::{ArgumentsDigest, GemmRouteBuilder};
 use gemm_audit::declaration::{BkRule, SplitRule, SymbolDeclaration};
 use gemm_audit::digest::Digest;
 use gemm_audit::identity::{
     GemmRouteIdentity, ModuleIdentity, Revisions, SymbolEntry, VolatileMetadata,
 };
 use gemm_audit::physical;
-use gemm_audit::platform::CompilerIdentity;
 use gemm_audit::policy::GemmPolicy;
 use gemm_audit::recorder::{self, GemmRouteRecorder};
 use gemm_audit::route::{GemmShape, TileShape};
 use gemm_audit::vocab::{
     ContractKind, DType, GemmOp, ModuleKind, OutputOwnership, PhysicalBackend,
 };
+use gemm_audit::{ArgumentsDigest, GemmRouteBuilder};
 use gemm_audit::{CapturedGemmGraphPlan, OutputFingerprint, RecordedGemmTrace};
 use std::cell::RefCell;
 use std::rc::Rc;

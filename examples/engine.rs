@@ -25,7 +25,6 @@ use cudarc::cublas::{CudaBlas, GemmConfig, sys::cublasOperation_t};
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PushKernelArg};
 use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
 use gemm_audit::backend::cuda::{self, CudaCaptureStream, DeviceFingerprinter};
-use gemm_audit::builder::{ArgumentsDigest, GemmRouteBuilder};
 use gemm_audit::declaration::{BkRule, SplitRule, SymbolDeclaration};
 use gemm_audit::identity::{GemmRouteIdentity, ModuleIdentity, Revisions, SymbolEntry};
 use gemm_audit::physical;
@@ -34,6 +33,7 @@ use gemm_audit::route::{GemmShape, TileShape};
 use gemm_audit::vocab::{
     ContractKind, DType, GemmOp, ModuleKind, OutputOwnership, PhysicalBackend,
 };
+use gemm_audit::{ArgumentsDigest, GemmRouteBuilder};
 use gemm_audit::{
     CapturedGemmGraphPlan, Digest, Error, F32Policy, GemmPolicy, HalfPolicy, OutputFingerprint,
     PolicyMode, RecordedGemmTrace, Result,

@@ -13,7 +13,6 @@ use gemm_audit::digest::{field_changes, field_list};
 use gemm_audit::identity::{SymbolEntry, VolatileMetadata};
 use gemm_audit::kernels::{GemmSpec, KernelFamily, RouteChoice};
 use gemm_audit::mutation::{self, Mutation, mutate_field, route_field_tags};
-use gemm_audit::platform::{CompilerIdentity, DeviceIdentity};
 use gemm_audit::recorder::{ReplayOutcome, record};
 use gemm_audit::route::{
     GemmShape, GemmStrides, LaunchConfig, NumericContract, ResolvedGemmRoute, RouteKind,
@@ -28,6 +27,7 @@ use gemm_audit::{
     LaunchSetError, OutputFingerprint, PolicyMode, PreparedGemmCaptureManifest, RecordedGemmTrace,
     Refusal, RefusalStage, ResolvedGemmLaunchSetBuilder, build_resolved_gemm_launch_set, testkit,
 };
+use gemm_audit::{CompilerIdentity, DeviceIdentity};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::FileFailurePersistence;

@@ -1046,7 +1046,7 @@ fn hostile(edit: impl FnOnce(&mut RecordedGemmTrace)) -> Vec<u8> {
 /// bounded at the decoder, with a message naming the list and its limit.
 #[test]
 fn list_counts_over_the_limits_are_refused_while_decoding() {
-    use gemm_audit::bounded::{MAX_MODULES, MAX_PERMITTED, MAX_SERVICES, MAX_VOLATILE};
+    use gemm_audit::trace::{MAX_MODULES, MAX_PERMITTED, MAX_SERVICES, MAX_VOLATILE};
     let service = gemm_audit::identity::Service {
         op: gemm_audit::GemmOp::Nn,
         dtype: gemm_audit::DType::F32,
@@ -1205,7 +1205,7 @@ fn payloads_near_the_smallest_decode_tier_still_decode() {
 /// writer refuses what the reader would.
 #[test]
 fn a_route_list_over_its_cap_is_refused_by_reader_and_writer() {
-    use gemm_audit::bounded::MAX_ROUTE_LIST;
+    use gemm_audit::trace::MAX_ROUTE_LIST;
     let mut t = testkit::sample_trace(2);
     t.routes[1].device_capabilities = vec![String::new(); MAX_ROUTE_LIST];
     // At the cap: written and read back (the trace need not replay here).

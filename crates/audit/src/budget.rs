@@ -7,9 +7,9 @@
 //! held at once). The estimate is deliberately conservative; the limits are
 //! documented defaults per backend that a user raises on purpose.
 
-use crate::error::{BudgetLimit, Error, Result};
 use crate::route::{GemmShape, ResolvedGemmRoute};
 use crate::vocab::DType;
+use crate::{BudgetLimit, Error, Result};
 
 /// Host bytes per operand element (A, B and C of the largest GEMM) that the
 /// estimate assumes: seeded f32 inputs, packed copies, accumulators, storage

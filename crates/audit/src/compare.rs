@@ -9,9 +9,9 @@
 //! (ordinal, PCI bus id, UUID). Launches under contracts that promise no
 //! determinism (vendor or atomic) are reported but never make an outlier.
 
-use crate::error::{Error, Result};
 use crate::trace::RecordedGemmTrace;
 use crate::vocab::ContractKind;
+use crate::{Error, Result};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

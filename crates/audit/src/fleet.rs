@@ -5,7 +5,7 @@
 //! **`gpu-to-gpu`**: for every launch whose numeric contract promises
 //! determinism (not `vendor-fast`, `vendor-pedantic` or the atomic
 //! control), the output fingerprint must be the same on every device of one
-//! device class (equal [`crate::platform::DeviceIdentity`]: name, compute
+//! device class (equal [`crate::DeviceIdentity`]: name, compute
 //! capability, multiprocessors, driver). Each launch is put to a vote
 //! ([`crate::compare::compare`], the majority is the truth); a device that
 //! disagrees is a FAIL naming the launch and the device (ordinal, PCI bus
@@ -17,17 +17,17 @@
 //! it is tested without a GPU: CPU backends stand in for devices, and
 //! [`plant_fault`] perturbs one of them.
 
+use crate::DeviceIdentity;
 use crate::RecordedGemmTrace;
 use crate::audit::{AuditReport, Case, Check, Contract, Verdict};
 use crate::backend::{Backend, CapturedLaunches, DeviceLabel, ErasedLaunches, GemmBackend};
 use crate::compare::{self, Comparison, LaunchVote, Member};
-use crate::error::{Error, Result};
 use crate::identity::{GemmRouteIdentity, VolatileMetadata};
 use crate::kernels::GemmSpec;
 use crate::kernels::TimedOutput;
-use crate::platform::DeviceIdentity;
 use crate::policy::GemmPolicy;
 use crate::route::ResolvedGemmRoute;
+use crate::{Error, Result};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -400,13 +400,12 @@ pub fn device_path(path: &Path, ordinal: usize) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// A test-only fault: `backend`, except that every output of the GEMM
+/// A planted fault (the command line's `--plant-fault`): `backend`, except that every output of the GEMM
 /// named `gemm` has its lowest bit flipped before anyone sees it (eager
 /// runs and replays alike, so the device is consistently wrong, as a bad
 /// card would be). Proves that `gpu-to-gpu` catches a device that
 /// disagrees and names it. The result is an engine backend wrapping
 /// `backend`, with its name, context and volatile metadata.
-#[doc(hidden)]
 pub fn plant_fault(backend: Backend, gemm: &str) -> Backend {
     Backend::new(PlantedFault {
         inner: backend,

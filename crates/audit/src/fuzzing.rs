@@ -2,10 +2,10 @@
 //! these). Each asserts the invariants that must hold for any input; a
 //! panic here is a bug.
 
+use crate::PreparedGemmCaptureManifest;
 use crate::backend::GemmBackend;
 use crate::launch_set::build_resolved_gemm_launch_set;
 use crate::plan::CapturedGemmGraphPlan;
-use crate::trace::PreparedGemmCaptureManifest;
 use crate::trace::codec::{self, Limits};
 
 /// Decodes arbitrary bytes as a trace file. Whatever decodes must re-encode
@@ -296,9 +296,9 @@ pub fn recorder_ops(data: &[u8]) {
 /// the builder accepts is served by its symbol and contradicts nothing the
 /// symbol declares.
 pub fn route_builder(data: &[u8]) {
-    use crate::builder::{ArgumentsDigest, GemmRouteBuilder};
     use crate::route::GemmShape;
     use crate::vocab::{ContractKind, DType, GemmOp};
+    use crate::{ArgumentsDigest, GemmRouteBuilder};
     let b = |i: usize| data.get(i).copied().unwrap_or(0);
     let wide = |i: usize| u16::from_le_bytes([b(i), b(i + 1)]) as u64;
     let live = crate::testkit::context();

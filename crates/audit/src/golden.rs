@@ -10,10 +10,10 @@
 //! name, so two models never share a folder. The compute capability is part
 //! of the device identity inside each trace.
 
+use crate::DeviceIdentity;
 use crate::diff::TraceDiff;
-use crate::error::{Error, Result};
-use crate::platform::DeviceIdentity;
 use crate::trace::RecordedGemmTrace;
+use crate::{Error, Result};
 use std::path::{Path, PathBuf};
 
 /// The folder name of a device class: a slug of it (`cpu/x86_64` →
@@ -317,7 +317,7 @@ fn candidate(dir: &Path, path: &Path, golden: PathBuf) -> Result<Pending> {
         });
     }
     let limits = crate::trace::codec::Limits::default();
-    let bytes = crate::fileio::read_regular(path, limits.max_file_bytes)?;
+    let bytes = crate::util::read_regular(path, limits.max_file_bytes)?;
     let digest = crate::Digest::sha256(&bytes);
     let trace = crate::trace::codec::decode_trace(&bytes, &limits).map_err(|e| Error::Format {
         path: path.to_path_buf(),

@@ -47,21 +47,23 @@ pub mod backend;
 pub mod budget;
 pub mod census;
 
-// The model's modules and root items are this crate's vocabulary; the
-// crate's own `backend` and `recorder` extend the model's of those names.
+// The model's namespaces and curated root items are this crate's
+// vocabulary, each at one path; the crate's own `backend` and `recorder`
+// extend the model's of those names.
 #[cfg(any(test, feature = "testkit"))]
 pub use gemm_audit_model::testkit;
 pub use gemm_audit_model::{
-    CapturedGemmGraphPlan, CompilerIdentity, DType, DeviceIdentity, F32Policy, FingerprintMode,
-    GemmOp, GemmPolicy, GemmRouteIdentity, HalfPolicy, ModuleIdentity, OutputFingerprint,
-    PolicyMode, PreparedGemmCaptureManifest, RecordedGemmTrace, ResolvedGemmLaunchSet,
-    ResolvedGemmLaunchSetBuilder, ResolvedGemmRoute, Revisions, Service, SymbolEntry,
+    ARGUMENTS_DOMAIN, ArgumentsDigest, BudgetLimit, COMPILER_OPTIONS_DOMAIN, CapturedGemmGraphPlan,
+    CompilerIdentity, DType, DeviceIdentity, Digest, Error, F32Policy, FingerprintMode,
+    FormatError, GemmOp, GemmPolicy, GemmRouteBuilder, GemmRouteIdentity, HalfPolicy,
+    LaunchSetError, ModuleIdentity, OutputFingerprint, PolicyMode, PreparedGemmCaptureManifest,
+    RecordedGemmTrace, Refusal, RefusalStage, ResolvedGemmLaunchSet, ResolvedGemmLaunchSetBuilder,
+    ResolvedGemmRoute, Result, Revisions, RouteBuildError, Service, SymbolEntry,
     build_resolved_gemm_launch_set,
 };
 pub use gemm_audit_model::{
-    Digest, Error, FormatError, LaunchSetError, Refusal, RefusalStage, Result, bounded, builder,
-    declaration, digest, error, fileio, identity, kernels, launch_set, mutation, parallel,
-    physical, pin, plan, platform, policy, route, trace, vocab,
+    declaration, digest, identity, kernels, launch_set, mutation, physical, pin, plan, policy,
+    route, trace, util, vocab,
 };
 
 pub mod audit;

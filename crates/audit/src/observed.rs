@@ -19,14 +19,12 @@
 //! `kernel_symbol` is the op (`aten::mm`, as a cuBLAS route's is the entry
 //! point it called) and `vendor.physical_kernels` the kernels that ran.
 
-use crate::builder::{ArgumentsDigest, GemmRouteBuilder};
 use crate::declaration::{BkRule, SplitRule, SymbolDeclaration, VendorPermits};
 use crate::digest::{DigestWriter, FieldValue};
 use crate::identity::{
     GemmRouteIdentity, ModuleIdentity, Revisions, SymbolEntry, VolatileMetadata,
 };
 use crate::kernels::{GemmSpec, RouteChoice};
-use crate::platform::{CompilerIdentity, DeviceIdentity};
 use crate::policy::{F32Policy, GemmPolicy, HalfPolicy, PolicyMode};
 use crate::route::{GemmShape, GemmStrides, VendorRoute};
 use crate::trace::{
@@ -36,6 +34,8 @@ use crate::vocab::{
     ContractKind, DType, GemmOp, ModuleKind, OperandConversion, OutputOwnership, PhysicalBackend,
 };
 use crate::workload::Workload;
+use crate::{ArgumentsDigest, GemmRouteBuilder};
+use crate::{CompilerIdentity, DeviceIdentity};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -5,7 +5,7 @@
 
 use crate::audit::AuditReport;
 use crate::diff::TraceDiff;
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 use std::path::Path;
 
 /// Everything a report shows.
@@ -130,12 +130,12 @@ pub fn environment(a: &AuditReport) -> Vec<(String, String)> {
 /// Writes `report.md` and `report.html` into `dir` (created if needed).
 pub fn write_report(dir: &Path, input: &ReportInput<'_>) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    crate::trace::codec::write_atomic(
+    crate::util::write_atomic(
         &dir.join("report.md"),
         crate::render::markdown::markdown(input).as_bytes(),
         true,
     )?;
-    crate::trace::codec::write_atomic(
+    crate::util::write_atomic(
         &dir.join("report.html"),
         crate::render::html::html(input).as_bytes(),
         true,

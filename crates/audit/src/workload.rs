@@ -2,10 +2,10 @@
 //! from TOML/JSON files.
 
 use crate::digest::{Digest, DigestWriter, FieldValue};
-use crate::error::{Error, Result};
 use crate::kernels::{GemmSpec, KernelFamily, MAX_ELEMENTS, RouteChoice};
 use crate::policy::PolicyMode;
 use crate::vocab::{DType, GemmOp};
+use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -188,7 +188,7 @@ impl Workload {
                 format!("not a built-in ({}) and no such file", BUILTINS.join(", ")),
             ));
         }
-        let bytes = crate::fileio::read_regular(path, MAX_WORKLOAD_FILE_BYTES)?;
+        let bytes = crate::util::read_regular(path, MAX_WORKLOAD_FILE_BYTES)?;
         let text = String::from_utf8(bytes)
             .map_err(|_| Error::workload(name_or_path, "the file is not UTF-8 text"))?;
         let w = match path.extension().and_then(|e| e.to_str()) {

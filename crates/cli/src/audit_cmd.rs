@@ -235,7 +235,7 @@ pub(super) fn write_audit_artifacts(
         );
     }
     if let Some(path) = &args.junit {
-        gemm_audit::trace::codec::write_atomic(
+        gemm_audit::util::write_atomic(
             path,
             gemm_audit::render::junit::junit(report, &input.drift).as_bytes(),
             true,

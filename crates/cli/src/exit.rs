@@ -1,8 +1,8 @@
 //! The documented exit codes, and the code and one-line message of an
 //! error that escaped a subcommand.
 
+use gemm_audit::BudgetLimit;
 use gemm_audit::Error;
-use gemm_audit::error::BudgetLimit;
 
 /// Success: no finding.
 pub const EXIT_OK: u8 = 0;

@@ -429,7 +429,7 @@ fn allowances(allow: &[Allowance], waivers: Option<&std::path::Path>) -> Result<
     let Some(path) = waivers else {
         return Ok(out);
     };
-    let bytes = gemm_audit::fileio::read_regular(path, 1 << 20)?;
+    let bytes = gemm_audit::util::read_regular(path, 1 << 20)?;
     let text = std::str::from_utf8(&bytes)
         .map_err(|_| anyhow::anyhow!("{}: waiver file is not UTF-8", path.display()))?;
     let parsed = if path.extension().is_some_and(|e| e == "json") {

@@ -209,7 +209,7 @@ pub(super) fn cmd_compare(a: CompareArgs) -> Result<u8> {
         }
     }
     if let Some(path) = junit {
-        gemm_audit::trace::codec::write_atomic(
+        gemm_audit::util::write_atomic(
             path,
             gemm_audit::render::junit::compare_junit(&c).as_bytes(),
             true,
@@ -322,7 +322,7 @@ pub(super) fn write_recording(
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         for (r, bytes) in rec.trace.routes.iter().zip(&rec.outputs) {
             let path = dir.join(gemm_audit::diff::output_file_name(&r.gemm));
-            gemm_audit::trace::codec::write_atomic(&path, bytes, true)?;
+            gemm_audit::util::write_atomic(&path, bytes, true)?;
         }
     }
     let on = match label {

@@ -12,18 +12,18 @@
 
 use crate::blas::HandlesGuard;
 use crate::catalog;
-use crate::error::{cuda_err, drv};
+use crate::error::{CudaError, cuda_err, drv};
 use crate::graph;
 use crate::launch::{EventTimer, Prepared, time_launches};
 use crate::shared::{Shared, device_count, shared};
 use cudarc::driver::CudaGraph as RawGraph;
 use gemm_audit_model::backend::{CapturedLaunches, CheckedRun, GemmBackend, GemmGraph, KeptRun};
-use gemm_audit_model::error::{Error, Result};
 use gemm_audit_model::identity::{GemmRouteIdentity, Revisions, VolatileMetadata};
 use gemm_audit_model::kernels::GemmSpec;
 use gemm_audit_model::policy::{F32Policy, GemmPolicy, HalfPolicy, PolicyMode};
 use gemm_audit_model::route::ResolvedGemmRoute;
 use gemm_audit_model::trace::{FingerprintMode, OutputFingerprint};
+use gemm_audit_model::{Error, Result};
 use std::fmt;
 use std::sync::Arc;
 
@@ -141,8 +141,9 @@ impl CudaBackend {
     /// that starts at `offset` (an `offset` that is no multiple of 16 takes
     /// the kernel's realigning path). Equals
     /// `gemm_audit_model::trace::fast::fast_chunk_digests(bytes)`. For tests and
-    /// benchmarks of the fast fingerprint's building block.
-    #[doc(hidden)]
+    /// benchmarks of the fast fingerprint's building block (the `bench`
+    /// feature).
+    #[cfg(feature = "bench")]
     pub fn fast_chunk_digests(&self, bytes: &[u8], offset: usize) -> Result<Vec<[u8; 16]>> {
         let sh = &self.shared;
         let _lock = sh.lock();
@@ -234,11 +235,9 @@ impl CudaBackend {
         let count = (GRAPH_SECONDS / eager.max(1e-7)).round().clamp(2.0, 64.0) as u32;
         let captured = graph::capture(&sh.stream, || {
             for _ in 0..count {
-                launch
-                    .enqueue(sh, h, &sh.stream)
-                    .map_err(|e| e.to_string())?;
+                launch.enqueue(sh, h, &sh.stream)?;
             }
-            Ok(())
+            Ok::<(), Error>(())
         });
         let Ok(g) = captured else {
             return Ok(eager);
@@ -257,8 +256,9 @@ impl CudaBackend {
         }
     }
 
-    /// Launches a graph through validation without copying outputs back.
-    #[doc(hidden)]
+    /// Launches a graph through validation without copying outputs back
+    /// (the benches' validated replay; the `bench` feature).
+    #[cfg(feature = "bench")]
     pub fn launch_validated(&self, graph: &CudaGraph, label: &str) -> Result<()> {
         let launches = self.own(graph.launches())?;
         graph
@@ -271,8 +271,8 @@ impl CudaBackend {
     }
 
     /// Launches a graph WITHOUT validation. Only for measuring what
-    /// validation costs.
-    #[doc(hidden)]
+    /// validation costs (the `bench` feature; never in the binary).
+    #[cfg(feature = "bench")]
     pub fn launch_unvalidated(&self, graph: &CudaGraph) -> Result<()> {
         let launches = self.own(graph.launches())?;
         let _lock = self.shared.lock();
@@ -435,10 +435,10 @@ impl GemmBackend for CudaBackend {
             for (launch, route) in prepared.iter_mut().zip(routes) {
                 launch
                     .enqueue(sh, h, &sh.stream)
-                    .map_err(|e| format!("route {:?}: {e}", route.gemm))?;
+                    .map_err(|e| CudaError::msg(format!("route {:?}: {e}", route.gemm)))?;
                 captured.push(route.clone());
             }
-            Ok(())
+            Ok::<(), CudaError>(())
         })
         .map_err(|e| e.context("graph capture"))?;
         let physical = graph::introspect(&raw)?;

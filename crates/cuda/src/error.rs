@@ -7,7 +7,7 @@
 //! downcast to e.g. [`cudarc::driver::DriverError`]. The backend error's
 //! reason still reads `what: cause`, so messages are unchanged.
 
-use gemm_audit_model::error::Error;
+use gemm_audit_model::Error;
 use std::fmt;
 
 /// The cudarc error behind a [`CudaError`].

@@ -161,8 +161,8 @@ impl DeviceFingerprinter {
 
     /// Per-chunk fast (NH) digests of `data`, computed on the device and
     /// copied back (16 bytes per 4096-byte chunk); equal to
-    /// `gemm_audit_model::trace::fast::fast_chunk_digests` of the same bytes.
-    #[doc(hidden)]
+    /// `gemm_audit_model::trace::fast::fast_chunk_digests` of the same bytes
+    /// (the GPU tests hold the two equal).
     pub fn fast_chunk_digests(
         &self,
         stream: &Arc<CudaStream>,

@@ -7,6 +7,7 @@ use cudarc::driver::sys;
 use cudarc::driver::{CudaGraph as RawGraph, CudaStream};
 use gemm_audit_model::physical::{NodeKind, PhysicalNode};
 use std::collections::{BTreeSet, HashMap};
+use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
@@ -20,11 +21,12 @@ use std::sync::Arc;
 /// - The capture is always ended, also when `body` fails or panics; when
 ///   both the body and the end fail, both errors are reported.
 ///
-/// The body's error is a message; a failing driver call comes back as the
-/// error's cause.
-pub(crate) fn capture<F>(stream: &Arc<CudaStream>, body: F) -> Result<RawGraph, CudaError>
+/// The body's error (or panic) becomes what failed; a failing driver call
+/// comes back as the error's cause.
+pub(crate) fn capture<F, E>(stream: &Arc<CudaStream>, body: F) -> Result<RawGraph, CudaError>
 where
-    F: FnOnce() -> Result<(), String>,
+    F: FnOnce() -> Result<(), E>,
+    E: fmt::Display,
 {
     if stream.cu_stream().is_null() {
         return Err(CudaError::msg(
@@ -38,7 +40,8 @@ where
         .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
         .map_err(CudaError::with("begin capture"))?;
     let body = match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(r) => r,
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
         Err(panic) => Err(format!("capture body panicked: {}", panic_message(&panic))),
     };
     let ended = stream.end_capture(sys::CUgraphInstantiate_flags(0));

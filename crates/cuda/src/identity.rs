@@ -7,8 +7,8 @@ use crate::error::CudaError;
 use crate::nvrtc;
 use cudarc::driver::CudaContext;
 use cudarc::driver::sys;
+use gemm_audit_model::DeviceIdentity;
 use gemm_audit_model::identity::VolatileMetadata;
-use gemm_audit_model::platform::DeviceIdentity;
 use std::sync::Arc;
 
 /// The identity of the device of `ctx` (any ordinal) and its volatile

@@ -10,7 +10,7 @@
 //! An entry whose magic, version, key, length or checksum does not match is
 //! rejected with the reason, recompiled and replaced; a cache that cannot
 //! be read or written costs a compile, never a failure. Entries are written
-//! like goldens ([`gemm_audit_model::fileio::write_atomic`]: a temporary
+//! like goldens ([`gemm_audit_model::util::write_atomic`]: a temporary
 //! file in the same directory, synced, renamed), so a reader sees a whole
 //! entry or none, and concurrent writers of one key each leave a whole
 //! file. The module's artifact digest is the SHA-256 of the cubin whichever
@@ -22,7 +22,7 @@
 //! `$XDG_CACHE_HOME/gemm-audit/kernels`, else `~/.cache/gemm-audit/kernels`.
 
 use gemm_audit_model::digest::{Digest, DigestWriter, FieldValue};
-use gemm_audit_model::fileio;
+use gemm_audit_model::util::{read_regular, write_atomic};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -230,7 +230,7 @@ impl KernelCache {
         if !path.exists() {
             return Lookup::Miss;
         }
-        match fileio::read_regular(&path, HEADER_LEN as u64 + MAX_CUBIN_BYTES) {
+        match read_regular(&path, HEADER_LEN as u64 + MAX_CUBIN_BYTES) {
             Ok(bytes) => match decode(key, &bytes) {
                 Ok(cubin) => Lookup::Hit(cubin),
                 Err(r) => Lookup::Rejected(r),
@@ -253,8 +253,7 @@ impl KernelCache {
         let dir = path.parent().expect("an entry path has a directory");
         std::fs::create_dir_all(dir)
             .map_err(|e| StoreError::Write(format!("{}: {e}", dir.display())))?;
-        fileio::write_atomic(&path, &encode(key, cubin), true)
-            .map_err(|e| StoreError::Write(e.to_string()))
+        write_atomic(&path, &encode(key, cubin), true).map_err(|e| StoreError::Write(e.to_string()))
     }
 
     /// The cubin of `key`: the cache's when a whole matching entry is

@@ -14,7 +14,7 @@ use cudarc::driver::{
     CudaEvent, CudaFunction, CudaGraph as RawGraph, CudaSlice, CudaStream, DevicePtr,
     LaunchConfig as CuLaunch, PushKernelArg,
 };
-use gemm_audit_model::error::Result;
+use gemm_audit_model::Result;
 use gemm_audit_model::kernels;
 use gemm_audit_model::kernels::Problem;
 use gemm_audit_model::route::{GemmShape, ResolvedGemmRoute};

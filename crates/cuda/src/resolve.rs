@@ -8,20 +8,20 @@ use crate::device::CudaBackend;
 use crate::error::{cuda_err, drv};
 use crate::graph;
 use cudarc::driver::CudaStream;
+use gemm_audit_model::Result;
 use gemm_audit_model::digest::{Digest, DigestWriter, FieldValue};
-use gemm_audit_model::error::Result;
 use gemm_audit_model::identity::{GemmRouteIdentity, ModuleIdentity};
 use gemm_audit_model::kernels;
 use gemm_audit_model::kernels::{GemmSpec, RouteChoice};
 use gemm_audit_model::physical::{NodeKind, PhysicalNode};
 use gemm_audit_model::pin::VendorPin;
-use gemm_audit_model::platform::{CompilerIdentity, DeviceIdentity};
 use gemm_audit_model::policy::PolicyMode;
 use gemm_audit_model::route::{
     GemmShape, GemmStrides, LaunchConfig, NumericContract, ResolvedGemmRoute, TileShape,
     VendorRoute,
 };
 use gemm_audit_model::vocab::{DType, GemmOp, OperandConversion, OutputOwnership};
+use gemm_audit_model::{CompilerIdentity, DeviceIdentity};
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -240,7 +240,7 @@ pub(super) fn probe_kernels(
 ) -> Result<Vec<PhysicalNode>> {
     enqueue(warm)?;
     warm.synchronize().map_err(drv("vendor warm-up"))?;
-    let raw = graph::capture(on, || enqueue(on).map_err(|e| e.to_string()))
+    let raw = graph::capture(on, || enqueue(on))
         .map_err(|e| e.context(format_args!("capturing {symbol} for GEMM {gemm:?}")))?;
     let nodes = graph::introspect(&raw)?;
     drop(raw);

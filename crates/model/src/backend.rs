@@ -11,7 +11,6 @@ use crate::identity::{GemmRouteIdentity, VolatileMetadata};
 use crate::kernels::{GemmSpec, TimedOutput, TimingClock};
 use crate::launch_set::build_resolved_gemm_launch_set;
 use crate::physical::PhysicalNode;
-pub use crate::physical::kernel_nodes;
 use crate::pin::VendorPin;
 use crate::plan::{CapturedGemmGraphPlan, PreparedGemmCaptureManifest};
 use crate::policy::GemmPolicy;

@@ -19,7 +19,7 @@ pub const ARGUMENTS_DOMAIN: &str = "gemm-audit/kernel-arguments/v1";
 /// run to run; what they point to is the output fingerprint's business).
 ///
 /// ```
-/// use gemm_audit_model::builder::ArgumentsDigest;
+/// use gemm_audit_model::ArgumentsDigest;
 /// let d = ArgumentsDigest::new("my_gemm_bf16")
 ///     .buffer("a", "bf16", 8 * 256)
 ///     .buffer("b", "bf16", 256 * 768)
@@ -158,7 +158,7 @@ pub enum RouteBuildError {
 /// for this problem, so a dispatcher bug shows at record time.
 ///
 /// ```
-/// use gemm_audit_model::builder::{ArgumentsDigest, GemmRouteBuilder};
+/// use gemm_audit_model::{ArgumentsDigest, GemmRouteBuilder};
 /// use gemm_audit_model::route::GemmShape;
 /// use gemm_audit_model::vocab::{ContractKind, DType, GemmOp};
 /// use gemm_audit_model::testkit;

@@ -145,7 +145,7 @@ impl From<Refusal> for Error {
 }
 
 impl Error {
-    #[doc(hidden)]
+    /// Reading or writing `path` failed with `source`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
@@ -153,7 +153,6 @@ impl Error {
         }
     }
 
-    /// A backend error with no typed cause.
     /// A backend error without a cause (an engine's own backend uses it too).
     pub fn backend(backend: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::Backend {
@@ -177,7 +176,7 @@ impl Error {
         }
     }
 
-    #[doc(hidden)]
+    /// The workload `name` is invalid for `reason`.
     pub fn workload(name: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::Workload {
             name: name.into(),

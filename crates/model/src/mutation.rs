@@ -8,8 +8,9 @@ use crate::error::Refusal;
 use crate::identity::GemmRouteIdentity;
 use crate::launch_set::build_resolved_gemm_launch_set;
 use crate::plan::CapturedGemmGraphPlan;
+use crate::plan::PreparedGemmCaptureManifest;
 use crate::route::ResolvedGemmRoute;
-use crate::trace::{PreparedGemmCaptureManifest, RecordedGemmTrace};
+use crate::trace::RecordedGemmTrace;
 use std::cell::Cell;
 
 /// One way to tamper with a route list.
@@ -297,8 +298,9 @@ fn mutate_vendor(r: &mut ResolvedGemmRoute, tag: &str, by: u64) -> bool {
     true
 }
 
-/// Applies a mutation chosen by three fuzzer bytes (kind, i, j).
-#[doc(hidden)]
+/// Applies a mutation chosen by three fuzzer bytes (kind, i, j): the
+/// fuzz targets' mutator, so only with the `testkit` feature.
+#[cfg(feature = "testkit")]
 pub fn apply_bytes(routes: &mut Vec<ResolvedGemmRoute>, chunk: &[u8]) {
     let b = |k: usize| chunk.get(k).copied().unwrap_or(0) as usize;
     let tags = route_field_tags();

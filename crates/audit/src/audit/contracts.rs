@@ -124,7 +124,7 @@ pub(super) fn reference_check(
     let scalar: Vec<usize> = (0..routes.len().min(outputs.len()))
         .filter(|&i| routes[i].contract.kind == ContractKind::ScalarFma)
         .collect();
-    let mut references = crate::parallel::map_in_order(&scalar, |&i| {
+    let mut references = crate::util::map_in_order(&scalar, |&i| {
         backend.reference(&routes[i], w.gemms[i].input_seed(w.seed))
     })
     .into_iter();

@@ -2,8 +2,8 @@
 //! and accepting the candidates a run kept.
 
 use super::{AuditReport, Contract, Verdict};
+use crate::Result;
 use crate::digest::Digest;
-use crate::error::Result;
 use std::collections::BTreeMap;
 
 /// Whether a golden comparison writes into the golden folder: keeps a

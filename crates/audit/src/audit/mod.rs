@@ -6,10 +6,10 @@
 //! by the policy), and the mutation self-check (every tampering refused
 //! before launch). A control passes when its planted fault is detected.
 
+use crate::Result;
 use crate::backend::{Backend, GemmBackend};
 use crate::diff::{UlpStats, ulp_stats};
 use crate::digest::Digest;
-use crate::error::Result;
 use crate::kernels::{GemmSpec, KernelFamily, RouteChoice};
 use crate::mutation::{Guard, Mutation, exercise_against, route_field_tags};
 use crate::plan::CapturedGemmGraphPlan;

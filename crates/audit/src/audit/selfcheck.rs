@@ -299,8 +299,8 @@ pub(crate) fn mutation_check(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Refusal;
     use crate::backend::cpu::CpuBackend;
-    use crate::error::Refusal;
 
     /// A recorded CPU trace, a golden resolved apart from it, and the live
     /// context.

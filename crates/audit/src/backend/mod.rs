@@ -14,10 +14,9 @@ pub use open::{
 };
 
 pub use gemm_audit_model::backend::{
-    CapturedLaunches, CheckedRun, GemmBackend, GemmGraph, KeptRun, kernel_nodes,
+    CapturedLaunches, CheckedRun, GemmBackend, GemmGraph, KeptRun,
 };
 
-use crate::error::{Error, Result};
 use crate::identity::{GemmRouteIdentity, VolatileMetadata};
 use crate::kernels::GemmSpec;
 use crate::kernels::TimedOutput;
@@ -25,6 +24,7 @@ use crate::pin::VendorPin;
 use crate::policy::GemmPolicy;
 use crate::route::ResolvedGemmRoute;
 use crate::trace::{FingerprintMode, OutputFingerprint};
+use crate::{Error, Result};
 use std::any::Any;
 use std::borrow::Cow;
 use std::fmt;
@@ -221,9 +221,9 @@ impl Backend {
 mod tests {
     // Not a glob: the private `DynBackend` would make every call ambiguous.
     use super::{Backend, GemmBackend, cpu, cuda};
+    use crate::PreparedGemmCaptureManifest;
     use crate::launch_set::build_resolved_gemm_launch_set;
     use crate::route::ResolvedGemmRoute;
-    use crate::trace::PreparedGemmCaptureManifest;
     use crate::workload::Workload;
 
     fn manifest_of(b: &Backend, routes: &[ResolvedGemmRoute]) -> PreparedGemmCaptureManifest {

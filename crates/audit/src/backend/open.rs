@@ -3,7 +3,7 @@
 //! came from. The one place that names the built-in backends.
 
 use super::{Backend, GemmBackend, cpu, cuda};
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 use std::fmt;
 
 /// Which backend to open.

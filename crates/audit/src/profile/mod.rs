@@ -23,8 +23,8 @@ mod bind;
 mod kineto;
 mod ops;
 
+use crate::DeviceIdentity;
 use crate::observed::{ObservedFramework, ObservedGemm, ObservedStep};
-use crate::platform::DeviceIdentity;
 use crate::trace::{FingerprintMode, Observation, RecordedGemmTrace};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -228,7 +228,7 @@ pub fn import_file(path: &Path, options: &ImportOptions) -> Result<ImportedProfi
 
 /// The bytes of a profile file, decompressed if it is gzip'd.
 pub fn read_profile(path: &Path, max_bytes: u64) -> Result<Vec<u8>, ProfileError> {
-    let raw = crate::fileio::read_regular(path, max_bytes)?;
+    let raw = crate::util::read_regular(path, max_bytes)?;
     if !raw.starts_with(&[0x1f, 0x8b]) {
         return Ok(raw);
     }

@@ -3,13 +3,13 @@
 //! plan, validate it against the live context, and optionally replay it.
 
 use crate::backend::{Backend, CheckedRun, GemmBackend};
-use crate::error::{Error, Refusal, RefusalStage, Result};
 use crate::kernels::TimingClock;
 use crate::physical::{self, PhysicalNode};
 use crate::plan::CapturedGemmGraphPlan;
 use crate::route::ResolvedGemmRoute;
 use crate::trace::{FingerprintMode, OutputFingerprint, RecordedGemmTrace};
 use crate::workload::Workload;
+use crate::{Error, Refusal, RefusalStage, Result};
 use serde::Serialize;
 
 /// Routes, seeds and outputs of one eager run.

@@ -4,7 +4,7 @@
 //! characters.
 
 use super::{one_line, shorten};
-use crate::error::Refusal;
+use crate::Refusal;
 
 /// Widest the lines get when the terminal's width is unknown (a log).
 const DEFAULT_WIDTH: usize = 100;
@@ -86,7 +86,7 @@ pub fn refusal_lines(
 mod tests {
     use super::refusal_lines;
     use crate::digest::FieldChange;
-    use crate::error::{Refusal, RefusalStage};
+    use crate::{Refusal, RefusalStage};
 
     #[test]
     fn a_long_refusal_is_a_reason_then_one_short_line_a_field() {

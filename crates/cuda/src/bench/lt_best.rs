@@ -12,7 +12,7 @@ use crate::error::drv;
 use crate::lt_choice::{launches_per_sample, median};
 use cudarc::cublaslt::sys as lt;
 use cudarc::driver::{DevicePtr, sys as cu};
-use gemm_audit_model::error::Result;
+use gemm_audit_model::Result;
 use gemm_audit_model::route::GemmShape;
 use gemm_audit_model::vocab::{DType, GemmOp};
 

@@ -10,7 +10,7 @@ use crate::error::drv;
 use crate::graph;
 use crate::launch::{EventTimer, Prepared, time_launches};
 use cudarc::driver::CudaGraph as RawGraph;
-use gemm_audit_model::error::Result;
+use gemm_audit_model::Result;
 use gemm_audit_model::route::{GemmShape, ResolvedGemmRoute};
 use gemm_audit_model::trace::FINGERPRINT_CHUNK_BYTES;
 use gemm_audit_model::vocab::{DType, GemmOp};
@@ -19,7 +19,6 @@ impl CudaBackend {
     /// "cuBLAS best": cuBLASLt's top `count` heuristic candidates for one
     /// problem under cublas-fast numerics, each timed (interleaved,
     /// `rounds` rounds, rotating `copies` operand copies), the fastest kept.
-    #[doc(hidden)]
     pub fn lt_best_timing(
         &self,
         op: GemmOp,
@@ -36,7 +35,6 @@ impl CudaBackend {
     }
 
     /// The device's L2 cache size in bytes (what a cold timing must exceed).
-    #[doc(hidden)]
     pub fn l2_cache_bytes(&self) -> Result<u64> {
         let bytes = self
             .shared
@@ -51,7 +49,6 @@ impl CudaBackend {
     /// [`crate::LT_TIMING_M`] as the route's choice times them, and which
     /// one the choice rule picks from these times (benchmarks: how far
     /// apart the candidates are says how stable the pick is).
-    #[doc(hidden)]
     pub fn lt_family_timings(
         &self,
         op: GemmOp,
@@ -87,9 +84,8 @@ impl CudaBackend {
     /// its launches, divided by their count. After `warmup` untimed rounds,
     /// `samples` rounds take one sample of every route, each round starting
     /// at the next route and stepping through them with another stride
-    /// ([`visit_stride`]), so drift affects every route alike and no route
+    /// (`visit_stride`), so drift affects every route alike and no route
     /// always follows the same one.
-    #[doc(hidden)]
     pub fn time_routes(
         &self,
         routes: &[ResolvedGemmRoute],
@@ -109,7 +105,6 @@ impl CudaBackend {
     /// launch reads its weights from memory (an L2-cold time, as a decode
     /// step that streams each layer's weights once), where one copy reads
     /// them from L2 after the first launch (hot).
-    #[doc(hidden)]
     #[allow(clippy::too_many_arguments)] // time_routes' knobs plus the copy count
     pub fn time_routes_rotating(
         &self,
@@ -156,11 +151,9 @@ impl CudaBackend {
             let (graph, capture_error) = if graphed {
                 match graph::capture(&sh.stream, || {
                     for j in 0..count as usize {
-                        copies_of[j % copies]
-                            .enqueue(sh, h, &sh.stream)
-                            .map_err(|e| e.to_string())?;
+                        copies_of[j % copies].enqueue(sh, h, &sh.stream)?;
                     }
-                    Ok(())
+                    Ok::<(), gemm_audit_model::Error>(())
                 }) {
                     Ok(g) => (Some(g), None),
                     Err(e) => (None, Some(e.message())),
@@ -206,7 +199,6 @@ impl CudaBackend {
     /// benchmarks: seconds per operation, each sample CUDA events around
     /// `ops` back-to-back operations, after `warmup` untimed samples of
     /// each. The buffers are allocated once.
-    #[doc(hidden)]
     pub fn time_fingerprint_and_copy(
         &self,
         bytes: usize,
@@ -267,7 +259,6 @@ impl CudaBackend {
 }
 
 /// Per-launch times of one route, from [`CudaBackend::time_routes`].
-#[doc(hidden)]
 #[derive(Debug, Clone)]
 pub struct RouteTiming {
     /// Launches per sample.

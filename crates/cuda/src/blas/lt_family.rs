@@ -34,7 +34,7 @@ use crate::lt_choice::scores;
 use crate::lt_choice::{TN_ALIGNMENT_BYTES, choose, half_bits, launches_per_sample, median};
 use cudarc::cublaslt::sys as lt;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, sys as cu};
-use gemm_audit_model::error::Result;
+use gemm_audit_model::Result;
 use gemm_audit_model::pin::{PinFamily, VendorPin};
 use gemm_audit_model::route::{GemmShape, VendorRoute};
 use gemm_audit_model::vocab::{DType, GemmOp, PhysicalBackend};
@@ -443,10 +443,10 @@ fn choices(
 pub struct LtCandidateTiming {
     /// `algorithm 66 tile 24 stages 35`.
     pub config: String,
-    /// Seconds per launch at each m of [`TIMING_M`]; `None` when it
+    /// Seconds per launch at each m of [`LT_TIMING_M`](crate::LT_TIMING_M); `None` when it
     /// failed to launch.
     pub secs: Option<Vec<f64>>,
-    /// Its score: mean over [`TIMING_M`] of its time over the fastest
+    /// Its score: mean over [`LT_TIMING_M`](crate::LT_TIMING_M) of its time over the fastest
     /// candidate's (1.0 = fastest); `None` when it failed to launch.
     pub score: Option<f64>,
     /// Whether the choice rule picks it from these times.

@@ -7,7 +7,7 @@ use super::{
 use crate::error::{cuda_err, drv};
 use cudarc::cublaslt::sys as lt;
 use cudarc::driver::sys as cu;
-use gemm_audit_model::error::Result;
+use gemm_audit_model::Result;
 use gemm_audit_model::route::{GemmShape, VendorRoute};
 use gemm_audit_model::vocab::{DType, GemmOp};
 use std::ffi::c_void;

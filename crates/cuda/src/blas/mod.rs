@@ -23,14 +23,14 @@ use crate::shared::Shared;
 use cudarc::cublas::{CudaBlas, sys as blas};
 use cudarc::cublaslt::sys as lt;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, sys as cu};
+use gemm_audit_model::CompilerIdentity;
+use gemm_audit_model::Result;
 use gemm_audit_model::declaration::{
     BkRule, SplitRule, SymbolDeclaration, VendorConfiguration, VendorPermits,
 };
 use gemm_audit_model::digest::{Digest, DigestWriter, FieldValue};
-use gemm_audit_model::error::Result;
 use gemm_audit_model::identity::{ModuleIdentity, SymbolEntry};
 use gemm_audit_model::pin::VENDOR_INVARIANT_MAX_WORKSPACE_BYTES;
-use gemm_audit_model::platform::CompilerIdentity;
 use gemm_audit_model::route::{GemmShape, TileShape, VendorRoute};
 use gemm_audit_model::vocab::{
     ContractKind, DType, GemmOp, ModuleKind, OperandConversion, OutputOwnership, PhysicalBackend,

@@ -3,7 +3,7 @@
 //! cannot build.
 
 use super::{Geometry, StrideError};
-use gemm_audit_model::builder::RouteBuildError;
+use gemm_audit_model::RouteBuildError;
 use gemm_audit_model::digest::Digest;
 use gemm_audit_model::kernels::RouteFamilyError;
 use gemm_audit_model::route::{GemmShape, GemmStrides};

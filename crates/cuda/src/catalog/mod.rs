@@ -2,7 +2,7 @@
 //! contracts and launch geometry. Pure logic (no device), so the mapping
 //! between routes and kernels is tested without a GPU.
 
-use gemm_audit_model::builder::GemmRouteBuilder;
+use gemm_audit_model::GemmRouteBuilder;
 use gemm_audit_model::digest::{Digest, DigestWriter, FieldValue};
 use gemm_audit_model::identity::{GemmRouteIdentity, ModuleIdentity};
 use gemm_audit_model::kernels::KernelFamily;

@@ -11,10 +11,10 @@ use crate::error::CudaError;
 use cudarc::cublaslt::sys as lt;
 use cudarc::driver::sys;
 use cudarc::driver::{CudaGraph, CudaStream};
+use gemm_audit_model::CompilerIdentity;
 use gemm_audit_model::digest::Digest;
 use gemm_audit_model::identity::ModuleIdentity;
 use gemm_audit_model::physical::PhysicalNode;
-use gemm_audit_model::platform::CompilerIdentity;
 use gemm_audit_model::recorder::CaptureStream;
 use gemm_audit_model::route::{LaunchConfig, ResolvedGemmRoute, VendorRoute};
 use gemm_audit_model::vocab::{ContractKind, DType, PhysicalBackend};
@@ -83,7 +83,7 @@ pub fn introspect(graph: &CudaGraph) -> Result<Vec<PhysicalNode>, CudaError> {
 
 /// The route's launch part from a cudarc launch configuration and the
 /// pointer-free digest of the arguments
-/// ([`gemm_audit_model::builder::ArgumentsDigest`]).
+/// ([`gemm_audit_model::ArgumentsDigest`]).
 pub fn launch_config(cfg: &cudarc::driver::LaunchConfig, arguments_digest: Digest) -> LaunchConfig {
     LaunchConfig {
         grid: [cfg.grid_dim.0, cfg.grid_dim.1, cfg.grid_dim.2],

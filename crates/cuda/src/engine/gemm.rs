@@ -21,13 +21,13 @@ use crate::resolve::{VendorParts, planned_route, probe_kernels, vendor_route};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, sys as blas};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, sys};
 use gemm_audit_model::digest::{DigestWriter, FieldValue};
-use gemm_audit_model::error::{Error, Refusal, RefusalStage, Result};
 use gemm_audit_model::identity::{GemmRouteIdentity, ModuleIdentity};
 use gemm_audit_model::physical::PhysicalNode;
 use gemm_audit_model::policy::PolicyMode;
 use gemm_audit_model::recorder::GemmRouteRecorder;
 use gemm_audit_model::route::{GemmShape, GemmStrides, NumericContract, ResolvedGemmRoute};
 use gemm_audit_model::vocab::{DType, GemmOp, ModuleKind};
+use gemm_audit_model::{Error, Refusal, RefusalStage, Result};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 

@@ -24,7 +24,7 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig,
     PushKernelArg,
 };
-use gemm_audit_model::error::Result;
+use gemm_audit_model::Result;
 use gemm_audit_model::identity::{GemmRouteIdentity, ModuleIdentity};
 use gemm_audit_model::kernels::element_size;
 use gemm_audit_model::recorder::GemmRouteRecorder;

@@ -297,7 +297,8 @@ pub struct GemmSpec {
 }
 
 impl GemmSpec {
-    #[doc(hidden)]
+    /// An NN GEMM `name` of `dtype`, m x k x n, served by `route`, with the
+    /// workload's seed.
     pub fn new(name: String, dtype: DType, m: u64, k: u64, n: u64, route: RouteChoice) -> Self {
         GemmSpec {
             name,

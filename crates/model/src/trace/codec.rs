@@ -372,5 +372,3 @@ pub fn decode_trace(bytes: &[u8], limits: &Limits) -> Result<RecordedGemmTrace, 
     let (version, payload) = open_versioned(bytes, limits)?;
     decode_payload_version(version, payload, limits)
 }
-
-pub use crate::fileio::write_atomic;

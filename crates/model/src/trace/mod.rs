@@ -19,7 +19,10 @@ use crate::route::ResolvedGemmRoute;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-pub use crate::plan::PreparedGemmCaptureManifest;
+pub use crate::bounded::{
+    MAX_MODULES, MAX_PERMITTED, MAX_PINS, MAX_ROUTE_LIST, MAX_SERVICES, MAX_SYMBOLS, MAX_VOLATILE,
+};
+use crate::plan::PreparedGemmCaptureManifest;
 pub use observation::{MAX_LISTED, Observation, ObservedRoute};
 
 /// Bytes per chunk of the output fingerprint's tree.
@@ -352,7 +355,7 @@ impl RecordedGemmTrace {
             path: path.into(),
             source: e,
         })?;
-        codec::write_atomic(path, &bytes, overwrite)
+        crate::fileio::write_atomic(path, &bytes, overwrite)
     }
 
     /// The plan this trace's capture may replay: its own manifest and

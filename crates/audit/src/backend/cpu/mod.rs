@@ -7,11 +7,10 @@ mod stream;
 
 pub use stream::{CpuStream, CpuStreamError, CpuStreamGraph};
 
-use crate::backend::{CapturedLaunches, GemmBackend, GemmGraph, kernel_nodes};
-use crate::builder::GemmRouteBuilder;
+use crate::GemmRouteBuilder;
+use crate::backend::{CapturedLaunches, GemmBackend, GemmGraph};
 use crate::declaration::{BkRule, SplitRule, SymbolDeclaration};
 use crate::digest::{Digest, DigestWriter, FieldValue};
-use crate::error::{Error, Refusal, Result};
 use crate::identity::{
     GemmRouteIdentity, ModuleIdentity, Revisions, SymbolEntry, VolatileMetadata,
 };
@@ -19,10 +18,12 @@ use crate::kernels::{
     DISPATCH_SPLITS, GemmSpec, KernelFamily, Problem, RouteChoice, RouteFamilyError,
     TUNING_TABLE_REVISION, to_storage_bytes,
 };
-use crate::platform::{CompilerIdentity, DeviceIdentity};
+use crate::physical::kernel_nodes;
 use crate::policy::GemmPolicy;
 use crate::route::{GemmShape, GemmStrides, ResolvedGemmRoute, TileShape};
 use crate::vocab::{ContractKind, DType, GemmOp, ModuleKind, OperandConversion, PhysicalBackend};
+use crate::{CompilerIdentity, DeviceIdentity};
+use crate::{Error, Refusal, Result};
 
 /// Worker threads of the tiled and fixed split-K kernels. Fixed, not the
 /// machine's core count, so routes (and goldens) are the same everywhere.
@@ -555,7 +556,7 @@ impl CpuLaunch {
         // a finding, not a backend failure.
         let kernel = CpuKernel::from_route(route).map_err(|reason| {
             Error::from(Refusal::new(
-                crate::error::RefusalStage::ReplayValidation,
+                crate::RefusalStage::ReplayValidation,
                 None,
                 "kernel_symbol",
                 "a route the CPU reference backend produces",
@@ -611,8 +612,8 @@ impl CpuLaunches {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::PreparedGemmCaptureManifest;
     use crate::launch_set::build_resolved_gemm_launch_set;
-    use crate::trace::PreparedGemmCaptureManifest;
     use crate::workload::Workload;
 
     #[test]

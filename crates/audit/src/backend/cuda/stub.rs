@@ -4,11 +4,11 @@
 //! uninhabited, so their methods can never be reached.
 
 use crate::backend::{CapturedLaunches, GemmBackend, GemmGraph};
-use crate::error::{Error, Result};
 use crate::identity::GemmRouteIdentity;
 use crate::kernels::GemmSpec;
 use crate::policy::GemmPolicy;
 use crate::route::ResolvedGemmRoute;
+use crate::{Error, Result};
 
 #[derive(Debug)]
 enum Never {}
