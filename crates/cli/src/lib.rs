@@ -437,7 +437,7 @@ fn allowances(allow: &[Allowance], waivers: Option<&std::path::Path>) -> Result<
     } else {
         gemm_audit::diff::Waiver::parse_toml(text)
     }
-    .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), sanitize(&e)))?;
+    .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), sanitize(&e.to_string())))?;
     let today = gemm_audit::report::today_utc();
     for w in parsed {
         if w.applies_on(&today) {

@@ -14,4 +14,4 @@ pub use classes::DiffClass;
 pub use difference::{Difference, TraceDiff};
 pub use numeric::{NumericComparison, UlpStats, output_file_name, ulp_stats};
 pub use portability::{Portability, portability, render_portability};
-pub use waiver::Waiver;
+pub use waiver::{EntryProblem, Waiver, WaiverError};

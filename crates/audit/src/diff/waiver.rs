@@ -1,6 +1,6 @@
 //! Waivers: allowances checked in with a reason and an expiry date.
 
-use super::Allowance;
+use super::{Allowance, UnknownAllowance};
 
 /// An allowance checked in with its reason and an expiry date: a team
 /// says once, in review, why a difference is accepted and until when.
@@ -12,6 +12,48 @@ pub struct Waiver {
     pub reason: String,
     /// The last day it applies, `YYYY-MM-DD` (UTC); none: no expiry.
     pub expires: Option<String>,
+}
+
+/// Why a waiver file was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WaiverError {
+    /// Not JSON of the waiver file's shape (unknown keys included).
+    #[error("not a waiver file: {0}")]
+    Json(#[from] serde_json::Error),
+    /// Not TOML of the waiver file's shape (unknown keys included).
+    #[cfg(feature = "toml")]
+    #[error("not a waiver file: {0}")]
+    Toml(#[from] toml::de::Error),
+    /// Entry `index` (from 1) is wrong.
+    #[error("waiver {index}: {problem}")]
+    Entry {
+        /// The entry's position in the file, from 1.
+        index: usize,
+        /// What is wrong with it.
+        problem: EntryProblem,
+    },
+}
+
+/// What is wrong with one waiver entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EntryProblem {
+    /// Its `field` or `class` is no allowance.
+    #[error(transparent)]
+    Unknown(#[from] UnknownAllowance),
+    /// Its `class` names a field, not a difference class.
+    #[error("{0:?} is not a class")]
+    NotAClass(String),
+    /// It has both `field` and `class`, or neither.
+    #[error("needs exactly one of `field` and `class`")]
+    OneTarget,
+    /// Its `reason` is empty.
+    #[error("needs a reason")]
+    NoReason,
+    /// Its `expires` is no `YYYY-MM-DD` date.
+    #[error("expires {0:?} is not a date YYYY-MM-DD")]
+    NotADate(String),
 }
 
 #[derive(serde::Deserialize)]
@@ -33,48 +75,52 @@ impl Waiver {
     /// The waivers of a file's parsed contents (`[[waiver]]` entries with
     /// `field` or `class`, `reason` and optionally `expires`), or what is
     /// wrong with the first bad entry.
-    fn from_file(file: WaiverFile) -> Result<Vec<Waiver>, String> {
+    fn from_file(file: WaiverFile) -> Result<Vec<Waiver>, WaiverError> {
         file.waiver
             .into_iter()
             .enumerate()
             .map(|(i, e)| {
-                let at = |what: String| format!("waiver {}: {what}", i + 1);
-                let allow = match (e.field, e.class) {
-                    (Some(f), None) => Allowance::parse(&f).map_err(|e| at(e.to_string()))?,
-                    (None, Some(c)) => match Allowance::parse(&c).map_err(|e| at(e.to_string()))? {
-                        a @ Allowance::Class(_) => a,
-                        Allowance::Field(_) => return Err(at(format!("{c:?} is not a class"))),
-                    },
-                    _ => return Err(at("needs exactly one of `field` and `class`".into())),
-                };
-                if e.reason.trim().is_empty() {
-                    return Err(at("needs a reason".into()));
-                }
-                if let Some(d) = &e.expires
-                    && !is_date(d)
-                {
-                    return Err(at(format!("expires {d:?} is not a date YYYY-MM-DD")));
-                }
-                Ok(Waiver {
-                    allow,
-                    reason: e.reason,
-                    expires: e.expires,
+                Waiver::from_entry(e).map_err(|problem| WaiverError::Entry {
+                    index: i + 1,
+                    problem,
                 })
             })
             .collect()
     }
 
+    fn from_entry(e: WaiverEntry) -> Result<Waiver, EntryProblem> {
+        let allow = match (e.field, e.class) {
+            (Some(f), None) => Allowance::parse(&f)?,
+            (None, Some(c)) => match Allowance::parse(&c)? {
+                a @ Allowance::Class(_) => a,
+                Allowance::Field(_) => return Err(EntryProblem::NotAClass(c)),
+            },
+            _ => return Err(EntryProblem::OneTarget),
+        };
+        if e.reason.trim().is_empty() {
+            return Err(EntryProblem::NoReason);
+        }
+        if let Some(d) = &e.expires
+            && !is_date(d)
+        {
+            return Err(EntryProblem::NotADate(d.clone()));
+        }
+        Ok(Waiver {
+            allow,
+            reason: e.reason,
+            expires: e.expires,
+        })
+    }
+
     /// Waivers from JSON (`{"waiver": [{"field": ..., "reason": ..., "expires": ...}]}`).
-    pub fn parse_json(text: &str) -> Result<Vec<Waiver>, String> {
-        let file: WaiverFile = serde_json::from_str(text).map_err(|e| e.to_string())?;
-        Waiver::from_file(file)
+    pub fn parse_json(text: &str) -> Result<Vec<Waiver>, WaiverError> {
+        Waiver::from_file(serde_json::from_str(text)?)
     }
 
     /// Waivers from TOML (`[[waiver]]` tables).
     #[cfg(feature = "toml")]
-    pub fn parse_toml(text: &str) -> Result<Vec<Waiver>, String> {
-        let file: WaiverFile = toml::from_str(text).map_err(|e| e.to_string())?;
-        Waiver::from_file(file)
+    pub fn parse_toml(text: &str) -> Result<Vec<Waiver>, WaiverError> {
+        Waiver::from_file(toml::from_str(text)?)
     }
 
     /// Whether it still applies on `today` (`YYYY-MM-DD`).
@@ -113,16 +159,41 @@ mod tests {
         assert_eq!(w[1].allow, Allowance::Class(DiffClass::Identity));
         assert!(w[0].applies_on("2027-01-31") && !w[0].applies_on("2027-02-01"));
         assert!(w[1].applies_on("2999-12-31"));
-        for bad in [
-            r#"{"waiver": [{"field": "device.driver", "reason": " "}]}"#,
-            r#"{"waiver": [{"field": "device.driver", "reason": "r", "expires": "2027-13-01"}]}"#,
-            r#"{"waiver": [{"field": "device.driver", "class": "identity", "reason": "r"}]}"#,
-            r#"{"waiver": [{"reason": "r"}]}"#,
-            r#"{"waiver": [{"field": "nosuch.field", "reason": "r"}]}"#,
-            r#"{"waiver": [{"class": "device.driver", "reason": "r"}]}"#,
-            r#"{"waiver": [{"field": "device.driver", "reason": "r", "until": "x"}]}"#,
+        let ok_entry = r#"{"field": "device.driver", "reason": "r"}"#;
+        for (bad, want) in [
+            (
+                r#"{"field": "device.driver", "reason": " "}"#,
+                EntryProblem::NoReason,
+            ),
+            (
+                r#"{"field": "device.driver", "reason": "r", "expires": "2027-13-01"}"#,
+                EntryProblem::NotADate("2027-13-01".into()),
+            ),
+            (
+                r#"{"field": "device.driver", "class": "identity", "reason": "r"}"#,
+                EntryProblem::OneTarget,
+            ),
+            (r#"{"reason": "r"}"#, EntryProblem::OneTarget),
+            (
+                r#"{"field": "nosuch.field", "reason": "r"}"#,
+                EntryProblem::Unknown(UnknownAllowance("nosuch.field".into())),
+            ),
+            (
+                r#"{"class": "device.driver", "reason": "r"}"#,
+                EntryProblem::NotAClass("device.driver".into()),
+            ),
         ] {
-            assert!(Waiver::parse_json(bad).is_err(), "{bad}");
+            // The bad entry second: the error names its position.
+            let text = format!(r#"{{"waiver": [{ok_entry}, {bad}]}}"#);
+            match Waiver::parse_json(&text) {
+                Err(WaiverError::Entry { index: 2, problem }) => assert_eq!(problem, want, "{bad}"),
+                other => panic!("{bad}: {other:?}"),
+            }
         }
+        let unknown_key =
+            r#"{"waiver": [{"field": "device.driver", "reason": "r", "until": "x"}]}"#;
+        let e = Waiver::parse_json(unknown_key).unwrap_err();
+        assert!(matches!(e, WaiverError::Json(_)), "{e:?}");
+        assert!(e.to_string().contains("until"), "{e}");
     }
 }
