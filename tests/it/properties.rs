@@ -1306,88 +1306,21 @@ fn guarded_corpora() -> Vec<(String, GemmRouteIdentity, Vec<ResolvedGemmRoute>)>
         let t = RecordedGemmTrace::read(&path).unwrap();
         out.push((path.display().to_string(), t.context.clone(), t.routes));
     }
-    out.push(vendor_invariant_corpus(&dir.join("batch-invariant.gat")));
-    out
-}
-
-/// The committed batch-invariant golden's `cublaslt-invariant` routes under
-/// the `vendor-invariant` contract, each family pinned to the configuration
-/// its routes recorded, in the golden's context (its cuBLASLt symbol serving
-/// that contract and declaring the family-fixed options under it alone, as
-/// this build's declaration does; the policy's permitted contracts as this
-/// build derives them). A golden blessed before format 6 carries these
-/// routes as `vendor-fast` without pins; for one blessed since, this is its
-/// own routes and pins.
-fn vendor_invariant_corpus(
-    path: &std::path::Path,
-) -> (String, GemmRouteIdentity, Vec<ResolvedGemmRoute>) {
-    use gemm_audit::declaration::VendorConfiguration;
-    use gemm_audit::pin::VendorPin;
-    let t = RecordedGemmTrace::read(path).unwrap();
-    let w = Workload::builtin("batch-invariant").unwrap();
-    let routes: Vec<ResolvedGemmRoute> = t
-        .routes
+    // The H200 batch-invariant golden (format 6) holds the
+    // `cublaslt-invariant` routes under `vendor-invariant` with their
+    // families pinned: the guard's vendor-invariant checks are tried on
+    // recorded routes and pins.
+    let (_, live, routes) = out
         .iter()
-        .zip(&w.gemms)
-        .filter(|(_, g)| g.route == RouteChoice::CublasLtInvariant)
-        .map(|(r, _)| {
-            let mut r = r.clone();
-            r.contract.kind = ContractKind::VendorInvariant;
-            r
-        })
-        .collect();
-    assert!(
-        routes.len() >= 100,
-        "{} cublaslt-invariant routes",
-        routes.len()
-    );
-    let mut modules = t.context.modules.clone();
-    for m in modules
-        .iter_mut()
-        .filter(|m| m.kind == ModuleKind::CublasLt)
-    {
-        for s in &mut m.symbols {
-            let mut entry = s.clone();
-            for r in routes.iter().filter(|r| r.kernel_symbol == s.name) {
-                entry = entry.serving_converted(
-                    &[r.op],
-                    &[r.dtype],
-                    &ContractKind::VendorInvariant,
-                    r.uses_tensor_cores,
-                    r.operand_conversion,
-                );
-                let permits = entry
-                    .declaration
-                    .as_mut()
-                    .and_then(|d| d.vendor.as_mut())
-                    .expect("a vendor declaration");
-                let c = VendorConfiguration {
-                    dtype: r.dtype,
-                    contract: ContractKind::VendorInvariant,
-                    options_digest: r.compiler.options_digest,
-                };
-                // This build declares the family-fixed options under
-                // vendor-invariant only.
-                permits
-                    .configurations
-                    .retain(|x| (x.dtype, x.options_digest) != (c.dtype, c.options_digest));
-                permits.configurations.push(c);
-            }
-            *s = entry;
-        }
-    }
-    let live = GemmRouteIdentity::new(
-        t.context.policy,
-        modules,
-        t.context.device.clone(),
-        t.context.revisions,
-    )
-    .with_pins(routes.iter().filter_map(VendorPin::of).collect());
-    (
-        format!("{} (vendor-invariant)", path.display()),
-        live,
-        routes,
-    )
+        .find(|(name, _, _)| name.ends_with("batch-invariant.gat"))
+        .expect("the H200 batch-invariant golden");
+    let invariant = routes
+        .iter()
+        .filter(|r| r.contract.kind == ContractKind::VendorInvariant)
+        .count();
+    assert!(invariant >= 100, "{invariant} vendor-invariant routes");
+    assert!(!live.pins.is_empty(), "the golden's context pins no family");
+    out
 }
 
 /// Replays `route` alone (a plan of one route, its manifest re-digested as

@@ -936,6 +936,46 @@ fn json_rendering_has_hex_digests_and_parses() {
 
 // ------------------------------------------------------------- version 1
 
+/// The H200 m-sweep golden as it was committed in format 4 (before its
+/// re-blessing in format 6 on the same card, driver and libraries) reads
+/// as what the re-blessing recorded: the same routes, fingerprints and
+/// launch set, no pins and no observation block, and a context that
+/// differs only in the cuBLASLt module's services and declarations (the
+/// `vendor-invariant` contract it serves since).
+#[test]
+fn version_4_golden_reads_like_its_format_6_reblessing() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let bytes = std::fs::read(dir.join("tests/data/v4/nvidia-h200-m-sweep.gat")).unwrap();
+    assert_eq!(u16_at(&bytes, 8), 4, "the fixture is a version-4 file");
+    let old = decode(&bytes).expect("a version-4 file decodes");
+    let current = RecordedGemmTrace::read(&dir.join("traces/nvidia-h200/m-sweep.gat")).unwrap();
+    assert_eq!(
+        u16_at(
+            &std::fs::read(dir.join("traces/nvidia-h200/m-sweep.gat")).unwrap(),
+            8
+        ),
+        FORMAT_VERSION
+    );
+    assert_eq!(old.routes, current.routes);
+    assert_eq!(old.fingerprints, current.fingerprints);
+    assert_eq!(old.launch_set, current.launch_set);
+    assert!(old.context.pins.is_empty() && current.context.pins.is_empty());
+    assert!(gemm_audit::CapturedGemmGraphPlan::from_trace(&old).is_ok());
+    let changes = gemm_audit::digest::field_changes(&old.context, &current.context);
+    let fields: Vec<&str> = changes.iter().map(|c| c.field.as_str()).collect();
+    assert_eq!(fields, vec!["module.services", "module.declarations"]);
+    let differing: Vec<_> = old
+        .context
+        .modules
+        .iter()
+        .zip(&current.context.modules)
+        .filter(|(o, c)| o != c)
+        .map(|(o, _)| &o.kind)
+        .collect();
+    assert_eq!(differing, vec![&gemm_audit::vocab::ModuleKind::CublasLt]);
+    assert!(old.observation.is_none());
+}
+
 /// A version-1 golden (the CPU m-sweep as committed before format 2) still
 /// reads: its routes are the current golden's but for the CPU module's
 /// identity (artifact and compiler, changed on purpose since: the kernels'
