@@ -47,6 +47,36 @@ mod fileio;
 mod parallel;
 mod platform;
 
+/// The implementation modules stay private: each of these paths fails to
+/// compile (the item's one public path is at the root, in `trace` or in
+/// [`util`]).
+///
+/// ```compile_fail
+/// use gemm_audit_model::bounded::MAX_MODULES;
+/// ```
+///
+/// ```compile_fail
+/// use gemm_audit_model::builder::GemmRouteBuilder;
+/// ```
+///
+/// ```compile_fail
+/// use gemm_audit_model::error::Error;
+/// ```
+///
+/// ```compile_fail
+/// use gemm_audit_model::fileio::write_atomic;
+/// ```
+///
+/// ```compile_fail
+/// use gemm_audit_model::parallel::map_in_order;
+/// ```
+///
+/// ```compile_fail
+/// use gemm_audit_model::platform::DeviceIdentity;
+/// ```
+#[allow(dead_code, reason = "holds the privacy doctests above")]
+const IMPLEMENTATION_MODULES_ARE_PRIVATE: () = ();
+
 pub use builder::{ARGUMENTS_DOMAIN, ArgumentsDigest, GemmRouteBuilder, RouteBuildError};
 pub use digest::Digest;
 pub use error::{BudgetLimit, Error, FormatError, LaunchSetError, Refusal, RefusalStage, Result};
