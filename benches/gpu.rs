@@ -1163,7 +1163,8 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
              each rung at every m; cold: rotating operand copies (at least {COLD_COPIES}, and enough that the copies \
              between two uses of one hold twice the L2), m <= 256 only, one interleaved run per problem; best = \
              cuBLAS best: the fastest of cuBLASLt's first {BEST_CANDIDATES} heuristic candidates for the problem, each \
-             timed ({BEST_ROUNDS} interleaved rounds, split-K and a {} MiB workspace allowed); ladder/best = best time / \
+             timed as a captured graph of back-to-back launches ({BEST_ROUNDS} interleaved rounds after the routes, split-K and a {} MiB \
+             workspace allowed); ladder/best = best time / \
              ladder time",
             cfg.samples,
             cfg.sample_secs * 1e3,

@@ -2,16 +2,18 @@
 //! "cuBLAS best": the vendor baseline at its best. cuBLASLt's heuristic is
 //! asked for its top candidates for one exact problem (split-K, reduction
 //! schemes and the route workspace allowed), each is timed interleaved with
-//! the others, and the fastest is kept: what a user who autotunes cuBLASLt
+//! the others (each candidate's launches captured in a graph, as the routes
+//! are timed), and the fastest is kept: what a user who autotunes cuBLASLt
 //! per shape would run. Cold timing rotates operand copies, so each launch
 //! streams its operands from memory.
 
 use crate::blas::lt_family::filled;
 use crate::blas::{Handles, LT_WORKSPACE_BYTES, LtPlan, Numerics};
 use crate::error::drv;
+use crate::graph;
 use crate::lt_choice::{launches_per_sample, median};
 use cudarc::cublaslt::sys as lt;
-use cudarc::driver::{DevicePtr, sys as cu};
+use cudarc::driver::{CudaGraph as RawGraph, DevicePtr, sys as cu};
 use gemm_audit_model::Result;
 use gemm_audit_model::route::GemmShape;
 use gemm_audit_model::vocab::{DType, GemmOp};
@@ -72,37 +74,46 @@ pub(crate) fn lt_best(
     let (pc, _rc) = c.device_ptr(&stream);
     let (pw, _rw) = ws.device_ptr(&stream);
     let launches = launches_per_sample(m, k, n).max(copies as u32);
+    // Each candidate's launches are captured into one graph and a sample
+    // is one graph launch, as the routes are timed: back-to-back plain
+    // launches would time cuBLASLt's host-side cost at small m, not its
+    // kernels. A candidate whose capture fails is left out.
+    let graphs: Vec<Option<RawGraph>> = offers
+        .iter()
+        .map(|offer| {
+            graph::capture(&stream, || {
+                for l in 0..launches as usize {
+                    let j = l % copies;
+                    // SAFETY: the heuristic offered this algorithm for this
+                    // plan within `LT_WORKSPACE_BYTES`; every copy of A and
+                    // B holds the plan's dense operands, C its output, and
+                    // all outlive the graph (dropped before them below).
+                    unsafe {
+                        plan.matmul(
+                            handle,
+                            &offer.algo,
+                            [pa[j].0, pb[j].0, pc],
+                            (pw, LT_WORKSPACE_BYTES),
+                            stream.cu_stream() as lt::cudaStream_t,
+                        )
+                    }?;
+                }
+                Ok::<(), gemm_audit_model::Error>(())
+            })
+            .ok()
+        })
+        .collect();
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); offers.len()];
-    let mut failed = vec![false; offers.len()];
+    let mut failed: Vec<bool> = graphs.iter().map(Option::is_none).collect();
     for round in 0..=rounds {
         for step in 0..offers.len() {
             // Each round starts at another candidate.
             let ci = (step + round) % offers.len();
-            if failed[ci] {
+            let Some(g) = graphs[ci].as_ref().filter(|_| !failed[ci]) else {
                 continue;
-            }
+            };
             start.record(&stream).map_err(drv("event record"))?;
-            let mut ran = Ok(());
-            for l in 0..launches as usize {
-                let j = l % copies;
-                // SAFETY: the heuristic offered this algorithm for this
-                // plan within `LT_WORKSPACE_BYTES`; every copy of A and B
-                // holds the plan's dense operands, C its output, and all
-                // live on `stream`'s context until the stream is
-                // synchronized below.
-                ran = unsafe {
-                    plan.matmul(
-                        handle,
-                        &offers[ci].algo,
-                        [pa[j].0, pb[j].0, pc],
-                        (pw, LT_WORKSPACE_BYTES),
-                        stream.cu_stream() as lt::cudaStream_t,
-                    )
-                };
-                if ran.is_err() {
-                    break;
-                }
-            }
+            let ran = g.launch();
             end.record(&stream).map_err(drv("event record"))?;
             let ms = start.elapsed_ms(&end).map_err(drv("event elapsed"))?;
             match ran {
@@ -114,6 +125,7 @@ pub(crate) fn lt_best(
         }
     }
     stream.synchronize().map_err(drv("timing stream"))?;
+    drop(graphs);
     let medians: Vec<Option<f64>> = samples
         .into_iter()
         .zip(&failed)
