@@ -61,7 +61,9 @@
 
 use gemm_audit::backend::GemmBackend;
 use gemm_audit::backend::cuda::catalog::{CudaFamily, CudaKernel};
-use gemm_audit::backend::cuda::{CudaBackend, LT_TIMING_M, RouteTiming, cold_copies};
+use gemm_audit::backend::cuda::{
+    CudaBackend, LT_TIMING_M, RouteTiming, cold_copies, interleaved_runs,
+};
 use gemm_audit::kernels::{
     GemmSpec, KernelFamily, LADDER_DECODE_MAX_M, LADDER_MID_MAX_M, RouteChoice,
 };
@@ -1047,7 +1049,46 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
             rows.push(((op, dtype, k, n, m), cells));
         }
     }
-    let (_, hot) = time_routes(gpu, cfg, &routes, "decode by m, hot")?;
+    // Hot: one interleaved run of every route when their operands fit the
+    // free device memory (with room for workspaces), else one run per
+    // problem, as cold does (on an 80 GB card they do not fit).
+    let operand_bytes: Vec<u64> = routes
+        .iter()
+        .map(|r| {
+            let s = r.shape;
+            (s.m * s.k + s.k * s.n + s.m * s.n) * gemm_audit::kernels::element_size(r.dtype) as u64
+        })
+        .collect();
+    let free = gpu
+        .det
+        .free_memory_bytes()
+        .map_err(|e| format!("decode by m: {e}"))?;
+    let keys: Vec<_> = routes
+        .iter()
+        .map(|r| (r.op, r.dtype, r.shape.k, r.shape.n))
+        .collect();
+    let runs = interleaved_runs(&keys, &operand_bytes, free / 10 * 8);
+    if runs.len() > 1 {
+        summary.push(format!(
+            "decode-by-m hot: {} interleaved runs, one per problem: the {} routes' operands take {} MiB, {} MiB of device memory is free",
+            runs.len(),
+            routes.len(),
+            operand_bytes.iter().sum::<u64>() >> 20,
+            free >> 20
+        ));
+    }
+    let mut hot: Vec<Option<Stats>> = vec![None; routes.len()];
+    for run in runs {
+        let group: Vec<ResolvedGemmRoute> = run.iter().map(|&i| routes[i].clone()).collect();
+        let (_, stats) = time_routes(gpu, cfg, &group, "decode by m, hot")?;
+        for (&i, st) in run.iter().zip(stats) {
+            hot[i] = Some(st);
+        }
+    }
+    let hot: Vec<Stats> = hot
+        .into_iter()
+        .map(|s| s.expect("the runs partition the routes"))
+        .collect();
     // Cold: one interleaved run per problem (op, dtype, k, n), since six
     // copies of every route's operands at once would not fit the GPU.
     let mut cold: Vec<Option<Stats>> = vec![None; routes.len()];

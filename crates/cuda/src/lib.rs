@@ -73,9 +73,9 @@ mod shared;
 mod tma;
 
 #[cfg(all(feature = "cuda", feature = "bench"))]
-pub use bench::cold_copies;
-#[cfg(all(feature = "cuda", feature = "bench"))]
 pub use bench::lt_best::LtBestTiming;
+#[cfg(all(feature = "cuda", feature = "bench"))]
+pub use bench::{cold_copies, interleaved_runs};
 #[cfg(all(feature = "cuda", feature = "bench"))]
 pub use blas::lt_family::LtCandidateTiming;
 #[cfg(feature = "cuda")]

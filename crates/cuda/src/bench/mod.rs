@@ -20,9 +20,49 @@ pub fn cold_copies(weight_bytes: u64, l2_bytes: u64, min: usize) -> usize {
     (others as usize + 1).max(min)
 }
 
+/// The interleaved runs that time routes whose prepared operands take
+/// `bytes[i]` each, within `budget` bytes of device memory: all routes in
+/// one run when they fit (a shared clock and visit order), else one run
+/// per `keys[i]` (a problem family), in order of first appearance.
+#[cfg_attr(
+    not(all(feature = "cuda", feature = "bench")),
+    allow(dead_code, unreachable_pub)
+)]
+pub fn interleaved_runs<K: PartialEq>(keys: &[K], bytes: &[u64], budget: u64) -> Vec<Vec<usize>> {
+    if bytes.iter().sum::<u64>() <= budget {
+        return vec![(0..keys.len()).collect()];
+    }
+    let mut runs: Vec<(&K, Vec<usize>)> = Vec::new();
+    for (i, k) in keys.iter().enumerate() {
+        match runs.iter_mut().find(|(key, _)| *key == k) {
+            Some((_, run)) => run.push(i),
+            None => runs.push((k, vec![i])),
+        }
+    }
+    runs.into_iter().map(|(_, run)| run).collect()
+}
+
 #[cfg(test)]
 mod tests {
-    use super::cold_copies;
+    use super::{cold_copies, interleaved_runs};
+
+    #[test]
+    fn routes_share_one_run_unless_they_exceed_the_memory() {
+        let keys = ["a", "b", "a", "c", "b"];
+        let bytes = [10, 20, 10, 5, 20];
+        assert_eq!(
+            interleaved_runs(&keys, &bytes, 65),
+            vec![vec![0, 1, 2, 3, 4]]
+        );
+        assert_eq!(
+            interleaved_runs(&keys, &bytes, 64),
+            vec![vec![0, 2], vec![1, 4], vec![3]]
+        );
+        assert_eq!(
+            interleaved_runs::<&str>(&[], &[], 0),
+            vec![Vec::<usize>::new()]
+        );
+    }
 
     #[test]
     fn cold_copies_exceed_the_l2_for_every_shape() {

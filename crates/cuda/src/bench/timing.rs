@@ -44,6 +44,17 @@ impl CudaBackend {
         Ok(bytes.max(0) as u64)
     }
 
+    /// The device memory free now, in bytes (what one interleaved timing
+    /// run may prepare).
+    pub fn free_memory_bytes(&self) -> Result<u64> {
+        let (free, _total) = self
+            .shared
+            .ctx
+            .mem_get_info()
+            .map_err(drv("reading the free device memory"))?;
+        Ok(free as u64)
+    }
+
     /// The candidates of cublaslt-invariant's configuration for the
     /// family (op, dtype, k, n) under cublas-fast numerics, each timed at
     /// [`crate::LT_TIMING_M`] as the route's choice times them, and which

@@ -15,7 +15,9 @@ pub use gemm_audit_cuda::{
     nvrtc_compiler_identity, set_blas_math_mode, vendor_modules,
 };
 #[cfg(all(feature = "cuda", feature = "bench"))]
-pub use gemm_audit_cuda::{LT_TIMING_M, LtBestTiming, LtCandidateTiming, RouteTiming, cold_copies};
+pub use gemm_audit_cuda::{
+    LT_TIMING_M, LtBestTiming, LtCandidateTiming, RouteTiming, cold_copies, interleaved_runs,
+};
 
 #[cfg(not(feature = "cuda"))]
 mod stub;
