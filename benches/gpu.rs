@@ -1049,6 +1049,11 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
             rows.push(((op, dtype, k, n, m), cells));
         }
     }
+    // Each route's problem (op, dtype, k, n): hot and cold group by it.
+    let keys: Vec<_> = routes
+        .iter()
+        .map(|r| (r.op, r.dtype, r.shape.k, r.shape.n))
+        .collect();
     // Hot: one interleaved run of every route when their operands fit the
     // free device memory (with room for workspaces), else one run per
     // problem, as cold does (on an 80 GB card they do not fit).
@@ -1063,10 +1068,6 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
         .det
         .free_memory_bytes()
         .map_err(|e| format!("decode by m: {e}"))?;
-    let keys: Vec<_> = routes
-        .iter()
-        .map(|r| (r.op, r.dtype, r.shape.k, r.shape.n))
-        .collect();
     let runs = interleaved_runs(&keys, &operand_bytes, free / 10 * 8);
     if runs.len() > 1 {
         summary.push(format!(
@@ -1092,15 +1093,7 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
     // Cold: one interleaved run per problem (op, dtype, k, n), since six
     // copies of every route's operands at once would not fit the GPU.
     let mut cold: Vec<Option<Stats>> = vec![None; routes.len()];
-    let family = |i: usize| {
-        (
-            routes[i].op,
-            routes[i].dtype,
-            routes[i].shape.k,
-            routes[i].shape.n,
-        )
-    };
-    let mut families: Vec<_> = (0..routes.len()).map(family).collect();
+    let mut families = keys.clone();
     families.dedup();
     let l2 = gpu
         .det
@@ -1115,7 +1108,7 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
     };
     for f in families {
         let group: Vec<usize> = (0..routes.len())
-            .filter(|&i| family(i) == f && routes[i].shape.m <= 256)
+            .filter(|&i| keys[i] == f && routes[i].shape.m <= 256)
             .collect();
         let copies = weight_copies(f.2, f.3, f.1);
         summary.push(format!(

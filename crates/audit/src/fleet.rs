@@ -400,12 +400,13 @@ pub fn device_path(path: &Path, ordinal: usize) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// A planted fault (the command line's `--plant-fault`): `backend`, except that every output of the GEMM
-/// named `gemm` has its lowest bit flipped before anyone sees it (eager
-/// runs and replays alike, so the device is consistently wrong, as a bad
-/// card would be). Proves that `gpu-to-gpu` catches a device that
-/// disagrees and names it. The result is an engine backend wrapping
-/// `backend`, with its name, context and volatile metadata.
+/// A planted fault (the command line's `--plant-fault`): `backend`, except
+/// that every output of the GEMM named `gemm` has its lowest bit flipped
+/// before anyone sees it (eager runs and replays alike, so the device is
+/// consistently wrong, as a bad card would be). Proves that `gpu-to-gpu`
+/// catches a device that disagrees and names it. The result is an engine
+/// backend wrapping `backend`, with its name, context and volatile
+/// metadata.
 pub fn plant_fault(backend: Backend, gemm: &str) -> Backend {
     Backend::new(PlantedFault {
         inner: backend,
