@@ -5,6 +5,7 @@
 mod common;
 
 mod cli;
+mod closed_pipe;
 mod cross_device;
 mod embedding;
 mod fuzz_corpus;

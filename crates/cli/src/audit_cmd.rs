@@ -99,7 +99,7 @@ fn settle_candidates(
     if args.accept {
         let own = report.own_failures();
         if !own.is_empty() {
-            eprintln!(
+            errln!(
                 "gemm-audit: not accepting any candidate: this run failed its own contracts ({})",
                 sanitize(&own.join(", "))
             );
@@ -107,7 +107,7 @@ fn settle_candidates(
         for g in report.accept_candidates(dir)? {
             // What was written is said even with -q (on stderr, so a
             // JSON document on stdout stays one document).
-            eprintln!(
+            errln!(
                 "gemm-audit: accepted this run's trace as {}",
                 sanitize(&g.display().to_string())
             );
@@ -135,15 +135,13 @@ fn handle_unreferenced(args: &AuditArgs, report: &audit::AuditReport) -> Result<
             Unreferenced::Delete => {
                 std::fs::remove_file(path).with_context(|| format!("removing {shown}"))?;
                 // What was removed is said even with -q.
-                eprintln!("gemm-audit: removed unreferenced golden {shown}");
+                errln!("gemm-audit: removed unreferenced golden {shown}");
             }
             Unreferenced::Warn => note!(
                 "gemm-audit: unreferenced golden {shown}: no workload of this run writes it (`--unreferenced delete` removes it)"
             ),
             Unreferenced::Fail => {
-                eprintln!(
-                    "gemm-audit: unreferenced golden {shown}: no workload of this run writes it"
-                )
+                errln!("gemm-audit: unreferenced golden {shown}: no workload of this run writes it")
             }
         }
     }
@@ -158,7 +156,7 @@ fn print_review(args: &AuditArgs, review: &str) {
     }
     match args.format {
         Format::Table => out!("{review}"),
-        Format::Json => eprint!("{}", sanitize(review)),
+        Format::Json => err!("{}", sanitize(review)),
     }
 }
 
@@ -244,7 +242,7 @@ pub(super) fn write_audit_artifacts(
     // The drift and what to do about it are the finding: shown with -q too.
     for (w, d) in &input.drift {
         if !d.is_empty() {
-            eprintln!(
+            errln!(
                 "gemm-audit: {} differs from its golden:\n{}",
                 sanitize(w),
                 sanitize(&d.render())
@@ -261,7 +259,7 @@ pub(super) fn write_audit_artifacts(
             .count();
         if kept > 0 {
             let dir = sanitize(&dir.display().to_string()).into_owned();
-            eprintln!(
+            errln!(
                 "gemm-audit: {kept} candidate golden(s) kept under {dir}: `gemm-audit review --golden-dir {dir}` shows them, `gemm-audit accept --golden-dir {dir}` makes them the goldens, `gemm-audit reject --golden-dir {dir}` drops them"
             );
         }

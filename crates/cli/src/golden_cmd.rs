@@ -109,7 +109,7 @@ pub(super) fn cmd_bless(a: BlessArgs) -> Result<u8> {
         {
             outln!("{}  {}  FAIL  {}", c.contract, c.subject, c.detail);
         }
-        eprintln!(
+        errln!(
             "gemm-audit: error: the devices disagree on a deterministic route; nothing was blessed"
         );
         return Ok(EXIT_FINDING);
@@ -274,7 +274,7 @@ fn print_settled(s: &golden::Settled) {
                 &c.digest[..16]
             ),
             golden::Outcome::Rejected => outln!("rejected {}", c.path.display()),
-            golden::Outcome::Refused(why) => eprintln!(
+            golden::Outcome::Refused(why) => errln!(
                 "gemm-audit: error: not accepting {}: {}",
                 sanitize(&c.path.display().to_string()),
                 sanitize(why)
@@ -291,7 +291,7 @@ fn print_settled(s: &golden::Settled) {
         if u.removed {
             outln!("removed unusable {}", u.path.display());
         } else {
-            eprintln!("gemm-audit: error: {}", sanitize(&u.error));
+            errln!("gemm-audit: error: {}", sanitize(&u.error));
         }
     }
 }

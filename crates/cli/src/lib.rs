@@ -27,6 +27,27 @@ macro_rules! out {
 }
 
 /// `println!` with the closed-pipe handling of [`out!`].
+/// Writes one line to stderr. A closed stderr (`gemm-audit diff a b 2>&1 |
+/// head -1`) is not an error of the command: what failed to be said there
+/// is dropped, and the exit code still carries the verdict. (`eprintln!`
+/// panics on a closed stderr, exiting 101.)
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let text = format!($($arg)*);
+        let _ = writeln!(std::io::stderr().lock(), "{}", text);
+    }};
+}
+
+/// [`errln!`] without the newline.
+macro_rules! err {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let text = format!($($arg)*);
+        let _ = write!(std::io::stderr().lock(), "{}", text);
+    }};
+}
+
 macro_rules! outln {
     () => { out!("\n") };
     ($($arg:tt)*) => {{
@@ -156,7 +177,7 @@ fn verbosity() -> Verbosity {
 macro_rules! note {
     ($($arg:tt)*) => {
         if crate::verbosity() > crate::Verbosity::Quiet {
-            eprintln!("{}", crate::sanitize(&format!($($arg)*)));
+            errln!("{}", crate::sanitize(&format!($($arg)*)));
         }
     };
 }
@@ -288,7 +309,7 @@ where
     match run(args) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("gemm-audit: error: {}", sanitize(&error_message(&e)));
+            errln!("gemm-audit: error: {}", sanitize(&error_message(&e)));
             exit_code_of(&e)
         }
     }
@@ -443,7 +464,7 @@ fn allowances(allow: &[Allowance], waivers: Option<&std::path::Path>) -> Result<
         if w.applies_on(&today) {
             out.push(w.allow);
         } else {
-            eprintln!(
+            errln!(
                 "gemm-audit: waiver for {} expired on {} ({}): not applied",
                 w.allow,
                 w.expires.as_deref().unwrap_or_default(),
@@ -531,7 +552,7 @@ impl Bar {
                     }
                     _ => String::new(),
                 };
-                eprintln!(
+                errln!(
                     "gemm-audit: stage {} done: {} ({total} launches) in {:.1} s, {elapsed:.1} s elapsed{left}",
                     self.numbered(i),
                     sanitize(&name),
@@ -739,7 +760,7 @@ pub fn stdout_failed(e: std::io::Error) {
         STDOUT_CLOSED.store(true, std::sync::atomic::Ordering::Relaxed);
         return;
     }
-    eprintln!("gemm-audit: error: writing to stdout: {e}");
+    errln!("gemm-audit: error: writing to stdout: {e}");
     std::process::exit(1);
 }
 

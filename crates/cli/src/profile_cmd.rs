@@ -162,7 +162,7 @@ pub(super) fn cmd_import(a: ImportArgs) -> Result<u8> {
             a.output.clone()
         };
         if written.contains(&out) {
-            eprintln!(
+            errln!(
                 "gemm-audit: error: {} and another profile would both be written to {}",
                 sanitize(&path.display().to_string()),
                 sanitize(&out.display().to_string())
@@ -206,7 +206,7 @@ pub(super) fn cmd_import(a: ImportArgs) -> Result<u8> {
             }
             Err(e) => {
                 failed += 1;
-                eprintln!("gemm-audit: error: {}", sanitize(&error_message(&e)));
+                errln!("gemm-audit: error: {}", sanitize(&error_message(&e)));
                 if matches!(a.format, Format::Json) {
                     docs.push(serde_json::json!({
                         "profile": path.display().to_string(),

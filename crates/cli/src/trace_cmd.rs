@@ -401,7 +401,7 @@ pub(super) fn cmd_check(a: CheckArgs) -> Result<u8> {
     let reports: Vec<recorder::CheckReport> = checks.into_iter().map(|c| c.report).collect();
     if let Some(d) = accepted.as_ref().filter(|d| !d.is_empty()) {
         let classes: Vec<String> = d.classes().iter().map(|c| c.to_string()).collect();
-        eprintln!(
+        errln!(
             "gemm-audit: golden differs only in allowed differences ({}):\n{}",
             classes.join(", "),
             d.render()
@@ -761,7 +761,7 @@ pub(super) fn cmd_diff(a: DiffArgs) -> Result<u8> {
         return Ok(EXIT_OK);
     }
     let names: Vec<&str> = bad.iter().map(DiffClass::as_str).collect();
-    eprintln!("gemm-audit: disallowed differences: {}", names.join(", "));
+    errln!("gemm-audit: disallowed differences: {}", names.join(", "));
     Ok(EXIT_DIFF_BASE + bad.iter().map(DiffClass::exit_bit).sum::<u8>())
 }
 
