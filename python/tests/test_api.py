@@ -154,3 +154,28 @@ def test_check_on_cuda_without_a_gpu_raises_naming_what_is_missing():
         pytest.skip("a GPU is present: the GPU runs check this")
     with pytest.raises(gemm_audit.GemmAuditError, match="CUDA|cuda"):
         gemm_audit.check(H200 / "m-sweep.gat", backend="cuda")
+
+
+def test_profiles_hold_no_bits_so_python_claims_none(tmp_path):
+    """Two imported profiles (no output bits) of one step with another
+    library version: the diff's summary names the library once, says the
+    kernels are unchanged and the bits not observed, and no portability
+    entry counts a GEMM equal."""
+    profile = ROOT / "tests" / "data" / "profiles" / "cpu-block.json.gz"
+    a, b = tmp_path / "a.gat", tmp_path / "b.gat"
+    gemm_audit.import_profile(profile, a, libraries={"cublas": "13.0.2"})
+    gemm_audit.import_profile(profile, b, libraries={"cublas": "13.1.0"})
+    doc = gemm_audit.diff(a, b)
+    assert doc["verdict"] == "fail"
+    summary = doc["summary"]
+    assert summary["outputs"] == {"bits": "not-observed"}
+    assert summary["kernels"]["gemms"] == 0
+    [lib] = summary["libraries"]
+    assert (lib["expected"], lib["found"]) == ("cublas 13.0.2", "cublas 13.1.0")
+    assert all(p["equal"] is None for p in doc["portability"])
+    golden = gemm_audit.bless(a, tmp_path / "traces")
+    assert golden["verdict"] == "pass", golden
+    with pytest.raises(AssertionError) as e:
+        gemm_audit.assert_matches_golden(b, tmp_path / "traces")
+    second = str(e.value).splitlines()[1]
+    assert second.startswith("libraries changed: ") and "output bits not observed" in second

@@ -74,6 +74,12 @@ def test_a_cpu_step_is_recorded_gated_and_a_change_is_named(tmp_path):
     msg = str(e.value)
     assert "aten::addmm#1" in msg and "output_fingerprint" in msg
     assert "aten::addmm#0" not in msg, "the GEMM that did not change is not named"
+    # The summary comes first: no library or kernel changed, one GEMM's bits did.
+    headline = msg.splitlines()[1]
+    assert headline == "no library changed; kernels unchanged; output bits differ in 1 GEMMs", msg
+    summary = gemm_audit.diff(tmp_path / "run2.gat", tmp_path / "run3.gat")["summary"]
+    assert summary["outputs"] == {"bits": "differ", "gemms": 1, "first": ["aten::addmm#1"]}
+    assert summary["libraries"] == [] and summary["kernels"]["gemms"] == 0
 
 
 def test_a_new_process_reproduces_the_golden(tmp_path):

@@ -11,6 +11,7 @@ mod embedding;
 mod fuzz_corpus;
 mod golden;
 mod json_names;
+mod not_observed;
 mod observed;
 mod profile;
 mod properties;

@@ -122,7 +122,7 @@ fn an_import_diffs_against_itself_with_numeric_not_observed() {
     let d = TraceDiff::between(&t, &t);
     assert!(d.is_empty());
     assert_eq!(d.numeric, NumericComparison::NotObserved);
-    assert!(d.render().contains("numeric: not observed"));
+    assert!(d.render().contains("output bits not observed"));
     // On the command line too, and in JSON.
     let s = Scratch::new("diff-self");
     let p = s.path("a.gat");
@@ -130,7 +130,7 @@ fn an_import_diffs_against_itself_with_numeric_not_observed() {
     let a = p.to_str().unwrap();
     let (code, text) = run(&["diff", a, a]);
     assert_eq!(code, 0, "{text}");
-    assert!(text.contains("numeric: not observed"), "{text}");
+    assert!(text.contains("output bits not observed"), "{text}");
     let (_, json) = run(&["diff", a, a, "--format", "json"]);
     let doc: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(doc["numeric"], "not-observed");

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-fn audit() -> &'static AuditReport {
+pub(crate) fn audit() -> &'static AuditReport {
     static REPORT: OnceLock<AuditReport> = OnceLock::new();
     REPORT.get_or_init(|| {
         let opts = AuditOptions {

@@ -529,6 +529,11 @@ pub struct SettledCandidate {
     pub new_golden: bool,
     /// Its differences from the golden (empty for a new golden).
     pub differences: Vec<crate::diff::Difference>,
+    /// Whether its outputs were compared with the golden's (`None` for a
+    /// new golden): an imported profile's are never observed.
+    pub numeric: Option<crate::diff::NumericComparison>,
+    /// How many GEMMs' outputs were compared with the golden's.
+    pub outputs_compared: usize,
     /// What was done.
     pub outcome: Outcome,
     /// The candidate (to show a new golden's content); not serialized.
@@ -634,6 +639,8 @@ pub fn settle(dir: &Path, only: &[String], action: Settle, expect: &[String]) ->
             golden: p.golden,
             digest,
             new_golden: p.diff.is_none(),
+            numeric: p.diff.as_ref().map(|d| d.numeric),
+            outputs_compared: p.diff.as_ref().map_or(0, |d| d.outputs_compared),
             differences: p.diff.map(|d| d.differences).unwrap_or_default(),
             outcome,
             trace: p.trace,

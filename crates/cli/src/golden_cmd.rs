@@ -254,17 +254,17 @@ fn print_settled(s: &golden::Settled) {
                     for line in trace_table(&c.trace).lines() {
                         outln!("    {line}");
                     }
-                } else if c.differences.is_empty() {
-                    outln!("  identical to the golden");
                 } else {
-                    out!(
-                        "{}",
-                        TraceDiff {
-                            differences: c.differences.clone(),
-                            numeric: gemm_audit::diff::NumericComparison::Compared,
-                        }
-                        .render()
-                    );
+                    let d = TraceDiff {
+                        differences: c.differences.clone(),
+                        numeric: c
+                            .numeric
+                            .unwrap_or(gemm_audit::diff::NumericComparison::Compared),
+                        outputs_compared: c.outputs_compared,
+                    };
+                    for line in d.render().lines() {
+                        outln!("  {line}");
+                    }
                 }
             }
             golden::Outcome::Accepted => outln!(

@@ -497,6 +497,12 @@ pub(super) fn print_check(
         report.workload,
         report.launch_count
     );
+    // What differs from the golden, first: the lines a person needs.
+    if let Some(summary) = &report.summary {
+        for line in summary.lines() {
+            outln!("{line}");
+        }
+    }
     let width = terminal_width();
     let step = |name: &str, r: &Result<(), gemm_audit::Refusal>| match r {
         Ok(()) => outln!("{name:<12} ok"),

@@ -144,10 +144,11 @@ fn golden_verdict(
         let note = stale
             .map(|p| format!("; stale candidate {} removed", p.display()))
             .unwrap_or_default();
-        (
-            Verdict::Pass,
-            format!("identical to {}{note}", path.display()),
-        )
+        let same = match d.numeric {
+            crate::diff::NumericComparison::Compared => "identical to",
+            _ => "routes identical to (output bits not observed)",
+        };
+        (Verdict::Pass, format!("{same} {}{note}", path.display()))
     } else {
         let classes: Vec<String> = d.classes().iter().map(|c| c.to_string()).collect();
         (
@@ -348,6 +349,32 @@ impl AuditReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The golden-drift verdict (the audit's table, JSON, JUnit and HTML
+    /// rows) of a run whose golden holds no observed outputs passes on
+    /// routes and says the bits were not observed; with observed outputs
+    /// it says identical.
+    #[test]
+    fn an_unobserved_golden_is_never_called_identical() {
+        let mut t = crate::testkit::sample_trace(3);
+        let dir = std::path::Path::new("g");
+        let path = dir.join("w.gat");
+        let verdict = |t: &crate::RecordedGemmTrace| {
+            let d = crate::diff::TraceDiff::between(t, t);
+            golden_verdict(dir, &path, t, &d, &[], false, &|_| String::new())
+        };
+        let (v, detail) = verdict(&t);
+        assert_eq!(v, Verdict::Pass);
+        assert!(detail.starts_with("identical to"), "{detail}");
+        t.fingerprint_mode = crate::FingerprintMode::NotObserved;
+        for f in &mut t.fingerprints {
+            *f = crate::OutputFingerprint::not_observed(f.bytes);
+        }
+        let (v, detail) = verdict(&t);
+        assert_eq!(v, Verdict::Pass);
+        assert!(detail.contains("output bits not observed"), "{detail}");
+        assert!(!detail.starts_with("identical"), "{detail}");
+    }
 
     /// A run that lost a batch-invariance group its golden had (one GEMM's
     /// dtype changed) fails `golden-coverage`, naming the group and m.

@@ -13,7 +13,7 @@ impl TraceDiff {
         let mut out = Differences(Vec::new());
         let comparable = out.trace_fields(golden, candidate);
         let pairs = pair_routes(golden, candidate);
-        out.routes(golden, candidate, &pairs, comparable);
+        let compared = out.routes(golden, candidate, &pairs, comparable);
         out.graphs(golden, candidate, &pairs);
         // Equal routes and fingerprints can still hide a launch-set digest
         // difference only if the trace is inconsistent; name it if so.
@@ -30,6 +30,7 @@ impl TraceDiff {
         TraceDiff {
             differences: out.0,
             numeric: NumericComparison::of(golden, candidate),
+            outputs_compared: compared,
         }
     }
 }
@@ -292,14 +293,16 @@ impl Differences {
     }
 
     /// Missing, added and reordered GEMMs, then each paired route's fields
-    /// and output fingerprint.
+    /// and output fingerprint. Returns how many pairs' outputs were
+    /// compared.
     fn routes(
         &mut self,
         golden: &RecordedGemmTrace,
         candidate: &RecordedGemmTrace,
         pairs: &Pairs,
         comparable: bool,
-    ) {
+    ) -> usize {
+        let mut compared = 0;
         for p in &pairs.missing {
             self.push(
                 DiffClass::Structural,
@@ -336,7 +339,10 @@ impl Differences {
                 if gf.input_seed != cf.input_seed {
                     let change = typed_number("input_seed", gf.input_seed, cf.input_seed);
                     self.push_change(DiffClass::Structural, Some(g), Some(&gr.gemm), change);
-                } else if comparable && (gf.sha256 != cf.sha256 || gf.bytes != cf.bytes) {
+                    continue;
+                }
+                compared += comparable as usize;
+                if comparable && (gf.sha256 != cf.sha256 || gf.bytes != cf.bytes) {
                     self.push(
                         DiffClass::Numeric,
                         Some(g),
@@ -348,6 +354,7 @@ impl Differences {
                 }
             }
         }
+        compared
     }
 
     /// The captured graphs: the step's own nodes in order, then each paired

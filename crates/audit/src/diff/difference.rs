@@ -39,6 +39,9 @@ pub struct TraceDiff {
     pub differences: Vec<Difference>,
     /// Whether the outputs were compared at all.
     pub numeric: NumericComparison,
+    /// How many GEMM pairs' outputs were compared (0 when `numeric` is
+    /// not `Compared`): "identical" is said only of bits compared.
+    pub outputs_compared: usize,
 }
 
 impl TraceDiff {
@@ -73,6 +76,22 @@ impl TraceDiff {
     /// True when the traces agree in everything compared.
     pub fn is_empty(&self) -> bool {
         self.differences.is_empty()
+    }
+
+    /// What an empty diff may claim: `no differences` only when the
+    /// outputs were compared; otherwise that the routes agree and the bits
+    /// were not observed (or not compared). Every sink says this, never
+    /// "identical", for traces without observed outputs.
+    pub fn agreement(&self) -> &'static str {
+        match self.numeric {
+            NumericComparison::Compared => "no differences",
+            NumericComparison::NotObserved => {
+                "no route differences; output bits not observed (a trace holds no output bits)"
+            }
+            NumericComparison::ModesDiffer => {
+                "no route differences; output bits not compared (fingerprint modes differ)"
+            }
+        }
     }
 
     /// One line for people: what changed per GEMM, the kernel and contract
@@ -133,27 +152,22 @@ impl TraceDiff {
         parts.join("; ")
     }
 
-    /// A reviewable text rendering, one difference a line.
+    /// A reviewable text rendering: the overview first ([`DiffOverview`]:
+    /// libraries, knobs, kernels, output bits, how to accept), then every
+    /// difference, grouped: a change shared by many routes is one group
+    /// naming how many, a module's or pin's fields one group.
     pub fn render(&self) -> String {
-        let not_observed = (self.numeric == NumericComparison::NotObserved).then_some(
-            "numeric: not observed (a profile holds no output bits: routes compared, outputs not)\n",
-        );
         if self.differences.is_empty() {
-            return match not_observed {
-                Some(n) => format!("no route differences\n{n}"),
-                None => "no differences\n".into(),
-            };
+            return format!("{}\n", self.agreement());
         }
         let mut s = String::new();
-        for d in &self.differences {
-            s.push_str(&format!(
-                "[{}] {}: {}: {} -> {}\n",
-                d.class,
-                d.location(),
-                d.change.field,
-                d.change.expected,
-                d.change.found
-            ));
+        for line in self.overview().lines() {
+            s.push_str(&line);
+            s.push('\n');
+        }
+        s.push('\n');
+        for group in self.groups() {
+            s.push_str(&group);
         }
         let counts: Vec<String> = DiffClass::ALL
             .iter()
@@ -166,7 +180,6 @@ impl TraceDiff {
             self.differences.len(),
             counts.join(", ")
         ));
-        s.push_str(not_observed.unwrap_or_default());
         s
     }
 }

@@ -5,7 +5,9 @@ mod allow;
 mod classes;
 mod compare;
 mod difference;
+mod groups;
 mod numeric;
+mod overview;
 mod portability;
 mod waiver;
 
@@ -13,5 +15,6 @@ pub use allow::{Allowance, OUTPUT_FIELDS, UnknownAllowance};
 pub use classes::DiffClass;
 pub use difference::{Difference, TraceDiff};
 pub use numeric::{NumericComparison, UlpStats, output_file_name, ulp_stats};
+pub use overview::{ContextChange, DiffOverview, KernelChanges, OutputBits};
 pub use portability::{Portability, portability, render_portability};
 pub use waiver::{EntryProblem, Waiver, WaiverError};

@@ -12,21 +12,28 @@ pub struct Portability {
     pub contract: String,
     /// GEMMs run under this contract in both traces.
     pub pairs: usize,
-    /// Of those, how many gave equal fingerprints.
-    pub equal: usize,
+    /// Of those, how many gave equal fingerprints; `None` when a trace
+    /// holds no observed outputs (an imported profile): its placeholder
+    /// fingerprints say nothing about bits, so nothing is counted equal.
+    pub equal: Option<usize>,
 }
 
 impl Portability {
-    /// True when every pair agreed.
-    pub fn portable(&self) -> bool {
-        self.equal == self.pairs
+    /// `Some(true)` when every pair agreed, `None` when the outputs were
+    /// not observed.
+    pub fn portable(&self) -> Option<bool> {
+        self.equal.map(|e| e == self.pairs)
     }
 }
 
 /// For GEMMs (paired by name) that ran under the same numeric contract in
 /// both traces, whether their fingerprints agree: the contracts that are
-/// device-portable and the ones that are not.
+/// device-portable and the ones that are not. Where either trace holds no
+/// observed outputs, the pairs are counted and `equal` is `None`.
 pub fn portability(golden: &RecordedGemmTrace, candidate: &RecordedGemmTrace) -> Vec<Portability> {
+    let observed = golden.outputs_observed()
+        && candidate.outputs_observed()
+        && golden.fingerprint_mode == candidate.fingerprint_mode;
     let pairs = pair_routes(golden, candidate);
     let mut by: BTreeMap<String, Portability> = Default::default();
     for (g, c) in pairs.matched {
@@ -49,10 +56,12 @@ pub fn portability(golden: &RecordedGemmTrace, candidate: &RecordedGemmTrace) ->
         let e = by.entry(key.clone()).or_insert(Portability {
             contract: key,
             pairs: 0,
-            equal: 0,
+            equal: observed.then_some(0),
         });
         e.pairs += 1;
-        e.equal += (gf.sha256 == cf.sha256) as usize;
+        if let Some(equal) = &mut e.equal {
+            *equal += (gf.sha256 == cf.sha256) as usize;
+        }
     }
     by.into_values().collect()
 }
@@ -64,17 +73,22 @@ pub fn render_portability(p: &[Portability]) -> String {
     }
     let mut s = String::from("portability by numeric contract:\n");
     for x in p {
-        s.push_str(&format!(
-            "  {:<28} {} ({}/{} GEMMs bit-identical across the two traces)\n",
-            x.contract,
-            if x.portable() {
-                "portable"
-            } else {
-                "NOT portable"
-            },
-            x.equal,
-            x.pairs
-        ));
+        let line = match x.equal {
+            Some(equal) => format!(
+                "{} ({equal}/{} GEMMs bit-identical across the two traces)",
+                if equal == x.pairs {
+                    "portable"
+                } else {
+                    "NOT portable"
+                },
+                x.pairs
+            ),
+            None => format!(
+                "not observed ({} GEMMs under this contract in both traces; no output bits to compare)",
+                x.pairs
+            ),
+        };
+        s.push_str(&format!("  {:<28} {line}\n", x.contract));
     }
     s
 }

@@ -336,6 +336,21 @@ pub fn capture_and_replay(
     label: &str,
 ) -> Result<(ReplayOutcome, Vec<PhysicalNode>)> {
     let refused = |refusal: Refusal| Ok((ReplayOutcome::Refused { refusal }, Vec::new()));
+    // Placeholder fingerprints (an imported profile, or a trace relabelled
+    // so) would compare equal to a replay fingerprinted the same way: that
+    // compares nothing, so it is refused, never called identical.
+    if !trace.outputs_observed() {
+        return refused(Refusal::new(
+            RefusalStage::ReplayValidation,
+            None,
+            "fingerprint_mode",
+            "strong or fast (observed outputs)",
+            format!(
+                "{} (placeholder fingerprints: no output bits to compare a replay with)",
+                trace.fingerprint_mode
+            ),
+        ));
+    }
     let seeds: Vec<u64> = trace.fingerprints.iter().map(|f| f.input_seed).collect();
     let graph = match backend.capture(&trace.manifest(), &trace.routes, &seeds) {
         Ok(g) => g,
@@ -403,6 +418,9 @@ pub struct CheckReport {
     /// Whether the golden comparison compared outputs (`None` without a
     /// golden).
     pub numeric: Option<crate::diff::NumericComparison>,
+    /// What differs from the golden, when the golden comparison failed:
+    /// libraries, kernels, output bits (the `diff` document's `summary`).
+    pub summary: Option<crate::diff::DiffOverview>,
 }
 
 /// A step as JSON: `{"status": "ok"}` or `{"status": "refused", "refusal": {...}}`.
@@ -449,6 +467,7 @@ impl CheckReport {
 fn outputs_against_golden(
     golden: &RecordedGemmTrace,
     trace: &RecordedGemmTrace,
+    diff: &crate::diff::TraceDiff,
 ) -> std::result::Result<(), Refusal> {
     // Outputs of another fingerprint mode cannot be compared: that is not
     // a pass.
@@ -466,7 +485,6 @@ fn outputs_against_golden(
             format!("{} (outputs not compared: {hint})", trace.fingerprint_mode),
         ));
     }
-    let diff = crate::diff::TraceDiff::between(golden, trace);
     let mut numeric = diff
         .differences
         .iter()
@@ -562,6 +580,7 @@ pub fn check(
         replay: None,
         observed: observed_elsewhere(trace),
         numeric: golden.map(|g| crate::diff::NumericComparison::of(g, trace)),
+        summary: None,
     };
     let plan = match CapturedGemmGraphPlan::from_trace(trace) {
         Ok(p) => p,
@@ -584,10 +603,14 @@ pub fn check(
         valid
     };
     if let Some(g) = golden {
-        report.golden = Some(
-            plan.check_against_golden_trace(g)
-                .and_then(|()| outputs_against_golden(g, trace)),
-        );
+        let diff = crate::diff::TraceDiff::between(g, trace);
+        let verdict = plan
+            .check_against_golden_trace(g)
+            .and_then(|()| outputs_against_golden(g, trace, &diff));
+        if verdict.is_err() && !diff.is_empty() {
+            report.summary = Some(diff.overview());
+        }
+        report.golden = Some(verdict);
     }
     if replay && valid && report.golden.as_ref().is_none_or(|g| g.is_ok()) {
         report.replay = Some(capture_and_replay(backend, trace, "check")?.0);

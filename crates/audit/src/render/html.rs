@@ -1,6 +1,6 @@
 //! The self-contained HTML page: inline CSS and SVG, no script, no network.
 
-use super::esc;
+use super::{capitalized, esc};
 use crate::audit::{AuditReport, BatchMatrix, Verdict};
 use crate::report::{ReportInput, cell_text, clocks, environment, provenance};
 use std::fmt::Write as _;
@@ -142,7 +142,7 @@ fn drift_html(input: &ReportInput<'_>) -> String {
     for (w, d) in &input.drift {
         let _ = writeln!(s, "<h3>{}</h3>", esc(w));
         if d.is_empty() {
-            let _ = writeln!(s, "<p>No differences.</p>");
+            let _ = writeln!(s, "<p>{}.</p>", esc(&capitalized(d.agreement())));
             continue;
         }
         // What changed per GEMM first; every field behind a fold.

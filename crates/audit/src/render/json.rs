@@ -150,6 +150,7 @@ pub fn diff_document(
         "diff",
         d.disallowed_classes(allow).is_empty(),
         &serde_json::json!({
+            "summary": d.overview(),
             "differences": d.differences,
             "numeric": d.numeric,
             "cross_device": golden.context.device != candidate.context.device,

@@ -102,7 +102,7 @@ pub fn markdown(input: &ReportInput<'_>) -> String {
     for (w, d) in &input.drift {
         let _ = writeln!(s, "### {}\n", md(w));
         if d.is_empty() {
-            let _ = writeln!(s, "No differences.\n");
+            let _ = writeln!(s, "{}.\n", md(&super::capitalized(d.agreement())));
             continue;
         }
         let _ = writeln!(

@@ -100,6 +100,15 @@ pub(crate) fn esc(s: &str) -> String {
     o
 }
 
+/// `s` with its first letter upper-case (a sentence of a report).
+pub fn capitalized(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
 /// `s` shortened to at most `max` characters, cut in the middle with `…`
 /// so both ends (a GEMM name's layer and its batch) stay readable.
 pub fn shorten(s: &str, max: usize) -> Cow<'_, str> {

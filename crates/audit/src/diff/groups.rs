@@ -1,0 +1,135 @@
+//! The detail of a diff as text groups: a change many routes share is one
+//! group naming how many, a module's or pin's fields are one group.
+
+use super::{DiffClass, Difference, TraceDiff};
+
+/// GEMM names listed in a group's header before "and N more".
+const SHOWN: usize = 3;
+
+/// `items` grouped by `key`, groups and members in the order first seen.
+fn ordered_groups<'a, K: PartialEq>(
+    items: impl IntoIterator<Item = &'a Difference>,
+    key: impl Fn(&'a Difference) -> K,
+) -> Vec<(K, Vec<&'a Difference>)> {
+    let mut out: Vec<(K, Vec<&'a Difference>)> = Vec::new();
+    for d in items {
+        let k = key(d);
+        match out.iter_mut().find(|(g, _)| *g == k) {
+            Some((_, v)) => v.push(d),
+            None => out.push((k, vec![d])),
+        }
+    }
+    out
+}
+
+fn line(d: &Difference) -> String {
+    format!(
+        "{}: {} -> {}",
+        d.change.field, d.change.expected, d.change.found
+    )
+}
+
+/// `context.module[KEY]` or `context.pin[FAMILY]` for their fields, else
+/// the field itself.
+fn owner(field: &str) -> &str {
+    ["context.module[", "context.pin["]
+        .iter()
+        .find(|p| field.starts_with(*p))
+        .and_then(|_| field.find(']').map(|i| &field[..=i]))
+        .unwrap_or(field)
+}
+
+/// `route 3 (qkv@b8)` for one route; `12 routes (a, b, c and 9 more)`.
+fn routes_label(ds: &[&Difference]) -> String {
+    match ds {
+        [d] => d.location(),
+        many => {
+            let names: Vec<&str> = many
+                .iter()
+                .take(SHOWN)
+                .map(|d| d.gemm.as_deref().unwrap_or("trace"))
+                .collect();
+            let more = match many.len() - names.len() {
+                0 => String::new(),
+                n => format!(" and {n} more"),
+            };
+            format!("{} routes ({}{more})", many.len(), names.join(", "))
+        }
+    }
+}
+
+/// One group: a single change on one line, several under a header.
+fn group(class: DiffClass, at: &str, lines: Vec<String>) -> String {
+    match lines.as_slice() {
+        [one] => format!("[{class}] {at}: {one}\n"),
+        _ => {
+            let mut g = format!("[{class}] {at}:\n");
+            for l in lines {
+                g.push_str(&format!("    {l}\n"));
+            }
+            g
+        }
+    }
+}
+
+impl TraceDiff {
+    /// The differences as text groups, in the order first found: the
+    /// trace's own fields (a module's or pin's fields together), then the
+    /// routes', one group per class and set of routes sharing the same
+    /// changes.
+    pub(super) fn groups(&self) -> Vec<String> {
+        let (trace, routes): (Vec<&Difference>, Vec<&Difference>) =
+            self.differences.iter().partition(|d| d.gemm.is_none());
+        let mut out = Vec::new();
+        for ((class, owner), ds) in ordered_groups(trace, |d| (d.class, owner(&d.change.field))) {
+            let lines = match ds.as_slice() {
+                [d] => vec![line(d)],
+                _ => ds
+                    .iter()
+                    .map(|d| {
+                        let rest = d.change.field.strip_prefix(owner).unwrap_or("");
+                        let d = Difference {
+                            change: crate::digest::FieldChange {
+                                field: rest.trim_start_matches('.').to_string(),
+                                ..d.change.clone()
+                            },
+                            ..(*d).clone()
+                        };
+                        line(&d)
+                    })
+                    .collect(),
+            };
+            let at = if lines.len() == 1 {
+                "trace".to_string()
+            } else {
+                format!("trace: {owner}")
+            };
+            out.push(group(class, &at, lines));
+        }
+        // Each distinct change with the routes it reaches; then the changes
+        // reaching the same routes, one group.
+        let changes = ordered_groups(routes, |d| {
+            (
+                d.class,
+                &d.change.field,
+                &d.change.expected,
+                &d.change.found,
+            )
+        });
+        let mut by_routes: Vec<(DiffClass, Vec<String>, String, Vec<String>)> = Vec::new();
+        for (_, ds) in &changes {
+            let (class, routes) = (ds[0].class, ds.iter().map(|d| d.location()).collect());
+            match by_routes
+                .iter_mut()
+                .find(|(c, r, ..)| *c == class && *r == routes)
+            {
+                Some((.., lines)) => lines.push(line(ds[0])),
+                None => by_routes.push((class, routes, routes_label(ds), vec![line(ds[0])])),
+            }
+        }
+        for (class, _, at, lines) in by_routes {
+            out.push(group(class, &at, lines));
+        }
+        out
+    }
+}

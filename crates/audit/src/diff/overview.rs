@@ -1,0 +1,470 @@
+//! The few lines a person reads first when two traces differ: which
+//! libraries and knobs changed (once, not per route), whether any kernel
+//! changed, whether any output bit changed, and how to accept it. Derived
+//! from the differences alone, so every sink (text, JSON, Python) says the
+//! same.
+
+use super::{DiffClass, Difference, NumericComparison, TraceDiff};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// GEMM names listed before "and N more".
+const FIRST: usize = 3;
+
+/// One change of the context (a library, the driver, the device, a knob),
+/// said once for every route it reaches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ContextChange {
+    /// What changed: a module (`engine:torch-blas`), `driver`, `device`,
+    /// or a knob's field (`policy.tensor_cores`).
+    pub what: String,
+    /// The golden's value (for a library, only the components that changed).
+    pub expected: String,
+    /// The candidate's value.
+    pub found: String,
+    /// Routes whose identity it changed, where the differences say so.
+    pub routes: Option<usize>,
+}
+
+/// The GEMMs served by another kernel or configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KernelChanges {
+    /// GEMMs with a route difference (kernel, tile, split-K, geometry,
+    /// vendor algorithm, graph nodes).
+    pub gemms: usize,
+    /// The first few, each with what changed (`qkv@b8: kernel a -> b`).
+    pub first: Vec<String>,
+}
+
+/// What is known of the output bits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "bits", rename_all = "kebab-case")]
+pub enum OutputBits {
+    /// Both traces hold observed outputs and none of those compared
+    /// differs.
+    Identical {
+        /// GEMM pairs whose outputs were compared.
+        gemms: usize,
+    },
+    /// These GEMMs' outputs differ.
+    Differ {
+        /// How many GEMMs.
+        gemms: usize,
+        /// The first few by name.
+        first: Vec<String>,
+    },
+    /// A trace holds no observed outputs (an imported profile): nothing is
+    /// said about bits.
+    NotObserved,
+    /// The fingerprint modes differ, or no GEMM of one trace has a
+    /// counterpart run on the same inputs in the other: no outputs were
+    /// compared.
+    NotCompared,
+}
+
+impl std::fmt::Display for OutputBits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OutputBits::Identical { gemms } => write!(f, "identical in {gemms} GEMMs"),
+            OutputBits::Differ { gemms, first } => {
+                write!(f, "differ in {gemms} GEMMs ({})", listed(first, *gemms))
+            }
+            OutputBits::NotObserved => f.write_str(
+                "not observed (a trace holds no output bits: routes compared, outputs not)",
+            ),
+            OutputBits::NotCompared => f.write_str(
+                "not compared (no GEMM pair ran on the same inputs in one fingerprint mode)",
+            ),
+        }
+    }
+}
+
+/// The overview of a diff: what `render` prints first and the JSON
+/// `summary`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DiffOverview {
+    /// Libraries, driver and device that changed, each once.
+    pub libraries: Vec<ContextChange>,
+    /// Other context fields that changed: policy, permitted sets,
+    /// revisions, pins.
+    pub knobs: Vec<ContextChange>,
+    /// GEMMs served by another kernel or configuration.
+    pub kernels: KernelChanges,
+    /// The output bits.
+    pub outputs: OutputBits,
+    /// Structural and policy changes of the step (GEMMs missing, added,
+    /// moved or reshaped; another contract), one line each.
+    pub structure: Vec<String>,
+    /// The difference classes found, for `--allow`.
+    pub classes: Vec<DiffClass>,
+}
+
+impl TraceDiff {
+    /// The overview of these differences (see [`DiffOverview`]).
+    pub fn overview(&self) -> DiffOverview {
+        let (libraries, knobs) = context_changes(&self.differences);
+        DiffOverview {
+            libraries,
+            knobs,
+            kernels: kernel_changes(&self.differences),
+            outputs: output_bits(self),
+            structure: structure(&self.differences),
+            classes: self.classes().into_iter().collect(),
+        }
+    }
+}
+
+impl DiffOverview {
+    /// The headline: `libraries changed: engine:torch-blas; kernels
+    /// unchanged; output bits not observed`.
+    pub fn headline(&self) -> String {
+        let libraries = match self.libraries.len() {
+            0 => "no library changed".to_string(),
+            _ => {
+                let names: Vec<&str> = self.libraries.iter().map(|c| c.what.as_str()).collect();
+                format!("libraries changed: {}", names.join(", "))
+            }
+        };
+        let kernels = match self.kernels.gemms {
+            0 => "kernels unchanged".to_string(),
+            n => format!("kernels changed in {n} GEMMs"),
+        };
+        let bits = match &self.outputs {
+            OutputBits::Identical { gemms } => format!("output bits identical in {gemms} GEMMs"),
+            OutputBits::Differ { gemms, .. } => format!("output bits differ in {gemms} GEMMs"),
+            OutputBits::NotObserved => "output bits not observed".to_string(),
+            OutputBits::NotCompared => "output bits not compared".to_string(),
+        };
+        let mut parts = vec![libraries];
+        if !self.knobs.is_empty() {
+            parts.push(format!("{} knobs changed", self.knobs.len()));
+        }
+        if !self.structure.is_empty() {
+            parts.push("the step's structure changed".into());
+        }
+        parts.push(kernels);
+        parts.push(bits);
+        parts.join("; ")
+    }
+
+    /// The overview as text lines (no trailing newline): the headline,
+    /// then one line per library, knob and kind of change, then how to
+    /// accept it.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = vec![self.headline()];
+        for c in &self.libraries {
+            out.push(format!("  library   {}", change_line(c)));
+        }
+        for c in &self.knobs {
+            out.push(format!("  knob      {}", change_line(c)));
+        }
+        for s in &self.structure {
+            out.push(format!("  structure {s}"));
+        }
+        out.push(match self.kernels.gemms {
+            0 => "  kernels   unchanged".to_string(),
+            n => format!(
+                "  kernels   changed in {n} GEMMs: {}",
+                listed(&self.kernels.first, n)
+            ),
+        });
+        out.push(format!("  outputs   {}", self.outputs));
+        if !self.classes.is_empty() {
+            let classes: Vec<&str> = self.classes.iter().map(DiffClass::as_str).collect();
+            out.push(format!(
+                "  accept    if expected: --allow {} (this run), or keep the candidate as the golden: `gemm-audit review`, then `gemm-audit accept --expect DIGEST`",
+                classes.join(",")
+            ));
+        }
+        out
+    }
+}
+
+fn change_line(c: &ContextChange) -> String {
+    let routes = match c.routes {
+        Some(1) => " (1 route)".to_string(),
+        Some(n) => format!(" ({n} routes)"),
+        None => String::new(),
+    };
+    format!("{}: {} -> {}{routes}", c.what, c.expected, c.found)
+}
+
+/// `a, b, c and 4 more`.
+fn listed(first: &[String], total: usize) -> String {
+    let mut s = first.join(", ");
+    if total > first.len() {
+        s.push_str(&format!(" and {} more", total - first.len()));
+    }
+    s
+}
+
+/// `context.module[KEY].rest` as (KEY, rest).
+fn module_field(field: &str) -> Option<(&str, &str)> {
+    let rest = field.strip_prefix("context.module[")?;
+    let end = rest.find(']')?;
+    Some((&rest[..end], rest[end + 1..].trim_start_matches('.')))
+}
+
+/// The components of a version list that changed: `torch 2.11.0, onednn
+/// 3.10.2` against `torch 2.15.0, onednn 3.10.2` is (`torch 2.11.0`,
+/// `torch 2.15.0`). Components are `name version` items separated by
+/// commas; where they cannot be paired by name, the whole values.
+fn changed_components(expected: &str, found: &str) -> (String, String) {
+    let unquote = |s: &str| s.trim().trim_matches('"').to_string();
+    let (e, f) = (unquote(expected), unquote(found));
+    let items = |s: &str| -> Vec<(String, String)> {
+        s.split(", ")
+            .map(|item| match item.rsplit_once(' ') {
+                Some((name, _)) => (name.to_string(), item.to_string()),
+                None => (item.to_string(), item.to_string()),
+            })
+            .collect()
+    };
+    let (ei, fi) = (items(&e), items(&f));
+    let mut old = Vec::new();
+    let mut new = Vec::new();
+    for (name, item) in &ei {
+        match fi.iter().find(|(n, _)| n == name) {
+            Some((_, other)) if other == item => {}
+            Some((_, other)) => {
+                old.push(item.clone());
+                new.push(other.clone());
+            }
+            None => {
+                old.push(item.clone());
+                new.push("(absent)".to_string());
+            }
+        }
+    }
+    for (name, item) in &fi {
+        if !ei.iter().any(|(n, _)| n == name) {
+            old.push("(absent)".to_string());
+            new.push(item.clone());
+        }
+    }
+    if old.is_empty() {
+        return (e, f);
+    }
+    (old.join(", "), new.join(", "))
+}
+
+/// Routes whose difference in `field` goes from `expected` to `found`.
+fn routes_changed(ds: &[Difference], field: &str, expected: &str, found: &str) -> usize {
+    ds.iter()
+        .filter(|d| {
+            d.gemm.is_some()
+                && d.change.field == field
+                && d.change.expected == expected
+                && d.change.found == found
+        })
+        .count()
+}
+
+/// The context's changes, split into libraries (modules, driver, device,
+/// vendor library versions) and knobs (everything else in the context).
+fn context_changes(ds: &[Difference]) -> (Vec<ContextChange>, Vec<ContextChange>) {
+    let context: Vec<&Difference> = ds
+        .iter()
+        .filter(|d| d.gemm.is_none() && d.change.field.starts_with("context."))
+        .collect();
+    let mut libraries = Vec::new();
+    let mut knobs = Vec::new();
+    // Each module once: its version where that changed, else its digest.
+    let mut modules: BTreeMap<&str, Vec<&Difference>> = BTreeMap::new();
+    for d in &context {
+        match module_field(&d.change.field) {
+            Some((key, _)) => modules.entry(key).or_default().push(d),
+            None => {
+                let field = d.change.field.trim_start_matches("context.");
+                let (what, library) = match field {
+                    "device.driver" => ("driver".to_string(), true),
+                    "device.class" => ("device".to_string(), true),
+                    f if f.starts_with("device.") => (f.to_string(), true),
+                    f => (f.to_string(), false),
+                };
+                let c = ContextChange {
+                    what,
+                    expected: d.change.expected.clone(),
+                    found: d.change.found.clone(),
+                    routes: Some(routes_changed(
+                        ds,
+                        field,
+                        &d.change.expected,
+                        &d.change.found,
+                    ))
+                    .filter(|n| *n > 0),
+                };
+                if library { &mut libraries } else { &mut knobs }.push(c);
+            }
+        }
+    }
+    for (key, fields) in modules {
+        let find = |rest: &str| {
+            fields
+                .iter()
+                .find(|d| module_field(&d.change.field) == Some((key, rest)))
+        };
+        // Routes served by the module carry its digest as their artifact.
+        let routes = find("digest")
+            .map(|d| routes_changed(ds, "artifact_digest", &d.change.expected, &d.change.found))
+            .filter(|n| *n > 0);
+        let (expected, found) = match (find("compiler.name"), find("compiler.version"), find("")) {
+            (_, _, Some(whole)) => (whole.change.expected.clone(), whole.change.found.clone()),
+            (name, Some(v), None) => {
+                let (e, f) = changed_components(&v.change.expected, &v.change.found);
+                match name {
+                    Some(n) => (
+                        format!("{} {e}", n.change.expected.trim_matches('"')),
+                        format!("{} {f}", n.change.found.trim_matches('"')),
+                    ),
+                    None => (e, f),
+                }
+            }
+            (Some(n), None, None) => (n.change.expected.clone(), n.change.found.clone()),
+            (None, None, None) => {
+                let what: Vec<&str> = fields
+                    .iter()
+                    .filter_map(|d| module_field(&d.change.field).map(|(_, r)| r))
+                    .collect();
+                (
+                    "as recorded".to_string(),
+                    format!("changed ({})", what.join(", ")),
+                )
+            }
+        };
+        libraries.push(ContextChange {
+            what: key.to_string(),
+            expected,
+            found,
+            routes,
+        });
+    }
+    // A vendor library version seen only on the routes (no module says it).
+    if libraries.is_empty() {
+        let mut seen: Vec<(&str, &str)> = Vec::new();
+        for d in ds
+            .iter()
+            .filter(|d| d.gemm.is_some() && d.change.field == "vendor.library_version")
+        {
+            let pair = (d.change.expected.as_str(), d.change.found.as_str());
+            if !seen.contains(&pair) {
+                seen.push(pair);
+                let (expected, found) = changed_components(pair.0, pair.1);
+                libraries.push(ContextChange {
+                    what: "vendor library".into(),
+                    expected,
+                    found,
+                    routes: Some(routes_changed(ds, "vendor.library_version", pair.0, pair.1)),
+                });
+            }
+        }
+    }
+    (libraries, knobs)
+}
+
+/// GEMMs with a route difference, in the order found.
+fn kernel_changes(ds: &[Difference]) -> KernelChanges {
+    let mut gemms: Vec<(&str, Vec<&Difference>)> = Vec::new();
+    for d in ds.iter().filter(|d| d.class == DiffClass::Route) {
+        let Some(g) = d.gemm.as_deref() else { continue };
+        match gemms.iter_mut().find(|(n, _)| *n == g) {
+            Some((_, v)) => v.push(d),
+            None => gemms.push((g, vec![d])),
+        }
+    }
+    let first = gemms
+        .iter()
+        .take(FIRST)
+        .map(
+            |(g, v)| match v.iter().find(|d| d.change.field == "kernel_symbol") {
+                Some(k) => format!(
+                    "{g}: {} -> {}",
+                    crate::render::shorten(k.change.expected.trim_matches('"'), 48),
+                    crate::render::shorten(k.change.found.trim_matches('"'), 48)
+                ),
+                None => {
+                    let fields: Vec<&str> = v.iter().map(|d| d.change.field.as_str()).collect();
+                    format!("{g}: {}", crate::render::shorten(&fields.join(", "), 60))
+                }
+            },
+        )
+        .collect();
+    KernelChanges {
+        gemms: gemms.len(),
+        first,
+    }
+}
+
+fn output_bits(d: &TraceDiff) -> OutputBits {
+    match d.numeric {
+        NumericComparison::NotObserved => OutputBits::NotObserved,
+        NumericComparison::ModesDiffer => OutputBits::NotCompared,
+        NumericComparison::Compared => {
+            let mut names: Vec<&str> = Vec::new();
+            for x in d
+                .differences
+                .iter()
+                .filter(|x| x.class == DiffClass::Numeric)
+            {
+                let name = x.gemm.as_deref().unwrap_or("trace");
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+            match names.len() {
+                0 if d.outputs_compared == 0 => OutputBits::NotCompared,
+                0 => OutputBits::Identical {
+                    gemms: d.outputs_compared,
+                },
+                n => OutputBits::Differ {
+                    gemms: n,
+                    first: names.iter().take(FIRST).map(|s| s.to_string()).collect(),
+                },
+            }
+        }
+    }
+}
+
+/// Structural and policy changes, one line per field: per-GEMM fields
+/// counted over GEMMs, step-level ones with their values.
+fn structure(ds: &[Difference]) -> Vec<String> {
+    let mut per_field: Vec<(String, Vec<&str>)> = Vec::new();
+    let mut out = Vec::new();
+    for d in ds
+        .iter()
+        .filter(|d| matches!(d.class, DiffClass::Structural | DiffClass::Policy))
+        .filter(|d| !d.change.field.starts_with("context."))
+    {
+        match d.gemm.as_deref() {
+            Some(g) => {
+                let key = match (d.change.field.as_str(), d.change.expected.as_str()) {
+                    ("gemm", "present") => "GEMMs missing".to_string(),
+                    ("gemm", _) => "GEMMs added".to_string(),
+                    ("launch_order", _) => "GEMMs moved in launch order".to_string(),
+                    (f, _) => format!("{f} changed in"),
+                };
+                match per_field.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, v)) => v.push(g),
+                    None => per_field.push((key, vec![g])),
+                }
+            }
+            None => out.push(format!(
+                "{}: {} -> {}",
+                d.change.field,
+                crate::render::shorten(&d.change.expected, 60),
+                crate::render::shorten(&d.change.found, 60)
+            )),
+        }
+    }
+    for (key, mut gemms) in per_field {
+        gemms.dedup();
+        let first: Vec<String> = gemms.iter().take(FIRST).map(|s| s.to_string()).collect();
+        let n = gemms.len();
+        let line = match key.strip_suffix(" changed in") {
+            Some(field) => format!("{field} changed in {n} GEMMs: {}", listed(&first, n)),
+            None => format!("{n} {key}: {}", listed(&first, n)),
+        };
+        out.push(line);
+    }
+    out
+}
