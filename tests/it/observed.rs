@@ -132,3 +132,60 @@ fn bad_steps_are_refused_with_the_reason() {
         Err(ObservedError::Json(_))
     ));
 }
+
+/// A torch upgrade (torch and cuBLAS versions changed, same kernels, same
+/// bits) opens with the three facts a person needs: which libraries
+/// changed from what to what (once, with the routes they reach), that no
+/// kernel changed and that no output bit changed; not a line per route.
+#[test]
+fn an_upgrade_opens_with_the_libraries_kernels_and_bits() {
+    let s = step();
+    let golden = s.trace(&outputs(&s)).unwrap();
+    let mut up = step();
+    up.framework.version = "2.15.0+cu130".into();
+    up.framework
+        .libraries
+        .insert("cublas".into(), "13.2.0".into());
+    let candidate = up.trace(&outputs(&up)).unwrap();
+    let d = TraceDiff::between(&golden, &candidate);
+    let text = d.render();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!(
+            "libraries changed: {}; kernels unchanged; output bits identical in {} GEMMs",
+            d.overview().libraries[0].what,
+            golden.routes.len()
+        ),
+        "{text}"
+    );
+    let library = lines[1];
+    assert!(library.trim_start().starts_with("library"), "{text}");
+    assert!(library.contains("2.11.0+cu130"), "{text}");
+    assert!(library.contains("2.15.0+cu130"), "{text}");
+    assert!(
+        library.contains("13.1.0") && library.contains("13.2.0"),
+        "{text}"
+    );
+    assert!(
+        library.ends_with(&format!("({} routes)", golden.routes.len())),
+        "{text}"
+    );
+    // A library that did not change is not listed as changed.
+    assert!(!library.contains("cublaslt"), "{text}");
+    let per_route = lines.iter().filter(|l| l.contains("route ")).count();
+    assert!(per_route <= 1, "{text}");
+    // A state knob recorded beside the versions is named alone.
+    let mut knob = step();
+    knob.framework
+        .state
+        .insert("allow_tf32".into(), "True".into());
+    let d = TraceDiff::between(&golden, &knob.trace(&outputs(&knob)).unwrap());
+    let lib = &d.overview().libraries[0];
+    assert_eq!(
+        (lib.expected.as_str(), lib.found.as_str()),
+        ("allow_tf32=False", "allow_tf32=True"),
+        "{}",
+        d.render()
+    );
+}

@@ -208,15 +208,30 @@ fn module_field(field: &str) -> Option<(&str, &str)> {
 /// The components of a version list that changed: `torch 2.11.0, onednn
 /// 3.10.2` against `torch 2.15.0, onednn 3.10.2` is (`torch 2.11.0`,
 /// `torch 2.15.0`). Components are `name version` items separated by
-/// commas; where they cannot be paired by name, the whole values.
+/// commas or semicolons, and `key=value` knobs; where nothing pairs by
+/// name, the whole values.
 fn changed_components(expected: &str, found: &str) -> (String, String) {
     let unquote = |s: &str| s.trim().trim_matches('"').to_string();
     let (e, f) = (unquote(expected), unquote(found));
+    // `name version` items split by `, ` or `; `, and `key=value` knobs
+    // (a recorder's state) each an item of its own.
     let items = |s: &str| -> Vec<(String, String)> {
-        s.split(", ")
-            .map(|item| match item.rsplit_once(' ') {
-                Some((name, _)) => (name.to_string(), item.to_string()),
-                None => (item.to_string(), item.to_string()),
+        s.split("; ")
+            .flat_map(|part| part.split(", "))
+            .flat_map(|item| {
+                let knobs = item.contains('=');
+                let parts: Vec<&str> = if knobs {
+                    item.split(' ').collect()
+                } else {
+                    vec![item]
+                };
+                parts.into_iter().map(|item| {
+                    let name = match item.split_once('=') {
+                        Some((k, _)) => k,
+                        None => item.rsplit_once(' ').map_or(item, |(n, _)| n),
+                    };
+                    (name.to_string(), item.to_string())
+                })
             })
             .collect()
     };
