@@ -5,6 +5,7 @@
 mod common;
 
 mod cli;
+mod compare_honest;
 mod cross_device;
 mod embedding;
 mod fuzz_corpus;

@@ -131,7 +131,11 @@ pub fn gpu_to_gpu_traces(traces: &[(DeviceLabel, RecordedGemmTrace)]) -> GpuToGp
     out
 }
 
-/// Rows and cases of one (workload, device class) group.
+/// Rows and cases of one (workload, device class) group: a case per
+/// launch (FAIL when [`LaunchVote::fails`], INFO when its outputs were not
+/// observed or its contract promises no bits, else PASS), one row for the
+/// group, an INFO row per member left out as another's device, and per
+/// device an INFO row for the launches without a promise.
 fn judge_group(out: &mut GpuToGpu, g: &compare::Group, class: &str, labels: &[DeviceLabel]) {
     let names: Vec<String> = labels.iter().map(|l| format!("{}", l.ordinal)).collect();
     let subject = format!("{} on {} ({} devices)", g.workload, class, labels.len());
@@ -140,31 +144,34 @@ fn judge_group(out: &mut GpuToGpu, g: &compare::Group, class: &str, labels: &[De
         .iter()
         .map(|l| format!("{l} recorded another launch set"))
         .collect();
-    let voters: Vec<String> = labels
-        .iter()
-        .map(ToString::to_string)
-        .filter(|l| !g.mismatched.contains(l))
-        .collect();
-    let deterministic: Vec<&LaunchVote> = g.launches.iter().filter(|l| l.deterministic).collect();
     for l in &g.launches {
         let gemm = format!("{} (launch {})", l.gemm, l.launch);
-        let (verdict, detail) = if !l.deterministic {
+        let (verdict, detail) = if l.fails() {
+            let d = describe(l);
+            failures.push(d.clone());
+            (Verdict::Fail, d)
+        } else if !l.observed {
             (
                 Verdict::Info,
                 format!(
-                    "{} promises no cross-device bits: {}/{} devices agree",
-                    l.contract, l.agree, l.voters
+                    "outputs not observed: the route is the same on {} devices, output bits not compared",
+                    l.voters
                 ),
             )
-        } else if l.outliers.is_empty() {
+        } else if !l.deterministic {
+            (
+                Verdict::Info,
+                format!(
+                    "{} promises no bits across devices: {}",
+                    l.contract,
+                    agreement(l)
+                ),
+            )
+        } else {
             (
                 Verdict::Pass,
                 format!("bit-identical on {} devices", l.voters),
             )
-        } else {
-            let d = describe(l, &voters);
-            failures.push(d.clone());
-            (Verdict::Fail, d)
         };
         out.cases.push(Case {
             contract: Contract::GpuToGpu,
@@ -174,21 +181,30 @@ fn judge_group(out: &mut GpuToGpu, g: &compare::Group, class: &str, labels: &[De
             detail,
         });
     }
-    let agreeing = deterministic
+    let devices = names.join(", ");
+    let promised: Vec<&LaunchVote> = g
+        .launches
         .iter()
-        .filter(|l| l.outliers.is_empty())
-        .count();
-    let (verdict, detail) = if failures.is_empty() {
+        .filter(|l| l.deterministic && l.observed)
+        .collect();
+    let (verdict, detail) = if !failures.is_empty() {
+        (Verdict::Fail, failures.join("; "))
+    } else if !g.outputs_observed() {
         (
-            Verdict::Pass,
+            Verdict::Info,
             format!(
-                "{agreeing}/{} deterministic launches bit-identical on devices {}",
-                deterministic.len(),
-                names.join(", ")
+                "routes the same on devices {devices}; outputs not observed: output bits not compared"
             ),
         )
     } else {
-        (Verdict::Fail, failures.join("; "))
+        (
+            Verdict::Pass,
+            format!(
+                "{}/{} launches promised the same bits are bit-identical on devices {devices}",
+                promised.iter().filter(|l| l.outliers.is_empty()).count(),
+                promised.len(),
+            ),
+        )
     };
     out.checks.push(Check {
         contract: Contract::GpuToGpu,
@@ -196,8 +212,25 @@ fn judge_group(out: &mut GpuToGpu, g: &compare::Group, class: &str, labels: &[De
         verdict,
         detail,
     });
-    // Launches without a cross-device promise: a fact per device.
-    let loose: Vec<&LaunchVote> = g.launches.iter().filter(|l| !l.deterministic).collect();
+    for w in &g.warnings {
+        out.checks.push(Check {
+            contract: Contract::GpuToGpu,
+            subject: format!("{} on {class}", g.workload),
+            verdict: Verdict::Info,
+            detail: format!("warning: {w}"),
+        });
+    }
+    loose_rows(out, g, labels);
+}
+
+/// Launches whose contract promises no bits (`atomic-unordered`): a fact
+/// per device, whether it gave the majority's bits.
+fn loose_rows(out: &mut GpuToGpu, g: &compare::Group, labels: &[DeviceLabel]) {
+    let loose: Vec<&LaunchVote> = g
+        .launches
+        .iter()
+        .filter(|l| !l.deterministic && l.observed)
+        .collect();
     if loose.is_empty() {
         return;
     }
@@ -210,12 +243,12 @@ fn judge_group(out: &mut GpuToGpu, g: &compare::Group, class: &str, labels: &[De
             .collect();
         let detail = if differs.is_empty() {
             format!(
-                "{} launches without a cross-device promise (vendor, atomic): all give the majority's bits",
+                "{} launches without a cross-device promise (atomic-unordered): all give the majority's bits",
                 loose.len()
             )
         } else {
             format!(
-                "{} launches without a cross-device promise (vendor, atomic): differs from the majority on {}/{} (launches {})",
+                "{} launches without a cross-device promise (atomic-unordered): differs from the majority on {}/{} (launches {})",
                 loose.len(),
                 differs.len(),
                 loose.len(),
@@ -231,37 +264,63 @@ fn judge_group(out: &mut GpuToGpu, g: &compare::Group, class: &str, labels: &[De
     }
 }
 
-/// One failing launch in words: the outliers when a majority exists, every
-/// side when it is a tie.
-fn describe(l: &LaunchVote, voters: &[String]) -> String {
-    let outliers: Vec<&str> = l.outliers.iter().map(|o| o.label.as_str()).collect();
-    let head = format!("launch {} {} ({})", l.launch, l.gemm, l.contract);
-    if l.agree * 2 > l.voters {
-        format!(
-            "{head}: {} {} from the majority ({}/{} devices agree)",
-            outliers.join(", "),
-            if outliers.len() == 1 {
-                "differs"
-            } else {
-                "differ"
-            },
-            l.agree,
-            l.voters
-        )
-    } else {
-        let rest: Vec<&str> = voters
-            .iter()
-            .map(String::as_str)
-            .filter(|v| !outliers.contains(v))
-            .collect();
-        format!(
-            "{head}: no majority (at most {} of {} devices agree): {} vs {}",
-            l.agree,
-            l.voters,
-            rest.join(", "),
-            outliers.join(", ")
-        )
+/// How many devices gave the most common bits of an observed launch.
+fn agreement(l: &LaunchVote) -> String {
+    match (l.outputs, l.agree) {
+        (compare::OutputVote::Identical, _) => format!("the same bits on {} devices", l.voters),
+        (compare::OutputVote::Tie, Some(n)) => {
+            format!("no majority (a tie, {n} devices on each leading side)")
+        }
+        (_, Some(n)) => format!("{n}/{} devices agree", l.voters),
+        (_, None) => "outputs not observed".to_string(),
     }
+}
+
+/// One failing launch in words: the members served another way, the
+/// outliers when a majority exists, every side when it is a tie.
+fn describe(l: &LaunchVote) -> String {
+    let head = format!("launch {} {} ({})", l.launch, l.gemm, l.contract);
+    let mut parts = Vec::new();
+    if !l.route_outliers.is_empty() {
+        let who: Vec<String> = l
+            .route_outliers
+            .iter()
+            .map(|o| match o.differs.first() {
+                Some(d) => format!("{} ({d})", o.label),
+                None => o.label.clone(),
+            })
+            .collect();
+        parts.push(format!("served another way by {}", who.join(", ")));
+    }
+    if l.deterministic && !l.outliers.is_empty() {
+        let labels = |side: &[&compare::Outlier]| {
+            side.iter()
+                .map(|o| o.label.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let all: Vec<&compare::Outlier> = l.outliers.iter().collect();
+        if l.tie {
+            let sides: Vec<String> = all
+                .chunk_by(|a, b| a.fingerprint == b.fingerprint)
+                .map(labels)
+                .collect();
+            parts.push(format!(
+                "no majority (a tie, at most {} of {} devices agree): {}",
+                l.agree.unwrap_or(0),
+                l.voters,
+                sides.join(" vs ")
+            ));
+        } else {
+            parts.push(format!(
+                "{} {} from the majority ({})",
+                labels(&all),
+                if all.len() == 1 { "differs" } else { "differ" },
+                agreement(l)
+            ));
+        }
+    }
+    format!("{head}: {}", parts.join("; "))
 }
 
 /// One device's audit.
@@ -579,7 +638,13 @@ mod tests {
             .filter(|c| c.verdict == Verdict::Pass)
             .collect();
         assert_eq!(rows.len(), 1, "{:?}", fleet.gpu_to_gpu.checks);
-        assert!(rows[0].detail.contains("3/3 deterministic launches"));
+        assert!(
+            rows[0]
+                .detail
+                .contains("3/3 launches promised the same bits are bit-identical"),
+            "{}",
+            rows[0].detail
+        );
         assert!(rows[0].detail.contains("devices 0, 1, 2"));
         assert_eq!(fleet.gpu_to_gpu.cases.len(), 3);
         assert_eq!(fleet.gpu_to_gpu.classes.len(), 1);
@@ -696,10 +761,13 @@ mod tests {
         );
     }
 
+    /// `atomic-unordered` promises no bits: its differences are INFO per
+    /// device. A vendor route's are a FAIL: cuBLAS promises the same bits
+    /// for the same call on one architecture and SM count.
     #[test]
-    fn vendor_launches_are_info_per_device_and_classes_split() {
+    fn atomic_launches_are_info_per_device_vendor_ones_fail_and_classes_split() {
         let mut base = crate::testkit::sample_trace(3);
-        base.routes[2].contract.kind = ContractKind::VendorFast;
+        base.routes[2].contract.kind = ContractKind::AtomicUnordered;
         let mut traces: Vec<_> = (0..3).map(|i| labelled(i, &base)).collect();
         traces[2].1.fingerprints[2].sha256.0[0] ^= 1;
         // A fourth device of another class: compared with nobody.
@@ -707,7 +775,20 @@ mod tests {
         other.1.context.device.class = "NVIDIA H100".into();
         traces.push(other);
         let r = gpu_to_gpu_traces(&traces);
-        assert!(r.passed(), "vendor routes promise no cross-device bits");
+        assert!(r.passed(), "atomic-unordered promises no cross-device bits");
+        let mut vendor = traces.clone();
+        for (_, t) in &mut vendor {
+            t.routes[2].contract.kind = ContractKind::VendorFast;
+        }
+        let v = gpu_to_gpu_traces(&vendor);
+        assert!(!v.passed(), "{:?}", v.checks);
+        assert!(
+            v.cases.iter().any(|c| c.verdict == Verdict::Fail
+                && c.detail
+                    .contains("device 2 (pci 0000:02:00.0, uuid GPU-2) differs")),
+            "{:?}",
+            v.cases
+        );
         let info: Vec<&Check> = r
             .checks
             .iter()
