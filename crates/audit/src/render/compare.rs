@@ -94,7 +94,7 @@ fn group_text(s: &mut String, g: &Group, allow_single: bool) {
     if !g.outputs_observed() {
         let _ = writeln!(
             s,
-            "  numeric: not observed (profiles hold no output bits): routes compared, output bits not"
+            "  numeric: not observed (profiles hold no output bits: routes compared, outputs not)"
         );
     }
     for l in g.launches.iter().filter(|l| !l.outliers.is_empty()) {
