@@ -86,9 +86,15 @@ def check(
 
 def compare(traces: Union[PathLike, Iterable[PathLike]], allow_single: bool = False) -> dict:
     """The ``compare`` document of trace files, or of the ``*.gat`` files
-    under folders (one group per workload, each device one vote);
-    ``allow_single`` lets a one-trace group pass. Finding no trace raises
-    :class:`GemmAuditError`: a comparison of nothing is not a pass."""
+    under folders (one group per workload and device class, each device one
+    vote); ``allow_single`` lets a one-trace group pass. A route served
+    another way fails, and so do output bits off the majority or a tie
+    (every side listed) where the contract promises the same bits on one
+    class (docs/fleet.md). A trace left out as another's device is named
+    in ``doc["warnings"]``; launches whose outputs were not observed
+    (imported profiles) say ``"outputs": "not-observed"``. Finding no
+    trace raises :class:`GemmAuditError`: a comparison of nothing is not a
+    pass."""
     if isinstance(traces, (str, os.PathLike)):
         traces = [traces]
     return json.loads(_native.compare([os.fspath(t) for t in traces], allow_single))

@@ -6,6 +6,7 @@ mod common;
 
 mod cli;
 mod closed_pipe;
+mod compare_honest;
 mod cross_device;
 mod embedding;
 mod fuzz_corpus;

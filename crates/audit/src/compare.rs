@@ -1,13 +1,17 @@
 //! Comparing many traces of the same workload, recorded on many devices or
-//! hosts: deterministic routes must give the same bits on every device of
-//! one class, so a device that disagrees with the majority is suspect.
+//! hosts: the same route on two devices of one class must give the same
+//! bits (under every contract but `atomic-unordered`; [`promises_same_bits`]
+//! is the table), so a device that disagrees with the majority is suspect.
 //!
 //! Traces are grouped by workload and device class (`golden::device_key`);
-//! within a group each launch's output fingerprint is put to a vote, and
-//! every trace whose fingerprint differs from the majority's is an outlier,
-//! named by its file and by the device facts its volatile metadata holds
-//! (ordinal, PCI bus id, UUID). Launches under contracts that promise no
-//! determinism (vendor or atomic) are reported but never make an outlier.
+//! within a group each launch's route and output fingerprint are put to a
+//! vote, one vote per device, and every trace whose route or fingerprint
+//! differs from the majority's is an outlier, named by its file and by the
+//! device facts its volatile metadata holds (ordinal, PCI bus id, UUID). A
+//! tie (no majority) fails with every side listed; a trace left out of the
+//! vote as another's device is a warning and is still held to the
+//! majority. Outputs that were not observed (imported profiles) are never
+//! voted on: only their routes are compared.
 
 use crate::trace::RecordedGemmTrace;
 use crate::vocab::ContractKind;
@@ -15,6 +19,8 @@ use crate::{Error, Result};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+mod vote;
 
 /// The trace files `paths` name: files as given, folders searched
 /// recursively for `*.gat` (not following links to folders, so a `self ->
@@ -88,7 +94,40 @@ pub struct Member {
     pub device: Option<String>,
 }
 
-/// A trace that disagreed with the majority on one launch.
+/// Where two devices that ran the same route on the same inputs sit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Two devices of one class: equal name, compute capability,
+    /// multiprocessor count and driver (a route records all four, and its
+    /// library versions, so equal routes imply them).
+    SameClass,
+    /// Devices of two classes.
+    AcrossClasses,
+}
+
+/// Whether the same route under contract `kind`, run on the same inputs
+/// on two devices in `scope`, is promised the same output bits: the table
+/// of docs/fleet.md (a test holds the two together), and the only place
+/// `compare` and `gpu-to-gpu` learn it from.
+///
+/// On one class every contract but `atomic-unordered` is: gemm-audit's
+/// kernels fix every operation's order, and cuBLAS promises the same bits
+/// run to run on GPUs of one architecture and SM count for one toolkit
+/// version (one active stream, atomics not allowed, which the recorder
+/// refuses). Across classes only the scalar contracts are: a tensor core's
+/// arithmetic and a library's kernel choice belong to the architecture.
+/// An engine contract follows its `like` kind on one class and promises
+/// nothing across classes (its arithmetic is the engine's own).
+pub fn promises_same_bits(kind: &ContractKind, scope: Scope) -> bool {
+    match (kind, scope) {
+        (_, Scope::SameClass) => !matches!(kind.class(), ContractKind::AtomicUnordered),
+        (ContractKind::ScalarFma | ContractKind::SplitKFixed, Scope::AcrossClasses) => true,
+        (_, Scope::AcrossClasses) => false,
+    }
+}
+
+/// A trace whose output of one launch is off the majority's, or (on a
+/// tie) on one side of it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Outlier {
     /// The member's label (its file).
@@ -114,6 +153,34 @@ pub struct RouteOutlier {
     pub differs: Vec<String>,
 }
 
+/// What the members' outputs of one launch say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OutputVote {
+    /// Every member gave the same fingerprint.
+    Identical,
+    /// A majority of devices gave one fingerprint; the outliers another.
+    Outliers,
+    /// No majority: the most common fingerprints are held by equally many
+    /// devices. Nobody can say which is wrong, so every side is listed.
+    Tie,
+    /// The outputs were not observed (imported profiles hold placeholder
+    /// fingerprints): nothing was voted, nothing is said of the bits.
+    NotObserved,
+}
+
+impl OutputVote {
+    /// The vote in words, for people.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutputVote::Identical => "identical",
+            OutputVote::Outliers => "outliers",
+            OutputVote::Tie => "tie",
+            OutputVote::NotObserved => "not observed",
+        }
+    }
+}
+
 /// The vote on one launch of one group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LaunchVote {
@@ -123,29 +190,45 @@ pub struct LaunchVote {
     pub gemm: String,
     /// The route's numeric contract.
     pub contract: String,
-    /// Whether the contract promises the same bits on every device.
+    /// Whether the contract promises the same bits for the same route on
+    /// devices of one class ([`promises_same_bits`]; every contract but
+    /// `atomic-unordered`). True when any member's route promises it.
     pub deterministic: bool,
-    /// Members that agree with the majority, and how many voted.
-    pub agree: usize,
-    /// Members that voted.
+    /// What the outputs say.
+    pub outputs: OutputVote,
+    /// Devices holding the most common fingerprint (on a tie, each leading
+    /// side holds this many); `None` when the outputs were not observed.
+    pub agree: Option<usize>,
+    /// Devices that voted (one per device: members left out as another's
+    /// device do not vote, but are still held to the majority's bits).
     pub voters: usize,
-    /// The majority fingerprint (empty on a tie: no majority exists).
-    pub majority: String,
+    /// The majority fingerprint; `None` on a tie or when not observed.
+    pub majority: Option<String>,
     /// True when the most common fingerprints are held by equally many
-    /// members: the vote cannot say which device is wrong, so every member
-    /// of the tie is listed as an outlier.
+    /// devices: every member is then listed in `outliers`, by side.
     pub tie: bool,
-    /// Members that disagreed (for deterministic launches: suspect devices).
+    /// Members off the majority's fingerprint, left-out members included;
+    /// on a tie every member, ordered by fingerprint (one side after the
+    /// other).
     pub outliers: Vec<Outlier>,
     /// Whether the members' outputs were observed: false for imported
-    /// profiles, whose fingerprints are placeholders and are not voted on
-    /// (`outliers` is then empty, `majority` too).
+    /// profiles, whose fingerprints are placeholders and are not voted on.
     pub observed: bool,
     /// Members whose route differs from the majority's (every member of a
     /// tie where no route has a majority). Any is a disagreement, under
     /// every contract: the same GEMM on one device class (or one job's
     /// ranks) must be served the same way.
     pub route_outliers: Vec<RouteOutlier>,
+}
+
+impl LaunchVote {
+    /// Whether this launch fails its group: a member served it another
+    /// way, or its contract promises the same bits on one class and a
+    /// member's output differs (an outlier, or a tie). Outputs that were
+    /// not observed fail nothing and pass nothing.
+    pub fn fails(&self) -> bool {
+        !self.route_outliers.is_empty() || (self.deterministic && !self.outliers.is_empty())
+    }
 }
 
 /// The comparison of one (workload, device class) group.
@@ -158,12 +241,16 @@ pub struct Group {
     /// Members in the group.
     pub members: usize,
     /// Members left out because their launch set differs from the group's
-    /// first member (another GEMM list): labels.
+    /// first member (another GEMM list): labels. Any fails the group.
     pub mismatched: Vec<String>,
-    /// Members left out as copies of another member's device (the same
+    /// Members left out of the vote as another member's device (the same
     /// device UUID, or the same trace content where no UUID is known): one
-    /// device, one vote. Labels.
+    /// device, one vote. Labels. Their outputs and routes are still held
+    /// to the majority's, and each is named in `warnings`.
     pub duplicates: Vec<String>,
+    /// Things a reader must know that are not failures: each member left
+    /// out of the vote, and whose device it shares.
+    pub warnings: Vec<String>,
     /// One vote per launch.
     pub launches: Vec<LaunchVote>,
 }
@@ -174,17 +261,24 @@ impl Group {
         self.members - self.mismatched.len() - self.duplicates.len()
     }
 
-    /// True when at least two devices voted, no launch was served another
-    /// way by any member, no deterministic launch has an output outlier
-    /// and no member was left out for another launch count. One voter
-    /// compares nothing, so it does not agree.
+    /// Whether no launch fails and no member was left out for another
+    /// launch set: what a group of one voter must also hold to pass where
+    /// one trace per class is allowed.
+    fn consistent(&self) -> bool {
+        self.mismatched.is_empty() && !self.launches.iter().any(LaunchVote::fails)
+    }
+
+    /// True when at least two devices voted, no member was left out for
+    /// another launch set and no launch fails ([`LaunchVote::fails`]). One
+    /// voter compares nothing, so it does not agree.
     pub fn agrees(&self) -> bool {
-        self.voters() >= 2
-            && self.mismatched.is_empty()
-            && self
-                .launches
-                .iter()
-                .all(|l| l.route_outliers.is_empty() && (!l.deterministic || l.outliers.is_empty()))
+        self.voters() >= 2 && self.consistent()
+    }
+
+    /// Whether the outputs of every launch were observed (false for
+    /// imported profiles: then only routes were compared).
+    pub fn outputs_observed(&self) -> bool {
+        self.launches.iter().all(|l| l.observed)
     }
 }
 
@@ -193,6 +287,8 @@ impl Group {
 pub struct Comparison {
     /// One per (workload, device class).
     pub groups: Vec<Group>,
+    /// Every group's warnings, each prefixed with its group.
+    pub warnings: Vec<String>,
 }
 
 impl Comparison {
@@ -202,158 +298,18 @@ impl Comparison {
     }
 
     /// Like [`Comparison::agrees`], but a group with a single voter passes
-    /// (when one trace per device class is expected).
+    /// (when one trace per device class is expected), unless a member left
+    /// out as its device disagrees with it.
     pub fn agrees_allowing_single(&self) -> bool {
         self.groups
             .iter()
-            .all(|g| g.agrees() || (g.voters() == 1 && g.mismatched.is_empty()))
+            .all(|g| g.agrees() || (g.voters() == 1 && g.consistent()))
     }
-}
 
-/// The identity of the device a member ran on, for one-device-one-vote:
-/// its UUID where the trace records one, else the trace's own content.
-fn device_vote_key(m: &Member) -> String {
-    if let Some(d) = &m.device {
-        return format!("device:{d}");
+    /// Whether the outputs of every group were observed.
+    pub fn outputs_observed(&self) -> bool {
+        self.groups.iter().all(Group::outputs_observed)
     }
-    let t = &m.trace;
-    match t.volatile.get("cuda.device.uuid") {
-        Some(uuid) => format!("uuid:{uuid}"),
-        None => {
-            let bytes = t.to_bytes().unwrap_or_default();
-            format!("content:{}", crate::Digest::sha256(&bytes))
-        }
-    }
-}
-
-/// Whether `kind` promises the same bits on every device of a class.
-fn deterministic(kind: &ContractKind) -> bool {
-    !matches!(
-        kind.class(),
-        ContractKind::AtomicUnordered | ContractKind::VendorFast | ContractKind::VendorPedantic
-    )
-}
-
-fn device_of(t: &RecordedGemmTrace) -> String {
-    let keys = [
-        "profile.rank",
-        "cuda.device.ordinal",
-        "cuda.device.pci_bus_id",
-        "cuda.device.uuid",
-        "cpu.model",
-    ];
-    let parts: Vec<String> = keys
-        .iter()
-        .filter_map(|k| t.volatile.get(*k).map(|v| format!("{k}={v}")))
-        .collect();
-    if parts.is_empty() {
-        "unknown device".into()
-    } else {
-        parts.join(" ")
-    }
-}
-
-/// The vote of `members` on launch `i` (whose route in the first member is
-/// `route`). The launch is held to the same bits when any member's route
-/// promises them, so one relabelled trace cannot switch the vote off.
-fn vote(i: usize, route: &crate::ResolvedGemmRoute, members: &[&Member]) -> LaunchVote {
-    let observed = members.iter().all(|m| m.trace.outputs_observed());
-    let mut votes: BTreeMap<String, Vec<&Member>> = BTreeMap::new();
-    for m in members.iter().filter(|_| observed) {
-        let fp = m.trace.fingerprints[i].sha256.to_hex();
-        votes.entry(fp).or_default().push(m);
-    }
-    let most = votes.values().map(Vec::len).max().unwrap_or(0);
-    let leaders: Vec<&String> = votes
-        .iter()
-        .filter(|(_, ms)| ms.len() == most)
-        .map(|(fp, _)| fp)
-        .collect();
-    let tie = leaders.len() > 1;
-    let majority = if tie {
-        String::new()
-    } else {
-        leaders.first().map(|s| s.to_string()).unwrap_or_default()
-    };
-    let outliers = votes
-        .iter()
-        .filter(|(fp, _)| **fp != majority)
-        .flat_map(|(fp, ms)| {
-            ms.iter().map(move |m| Outlier {
-                label: m.label.clone(),
-                device: device_of(&m.trace),
-                fingerprint: fp.clone(),
-            })
-        })
-        .collect();
-    let deterministic = members.iter().any(|m| {
-        m.trace
-            .routes
-            .get(i)
-            .is_some_and(|r| deterministic(&r.contract.kind))
-    });
-    LaunchVote {
-        launch: i,
-        gemm: route.gemm.clone(),
-        contract: route.contract.to_string(),
-        deterministic,
-        agree: if tie { 0 } else { most },
-        voters: members.len(),
-        majority,
-        tie,
-        outliers,
-        observed,
-        route_outliers: route_vote(i, members),
-    }
-}
-
-/// The members whose route `i` differs from the majority's route (all of
-/// them where two or more routes tie for the most votes), each with the
-/// fields that differ.
-fn route_vote(i: usize, members: &[&Member]) -> Vec<RouteOutlier> {
-    let mut votes: Vec<(&crate::ResolvedGemmRoute, Vec<&Member>)> = Vec::new();
-    for m in members {
-        let Some(r) = m.trace.routes.get(i) else {
-            continue;
-        };
-        match votes.iter_mut().find(|(v, _)| *v == r) {
-            Some((_, ms)) => ms.push(m),
-            None => votes.push((r, vec![m])),
-        }
-    }
-    if votes.len() < 2 {
-        return Vec::new();
-    }
-    let most = votes.iter().map(|(_, ms)| ms.len()).max().unwrap_or(0);
-    let leaders = votes.iter().filter(|(_, ms)| ms.len() == most).count();
-    let majority = (leaders == 1)
-        .then(|| {
-            votes
-                .iter()
-                .find(|(_, ms)| ms.len() == most)
-                .map(|(r, _)| *r)
-        })
-        .flatten();
-    let reference = majority.unwrap_or(votes[0].0);
-    votes
-        .iter()
-        .filter(|(r, _)| majority != Some(*r))
-        .flat_map(|(r, ms)| {
-            let differs: Vec<String> = if std::ptr::eq(*r, reference) {
-                vec!["(a tie: no route has a majority)".to_string()]
-            } else {
-                crate::digest::field_changes(reference, *r)
-                    .into_iter()
-                    .map(|c| format!("{}: {} -> {}", c.field, c.expected, c.found))
-                    .collect()
-            };
-            ms.iter().map(move |m| RouteOutlier {
-                label: m.label.clone(),
-                device: device_of(&m.trace),
-                differs: differs.clone(),
-            })
-        })
-        .collect()
 }
 
 /// Groups `members` by workload and device class and votes on every launch.
@@ -369,31 +325,20 @@ pub fn compare(members: &[Member]) -> Comparison {
         let key = (m.trace.workload.clone(), device);
         groups.entry(key).or_default().push(m);
     }
-    let mut out = Vec::new();
+    let mut out = Comparison {
+        groups: Vec::new(),
+        warnings: Vec::new(),
+    };
     for ((workload, device), list) in groups {
-        let first = &list[0].trace;
-        let mut keys = std::collections::HashSet::new();
-        let (unique, duplicates): (Vec<&Member>, Vec<&Member>) =
-            list.iter().partition(|m| keys.insert(device_vote_key(m)));
-        let (same, mismatched): (Vec<&Member>, Vec<&Member>) = unique
-            .iter()
-            .partition(|m| m.trace.launch_set.launch_count == first.launch_set.launch_count);
-        let launches = first
-            .routes
-            .iter()
-            .enumerate()
-            .map(|(i, route)| vote(i, route, &same))
-            .collect();
-        out.push(Group {
-            workload,
-            device,
-            members: list.len(),
-            mismatched: mismatched.iter().map(|m| m.label.clone()).collect(),
-            duplicates: duplicates.iter().map(|m| m.label.clone()).collect(),
-            launches,
-        });
+        let g = vote::group(workload, device, &list);
+        out.warnings.extend(
+            g.warnings
+                .iter()
+                .map(|w| format!("{} on {}: {w}", g.workload, g.device)),
+        );
+        out.groups.push(g);
     }
-    Comparison { groups: out }
+    out
 }
 
 #[cfg(test)]
@@ -433,14 +378,20 @@ mod tests {
         assert_eq!(bad[0].0, 1);
         assert_eq!(bad[0].1.label, "host2.gat");
         assert!(bad[0].1.device.contains("uuid-2"));
-        assert_eq!(g.launches[1].agree, 3);
+        assert_eq!(g.launches[1].agree, Some(3));
+        assert_eq!(g.launches[1].outputs, OutputVote::Outliers);
+        assert_eq!(g.launches[0].outputs, OutputVote::Identical);
         // Without the fault everyone agrees.
         members[2].trace.fingerprints[1].sha256.0[0] ^= 1;
         assert!(compare(&members).agrees());
     }
 
+    /// The same vendor route on two devices of one class is promised the
+    /// same bits (cuBLAS: one architecture, SM count and toolkit): a
+    /// difference fails. `atomic-unordered` promises nothing: reported,
+    /// never failed.
     #[test]
-    fn vendor_disagreements_are_reported_but_not_outliers() {
+    fn vendor_routes_are_held_to_one_class_bits_atomic_ones_are_not() {
         let mut members: Vec<Member> = (0..3)
             .map(|i| member(&format!("h{i}"), &format!("u{i}")))
             .collect();
@@ -449,9 +400,18 @@ mod tests {
         }
         members[1].trace.fingerprints[0].sha256.0[0] ^= 1;
         let c = compare(&members);
-        assert_eq!(c.groups[0].launches[0].outliers.len(), 1);
-        assert!(!c.groups[0].launches[0].deterministic);
-        assert!(c.agrees(), "vendor routes promise no cross-device bits");
+        let l = &c.groups[0].launches[0];
+        assert!(l.deterministic && l.fails(), "{l:?}");
+        assert_eq!(l.outliers.len(), 1);
+        assert!(!c.agrees(), "a vendor route's bits differ on one class");
+        for m in &mut members {
+            m.trace.routes[0].contract.kind = ContractKind::AtomicUnordered;
+        }
+        let c = compare(&members);
+        let l = &c.groups[0].launches[0];
+        assert_eq!(l.outliers.len(), 1, "reported");
+        assert!(!l.deterministic && !l.fails(), "{l:?}");
+        assert!(c.agrees(), "atomic-unordered promises no bits");
     }
 
     #[test]
@@ -484,9 +444,26 @@ mod tests {
         assert_eq!(g.duplicates, vec!["bad-copy.gat".to_string()]);
         assert_eq!(g.voters(), 2);
         let l = &g.launches[0];
-        assert!(l.tie && l.majority.is_empty(), "{l:?}");
-        assert_eq!(l.outliers.len(), 2, "every device of the tie is listed");
-        assert!(!c.agrees());
+        assert!(l.tie && l.majority.is_none(), "{l:?}");
+        assert_eq!(l.outputs, OutputVote::Tie);
+        // Every side is listed, the copy on its side, and the tie fails.
+        let sides: Vec<(&str, &str)> = l
+            .outliers
+            .iter()
+            .map(|o| (o.label.as_str(), o.fingerprint.as_str()))
+            .collect();
+        assert_eq!(sides.len(), 3, "{sides:?}");
+        let side_of = |label: &str| sides.iter().find(|s| s.0 == label).unwrap().1;
+        assert_eq!(side_of("bad.gat"), side_of("bad-copy.gat"));
+        assert_ne!(side_of("bad.gat"), side_of("good.gat"));
+        assert!(l.fails() && !c.agrees());
+        assert_eq!(g.warnings.len(), 1);
+        assert!(
+            g.warnings[0].starts_with("bad-copy.gat names the same device as bad.gat"),
+            "{:?}",
+            g.warnings
+        );
+        assert_eq!(c.warnings.len(), 1);
         // A third device breaks the tie and names the bad one alone.
         let third = member("third.gat", "uuid-third");
         let c = compare(&[good, bad, third]);
@@ -504,10 +481,99 @@ mod tests {
         let mut members: Vec<Member> = (0..3)
             .map(|i| member(&format!("h{i}"), &format!("u{i}")))
             .collect();
-        members[0].trace.routes[0].contract.kind = ContractKind::VendorFast;
+        members[0].trace.routes[0].contract.kind = ContractKind::AtomicUnordered;
         members[2].trace.fingerprints[0].sha256.0[0] ^= 1;
         let c = compare(&members);
         assert!(c.groups[0].launches[0].deterministic);
         assert!(!c.agrees());
+    }
+
+    /// A member left out as another's device weighs nothing in the vote
+    /// but is held to its outcome: when it is the one that differs, the
+    /// launch fails and names it, even with one voter allowed.
+    #[test]
+    fn a_left_out_member_is_still_held_to_the_bits() {
+        let a = member("a.gat", "uuid-a");
+        let mut same_card = member("b.gat", "uuid-a");
+        same_card.trace.fingerprints[1].sha256.0[0] ^= 1;
+        let c = member("c.gat", "uuid-c");
+        let cmp = compare(&[a.clone(), same_card.clone(), c]);
+        let g = &cmp.groups[0];
+        assert_eq!((g.voters(), g.duplicates.len()), (2, 1));
+        let l = &g.launches[1];
+        assert_eq!(l.outputs, OutputVote::Outliers);
+        assert_eq!(l.agree, Some(2));
+        assert_eq!(l.outliers.len(), 1);
+        assert_eq!(l.outliers[0].label, "b.gat");
+        assert!(!cmp.agrees());
+        assert!(
+            g.warnings[0]
+                .contains("b.gat names the same device as a.gat (cuda.device.uuid uuid-a)"),
+            "{:?}",
+            g.warnings
+        );
+        // One voter and its disagreeing twin: no pass, even allowed single.
+        let cmp = compare(&[a, same_card]);
+        assert_eq!(cmp.groups[0].voters(), 1);
+        assert!(!cmp.agrees_allowing_single());
+    }
+
+    /// Outputs that were not observed are never voted on: no count, no
+    /// majority, no "identical"; the routes are still compared and fail.
+    #[test]
+    fn unobserved_outputs_are_not_voted_routes_are() {
+        let mut members: Vec<Member> = (0..2)
+            .map(|i| member(&format!("r{i}"), &format!("u{i}")))
+            .collect();
+        for m in &mut members {
+            m.trace.fingerprint_mode = crate::FingerprintMode::NotObserved;
+        }
+        // Placeholder fingerprints that differ are not a disagreement.
+        members[1].trace.fingerprints[0].sha256.0[0] ^= 1;
+        let c = compare(&members);
+        assert!(!c.outputs_observed());
+        for l in &c.groups[0].launches {
+            assert_eq!(l.outputs, OutputVote::NotObserved);
+            assert_eq!((l.agree, l.majority.as_ref(), l.tie), (None, None, false));
+            assert!(l.outliers.is_empty() && !l.observed);
+        }
+        assert!(c.agrees(), "the routes agree");
+        members[1].trace.routes[2].kernel_symbol.push('x');
+        let c = compare(&members);
+        assert!(c.groups[0].launches[2].fails() && !c.agrees());
+    }
+
+    /// The promise table of docs/fleet.md is the one [`promises_same_bits`]
+    /// holds, row for row.
+    #[test]
+    fn the_promise_table_in_fleet_md_is_the_code() {
+        let doc = include_str!("../../../docs/fleet.md");
+        let word = |promised: bool| if promised { "same bits" } else { "no promise" };
+        let mut rows = 0;
+        for line in doc.lines().filter(|l| l.starts_with("| `")) {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let name = cells[1].trim_matches('`');
+            let Some(kind) = ContractKind::parse(name) else {
+                continue;
+            };
+            rows += 1;
+            for (cell, scope) in [
+                (cells[2], Scope::SameClass),
+                (cells[3], Scope::AcrossClasses),
+            ] {
+                assert!(
+                    cell.starts_with(word(promises_same_bits(&kind, scope))),
+                    "{name} {scope:?}: fleet.md says {cell:?}"
+                );
+            }
+        }
+        assert_eq!(
+            rows,
+            ContractKind::ALL.len(),
+            "one row per built-in contract"
+        );
+        let engine = ContractKind::engine("fold", ContractKind::SplitKFixed).unwrap();
+        assert!(promises_same_bits(&engine, Scope::SameClass));
+        assert!(!promises_same_bits(&engine, Scope::AcrossClasses));
     }
 }

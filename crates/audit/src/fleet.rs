@@ -2,16 +2,19 @@
 //! (one worker thread and one backend per device, `--device all`) and hold
 //! them to the `gpu-to-gpu` contract.
 //!
-//! **`gpu-to-gpu`**: for every launch whose numeric contract promises
-//! determinism (not `vendor-fast`, `vendor-pedantic` or the atomic
-//! control), the output fingerprint must be the same on every device of one
-//! device class (equal [`crate::DeviceIdentity`]: name, compute
-//! capability, multiprocessors, driver). Each launch is put to a vote
+//! **`gpu-to-gpu`**: on every device of one device class (equal
+//! [`crate::DeviceIdentity`]: name, compute capability, multiprocessors,
+//! driver) every launch must be served by the same route, and where its
+//! contract promises the same bits on one class (every contract but
+//! `atomic-unordered`: [`crate::compare::promises_same_bits`]) give the same
+//! output fingerprint. Each launch is put to a vote
 //! ([`crate::compare::compare`], the majority is the truth); a device that
 //! disagrees is a FAIL naming the launch and the device (ordinal, PCI bus
-//! id, UUID). Launches without a cross-device promise are reported per
-//! device as INFO. Devices are told apart only by their [`DeviceLabel`] and
-//! volatile metadata, which never enter a digest or a comparison.
+//! id, UUID), and a tie is a FAIL naming every side. `atomic-unordered`
+//! launches are reported per device as INFO, and so are launches whose
+//! outputs were not observed (nothing is said of their bits). Devices are
+//! told apart only by their [`DeviceLabel`] and volatile metadata, which
+//! never enter a digest or a comparison.
 //!
 //! Everything here works on [`AuditReport`]s and [`RecordedGemmTrace`]s, so
 //! it is tested without a GPU: CPU backends stand in for devices, and
@@ -21,7 +24,7 @@ use crate::DeviceIdentity;
 use crate::RecordedGemmTrace;
 use crate::audit::{AuditReport, Case, Check, Contract, Verdict};
 use crate::backend::{Backend, CapturedLaunches, DeviceLabel, ErasedLaunches, GemmBackend};
-use crate::compare::{self, Comparison, LaunchVote, Member};
+use crate::compare::{self, Comparison, Member};
 use crate::identity::{GemmRouteIdentity, VolatileMetadata};
 use crate::kernels::GemmSpec;
 use crate::kernels::TimedOutput;
@@ -30,6 +33,8 @@ use crate::route::ResolvedGemmRoute;
 use crate::{Error, Result};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
+
+mod judge;
 
 /// The comparison of the devices of one device class.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -120,7 +125,7 @@ pub fn gpu_to_gpu_traces(traces: &[(DeviceLabel, RecordedGemmTrace)]) -> GpuToGp
             .collect();
         let comparison = compare::compare(&members);
         for g in &comparison.groups {
-            judge_group(&mut out, g, &id.class, &labels);
+            judge::judge_group(&mut out, g, &id.class, &labels);
         }
         out.classes.push(ClassComparison {
             device_class: id.class.clone(),
@@ -129,139 +134,6 @@ pub fn gpu_to_gpu_traces(traces: &[(DeviceLabel, RecordedGemmTrace)]) -> GpuToGp
         });
     }
     out
-}
-
-/// Rows and cases of one (workload, device class) group.
-fn judge_group(out: &mut GpuToGpu, g: &compare::Group, class: &str, labels: &[DeviceLabel]) {
-    let names: Vec<String> = labels.iter().map(|l| format!("{}", l.ordinal)).collect();
-    let subject = format!("{} on {} ({} devices)", g.workload, class, labels.len());
-    let mut failures: Vec<String> = g
-        .mismatched
-        .iter()
-        .map(|l| format!("{l} recorded another launch set"))
-        .collect();
-    let voters: Vec<String> = labels
-        .iter()
-        .map(ToString::to_string)
-        .filter(|l| !g.mismatched.contains(l))
-        .collect();
-    let deterministic: Vec<&LaunchVote> = g.launches.iter().filter(|l| l.deterministic).collect();
-    for l in &g.launches {
-        let gemm = format!("{} (launch {})", l.gemm, l.launch);
-        let (verdict, detail) = if !l.deterministic {
-            (
-                Verdict::Info,
-                format!(
-                    "{} promises no cross-device bits: {}/{} devices agree",
-                    l.contract, l.agree, l.voters
-                ),
-            )
-        } else if l.outliers.is_empty() {
-            (
-                Verdict::Pass,
-                format!("bit-identical on {} devices", l.voters),
-            )
-        } else {
-            let d = describe(l, &voters);
-            failures.push(d.clone());
-            (Verdict::Fail, d)
-        };
-        out.cases.push(Case {
-            contract: Contract::GpuToGpu,
-            workload: g.workload.clone(),
-            gemm,
-            verdict,
-            detail,
-        });
-    }
-    let agreeing = deterministic
-        .iter()
-        .filter(|l| l.outliers.is_empty())
-        .count();
-    let (verdict, detail) = if failures.is_empty() {
-        (
-            Verdict::Pass,
-            format!(
-                "{agreeing}/{} deterministic launches bit-identical on devices {}",
-                deterministic.len(),
-                names.join(", ")
-            ),
-        )
-    } else {
-        (Verdict::Fail, failures.join("; "))
-    };
-    out.checks.push(Check {
-        contract: Contract::GpuToGpu,
-        subject,
-        verdict,
-        detail,
-    });
-    // Launches without a cross-device promise: a fact per device.
-    let loose: Vec<&LaunchVote> = g.launches.iter().filter(|l| !l.deterministic).collect();
-    if loose.is_empty() {
-        return;
-    }
-    for label in labels {
-        let me = label.to_string();
-        let differs: Vec<String> = loose
-            .iter()
-            .filter(|l| l.outliers.iter().any(|o| o.label == me))
-            .map(|l| format!("{} {}", l.launch, l.gemm))
-            .collect();
-        let detail = if differs.is_empty() {
-            format!(
-                "{} launches without a cross-device promise (vendor, atomic): all give the majority's bits",
-                loose.len()
-            )
-        } else {
-            format!(
-                "{} launches without a cross-device promise (vendor, atomic): differs from the majority on {}/{} (launches {})",
-                loose.len(),
-                differs.len(),
-                loose.len(),
-                differs.join(", ")
-            )
-        };
-        out.checks.push(Check {
-            contract: Contract::GpuToGpu,
-            subject: format!("{} on {}", g.workload, label),
-            verdict: Verdict::Info,
-            detail,
-        });
-    }
-}
-
-/// One failing launch in words: the outliers when a majority exists, every
-/// side when it is a tie.
-fn describe(l: &LaunchVote, voters: &[String]) -> String {
-    let outliers: Vec<&str> = l.outliers.iter().map(|o| o.label.as_str()).collect();
-    let head = format!("launch {} {} ({})", l.launch, l.gemm, l.contract);
-    if l.agree * 2 > l.voters {
-        format!(
-            "{head}: {} {} from the majority ({}/{} devices agree)",
-            outliers.join(", "),
-            if outliers.len() == 1 {
-                "differs"
-            } else {
-                "differ"
-            },
-            l.agree,
-            l.voters
-        )
-    } else {
-        let rest: Vec<&str> = voters
-            .iter()
-            .map(String::as_str)
-            .filter(|v| !outliers.contains(v))
-            .collect();
-        format!(
-            "{head}: no majority (at most {} of {} devices agree): {} vs {}",
-            l.agree,
-            l.voters,
-            rest.join(", "),
-            outliers.join(", ")
-        )
-    }
 }
 
 /// One device's audit.
@@ -579,7 +451,11 @@ mod tests {
             .filter(|c| c.verdict == Verdict::Pass)
             .collect();
         assert_eq!(rows.len(), 1, "{:?}", fleet.gpu_to_gpu.checks);
-        assert!(rows[0].detail.contains("3/3 deterministic launches"));
+        assert!(
+            rows[0].detail.contains("3/3 deterministic launches"),
+            "{}",
+            rows[0].detail
+        );
         assert!(rows[0].detail.contains("devices 0, 1, 2"));
         assert_eq!(fleet.gpu_to_gpu.cases.len(), 3);
         assert_eq!(fleet.gpu_to_gpu.classes.len(), 1);
@@ -696,10 +572,13 @@ mod tests {
         );
     }
 
+    /// `atomic-unordered` promises no bits: its differences are INFO per
+    /// device. A vendor route's are a FAIL: cuBLAS promises the same bits
+    /// for the same call on one architecture and SM count.
     #[test]
-    fn vendor_launches_are_info_per_device_and_classes_split() {
+    fn atomic_launches_are_info_per_device_vendor_ones_fail_and_classes_split() {
         let mut base = crate::testkit::sample_trace(3);
-        base.routes[2].contract.kind = ContractKind::VendorFast;
+        base.routes[2].contract.kind = ContractKind::AtomicUnordered;
         let mut traces: Vec<_> = (0..3).map(|i| labelled(i, &base)).collect();
         traces[2].1.fingerprints[2].sha256.0[0] ^= 1;
         // A fourth device of another class: compared with nobody.
@@ -707,7 +586,20 @@ mod tests {
         other.1.context.device.class = "NVIDIA H100".into();
         traces.push(other);
         let r = gpu_to_gpu_traces(&traces);
-        assert!(r.passed(), "vendor routes promise no cross-device bits");
+        assert!(r.passed(), "atomic-unordered promises no cross-device bits");
+        let mut vendor = traces.clone();
+        for (_, t) in &mut vendor {
+            t.routes[2].contract.kind = ContractKind::VendorFast;
+        }
+        let v = gpu_to_gpu_traces(&vendor);
+        assert!(!v.passed(), "{:?}", v.checks);
+        assert!(
+            v.cases.iter().any(|c| c.verdict == Verdict::Fail
+                && c.detail
+                    .contains("device 2 (pci 0000:02:00.0, uuid GPU-2) differs")),
+            "{:?}",
+            v.cases
+        );
         let info: Vec<&Check> = r
             .checks
             .iter()

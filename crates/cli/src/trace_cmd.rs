@@ -125,88 +125,15 @@ pub(super) fn cmd_compare(a: CompareArgs) -> Result<u8> {
     } else {
         c.agrees()
     };
-    // Every name below comes from a file: one line each, escaped.
-    let one = |s: &str| gemm_audit::render::one_line(s).into_owned();
     match format {
         Format::Json => outln!(
             "{}",
             gemm_audit::render::json::json_document("compare", passed, &c)
         ),
-        Format::Table => {
-            for g in &c.groups {
-                let verdict = if g.agrees() {
-                    "agree".to_string()
-                } else if g.voters() < 2 {
-                    format!(
-                        "{} voting: nothing to compare{}",
-                        g.voters(),
-                        if allow_single { " (allowed)" } else { "" }
-                    )
-                } else {
-                    "DISAGREE".to_string()
-                };
-                outln!(
-                    "{} on {}: {} traces, {verdict}",
-                    one(&g.workload),
-                    one(&g.device),
-                    g.members
-                );
-                for l in &g.mismatched {
-                    outln!("  left out (another launch set): {}", one(l));
-                }
-                for l in &g.duplicates {
-                    outln!("  left out (a copy of another trace's device): {}", one(l));
-                }
-                for l in g.launches.iter().filter(|l| !l.route_outliers.is_empty()) {
-                    outln!(
-                        "  launch {} {}: served another way by {} of {}",
-                        l.launch,
-                        one(&l.gemm),
-                        l.route_outliers.len(),
-                        l.voters
-                    );
-                    for o in &l.route_outliers {
-                        outln!("    {} [{}]", one(&o.label), one(&o.device));
-                        for d in o.differs.iter().take(4) {
-                            outln!("      {}", one(&gemm_audit::render::shorten(d, 160)));
-                        }
-                        if o.differs.len() > 4 {
-                            outln!("      and {} more fields", o.differs.len() - 4);
-                        }
-                    }
-                }
-                if g.launches.iter().any(|l| !l.observed) {
-                    outln!(
-                        "  numeric: not observed (profiles hold no output bits: routes compared, outputs not)"
-                    );
-                }
-                for l in g.launches.iter().filter(|l| !l.outliers.is_empty()) {
-                    outln!(
-                        "  launch {} {} ({}): {}{}",
-                        l.launch,
-                        one(&l.gemm),
-                        one(&l.contract),
-                        if l.tie {
-                            format!(
-                                "a tie among {} voters: no majority, every device listed",
-                                l.voters
-                            )
-                        } else {
-                            format!("{}/{} agree", l.agree, l.voters)
-                        },
-                        if l.deterministic {
-                            ""
-                        } else {
-                            " (no cross-device promise)"
-                        }
-                    );
-                    for o in &l.outliers {
-                        outln!("    outlier {} [{}]", one(&o.label), one(&o.device));
-                    }
-                }
-            }
-            outln!("compare: {}", if passed { "PASS" } else { "FAIL" });
-        }
+        Format::Table => out!(
+            "{}",
+            gemm_audit::render::compare::compare_text(&c, allow_single)
+        ),
     }
     if let Some(path) = junit {
         gemm_audit::util::write_atomic(

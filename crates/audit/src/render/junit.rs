@@ -134,19 +134,25 @@ fn suite_of(contract: Contract) -> &'static str {
 }
 
 /// JUnit XML of a cross-device comparison: one suite per (workload, device
-/// class), one case per launch, failed when a member served it another way
-/// or a deterministic launch has an output outlier (the message names the
-/// devices).
+/// class), one case per launch, failed when [`LaunchVote::fails`] (the
+/// message names who served it another way and every member whose output
+/// differs, every side of a tie), skipped when its outputs were not
+/// observed (only its route was compared: no case passes on bits nobody
+/// saw). A group's warnings (members left out of the vote) are its
+/// suite's `system-out`.
+///
+/// [`LaunchVote::fails`]: crate::compare::LaunchVote::fails
 pub fn compare_junit(c: &crate::compare::Comparison) -> String {
-    let total: usize = c.groups.iter().map(|g| g.launches.len()).sum();
-    let failed = |l: &crate::compare::LaunchVote| {
-        !l.route_outliers.is_empty() || (l.deterministic && !l.outliers.is_empty())
+    use crate::compare::LaunchVote;
+    let skipped = |l: &LaunchVote| !l.fails() && !l.observed;
+    let count = |f: &dyn Fn(&LaunchVote) -> bool| -> usize {
+        c.groups
+            .iter()
+            .map(|g| g.launches.iter().filter(|l| f(l)).count())
+            .sum()
     };
-    let failures: usize = c
-        .groups
-        .iter()
-        .map(|g| g.launches.iter().filter(|l| failed(l)).count())
-        .sum();
+    let total = count(&|_| true);
+    let failures = count(&|l| l.fails());
     let mut s = String::new();
     let _ = writeln!(s, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
     let _ = writeln!(
@@ -154,10 +160,11 @@ pub fn compare_junit(c: &crate::compare::Comparison) -> String {
         "<testsuites name=\"gemm-audit compare\" tests=\"{total}\" failures=\"{failures}\" errors=\"0\" time=\"0\">"
     );
     for (id, g) in c.groups.iter().enumerate() {
-        let f = g.launches.iter().filter(|l| failed(l)).count();
+        let f = g.launches.iter().filter(|l| l.fails()).count();
+        let k = g.launches.iter().filter(|l| skipped(l)).count();
         let _ = writeln!(
             s,
-            "  <testsuite name=\"{}/{}\" id=\"{id}\" package=\"gemm-audit.compare\" tests=\"{}\" failures=\"{f}\" errors=\"0\" skipped=\"0\" time=\"0\">",
+            "  <testsuite name=\"{}/{}\" id=\"{id}\" package=\"gemm-audit.compare\" tests=\"{}\" failures=\"{f}\" errors=\"0\" skipped=\"{k}\" time=\"0\">",
             esc(&g.workload),
             esc(&g.device),
             g.launches.len()
@@ -170,35 +177,29 @@ pub fn compare_junit(c: &crate::compare::Comparison) -> String {
                 esc(&l.gemm),
                 esc(&g.workload)
             );
-            if failed(l) {
-                let who: Vec<String> = l
-                    .outliers
-                    .iter()
-                    .map(|o| format!("{} [{}]", o.label, o.device))
-                    .collect();
-                let routes: Vec<String> = l
-                    .route_outliers
-                    .iter()
-                    .map(|o| format!("{} [{}]: {}", o.label, o.device, o.differs.join("; ")))
-                    .collect();
-                let message = if routes.is_empty() {
+            let (element, message) = if l.fails() {
+                ("failure", super::compare::launch_finding(l))
+            } else if skipped(l) {
+                (
+                    "skipped",
                     format!(
-                        "{}/{} agree; outliers: {}",
-                        l.agree,
-                        l.voters,
-                        who.join(", ")
-                    )
-                } else {
-                    format!("served another way by {}", routes.join(", "))
-                };
-                let _ = writeln!(
-                    s,
-                    ">\n      <failure message=\"{}\"/>\n    </testcase>",
-                    esc(&message)
-                );
+                        "outputs not observed (imported profile): the route is the same on {} traces, output bits not compared",
+                        l.voters
+                    ),
+                )
             } else {
                 let _ = writeln!(s, "/>");
-            }
+                continue;
+            };
+            let _ = writeln!(
+                s,
+                ">\n      <{element} message=\"{}\"/>\n    </testcase>",
+                esc(&message)
+            );
+        }
+        if !g.warnings.is_empty() {
+            let lines: Vec<String> = g.warnings.iter().map(|w| format!("warning: {w}")).collect();
+            let _ = writeln!(s, "    <system-out>{}</system-out>", esc(&lines.join("\n")));
         }
         let _ = writeln!(s, "  </testsuite>");
     }

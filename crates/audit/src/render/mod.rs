@@ -14,6 +14,7 @@ use std::borrow::Cow;
 
 pub mod audit;
 pub mod census;
+pub mod compare;
 pub mod html;
 pub mod json;
 pub mod junit;
