@@ -37,7 +37,13 @@ the reports read it as any trace of vendor routes.
 
 Not captured: kernels of other ops (attention, norms, fused or compiled
 kernels) are not GEMMs of the trace; their names are listed in
-``Recording.other_kernels``. GEMMs inside a CUDA graph replay, or in a
+``Recording.other_kernels``, and convolution kernels (cuDNN's and
+CUTLASS's, implicit-GEMM ones among them) in
+``Recording.convolution_kernels``. The recorder records the aten ops of
+:data:`GEMM_OPS`; which profiled kernel is GEMM-family, a convolution or
+other work is decided by gemm-audit's one kernel rule
+(:func:`kernel_class`, the rule ``gemm-audit import`` and the census use),
+through the binder. GEMMs inside a CUDA graph replay, or in a
 ``torch.compile`` region that calls cuBLAS or a Triton template outside
 aten dispatch, are not dispatched: the profile binds their kernels to the
 region (``Recording.regions``: label, kernels, device), but they are not
@@ -65,6 +71,7 @@ __all__ = [
     "bind_kernels",
     "bind_profile",
     "gemm_layout",
+    "kernel_class",
     "assert_matches_golden",
     "GEMM_OPS",
 ]
@@ -140,10 +147,20 @@ def gemm_layout(a_shape, a_strides, b_shape, b_strides, dtype) -> dict:
     }
 
 
+def kernel_class(name: str) -> str:
+    """What a kernel is, by its name: ``"gemm"``, ``"gemm-reduce"`` (a
+    split-K GEMM's reduce kernel), ``"attention"``, ``"convolution"`` or
+    ``"other"``. It is gemm-audit's one rule (Rust's
+    ``profile::KernelClass``), the one the binder, ``gemm-audit import``
+    and the census apply; docs/profiles.md states it."""
+    return _native.kernel_class(name)
+
+
 def bind_profile(profile, prefix: str = RANGE_PREFIX) -> dict:
     """Binds a profiler trace as :func:`bind_kernels` does, and also
     returns the GEMMs no recorded op launched: ``{"gemms": {index: {...}},
-    "regions": [...], "other_kernels": [...], "unbound": [...]}``. Each
+    "regions": [...], "other_kernels": [...], "convolution_kernels":
+    [...], "unbound": [...]}``. Each
     region GEMM is a GEMM kernel (cuBLAS, CUTLASS, nvjet, a Triton matmul
     template) launched by a CUDA-graph replay or a ``torch.compile``
     region, outside aten dispatch: ``{"label", "kernels", "beside",
@@ -171,12 +188,13 @@ def bind_kernels(profile, prefix: str = RANGE_PREFIX) -> Tuple[Dict[int, dict], 
     (each ``{"name", "kind", "grid", "block", "shared_memory"}``, in launch
     order; a split-K GEMM and its reduce kernel are two), the copies, fills
     and child-op kernels beside them, and the device; ``other`` names the
-    kernels bound to no range (a region GEMM's kernels among them:
-    :func:`bind_profile` keeps those apart)."""
+    kernels bound to no range (a region GEMM's kernels and convolution
+    kernels among them: :func:`bind_profile` keeps those apart)."""
     doc = bind_profile(profile, prefix)
     other = list(doc["other_kernels"])
     for r in doc["regions"]:
         other.extend(k["name"] for k in r["kernels"])
+    other.extend(doc["convolution_kernels"])
     return doc["gemms"], other
 
 
@@ -192,7 +210,8 @@ def step_document(
 class Recording:
     """What one recorded step ran: ``gemms`` (the observed GEMMs, as the
     trace will hold them), ``skipped`` (ops seen but not expressible, with
-    why), ``other_kernels`` (kernels bound to no GEMM) and the framework
+    why), ``other_kernels`` (kernels bound to no GEMM),
+    ``convolution_kernels`` (convolution kernels, counted apart) and the framework
     state and device. ``write`` builds and writes the trace;
     ``probe_batch_invariance`` re-runs the recorded GEMMs at other m."""
 
@@ -201,6 +220,9 @@ class Recording:
         self.gemms: List[dict] = []
         self.skipped: List[str] = []
         self.other_kernels: List[str] = []
+        #: Convolution kernels (cuDNN, CUTLASS conv) bound to no GEMM:
+        #: neither GEMMs nor other kernels (:func:`kernel_class`).
+        self.convolution_kernels: List[str] = []
         #: GEMMs the dispatch mode did not see, bound from the profile: the
         #: GEMM kernels of CUDA-graph replays and ``torch.compile`` regions
         #: (:func:`bind_profile`'s ``regions``). Listed, not yet in the
@@ -648,6 +670,7 @@ def record(workload: str, path=None, overwrite: bool = False, device: Optional[s
     doc = _bind_profile(prof)
     bound = doc["gemms"]
     rec.other_kernels = doc["other_kernels"]
+    rec.convolution_kernels = doc["convolution_kernels"]
     rec.regions = doc["regions"]
     recorded = [x for x in seen if x[2] is not None]
     cuda_devices = sorted({int(x[3].split(":")[1]) for x in recorded if x[3].startswith("cuda")})

@@ -282,7 +282,8 @@ fn census(paths: Vec<PathBuf>) -> PyResult<String> {
 /// Binds the GPU activities of a profiler trace (its JSON text) to the
 /// recorder's `prefix<index>` ranges, with the importer's binder. Returns
 /// JSON: `{"gemms": {index: {"kernels": [...], "beside": [...], "device":
-/// n}}, "other_kernels": [...], "unbound": [...]}`.
+/// n}}, "regions": [...], "other_kernels": [...], "convolution_kernels":
+/// [...], "unbound": [...]}`.
 #[pyfunction]
 fn bind_profile(text: &[u8], prefix: &str) -> PyResult<String> {
     let b = gemm_audit::profile::bind_annotated(text, prefix).map_err(fail)?;
@@ -312,9 +313,18 @@ fn bind_profile(text: &[u8], prefix: &str) -> PyResult<String> {
         "gemms": gemms,
         "regions": regions,
         "other_kernels": b.other_kernels,
+        "convolution_kernels": b.convolution_kernels,
         "unbound": b.unbound,
     }))
     .map_err(fail)
+}
+
+/// What a kernel is, by its name, under the one rule the importer, the
+/// census and the recorder share (`gemm_audit::profile::KernelClass`):
+/// `gemm`, `gemm-reduce`, `attention`, `convolution` or `other`.
+#[pyfunction]
+fn kernel_class(name: &str) -> &'static str {
+    gemm_audit::profile::KernelClass::of(name).as_str()
 }
 
 /// Runs the `gemm-audit` command line on `argv` (the first is the
@@ -408,6 +418,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(import_profile, m)?)?;
     m.add_function(wrap_pyfunction!(census, m)?)?;
     m.add_function(wrap_pyfunction!(bind_profile, m)?)?;
+    m.add_function(wrap_pyfunction!(kernel_class, m)?)?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     m.add_function(wrap_pyfunction!(settle, m)?)?;
     m.add_function(wrap_pyfunction!(bless_from, m)?)?;

@@ -239,3 +239,33 @@ def test_graph_replay_and_compiled_region_gemms_are_bound_to_their_regions():
     bound, other = gat.bind_kernels(trace)
     assert list(bound) == [0]
     assert sorted(other) == ["sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", "triton_poi_fused_gelu_0"]
+
+
+def test_convolution_kernels_follow_the_one_kernel_rule():
+    """cuDNN's convolution kernels are convolutions whether or not their
+    name says splitK (a V100 training step has both): never a
+    GEMM of a region, never an other kernel. The rule is the Rust one."""
+    train = "cudnn_train_volta_scudnn_128x128_stridedB_splitK_medium_nn_v1"
+    infer = "cudnn_infer_volta_scudnn_128x64_relu_medium_nn_v1"
+    assert gat.kernel_class(train) == gat.kernel_class(infer) == "convolution"
+    assert gat.kernel_class("volta_sgemm_128x64_nn") == "gemm"
+    assert gat.kernel_class("void cublasLt::splitKreduce_kernel<32, 16, int>(int)") == "gemm-reduce"
+    assert gat.kernel_class("triton_poi_fused_gelu_0") == "other"
+
+    def x(cat, name, ts, dur=1.0, tid=10, **args):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+    trace = {
+        "traceEvents": [
+            x("cpu_op", "aten::cudnn_convolution", 100.0, 50.0),
+            x("cuda_runtime", "cudaLaunchKernel", 105.0, correlation=1),
+            x("cuda_runtime", "cudaLaunchKernel", 110.0, correlation=2),
+            x("kernel", train, 150.0, tid=7, correlation=1, device=0),
+            x("kernel", infer, 160.0, tid=7, correlation=2, device=0),
+        ]
+    }
+    doc = gat.bind_profile(trace)
+    assert doc["regions"] == [] and doc["other_kernels"] == []
+    assert doc["convolution_kernels"] == [train, infer]
+    bound, other = gat.bind_kernels(trace)
+    assert bound == {} and other == [train, infer]

@@ -4,6 +4,7 @@
 
 use crate::common::{BIN, Scratch, root};
 use gemm_audit::diff::{NumericComparison, TraceDiff};
+use gemm_audit::profile::KernelClass::{self, Attention, Convolution, Gemm, GemmReduce, Other};
 use gemm_audit::profile::{self, ImportOptions, ProfileError};
 use gemm_audit::{DType, FingerprintMode, GemmOp};
 use serde_json::{Value, json};
@@ -790,4 +791,509 @@ fn the_recorder_binding_keeps_graph_replay_and_compiled_region_gemms() {
     );
     assert!(b.regions.iter().all(|r| r.launch.device == Some(0)));
     assert_eq!(b.other_kernels, ["triton_poi_fused_gelu_0"]);
+}
+
+// ------------------------------------------------------- the kernel rule
+
+/// A CUTLASS GEMM, demangled.
+const CUTLASS_GEMM: &str = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_128x256_32x3_tn_align8>(cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_128x256_32x3_tn_align8::Params)";
+/// cuBLASLt's split-K reduce kernel, demangled.
+const SPLIT_K_REDUCE: &str = "void cublasLt::splitKreduce_kernel<32, 16, int, __nv_bfloat16, __nv_bfloat16, float, __nv_bfloat16, false, true, false, false>(cublasLt::cublasSplitKParams<float>, __nv_bfloat16 const*, __nv_bfloat16 const*, __nv_bfloat16*, float const*, float const*, __nv_bfloat16 const*, __nv_bfloat16 const*, __nv_bfloat16*, void*, long, float*, int*)";
+
+/// Kernel names as cuBLAS, cuBLASLt, CUTLASS, cuDNN, Triton, flash
+/// attention, ATen, NCCL, FBGEMM and rocBLAS name their kernels in
+/// PyTorch profiles, each with the class the rule must give it. Written
+/// for these tests from the libraries' naming schemes; the order matters
+/// where a reduce kernel follows the split-K GEMM it joins.
+const KERNEL_NAMES: &[(&str, KernelClass)] = &[
+    // cuBLAS.
+    (
+        "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn",
+        Gemm,
+    ),
+    (
+        "ampere_bf16_s16816gemm_bf16_256x128_ldg8_f2f_stages_64x3_nn",
+        Gemm,
+    ),
+    (
+        "ampere_fp16_s16816gemm_fp16_64x64_sliced1x2_ldg8_f2f_stages_64x5_tn",
+        Gemm,
+    ),
+    ("ampere_sgemm_128x64_tn", Gemm),
+    ("volta_sgemm_64x32_sliced1x4_nt", Gemm),
+    (
+        "sm80_xmma_gemm_f16f16_f16f32_f32_nn_n_tilesize128x128x32_stage4_warpsize2x2x1_tensor16x8x16_kernel",
+        Gemm,
+    ),
+    (
+        "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_cgasize1x2x1_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
+        Gemm,
+    ),
+    (
+        "void gemv2T_kernel_val<int, int, float, float, float, float, 128, 16, 4, 4, false, false, cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float>, float> >(cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float>, float>, float, float)",
+        Gemm,
+    ),
+    (
+        "void gemmSN_TN_kernel<float, 128, 16, 2, 4, 4, 4, true, cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float> >(cublasGemmSmallNParams<cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float>, float>)",
+        Gemm,
+    ),
+    ("ampere_gcgemm_32x32_nt", Gemm),
+    // cuBLASLt: a split-K GEMM and the reduce kernel that joins it.
+    ("nvjet_tst_192x192_64x4_1x2_h_bz_coopB_NTN", Gemm),
+    ("nvjet_tst_128x128_64x4_2x1_v_bz_splitK_TNT", Gemm),
+    (SPLIT_K_REDUCE, GemmReduce),
+    ("nvjet_hsh_64x64_64x6_2x1_v_bz_TNN", Gemm),
+    ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_TNT", Gemm),
+    // CUTLASS GEMMs, one of them mangled.
+    (CUTLASS_GEMM, Gemm),
+    (
+        "void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_16x16_128x1_tn_align8>(cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_16x16_128x1_tn_align8::Params)",
+        Gemm,
+    ),
+    (
+        "_ZN7cutlass6KernelI66cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x3_tn_align8EEvNT_6ParamsE",
+        Gemm,
+    ),
+    (
+        "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int>, cutlass::gemm::collective::CollectiveMma<cutlass::gemm::MainloopSm90TmaGmmaWarpSpecialized<4, cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, cutlass::gemm::KernelTmaWarpSpecialized>, cute::tuple<cute::C<128>, cute::C<128>, cute::C<64> >, cutlass::bfloat16_t, cutlass::bfloat16_t>, cutlass::epilogue::collective::DefaultEpilogue<float>, void> >(cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int>, void>::Params)",
+        Gemm,
+    ),
+    // Triton: templates are GEMMs, pointwise and reductions are not.
+    ("triton_tem_fused_mm_0", Gemm),
+    ("triton_tem_fused_addmm_relu_3", Gemm),
+    ("triton_poi_fused_native_layer_norm_1", Other),
+    ("triton_red_fused__softmax_2", Other),
+    ("triton_per_fused_sum_4", Other),
+    // Attention, even where CUTLASS types fill the template arguments.
+    (
+        "void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::bfloat16_t, Flash_kernel_traits<128, 128, 64, 4, cutlass::bfloat16_t> >, false, true, false, false, true, true, false, false>(Flash_fwd_params)",
+        Attention,
+    ),
+    (
+        "void flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<64, 128, 128, 8, 2, 4, 2, false, false, cutlass::half_t, Flash_kernel_traits<64, 128, 128, 8, cutlass::half_t> >, false, false, false, false, false, true, false>(Flash_bwd_params)",
+        Attention,
+    ),
+    (
+        "_ZN5flash16flash_fwd_kernelI23Flash_fwd_kernel_traitsILi128ELi64ELi64ELi4ELb0ELb0EN7cutlass10bfloat16_tEELb1ELb0ELb0EEEv16Flash_fwd_params",
+        Attention,
+    ),
+    (
+        "fmha_cutlassF_f16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<cutlass::half_t, cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)",
+        Attention,
+    ),
+    (
+        "void pytorch_flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, cutlass::half_t, Flash_kernel_traits<128, 64, 128, 4, cutlass::half_t> >, false, false, false, false, true, false, false>(pytorch_flash::Flash_fwd_params)",
+        Attention,
+    ),
+    // cuDNN convolutions, implicit-GEMM and split-K ones among them.
+    (
+        "cudnn_train_volta_scudnn_128x128_stridedB_splitK_medium_nn_v1",
+        Convolution,
+    ),
+    (
+        "cudnn_infer_volta_scudnn_128x64_relu_medium_nn_v1",
+        Convolution,
+    ),
+    (
+        "cudnn_infer_ampere_scudnn_128x32_relu_small_nn_v1",
+        Convolution,
+    ),
+    (
+        "sm80_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x32_stage4_warpsize2x2x1_g1_tensor16x8x16_kernel",
+        Convolution,
+    ),
+    (
+        "sm80_xmma_dgrad_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize64x64x32_stage5_warpsize2x2x1_g1_tensor16x8x16_kernel",
+        Convolution,
+    ),
+    (
+        "void implicit_convolve_sgemm<float, float, 1024, 5, 5, 3, 3, 3, 1, false, false, true>(int, int, int, float const*, int, float*, float const*, kernel_conv_params, unsigned long long, int, float, float, int, float const*, float const*, bool, int, int)",
+        Convolution,
+    ),
+    (
+        "void cudnn::winograd_nonfused::winogradForwardFilter4x4<float, float>(cudnn::winograd_nonfused::WinogradFilterParams<float, float>)",
+        Convolution,
+    ),
+    (
+        "void cutlass_cudnn_infer::Kernel<cutlass_tensorop_s1688fprop_optimized_tf32_128x128_16x4_nhwc_align4>(cutlass_tensorop_s1688fprop_optimized_tf32_128x128_16x4_nhwc_align4::Params)",
+        Convolution,
+    ),
+    // CUTLASS's own convolution: GEMM marks everywhere, still a convolution.
+    (
+        "void cutlass::Kernel<cutlass::conv::kernel::ImplicitGemmConvolution<cutlass::conv::threadblock::ImplicitGemmMultistage<cutlass::gemm::GemmShape<128, 128, 32>, cutlass::conv::threadblock::Conv2dFpropActivationTileAccessIteratorOptimized<cutlass::MatrixShape<128, 32>, cutlass::half_t>, cutlass::gemm::GemmShape<64, 64, 32>, 3>, cutlass::epilogue::threadblock::Epilogue<cutlass::gemm::GemmShape<128, 128, 32>, float>, cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<1>, (cutlass::conv::Operator)0, cutlass::conv::Conv2dProblemSize, (cutlass::conv::GroupMode)0> >(cutlass::conv::kernel::ImplicitGemmConvolution<cutlass::conv::threadblock::ImplicitGemmMultistage<cutlass::gemm::GemmShape<128, 128, 32>, float>, float>::Params)",
+        Convolution,
+    ),
+    // cuDNN's other work: layouts, batch norm, FFT transforms.
+    (
+        "void cudnn::ops::nchwToNhwcKernel<__nv_bfloat16, __nv_bfloat16, float, false, true, (cudnnKernelDataType_t)0>(cudnn::ops::nchw2nhwc_params_t<float>, __nv_bfloat16 const*, __nv_bfloat16*)",
+        Other,
+    ),
+    (
+        "void cudnn::bn_bw_1C11_singleread<float, 512, true, 1, 2, 0>(float, float, float, float, cudnnTensorStruct, float const*, cudnn::reduced_divisor, int)",
+        Other,
+    ),
+    (
+        "void fft2d_r2c_32x32<float, false, 1u, true>(float2*, float const*, int, int, int, int, int, int, int, int, int, cudnn::reduced_divisor, bool, int2, int, int)",
+        Other,
+    ),
+    // ATen's elementwise and reduction kernels, one of them mangled.
+    (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>, at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, at::detail::Array<char*, 3>)",
+        Other,
+    ),
+    (
+        "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEENS_6detail5ArrayIPcLi1EEEEEviT0_T1_",
+        Other,
+    ),
+    (
+        "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#10}::operator()() const::{lambda(c10::BFloat16)#1}>(at::TensorIteratorBase&, at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#10}::operator()() const::{lambda(c10::BFloat16)#1} const&)::{lambda(int)#1}>(int, at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#10}::operator()() const::{lambda(c10::BFloat16)#1}>(at::TensorIteratorBase&, at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#10}::operator()() const::{lambda(c10::BFloat16)#1} const&)::{lambda(int)#1})",
+        Other,
+    ),
+    (
+        "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t<float, at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, float, 4> >(at::native::ReduceOp<float, at::native::func_wrapper_t<float, at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, unsigned int, float, 4>)",
+        Other,
+    ),
+    (
+        "void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 10, false, false>(c10::BFloat16*, c10::BFloat16 const*, int, int, int, bool const*, int, bool)",
+        Other,
+    ),
+    (
+        "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>(int, float, c10::BFloat16 const*, c10::BFloat16 const*, c10::BFloat16 const*, float*, float*, c10::BFloat16*)",
+        Other,
+    ),
+    (
+        "void at::native::(anonymous namespace)::max_pool_forward_nchw<float, float>(int, float const*, long, long, long, int, int, int, int, int, int, int, int, int, int, float*, long*)",
+        Other,
+    ),
+    // NCCL collectives.
+    (
+        "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+        Other,
+    ),
+    (
+        "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+        Other,
+    ),
+    (
+        "ncclKernel_ReduceScatter_RING_SIMPLE_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
+        Other,
+    ),
+    // FBGEMM: its name holds `gemm`, its embedding kernels are no GEMMs.
+    (
+        "void split_embedding_codegen_forward_weighted_small_kernel<c10::Half, c10::Half, long, 4ul>(at::GenericPackedTensorAccessor<c10::Half, 1ul, at::RestrictPtrTraits, long>, at::GenericPackedTensorAccessor<long, 1ul, at::RestrictPtrTraits, int>, fbgemm_gpu::FixedDivisor, at::GenericPackedTensorAccessor<c10::Half, 2ul, at::RestrictPtrTraits, int>)",
+        Other,
+    ),
+    (
+        "void fbgemm_gpu::batch_index_select_dim0_codegen_forward_small_kernel<float, float, long, 2ul>(at::GenericPackedTensorAccessor<float, 1ul, at::RestrictPtrTraits, long>, fbgemm_gpu::FixedDivisor)",
+        Other,
+    ),
+    (
+        "_ZN10fbgemm_gpu38_float_to_fused8bitrowwise_cuda_kernelIfEEvPKT_iiPh",
+        Other,
+    ),
+    // rocBLAS's Tensile, a name past the short names' length.
+    (
+        "Cijk_Alik_Bljk_BBS_BH_MT128x128x32_MI32x32x8x1_SN_1LDSB1_AMAS3_BL1_BS1_DTL0_EPS1_GLVWA8_GLVWB8_GRVW8_GSU1_ISA90a_IU1_K1_KLA_LBSPP128_LPA0_LPB8_LDL1_LRVW16_MIAV0_MDA2_NLCA1_NLCB1_PGR1_PLR1_SIA3_SS1_SU32_SUS128_SVW4_TT4_64_TLDS1_VW4_WG32_4_1_WGM8",
+        Gemm,
+    ),
+];
+
+/// The names of [`KERNEL_NAMES`].
+fn kernel_names() -> Vec<&'static str> {
+    KERNEL_NAMES.iter().map(|(n, _)| *n).collect()
+}
+
+/// A profile whose one `CompiledFunction` range launches each of `names`
+/// in turn: no GEMM op owns any of them.
+fn region_profile(names: &[&str]) -> Value {
+    let mut events = vec![json!({
+        "ph": "X", "cat": "cpu_op", "name": "CompiledFunction", "pid": 10, "tid": 10,
+        "ts": 1000.0, "dur": 10.0 * names.len() as f64 + 10.0, "args": {}
+    })];
+    for (i, n) in names.iter().enumerate() {
+        let at = 1001.0 + 10.0 * i as f64;
+        events.push(json!({
+            "ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10,
+            "tid": 10, "ts": at, "dur": 2.0, "args": {"correlation": i + 1}
+        }));
+        events.push(json!({
+            "ph": "X", "cat": "kernel", "name": n, "pid": 0, "tid": 7, "ts": at + 5.0,
+            "dur": 2.0, "args": {"correlation": i + 1, "device": 0, "grid": [1, 1, 1]}
+        }));
+    }
+    json!({"traceEvents": events})
+}
+
+#[test]
+fn every_listed_kernel_name_has_the_class_the_rule_must_give_it() {
+    for (name, class) in KERNEL_NAMES {
+        assert_eq!(KernelClass::of(name), *class, "{name}");
+    }
+    // The two cuDNN kernels of a V100 training step that a substring once
+    // split (one a GEMM for its `splitK`, one other work).
+    assert_eq!(
+        KernelClass::of("cudnn_train_volta_scudnn_128x128_stridedB_splitK_medium_nn_v1"),
+        KernelClass::of("cudnn_infer_volta_scudnn_128x64_relu_medium_nn_v1")
+    );
+}
+
+#[test]
+fn import_census_and_the_kernel_rule_agree_on_every_listed_kernel_name() {
+    let names = kernel_names();
+    // What the rule alone says the import must find: a region GEMM per
+    // GEMM-family kernel (a reduce kernel joining the one before), the
+    // convolutions and the other kernels counted.
+    let mut gemms: Vec<Vec<String>> = Vec::new();
+    let (mut convolutions, mut other) = (0u64, 0u64);
+    for n in &names {
+        let kept = gemm_audit::observed::bounded_name(n).into_owned();
+        match KernelClass::of(n) {
+            GemmReduce if !gemms.is_empty() => gemms.last_mut().unwrap().push(kept),
+            c if c.is_gemm_family() => gemms.push(vec![kept]),
+            Convolution => convolutions += 1,
+            _ => other += 1,
+        }
+    }
+    // Every class is there, and a reduce joins a GEMM.
+    assert!(convolutions >= 8 && other >= 15 && gemms.len() >= 20);
+    assert!(gemms.iter().any(|g| g.len() == 2));
+    let p = region_profile(&names);
+    let imported = profile::import_bytes(
+        &serde_json::to_vec(&p).unwrap(),
+        "listed.json",
+        &ImportOptions::default(),
+    )
+    .unwrap();
+    let t = &imported.trace;
+    let o = t.observation.as_ref().unwrap();
+    let found: Vec<Vec<String>> = t
+        .routes
+        .iter()
+        .map(|r| r.vendor.as_ref().unwrap().physical_kernels.clone())
+        .collect();
+    assert_eq!(found, gemms);
+    assert_eq!(imported.convolution_kernels, convolutions);
+    assert_eq!(o.non_gemm, other);
+    assert_eq!(
+        o.unowned_gemm_kernels,
+        gemms.iter().map(|g| g.len() as u64).sum::<u64>()
+    );
+    let note = format!("{convolutions} convolution kernels");
+    assert!(
+        o.notes.iter().any(|n| n.starts_with(&note)),
+        "{:?}",
+        o.notes
+    );
+
+    // The census reads the same kernels the same way: no convolution
+    // among its GEMMs, and split-K exactly where the rule says.
+    let c = gemm_audit::census::census(&[("listed".into(), t)]);
+    assert_eq!(c.gemms, gemms.len() as u64);
+    let mut split = 0;
+    for u in &c.unshaped {
+        let kernels: Vec<&String> = u.served_by.iter().flat_map(|s| &s.kernels).collect();
+        assert!(
+            kernels.iter().all(|k| KernelClass::of(k).is_gemm_family()),
+            "{kernels:?}"
+        );
+        assert_eq!(
+            u.split_or_reduce,
+            kernels.iter().any(|k| profile::splits_k(k))
+        );
+        split += usize::from(u.split_or_reduce);
+    }
+    assert!(split > 0, "some family is split-K");
+}
+
+/// An AlexNet-like step on an A100: convolutions through cuDNN (one by
+/// its FFT algorithm, whose complex GEMM is cuBLAS's), a pooling, and a
+/// classifier GEMM through cuBLAS.
+fn a100_convolution_profile() -> Value {
+    let layout = "void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true, (cudnnKernelDataType_t)2>(cudnn::ops::nchw2nhwc_params_t<float>, float const*, float*)";
+    let fprop = "sm80_xmma_fprop_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x16_stage4_warpsize2x2x1_g1_tensor16x8x8_kernel";
+    let scudnn = "cudnn_infer_ampere_scudnn_128x64_relu_interior_nn_v1";
+    let r2c = "void fft2d_r2c_32x32<float, false, 0u, false>(float2*, float const*, int, int, int, int, int, int, int, int, int, cudnn::reduced_divisor, bool, int2, int, int)";
+    let c2r = "void fft2d_c2r_32x32<float, false, false, 0u, false, false>(float*, float2 const*, int, int, int, int, int, int, int, int, int, float, float, cudnn::reduced_divisor, bool, float*, float*, int2, int, int)";
+    let winograd = "void cudnn::winograd_nonfused::winogradForwardData4x4<float, float>(cudnn::winograd_nonfused::WinogradDataParams<float, float>)";
+    let relu = "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2> >(int, at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2>)";
+    let pool = "void at::native::(anonymous namespace)::max_pool_forward_nchw<float, float>(int, float const*, long, long, long, int, int, int, int, int, int, int, int, int, int, float*, long*)";
+    crafted(&[
+        (
+            "aten::cudnn_convolution",
+            &[128, 3, 224, 224],
+            &[64, 3, 11, 11],
+            &[layout, fprop, scudnn],
+        ),
+        ("aten::relu_", &[128, 64], &[1, 1], &[relu]),
+        (
+            "aten::max_pool2d_with_indices",
+            &[128, 64],
+            &[1, 1],
+            &[pool],
+        ),
+        (
+            "aten::cudnn_convolution",
+            &[128, 64, 27, 27],
+            &[192, 64, 5, 5],
+            &[r2c, r2c, "ampere_gcgemm_64x64_nt", c2r],
+        ),
+        (
+            "aten::cudnn_convolution",
+            &[128, 192, 13, 13],
+            &[384, 192, 3, 3],
+            &[winograd, scudnn, "ampere_gcgemm_64x64_nt"],
+        ),
+        (
+            "aten::mm",
+            &[128, 9216],
+            &[9216, 4096],
+            &["ampere_sgemm_128x64_tn"],
+        ),
+    ])
+}
+
+#[test]
+fn an_a100_convolution_profile_counts_its_cudnn_convolutions_apart() {
+    let s = Scratch::new("a100-conv");
+    let p = a100_convolution_profile();
+    let path = s.write("a100.json", serde_json::to_vec(&p).unwrap());
+    let imported = profile::import_file(&path, &ImportOptions::default()).unwrap();
+    // fprop and scudnn, then winograd and scudnn.
+    assert_eq!(imported.convolution_kernels, 4);
+    let t = &imported.trace;
+    for r in &t.routes {
+        for k in &r.vendor.as_ref().unwrap().physical_kernels {
+            assert_ne!(KernelClass::of(k), Convolution, "{k}");
+        }
+    }
+    // Three GEMMs: the classifier's, shaped by its op, and the complex
+    // GEMMs two convolutions ran, GEMMs by their name, of their
+    // convolution's region.
+    assert_eq!(t.routes.len(), 3);
+    let o = t.observation.as_ref().unwrap();
+    let mm: Vec<_> = t
+        .routes
+        .iter()
+        .filter(|r| r.kernel_symbol == "aten::mm")
+        .collect();
+    assert_eq!(mm.len(), 1);
+    assert_eq!(
+        (mm[0].shape.m, mm[0].shape.k, mm[0].shape.n),
+        (128, 9216, 4096)
+    );
+    assert_eq!(
+        mm[0].vendor.as_ref().unwrap().physical_kernels,
+        ["ampere_sgemm_128x64_tn"]
+    );
+    let regions: Vec<(&str, &Vec<String>)> = t
+        .routes
+        .iter()
+        .zip(&o.gemms)
+        .filter_map(|(r, g)| Some((g.region.as_deref()?, &r.vendor.as_ref()?.physical_kernels)))
+        .collect();
+    let gcgemm = vec!["ampere_gcgemm_64x64_nt".to_string()];
+    assert_eq!(
+        regions,
+        [
+            ("aten::cudnn_convolution", &gcgemm),
+            ("aten::cudnn_convolution", &gcgemm)
+        ]
+    );
+    assert_eq!(o.unowned_gemm_kernels, 2);
+    // Other work: the layout change, two FFT forward and one inverse
+    // transform, the ReLU and the pooling.
+    assert_eq!(o.non_gemm, 6);
+    // The command line says how many.
+    let (code, text) = run(&[
+        "import",
+        path.to_str().unwrap(),
+        "-o",
+        s.path("a.gat").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("4 convolution kernels"), "{text}");
+}
+
+// ------------------------------------------------------- kernel names
+
+#[test]
+fn tables_print_short_kernel_names_and_json_keeps_them_whole_with_digests() {
+    // A CUTLASS GEMM and cuBLASLt's split-K reduce, demangled.
+    let (gemm, reduce) = (CUTLASS_GEMM, SPLIT_K_REDUCE);
+    let short_gemm =
+        "cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_128x256_32x3_tn_align8>";
+    let short_reduce = "cublasLt::splitKreduce_kernel<...>";
+    let s = Scratch::new("short-names");
+    let p = crafted(&[
+        ("aten::mm", &[1, 1024], &[1024, 1024], &[gemm, reduce]),
+        ("aten::mm", &[64, 1024], &[1024, 1024], &[gemm]),
+    ]);
+    let path = s.write("sweep.json", serde_json::to_vec(&p).unwrap());
+    let path = path.to_str().unwrap();
+
+    let (code, table) = run(&["census", path]);
+    assert_eq!(code, 1, "{table}");
+    assert!(
+        table.contains(&format!("{short_gemm} + {short_reduce} [grid 4x1x1]")),
+        "{table}"
+    );
+    assert!(
+        !table.contains("cublasSplitKParams") && !table.contains("void "),
+        "{table}"
+    );
+    let (_, md) = run(&["census", path, "--format", "markdown"]);
+    assert!(md.contains("cublasLt::splitKreduce"), "{md}");
+    assert!(!md.contains("cublasSplitKParams"), "{md}");
+    let (_, json) = run(&["census", path, "--format", "json"]);
+    let doc: Value = serde_json::from_str(&json).unwrap();
+    let served = &doc["families"][0]["rows"][0]["served_by"][0];
+    assert_eq!(served["kernels"], json!([gemm, reduce]));
+    let sha = |n: &str| gemm_audit::Digest::sha256(n.as_bytes()).to_hex();
+    assert_eq!(served["kernel_digests"], json!([sha(gemm), sha(reduce)]));
+
+    let gat = s.path("sweep.gat");
+    let gat = gat.to_str().unwrap();
+    let (code, out) = run(&["import", path, "-o", gat]);
+    assert_eq!(code, 0, "{out}");
+    let (_, show) = run(&["show", gat]);
+    assert!(show.contains(&format!("{short_gemm} (+1 more)")), "{show}");
+    assert!(!show.contains("::Params)"), "{show}");
+    let (_, json) = run(&["show", gat, "--format", "json"]);
+    let doc: Value = serde_json::from_str(&json).unwrap();
+    let entries = doc["kernel_names"].as_array().unwrap();
+    let entry = entries.iter().find(|e| e["name"] == reduce).unwrap();
+    assert_eq!(entry["short"], short_reduce);
+    assert_eq!(entry["sha256"], sha(reduce));
+}
+
+#[test]
+fn every_listed_kernel_name_has_a_short_stable_name_and_a_digest() {
+    use gemm_audit::render::kernel_name::{KernelName, MAX_SHORT_CHARS};
+    let names = kernel_names();
+    let mut shorts = std::collections::BTreeSet::new();
+    for n in &names {
+        let k = KernelName::new(n);
+        let short = k.short();
+        assert!(
+            !short.is_empty() && short.chars().count() <= MAX_SHORT_CHARS,
+            "{n} -> {short}"
+        );
+        assert!(!short.starts_with("void "), "{n} -> {short}");
+        // No parameter list: a parenthesis only opens an anonymous
+        // namespace.
+        assert!(
+            !short.replace("(anonymous namespace)", "").contains('('),
+            "{n} -> {short}"
+        );
+        assert_eq!(KernelName::new(n).short(), short, "stable");
+        assert_eq!(k.digest(), gemm_audit::Digest::sha256(n.as_bytes()));
+        shorts.insert(short);
+    }
+    // Short, not blind: most kernels keep a name of their own.
+    assert!(
+        shorts.len() * 2 > names.len(),
+        "{} of {}",
+        shorts.len(),
+        names.len()
+    );
 }

@@ -31,8 +31,12 @@ pub struct MRow {
 /// One way a GEMM was served.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Served {
-    /// Kernels launched, in order.
+    /// Kernels launched, in order, by their full names.
     pub kernels: Vec<String>,
+    /// The SHA-256 of each kernel's full name, in the order of `kernels`
+    /// (tables print each kernel's short name,
+    /// [`crate::render::kernel_name::KernelName::short`]).
+    pub kernel_digests: Vec<String>,
     /// The first kernel's grid.
     pub grid: [u32; 3],
     /// GEMMs served so.
@@ -111,12 +115,6 @@ impl Census {
 /// the host, or the profile lost its kernels).
 pub const NO_KERNEL: &str = "(no GPU kernel bound)";
 
-/// Whether a kernel name says it splits k or folds split partials.
-pub fn split_kernel(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    lower.contains("splitk") || lower.contains("split_k") || crate::profile::reduce_kernel(name)
-}
-
 type FamilyKey = (String, String, String, u64, u64, u64);
 
 fn add_served(list: &mut Vec<Served>, kernels: Vec<String>, grid: [u32; 3]) {
@@ -126,6 +124,10 @@ fn add_served(list: &mut Vec<Served>, kernels: Vec<String>, grid: [u32; 3]) {
     {
         Some(s) => s.count += 1,
         None => list.push(Served {
+            kernel_digests: kernels
+                .iter()
+                .map(|k| crate::render::kernel_name::kernel_digest(k))
+                .collect(),
             kernels,
             grid,
             count: 1,
@@ -155,7 +157,7 @@ pub fn census(traces: &[(String, &RecordedGemmTrace)]) -> Census {
                 .is_none_or(|g| g.shapes_recorded)
                 && r.shape.m > 0;
             if !shaped {
-                let split = kernels.iter().any(|k| split_kernel(k));
+                let split = kernels.iter().any(|k| crate::profile::splits_k(k));
                 let u = unshaped
                     .entry(r.kernel_symbol.clone())
                     .or_insert_with(|| Unshaped {
@@ -213,7 +215,7 @@ pub fn census(traces: &[(String, &RecordedGemmTrace)]) -> Census {
             let split_or_reduce = rows.iter().any(|r| {
                 r.served_by
                     .iter()
-                    .any(|s| s.kernels.iter().any(|k| split_kernel(k)))
+                    .any(|s| s.kernels.iter().any(|k| crate::profile::splits_k(k)))
             });
             Family {
                 op_name,

@@ -123,7 +123,7 @@ fn summary_line(p: &ImportedProfile) -> String {
         _ => String::new(),
     };
     format!(
-        "{} GEMMs ({owned} GEMM ops{}, {unowned} in regions no GEMM op owns) on {}{rank}; kernels: {} bound, {} beside GEMMs, {} unowned GEMM kernels, {} other activities, {} unbound",
+        "{} GEMMs ({owned} GEMM ops{}, {unowned} in regions no GEMM op owns) on {}{rank}; kernels: {} bound, {} beside GEMMs, {} unowned GEMM kernels, {} convolution kernels, {} other activities, {} unbound",
         t.routes.len(),
         if unshaped > 0 {
             format!(", {unshaped} without shapes")
@@ -134,6 +134,7 @@ fn summary_line(p: &ImportedProfile) -> String {
         o.bound_kernels,
         o.beside_gemms,
         o.unowned_gemm_kernels,
+        p.convolution_kernels,
         o.non_gemm,
         o.unbound,
     )

@@ -590,13 +590,15 @@ pub(crate) fn trace_table(t: &RecordedGemmTrace) -> String {
                 _ => format!("{}x{}x{}", r.shape.m, r.shape.k, r.shape.n),
             };
             // An observed GEMM's kernels are what ran; its symbol is the op.
+            // Short names: `--format json` keeps them whole, with digests.
+            let short = gemm_audit::render::kernel_name::kernel_display_name;
             let kernel = match (&r.vendor, o) {
                 (Some(v), Some(_)) => match v.physical_kernels.as_slice() {
                     [] => format!("{} (no GPU kernel)", r.kernel_symbol),
-                    [k] => k.clone(),
-                    [k, rest @ ..] => format!("{k} (+{} more)", rest.len()),
+                    [k] => short(k),
+                    [k, rest @ ..] => format!("{} (+{} more)", short(k), rest.len()),
                 },
-                _ => r.kernel_symbol.clone(),
+                _ => short(&r.kernel_symbol),
             };
             [
                 i.to_string(),

@@ -433,34 +433,14 @@ pub(super) fn difference(dtype: crate::vocab::DType, a: &[u8], b: &[u8]) -> UlpS
 
 /// A kernel symbol for people: C++ symbols (cuBLAS, CUTLASS) demangled and
 /// cut before their parameter list (`cublasLt::splitKreduce_kernel<32, 16,
-/// ...>`); anything else as it is.
+/// ...>`); anything else as it is. Each of ` + `-joined symbols alike. The
+/// head of [`crate::render::kernel_name::KernelName`].
 pub fn display_kernel(symbol: &str) -> String {
-    if symbol.contains(" + ") {
-        // A vendor call's kernels, joined.
-        return symbol
-            .split(" + ")
-            .map(display_kernel)
-            .collect::<Vec<_>>()
-            .join(" + ");
-    }
-    let Ok(sym) = cpp_demangle::Symbol::new(symbol) else {
-        return symbol.to_string();
-    };
-    let Ok(full) = sym.demangle() else {
-        return symbol.to_string();
-    };
-    let full = full.strip_prefix("void ").unwrap_or(&full);
-    // Cut at the first '(' outside template arguments.
-    let mut depth = 0i32;
-    for (i, c) in full.char_indices() {
-        match c {
-            '<' => depth += 1,
-            '>' => depth -= 1,
-            '(' if depth <= 0 && i > 0 => return full[..i].to_string(),
-            _ => {}
-        }
-    }
-    full.to_string()
+    crate::render::kernel_name::join_map(symbol, |k| {
+        crate::render::kernel_name::KernelName::new(k)
+            .head()
+            .to_string()
+    })
 }
 
 /// At most `n` characters of `s`, with `...` when cut (on a character

@@ -392,11 +392,16 @@ fn kernel_changes(ds: &[Difference]) -> KernelChanges {
         .take(FIRST)
         .map(
             |(g, v)| match v.iter().find(|d| d.change.field == "kernel_symbol") {
-                Some(k) => format!(
-                    "{g}: {} -> {}",
-                    crate::render::shorten(k.change.expected.trim_matches('"'), 48),
-                    crate::render::shorten(k.change.found.trim_matches('"'), 48)
-                ),
+                Some(k) => {
+                    let short = |v: &str| {
+                        crate::render::kernel_name::kernel_display_name(v.trim_matches('"'))
+                    };
+                    format!(
+                        "{g}: {} -> {}",
+                        short(&k.change.expected),
+                        short(&k.change.found)
+                    )
+                }
                 None => {
                     let fields: Vec<&str> = v.iter().map(|d| d.change.field.as_str()).collect();
                     format!("{g}: {}", crate::render::shorten(&fields.join(", "), 60))

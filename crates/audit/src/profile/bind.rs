@@ -12,16 +12,19 @@
 //!   reduce kernel are two kernels of one GEMM); a copy, a fill, or a
 //!   kernel of a child op (`aten::copy_` inside an `addmm` with a full C)
 //!   is kept beside the GEMM's kernels, never as its launch.
-//! - A kernel whose name says it is a GEMM (cuBLAS's, CUTLASS's, a Triton
-//!   template, an attention library's) launched where no GEMM op owns it (a
-//!   `torch.compile` region, a CUDA-graph replay) is recorded as a GEMM of
-//!   that region; a reduce kernel right after it joins it.
+//! - A GEMM-family kernel ([`KernelClass::of`]: cuBLAS's, CUTLASS's, a
+//!   Triton template, an attention library's) launched where no GEMM op
+//!   owns it (a `torch.compile` region, a CUDA-graph replay) is recorded as
+//!   a GEMM of that region; a reduce kernel right after it joins it.
+//! - A convolution kernel (cuDNN's, CUTLASS's implicit-GEMM convolutions
+//!   among them) no GEMM op owns is counted as a convolution kernel.
 //! - Everything else is counted as non-GEMM work, and an activity whose
 //!   launching call the profile does not hold is listed as unbound.
 //!
 //! A GEMM op that launched no GPU work (a CPU step) is still a GEMM.
 
 use super::ProfileError;
+use super::classify::KernelClass;
 use super::kineto::{Cat, Event, Parsed};
 use super::ops::{self, Inputs, Layout, LayoutError, OpKind};
 use crate::observed::{ActivityKind, ObservedKernel};
@@ -72,6 +75,9 @@ pub(crate) struct Binding {
     pub non_gemm: u64,
     /// Non-GEMM kernels by name (for the recorder's `other_kernels`).
     pub non_gemm_kernels: Vec<String>,
+    /// Convolution kernels no GEMM op owns, by name: counted apart from
+    /// GEMMs and from other work ([`KernelClass::Convolution`]).
+    pub convolution_kernels: Vec<String>,
     pub unbound: u64,
     pub unbound_listed: Vec<String>,
     /// Devices GPU activities ran on.
@@ -107,39 +113,6 @@ impl Thread {
             cur = r.parent?;
         }
     }
-}
-
-/// Whether a kernel's name says it computes a GEMM (or an attention, whose
-/// core is two GEMMs): cuBLAS, cuBLASLt, CUTLASS and CUTLASS-built
-/// libraries, Triton templates, cuDNN's implicit GEMMs, flash attention.
-pub fn gemm_like(name: &str) -> bool {
-    const MARKS: [&str; 14] = [
-        "gemm",
-        "gemv",
-        "nvjet",
-        "matmul",
-        "xmma",
-        "cutlass",
-        "wgmma",
-        "triton_tem_",
-        "splitk",
-        "fmha",
-        "flash_fwd",
-        "flash_bwd",
-        "flash_attn",
-        "sdpa",
-    ];
-    let lower = name.to_ascii_lowercase();
-    MARKS.iter().any(|m| lower.contains(m))
-}
-
-/// Whether a kernel folds partial sums of a split reduction (cuBLASLt's
-/// `splitKreduce_kernel`, a CUTLASS split-K reduction).
-pub fn reduce_kernel(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    lower.contains("splitkreduce")
-        || lower.contains("split_k_reduce")
-        || (lower.contains("reduce") && (lower.contains("gemm") || lower.contains("splitk")))
 }
 
 fn activity_kind(cat: Cat) -> ActivityKind {
@@ -224,14 +197,27 @@ fn annotation_index(name: &str, prefix: &str) -> Option<u64> {
     name.strip_prefix(prefix)?.parse().ok()
 }
 
-/// Binds the parsed profile.
+/// Binds the parsed profile: nests each thread's ranges, finds every
+/// activity's launching call, binds each activity to its owner or region
+/// (or counts it), then adds the GEMM ops that launched nothing.
 pub(crate) fn bind(parsed: &Parsed<'_>, owners: Owners<'_>) -> Result<Binding, ProfileError> {
     let events = &parsed.events;
-    // Threads and their ranges, nested.
+    let threads = threads_of(parsed);
+    let launches = Launches::of(events)?;
+    let mut binder = Binder::new(events, &threads, owners);
+    for e in events.iter().filter(|e| e.cat.is_activity()) {
+        binder.activity(e, &launches)?;
+    }
+    binder.idle_gemms();
+    Ok(binder.finish())
+}
+
+/// Every thread's ranges, nested (a thread index is its position).
+fn threads_of(parsed: &Parsed<'_>) -> Vec<Thread> {
     let mut threads: Vec<Thread> = (0..parsed.threads.len())
         .map(|_| Thread::default())
         .collect();
-    for (i, e) in events.iter().enumerate() {
+    for (i, e) in parsed.events.iter().enumerate() {
         if !e.cat.is_range() {
             continue;
         }
@@ -245,37 +231,69 @@ pub(crate) fn bind(parsed: &Parsed<'_>, owners: Owners<'_>) -> Result<Binding, P
     for t in &mut threads {
         nest(t);
     }
-    // Launching calls by correlation id, and flow ends by where they land.
-    let mut launch_of: HashMap<u64, usize> = HashMap::new();
-    let mut flows: HashMap<(u32, u64), u64> = HashMap::new();
-    for (i, e) in events.iter().enumerate() {
-        match e.cat {
-            Cat::Runtime => {
-                let Some(c) = e.correlation else {
-                    continue;
-                };
-                if let Some(&first) = launch_of.get(&c) {
-                    let f = &events[first];
-                    return Err(ProfileError::DuplicateCorrelation {
-                        correlation: c,
-                        first: (f.index, super::shorten_name(&f.name)),
-                        second: (e.index, super::shorten_name(&e.name)),
-                    });
+    threads
+}
+
+/// The launching calls by correlation id, and the flow arrows by where
+/// they end (an activity with no correlation id of its own names its call
+/// through the arrow that lands on it).
+struct Launches {
+    by_correlation: HashMap<u64, usize>,
+    flows: HashMap<(u32, u64), u64>,
+}
+
+impl Launches {
+    /// Collects them; two calls with one correlation id are an error.
+    fn of(events: &[Event<'_>]) -> Result<Launches, ProfileError> {
+        let mut by_correlation: HashMap<u64, usize> = HashMap::new();
+        let mut flows: HashMap<(u32, u64), u64> = HashMap::new();
+        for (i, e) in events.iter().enumerate() {
+            match e.cat {
+                Cat::Runtime => {
+                    let Some(c) = e.correlation else {
+                        continue;
+                    };
+                    if let Some(&first) = by_correlation.get(&c) {
+                        let f = &events[first];
+                        return Err(ProfileError::DuplicateCorrelation {
+                            correlation: c,
+                            first: (f.index, super::shorten_name(&f.name)),
+                            second: (e.index, super::shorten_name(&e.name)),
+                        });
+                    }
+                    by_correlation.insert(c, i);
                 }
-                launch_of.insert(c, i);
-            }
-            Cat::FlowEnd => {
-                if let Some(id) = e.correlation {
-                    flows.insert((e.thread, e.ts.to_bits()), id);
+                Cat::FlowEnd => {
+                    if let Some(id) = e.correlation {
+                        flows.insert((e.thread, e.ts.to_bits()), id);
+                    }
                 }
+                _ => {}
             }
-            _ => {}
         }
+        Ok(Launches {
+            by_correlation,
+            flows,
+        })
     }
-    // Which GEMM-family op ranges hold another GEMM op (they are wrappers,
-    // GEMMs of their own only where they launch kernels themselves).
+
+    /// An activity's correlation id (its own, or its flow arrow's), and
+    /// the event index of the call that launched it where the profile
+    /// holds that call.
+    fn of_activity(&self, e: &Event<'_>) -> (Option<u64>, Option<usize>) {
+        let correlation = e
+            .correlation
+            .or_else(|| self.flows.get(&(e.thread, e.ts.to_bits())).copied());
+        let launch = correlation.and_then(|c| self.by_correlation.get(&c).copied());
+        (correlation, launch)
+    }
+}
+
+/// Which GEMM-family op ranges hold another GEMM op: they are wrappers,
+/// GEMMs of their own only where they launch kernels themselves.
+fn wrapping_gemm_ops(threads: &[Thread], events: &[Event<'_>]) -> Vec<bool> {
     let mut wraps_gemm = vec![false; events.len()];
-    for t in &threads {
+    for t in threads {
         for r in &t.ranges {
             if matches!(
                 ops::op_kind(&events[r.event].name),
@@ -289,201 +307,286 @@ pub(crate) fn bind(parsed: &Parsed<'_>, owners: Owners<'_>) -> Result<Binding, P
             }
         }
     }
+    wraps_gemm
+}
 
-    let mut out = Binding::default();
-    // Bound GEMMs by owner key.
-    let mut by_op: HashMap<usize, usize> = HashMap::new();
-    let mut by_annotation: HashMap<u64, usize> = HashMap::new();
-    // Per region instance, the last region GEMM (to attach a reduce kernel).
-    let mut last_in_region: HashMap<(usize, usize), usize> = HashMap::new();
-    let mut region_counts: HashMap<String, u64> = HashMap::new();
+/// The binding under way: what is bound so far, and where each owner's
+/// GEMM sits in it.
+struct Binder<'a, 'p> {
+    events: &'a [Event<'p>],
+    threads: &'a [Thread],
+    owners: Owners<'a>,
+    out: Binding,
+    /// Bound GEMMs by owner key: an op's event index, an annotation's
+    /// index.
+    by_op: HashMap<usize, usize>,
+    by_annotation: HashMap<u64, usize>,
+    /// Per region instance (its range event, and the graph launch for a
+    /// replay), the last region GEMM: a reduce kernel joins it.
+    last_in_region: HashMap<(usize, usize), usize>,
+}
 
-    for e in events.iter().filter(|e| e.cat.is_activity()) {
-        let correlation = e
-            .correlation
-            .or_else(|| flows.get(&(e.thread, e.ts.to_bits())).copied());
-        let Some(li) = correlation.and_then(|c| launch_of.get(&c).copied()) else {
-            out.unbound += 1;
-            if out.unbound_listed.len() < crate::trace::MAX_LISTED {
-                out.unbound_listed.push(format!(
-                    "{} (event {}{})",
-                    crate::observed::bounded_name(&e.name),
-                    e.index,
-                    match correlation {
-                        Some(c) => format!(", correlation {c} has no launching call"),
-                        None => ", no correlation id".into(),
-                    }
-                ));
-            }
-            continue;
+impl<'a, 'p> Binder<'a, 'p> {
+    fn new(events: &'a [Event<'p>], threads: &'a [Thread], owners: Owners<'a>) -> Self {
+        Binder {
+            events,
+            threads,
+            owners,
+            out: Binding::default(),
+            by_op: HashMap::new(),
+            by_annotation: HashMap::new(),
+            last_in_region: HashMap::new(),
+        }
+    }
+
+    /// Binds one GPU activity: to the GEMM that owns its launch, to a GEMM
+    /// of its region, to the non-GEMM count, or to the unbound list.
+    fn activity(&mut self, e: &Event<'_>, launches: &Launches) -> Result<(), ProfileError> {
+        let (correlation, launch) = launches.of_activity(e);
+        let Some(li) = launch else {
+            self.unbound(e, correlation);
+            return Ok(());
         };
         let device = e.activity().device;
         if let Some(d) = device
-            && !out.devices.contains(&d)
+            && !self.out.devices.contains(&d)
         {
-            out.devices.push(d);
+            self.out.devices.push(d);
         }
+        let events = self.events;
         let launch = &events[li];
         let t = launch.thread as usize;
-        let innermost = threads[t].innermost(launch.ts).map(|r| (t, r));
-        // The owner, and whether the activity came from it directly.
+        let innermost = self.threads[t].innermost(launch.ts).map(|r| (t, r));
         let kernel = observed_kernel(e);
         let is_kernel = kernel.kind == ActivityKind::Kernel;
+        let class = if is_kernel {
+            KernelClass::of(&e.name)
+        } else {
+            KernelClass::Other
+        };
         let owner = match innermost {
-            Some((t, r)) => find_owner(&threads[t], r, launch, events, owners)?,
+            Some((t, r)) => find_owner(&self.threads[t], r, launch, events, self.owners)?,
             None => None,
         };
-        let owner = owner
-            // A composite op owns only the GEMM kernels it launched itself.
-            .filter(|o| !o.3 || (is_kernel && gemm_like(&e.name)));
-        if let Some((owner_event, key, direct, _)) = owner {
-            let slot = match key {
-                OwnerKey::Op => *by_op.entry(owner_event).or_insert_with(|| {
-                    out.gemms.push(BoundGemm {
-                        owner: Owner::Op(owner_event),
-                        start: events[owner_event].ts,
-                        event: events[owner_event].index,
-                        kernels: Vec::new(),
-                        beside: Vec::new(),
-                        device: None,
-                    });
-                    out.gemms.len() - 1
-                }),
-                OwnerKey::Annotation(index) => *by_annotation.entry(index).or_insert_with(|| {
-                    out.gemms.push(BoundGemm {
-                        owner: Owner::Annotation(index),
-                        start: events[owner_event].ts,
-                        event: events[owner_event].index,
-                        kernels: Vec::new(),
-                        beside: Vec::new(),
-                        device: None,
-                    });
-                    out.gemms.len() - 1
-                }),
-            };
-            let g = &mut out.gemms[slot];
-            if direct && is_kernel {
-                g.kernels.push(kernel);
-                g.device = g.device.or(device);
-                out.bound_kernels += 1;
-            } else {
-                g.beside.push(kernel);
-                out.beside_gemms += 1;
+        // A composite op owns only the GEMM kernels it launched itself.
+        let owner = owner.filter(|o| !o.composite || class.is_gemm_family());
+        if let Some(owner) = owner {
+            self.bind_to_owner(owner, is_kernel, kernel, device);
+        } else if class.is_gemm_family() {
+            let range_event = innermost.map(|(t, r)| self.threads[t].ranges[r].event);
+            self.bind_to_region(e, li, range_event, class, kernel, device);
+        } else if class == KernelClass::Convolution {
+            self.out.convolution_kernels.push(e.name.to_string());
+        } else {
+            self.out.non_gemm += 1;
+            if is_kernel {
+                self.out.non_gemm_kernels.push(e.name.to_string());
             }
-            continue;
         }
-        if is_kernel && gemm_like(&e.name) {
-            // A GEMM kernel no GEMM op owns: a GEMM of its region.
-            let range_event = innermost.map(|(t, r)| threads[t].ranges[r].event);
-            let graph = launch.name.contains("GraphLaunch");
-            let label = match (range_event, graph) {
-                (Some(r), true) => format!("{} in {}", launch.name, events[r].name),
-                (Some(r), false) => events[r].name.to_string(),
-                (None, _) => format!("{} (no enclosing range)", launch.name),
-            };
-            let label = crate::observed::bounded_name(&label).into_owned();
-            let instance = (
-                range_event.unwrap_or(usize::MAX),
-                if graph { li } else { usize::MAX },
-            );
-            out.unowned_gemm_kernels += 1;
-            if reduce_kernel(&e.name)
-                && let Some(&slot) = last_in_region.get(&instance)
-            {
-                out.gemms[slot].kernels.push(kernel);
-                continue;
-            }
-            let n = region_counts.entry(label.clone()).or_default();
-            *n += 1;
-            out.gemms.push(BoundGemm {
-                owner: Owner::Region(label),
-                start: launch.ts,
-                event: e.index,
-                kernels: vec![kernel],
-                beside: Vec::new(),
-                device,
-            });
-            last_in_region.insert(instance, out.gemms.len() - 1);
-            continue;
-        }
-        out.non_gemm += 1;
-        if is_kernel {
-            out.non_gemm_kernels.push(e.name.to_string());
+        Ok(())
+    }
+
+    /// Counts and lists an activity whose launching call is not in the
+    /// profile.
+    fn unbound(&mut self, e: &Event<'_>, correlation: Option<u64>) {
+        self.out.unbound += 1;
+        if self.out.unbound_listed.len() < crate::trace::MAX_LISTED {
+            self.out.unbound_listed.push(format!(
+                "{} (event {}{})",
+                crate::observed::bounded_name(&e.name),
+                e.index,
+                match correlation {
+                    Some(c) => format!(", correlation {c} has no launching call"),
+                    None => ", no correlation id".into(),
+                }
+            ));
         }
     }
 
-    // GEMM ops that launched nothing (a CPU step, a GEMM op of no GPU
-    // work) are GEMMs too, unless they only wrap another GEMM op.
-    for t in &threads {
-        for r in &t.ranges {
-            let e = &events[r.event];
-            let gemm = match owners {
-                Owners::Ops => {
-                    matches!(ops::op_kind(&e.name), Some(OpKind::Gemm { .. }))
-                        && !wraps_gemm[r.event]
-                }
-                Owners::Annotations(prefix) => {
-                    e.cat == Cat::Annotation && annotation_index(&e.name, prefix).is_some()
-                }
-            };
-            if !gemm {
-                continue;
+    /// The slot of the GEMM `owner_event` owns (by `key`), made empty on
+    /// first use.
+    fn slot(&mut self, owner_event: usize, key: OwnerKey) -> usize {
+        let existing = match key {
+            OwnerKey::Op => self.by_op.get(&owner_event),
+            OwnerKey::Annotation(index) => self.by_annotation.get(&index),
+        };
+        if let Some(&slot) = existing {
+            return slot;
+        }
+        let slot = self.out.gemms.len();
+        let owner = match key {
+            OwnerKey::Op => {
+                self.by_op.insert(owner_event, slot);
+                Owner::Op(owner_event)
             }
-            let owner = match owners {
-                Owners::Ops => {
-                    if by_op.contains_key(&r.event) {
-                        continue;
-                    }
-                    by_op.insert(r.event, out.gemms.len());
-                    Owner::Op(r.event)
-                }
-                Owners::Annotations(prefix) => {
-                    let index = annotation_index(&e.name, prefix).unwrap_or(0);
-                    if by_annotation.contains_key(&index) {
-                        continue;
-                    }
-                    by_annotation.insert(index, out.gemms.len());
-                    Owner::Annotation(index)
-                }
-            };
-            out.gemms.push(BoundGemm {
-                owner,
-                start: e.ts,
-                event: e.index,
-                kernels: Vec::new(),
-                beside: Vec::new(),
-                device: None,
-            });
+            OwnerKey::Annotation(index) => {
+                self.by_annotation.insert(index, slot);
+                Owner::Annotation(index)
+            }
+        };
+        self.out
+            .gemms
+            .push(empty_gemm(owner, &self.events[owner_event]));
+        slot
+    }
+
+    /// Adds an activity to its owner's GEMM: as its launch where the owner
+    /// launched the kernel itself, beside it otherwise.
+    fn bind_to_owner(
+        &mut self,
+        owner: Found,
+        is_kernel: bool,
+        kernel: ObservedKernel,
+        device: Option<i64>,
+    ) {
+        let slot = self.slot(owner.event, owner.key);
+        let g = &mut self.out.gemms[slot];
+        if owner.direct && is_kernel {
+            g.kernels.push(kernel);
+            g.device = g.device.or(device);
+            self.out.bound_kernels += 1;
+        } else {
+            g.beside.push(kernel);
+            self.out.beside_gemms += 1;
         }
     }
-    out.gemms
-        .sort_by(|a, b| a.start.total_cmp(&b.start).then(a.event.cmp(&b.event)));
-    out.devices.sort_unstable();
-    Ok(out)
+
+    /// Records a GEMM kernel no GEMM op owns as a GEMM of its region (the
+    /// innermost range around its launch, and the graph replay that
+    /// launched it); a reduce kernel joins the region's last GEMM.
+    fn bind_to_region(
+        &mut self,
+        e: &Event<'_>,
+        launch_index: usize,
+        range_event: Option<usize>,
+        class: KernelClass,
+        kernel: ObservedKernel,
+        device: Option<i64>,
+    ) {
+        let launch = &self.events[launch_index];
+        let graph = launch.name.contains("GraphLaunch");
+        let label = match (range_event, graph) {
+            (Some(r), true) => format!("{} in {}", launch.name, self.events[r].name),
+            (Some(r), false) => self.events[r].name.to_string(),
+            (None, _) => format!("{} (no enclosing range)", launch.name),
+        };
+        let label = crate::observed::bounded_name(&label).into_owned();
+        let instance = (
+            range_event.unwrap_or(usize::MAX),
+            if graph { launch_index } else { usize::MAX },
+        );
+        self.out.unowned_gemm_kernels += 1;
+        if class == KernelClass::GemmReduce
+            && let Some(&slot) = self.last_in_region.get(&instance)
+        {
+            self.out.gemms[slot].kernels.push(kernel);
+            return;
+        }
+        self.out.gemms.push(BoundGemm {
+            owner: Owner::Region(label),
+            start: launch.ts,
+            event: e.index,
+            kernels: vec![kernel],
+            beside: Vec::new(),
+            device,
+        });
+        self.last_in_region
+            .insert(instance, self.out.gemms.len() - 1);
+    }
+
+    /// Adds the GEMM ops that launched nothing (a CPU step, a GEMM op of
+    /// no GPU work): GEMMs too, unless they only wrap another GEMM op.
+    fn idle_gemms(&mut self) {
+        let events = self.events;
+        let wraps_gemm = match self.owners {
+            Owners::Ops => wrapping_gemm_ops(self.threads, events),
+            Owners::Annotations(_) => Vec::new(),
+        };
+        for t in self.threads {
+            for r in &t.ranges {
+                let e = &events[r.event];
+                let key = match self.owners {
+                    Owners::Ops
+                        if matches!(ops::op_kind(&e.name), Some(OpKind::Gemm { .. }))
+                            && !wraps_gemm[r.event] =>
+                    {
+                        OwnerKey::Op
+                    }
+                    Owners::Annotations(prefix) if e.cat == Cat::Annotation => {
+                        match annotation_index(&e.name, prefix) {
+                            Some(index) => OwnerKey::Annotation(index),
+                            None => continue,
+                        }
+                    }
+                    _ => continue,
+                };
+                self.slot(r.event, key);
+            }
+        }
+    }
+
+    /// The binding, its GEMMs in start order.
+    fn finish(mut self) -> Binding {
+        self.out
+            .gemms
+            .sort_by(|a, b| a.start.total_cmp(&b.start).then(a.event.cmp(&b.event)));
+        self.out.devices.sort_unstable();
+        self.out
+    }
 }
 
+/// A GEMM of `owner`, whose range is event `e`, with nothing bound yet.
+fn empty_gemm(owner: Owner, e: &Event<'_>) -> BoundGemm {
+    BoundGemm {
+        owner,
+        start: e.ts,
+        event: e.index,
+        kernels: Vec::new(),
+        beside: Vec::new(),
+        device: None,
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
 enum OwnerKey {
     Op,
     Annotation(u64),
 }
 
-/// The owner of an activity launched from range `r` of `thread`: the
-/// owner's event, its key, and whether the launch came from it directly
-/// (not from a child op), and whether it is a composite op (`linear`,
-/// `matmul`) that launched it with no GEMM op inside.
+/// The owner [`find_owner`] found for an activity.
+#[derive(Debug, Clone, Copy)]
+struct Found {
+    /// The owner's event index.
+    event: usize,
+    key: OwnerKey,
+    /// The launch came from the owner itself, not from a child op.
+    direct: bool,
+    /// The owner is a composite op (`linear`, `matmul`) that launched it
+    /// with no GEMM op inside.
+    composite: bool,
+}
+
+/// The owner of an activity launched from range `r` of `thread`.
 ///
 /// A range on the way up that has ended before the launch (its child
 /// outlived it: ranges that overlap without nesting) is passed over; if it
 /// is a GEMM op, which GEMM launched the activity is ambiguous, and that is
 /// an error naming both ranges.
-#[allow(clippy::type_complexity)]
 fn find_owner(
     thread: &Thread,
     r: usize,
     launch: &Event<'_>,
     events: &[Event<'_>],
     owners: Owners<'_>,
-) -> Result<Option<(usize, OwnerKey, bool, bool)>, ProfileError> {
+) -> Result<Option<Found>, ProfileError> {
+    let found = |event, key, direct, composite| {
+        Some(Found {
+            event,
+            key,
+            direct,
+            composite,
+        })
+    };
     let mut cur = Some(r);
     let mut direct = true;
     let mut composite: Option<usize> = None;
@@ -507,7 +610,7 @@ fn find_owner(
         match owners {
             Owners::Ops => match ops::op_kind(&e.name) {
                 Some(OpKind::Gemm { .. }) if e.cat == Cat::CpuOp => {
-                    return Ok(Some((ev, OwnerKey::Op, direct, false)));
+                    return Ok(found(ev, OwnerKey::Op, direct, false));
                 }
                 Some(OpKind::Composite) if e.cat == Cat::CpuOp && i == r => {
                     composite = Some(ev);
@@ -518,7 +621,7 @@ fn find_owner(
                 if e.cat == Cat::Annotation
                     && let Some(index) = annotation_index(&e.name, prefix)
                 {
-                    return Ok(Some((ev, OwnerKey::Annotation(index), direct, false)));
+                    return Ok(found(ev, OwnerKey::Annotation(index), direct, false));
                 }
                 if ops::op_kind(&e.name).is_some() {
                     // The GEMM op inside the recorder's range: still direct.
@@ -534,7 +637,7 @@ fn find_owner(
     }
     // A composite op (linear, matmul) that launched a GEMM kernel itself,
     // with no GEMM op inside, owns it.
-    Ok(composite.map(|ev| (ev, OwnerKey::Op, true, true)))
+    Ok(composite.and_then(|ev| found(ev, OwnerKey::Op, true, true)))
 }
 
 /// Sorts a thread's ranges and links each to its parent: the latest

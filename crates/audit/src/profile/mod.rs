@@ -15,11 +15,15 @@
 //! placeholders ([`FingerprintMode::NotObserved`]), and every verb says
 //! numeric "not observed".
 //!
-//! Every activity ends up bound to a GEMM, kept beside one, counted as
-//! non-GEMM work, or listed as unbound (its launching call is not in the
-//! profile): the trace's [`Observation`] says how many of each.
+//! Every activity ends up bound to a GEMM, kept beside one, counted as a
+//! convolution kernel, counted as non-GEMM work, or listed as unbound (its
+//! launching call is not in the profile): the trace's [`Observation`] says
+//! how many of each (convolution kernels in a note). Whether a kernel is
+//! GEMM-family, a convolution or other work is decided by one rule,
+//! [`KernelClass::of`].
 
 mod bind;
+mod classify;
 mod kineto;
 mod ops;
 
@@ -29,7 +33,7 @@ use crate::trace::{FingerprintMode, Observation, RecordedGemmTrace};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub use bind::{gemm_like, reduce_kernel};
+pub use classify::{KernelClass, splits_k};
 pub use ops::gemm_op_names;
 
 /// Why a profile could not be imported. Each names the event or field at
@@ -201,6 +205,10 @@ impl Default for ImportOptions {
 pub struct ImportedProfile {
     /// The trace (fingerprint mode [`FingerprintMode::NotObserved`]).
     pub trace: RecordedGemmTrace,
+    /// Convolution kernels ([`KernelClass::Convolution`]) the profile ran
+    /// outside every GEMM op: not GEMMs of the trace, and not in its
+    /// `non_gemm` count (the trace's notes say how many).
+    pub convolution_kernels: u64,
 }
 
 /// Reads the profile at `path` (JSON or gzip'd JSON) and imports it.
@@ -221,9 +229,9 @@ pub fn import_file(path: &Path, options: &ImportOptions) -> Result<ImportedProfi
         .unwrap_or_default();
     // The text and its events are let go before the trace is built, so
     // the two never take memory at once.
-    let step = observed_step(&text, &name, options).map_err(in_file)?;
+    let (step, convolutions) = observed_step(&text, &name, options).map_err(in_file)?;
     drop(text);
-    trace_of(&step).map_err(in_file)
+    trace_of(&step, convolutions).map_err(in_file)
 }
 
 /// The bytes of a profile file, decompressed if it is gzip'd.
@@ -261,16 +269,17 @@ pub fn import_bytes(
     file_name: &str,
     options: &ImportOptions,
 ) -> Result<ImportedProfile, ProfileError> {
-    trace_of(&observed_step(text, file_name, options)?)
+    let (step, convolutions) = observed_step(text, file_name, options)?;
+    trace_of(&step, convolutions)
 }
 
 /// The observed step of a profile's text: parsed, bound, every GEMM
-/// described.
+/// described; and how many convolution kernels it ran outside GEMM ops.
 fn observed_step(
     text: &[u8],
     file_name: &str,
     options: &ImportOptions,
-) -> Result<ObservedStep, ProfileError> {
+) -> Result<(ObservedStep, u64), ProfileError> {
     let parsed = kineto::parse(
         text,
         kineto::ParseLimits {
@@ -278,14 +287,21 @@ fn observed_step(
         },
     )?;
     let binding = bind::bind(&parsed, bind::Owners::Ops)?;
-    step_of(&parsed, &binding, file_name, options)
+    let step = step_of(&parsed, &binding, file_name, options)?;
+    Ok((step, binding.convolution_kernels.len() as u64))
 }
 
 /// The trace of an observed step whose outputs nobody saw.
-fn trace_of(step: &ObservedStep) -> Result<ImportedProfile, ProfileError> {
+fn trace_of(
+    step: &ObservedStep,
+    convolution_kernels: u64,
+) -> Result<ImportedProfile, ProfileError> {
     let trace = step.trace_unobserved()?;
     debug_assert_eq!(trace.fingerprint_mode, FingerprintMode::NotObserved);
-    Ok(ImportedProfile { trace })
+    Ok(ImportedProfile {
+        trace,
+        convolution_kernels,
+    })
 }
 
 /// The default workload name of a profile file: its name without
@@ -343,6 +359,13 @@ fn cuda_version(n: kineto::Number) -> Option<String> {
     })
 }
 
+/// The note that counts a profile's convolution kernels.
+fn convolution_note(n: usize) -> String {
+    format!(
+        "{n} convolution kernels (cuDNN, CUTLASS: implicit-GEMM convolutions among them) ran outside every GEMM op: counted apart, neither GEMMs of this trace nor in non_gemm"
+    )
+}
+
 /// The observed step of a bound profile.
 fn step_of(
     parsed: &kineto::Parsed<'_>,
@@ -355,6 +378,7 @@ fn step_of(
             + binding.beside_gemms
             + binding.unowned_gemm_kernels
             + binding.non_gemm
+            + binding.convolution_kernels.len() as u64
             + binding.unbound;
         return Err(ProfileError::NoGemm {
             events: parsed.total_events,
@@ -504,6 +528,9 @@ fn step_of(
             notes.push(format!("and {more} more without shapes"));
         }
     }
+    if !binding.convolution_kernels.is_empty() {
+        notes.push(convolution_note(binding.convolution_kernels.len()));
+    }
     if binding.devices.len() > 1 {
         notes.push(format!(
             "GPU work ran on devices {:?}; the trace's device is cuda:{}",
@@ -572,8 +599,12 @@ pub struct AnnotatedBinding {
     /// order: what the dispatch mode cannot see. Their shapes are not in
     /// the profile.
     pub regions: Vec<BoundRegion>,
-    /// Kernels bound to no recorded op and to no region (their names).
+    /// Kernels bound to no recorded op and to no region (their names),
+    /// convolution kernels left out.
     pub other_kernels: Vec<String>,
+    /// Convolution kernels ([`KernelClass::Convolution`]) bound to no
+    /// recorded op (their names): neither GEMMs nor other kernels.
+    pub convolution_kernels: Vec<String>,
     /// Activities whose launching call the profile does not hold.
     pub unbound: Vec<String>,
 }
@@ -600,6 +631,7 @@ pub fn bind_annotated(text: &[u8], prefix: &str) -> Result<AnnotatedBinding, Pro
     let binding = bind::bind(&parsed, bind::Owners::Annotations(prefix))?;
     let mut out = AnnotatedBinding {
         other_kernels: binding.non_gemm_kernels.clone(),
+        convolution_kernels: binding.convolution_kernels.clone(),
         unbound: binding.unbound_listed.clone(),
         ..AnnotatedBinding::default()
     };

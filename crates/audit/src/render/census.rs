@@ -1,6 +1,7 @@
 //! The census as a terminal table and as Markdown.
 
 use super::Table;
+use super::kernel_name::kernel_display_name;
 use super::markdown::md;
 use crate::census::{Census, Family, Served};
 use std::fmt::Write as _;
@@ -33,7 +34,8 @@ fn flags(f: &Family) -> String {
     v.join(" ")
 }
 
-/// The ways one m was served: `kernel + reduce [grid 4x1x1]` each.
+/// The ways one m was served: `kernel + reduce [grid 4x1x1]` each, every
+/// kernel by its short name (JSON keeps the full names and their digests).
 fn served(list: &[Served]) -> String {
     list.iter()
         .map(|s| {
@@ -42,9 +44,10 @@ fn served(list: &[Served]) -> String {
             } else {
                 String::new()
             };
+            let kernels: Vec<String> = s.kernels.iter().map(|k| kernel_display_name(k)).collect();
             format!(
                 "{count}{} [grid {}x{}x{}]",
-                s.kernels.join(" + "),
+                kernels.join(" + "),
                 s.grid[0],
                 s.grid[1],
                 s.grid[2]

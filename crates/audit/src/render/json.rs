@@ -118,15 +118,59 @@ impl serde_json::ser::Formatter for SafeFormatter {
     }
 }
 
-/// The body of the `show` document: the trace itself.
+/// The body of the `show` document: the trace itself, and the kernel
+/// names its table prints short, whole.
 #[derive(serde::Serialize)]
 struct ShowBody<'a> {
     trace: &'a crate::RecordedGemmTrace,
+    kernel_names: Vec<KernelEntry>,
 }
 
-/// The `show` document of a trace: the envelope and the trace itself.
+impl<'a> ShowBody<'a> {
+    fn of(trace: &'a crate::RecordedGemmTrace) -> Self {
+        ShowBody {
+            trace,
+            kernel_names: kernel_entries(trace),
+        }
+    }
+}
+
+/// A kernel name as `show`'s table prints it and as it was recorded.
+#[derive(serde::Serialize)]
+struct KernelEntry {
+    /// The full name.
+    name: String,
+    /// What tables print ([`super::kernel_name::KernelName::short`]).
+    short: String,
+    /// The SHA-256 of `name`, hex.
+    sha256: String,
+}
+
+/// Every distinct kernel name of the trace's routes (symbols and the
+/// physical kernels that served them), in order of first appearance.
+fn kernel_entries(trace: &crate::RecordedGemmTrace) -> Vec<KernelEntry> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for r in &trace.routes {
+        let physical = r.vendor.iter().flat_map(|v| v.physical_kernels.iter());
+        for name in std::iter::once(&r.kernel_symbol).chain(physical) {
+            if seen.insert(name.as_str()) {
+                let k = super::kernel_name::KernelName::new(name);
+                out.push(KernelEntry {
+                    name: name.clone(),
+                    short: k.short(),
+                    sha256: k.digest().to_hex(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The `show` document of a trace: the envelope, the trace itself and
+/// its kernel names (full, short and SHA-256).
 pub fn show_document(trace: &crate::RecordedGemmTrace) -> String {
-    json_document("show", true, &ShowBody { trace })
+    json_document("show", true, &ShowBody::of(trace))
 }
 
 /// Writes the `show` document of `trace` to `w` as it is serialized.
@@ -134,7 +178,7 @@ pub fn write_show_document<W: std::io::Write>(
     w: W,
     trace: &crate::RecordedGemmTrace,
 ) -> std::io::Result<()> {
-    write_document(w, "show", true, &ShowBody { trace })
+    write_document(w, "show", true, &ShowBody::of(trace))
 }
 
 /// The `diff` document of `golden` against `candidate` (their differences

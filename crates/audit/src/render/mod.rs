@@ -18,6 +18,7 @@ pub mod compare;
 pub mod html;
 pub mod json;
 pub mod junit;
+pub mod kernel_name;
 pub mod markdown;
 pub mod refusal;
 

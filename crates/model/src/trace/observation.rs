@@ -37,7 +37,8 @@ pub struct Observation {
     /// GEMM kernels no GEMM op owns (a compiled region, a graph replay, a
     /// Triton template), each recorded as a GEMM of its region.
     pub unowned_gemm_kernels: u64,
-    /// Other GPU activities (kernels, copies, fills) outside every GEMM.
+    /// Other GPU activities (kernels, copies, fills) outside every GEMM;
+    /// convolution kernels are counted apart (in `notes`).
     pub non_gemm: u64,
     /// GPU activities whose launching call the profile does not hold.
     pub unbound: u64,
