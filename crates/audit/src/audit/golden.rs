@@ -144,11 +144,16 @@ fn golden_verdict(
         let note = stale
             .map(|p| format!("; stale candidate {} removed", p.display()))
             .unwrap_or_default();
-        let same = match d.numeric {
-            crate::diff::NumericComparison::Compared => "identical to",
-            _ => "routes identical to (output bits not observed)",
+        let detail = match d.numeric {
+            crate::diff::NumericComparison::Compared => {
+                format!("identical to {}{note}", path.display())
+            }
+            _ => format!(
+                "routes identical to {} (output bits not observed){note}",
+                path.display()
+            ),
         };
-        (Verdict::Pass, format!("{same} {}{note}", path.display()))
+        (Verdict::Pass, detail)
     } else {
         let classes: Vec<String> = d.classes().iter().map(|c| c.to_string()).collect();
         (
