@@ -18,3 +18,4 @@ mod rung_policy;
 mod schema;
 mod terminal;
 mod trace_format;
+mod trace_versions;

@@ -350,49 +350,6 @@ pub struct GemmRouteIdentity {
     pub pins: Vec<VendorPin>,
 }
 
-/// A context as trace formats 1 to 5 store it: without pins.
-#[derive(Serialize, Deserialize)]
-pub(crate) struct UnpinnedContext {
-    policy: GemmPolicy,
-    #[serde(deserialize_with = "crate::bounded::permitted")]
-    permitted_backends: Vec<PhysicalBackend>,
-    #[serde(deserialize_with = "crate::bounded::permitted")]
-    permitted_contracts: Vec<ContractKind>,
-    #[serde(deserialize_with = "crate::bounded::modules")]
-    modules: Vec<ModuleIdentity>,
-    device: DeviceIdentity,
-    revisions: Revisions,
-}
-
-impl From<UnpinnedContext> for GemmRouteIdentity {
-    fn from(c: UnpinnedContext) -> Self {
-        GemmRouteIdentity {
-            policy: c.policy,
-            permitted_backends: c.permitted_backends,
-            permitted_contracts: c.permitted_contracts,
-            modules: c.modules,
-            device: c.device,
-            revisions: c.revisions,
-            pins: Vec::new(),
-        }
-    }
-}
-
-impl UnpinnedContext {
-    /// `c` without its pins (for tests of the older readers).
-    #[cfg(test)]
-    pub(crate) fn of(c: &GemmRouteIdentity) -> UnpinnedContext {
-        UnpinnedContext {
-            policy: c.policy,
-            permitted_backends: c.permitted_backends.clone(),
-            permitted_contracts: c.permitted_contracts.clone(),
-            modules: c.modules.clone(),
-            device: c.device.clone(),
-            revisions: c.revisions,
-        }
-    }
-}
-
 impl Framed for GemmRouteIdentity {
     fn visit_fields<V: FieldVisitor>(&self, v: &mut V) {
         self.policy.visit_fields(v);

@@ -3,6 +3,7 @@
 pub mod codec;
 pub mod fast;
 mod observation;
+mod pre6;
 mod v1;
 mod v2;
 mod v3;
