@@ -416,7 +416,7 @@ impl DigestWriter {
     }
 }
 
-/// A writer takes fields one at a time, hashing every [`HASH_CHUNK`]
+/// A writer takes fields one at a time, hashing every 64 KiB of framed
 /// bytes: framing a large value through it never buffers it whole.
 impl FieldVisitor for DigestWriter {
     fn field(&mut self, tag: &'static str, value: FieldValue<'_>) {

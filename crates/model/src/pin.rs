@@ -229,7 +229,7 @@ impl<'a> PinPair<'_, 'a> {
 /// every family pinned on either side once, with all of its pins on each
 /// side. Sorts references and walks both lists together: `O(n log n)`,
 /// one pointer per pin and nothing per pin field, so contexts of
-/// [`crate::bounded::MAX_PINS`] pins compare in proportion to their size.
+/// [`crate::trace::MAX_PINS`] pins compare in proportion to their size.
 pub fn pair_by_family<'a>(
     expected: &'a [VendorPin],
     found: &'a [VendorPin],
