@@ -21,3 +21,4 @@ mod rung_policy;
 mod schema;
 mod terminal;
 mod trace_format;
+mod trace_versions;

@@ -416,6 +416,14 @@ impl DigestWriter {
     }
 }
 
+/// A writer takes fields one at a time, hashing every 64 KiB of framed
+/// bytes: framing a large value through it never buffers it whole.
+impl FieldVisitor for DigestWriter {
+    fn field(&mut self, tag: &'static str, value: FieldValue<'_>) {
+        DigestWriter::field(self, tag, value);
+    }
+}
+
 /// Digest of one framed value under `domain`.
 pub fn framed_digest<T: Framed + ?Sized>(domain: &str, value: &T) -> Digest {
     let mut w = DigestWriter::new(domain);

@@ -350,87 +350,51 @@ pub struct GemmRouteIdentity {
     pub pins: Vec<VendorPin>,
 }
 
-/// A context as trace formats 1 to 5 store it: without pins.
-#[derive(Serialize, Deserialize)]
-pub(crate) struct UnpinnedContext {
-    policy: GemmPolicy,
-    #[serde(deserialize_with = "crate::bounded::permitted")]
-    permitted_backends: Vec<PhysicalBackend>,
-    #[serde(deserialize_with = "crate::bounded::permitted")]
-    permitted_contracts: Vec<ContractKind>,
-    #[serde(deserialize_with = "crate::bounded::modules")]
-    modules: Vec<ModuleIdentity>,
-    device: DeviceIdentity,
-    revisions: Revisions,
-}
-
-impl From<UnpinnedContext> for GemmRouteIdentity {
-    fn from(c: UnpinnedContext) -> Self {
-        GemmRouteIdentity {
-            policy: c.policy,
-            permitted_backends: c.permitted_backends,
-            permitted_contracts: c.permitted_contracts,
-            modules: c.modules,
-            device: c.device,
-            revisions: c.revisions,
-            pins: Vec::new(),
-        }
-    }
-}
-
-impl UnpinnedContext {
-    /// `c` without its pins (for tests of the older readers).
-    #[cfg(test)]
-    pub(crate) fn of(c: &GemmRouteIdentity) -> UnpinnedContext {
-        UnpinnedContext {
-            policy: c.policy,
-            permitted_backends: c.permitted_backends.clone(),
-            permitted_contracts: c.permitted_contracts.clone(),
-            modules: c.modules.clone(),
-            device: c.device.clone(),
-            revisions: c.revisions,
-        }
-    }
-}
+/// A context without its pins, as framed fields: what
+/// [`GemmRouteIdentity::same_environment`] compares. Comparisons frame this
+/// and pair the pins by family ([`crate::pin::pair_by_family`]), so no
+/// field list of every pin is ever built.
+#[derive(Debug, Clone, Copy)]
+pub struct Environment<'a>(&'a GemmRouteIdentity);
 
 impl Framed for GemmRouteIdentity {
     fn visit_fields<V: FieldVisitor>(&self, v: &mut V) {
-        self.policy.visit_fields(v);
-        let backends: Vec<String> = self
-            .permitted_backends
-            .iter()
-            .map(|b| b.to_string())
-            .collect();
-        v.field("permitted_backends", FieldValue::StrList(&backends));
-        let contracts: Vec<String> = self
-            .permitted_contracts
-            .iter()
-            .map(|c| c.to_string())
-            .collect();
-        v.field("permitted_contracts", FieldValue::StrList(&contracts));
-        v.field("modules.count", FieldValue::U64(self.modules.len() as u64));
-        for m in &self.modules {
-            m.visit_fields(v);
-        }
-        self.device.visit_fields(v);
-        v.field(
-            "revisions.tuning_table",
-            FieldValue::U32(self.revisions.tuning_table),
-        );
-        v.field(
-            "revisions.schedule",
-            FieldValue::U32(self.revisions.schedule),
-        );
-        v.field(
-            "revisions.tensor_map",
-            FieldValue::U32(self.revisions.tensor_map),
-        );
+        self.environment().visit_fields(v);
         if !self.pins.is_empty() {
             v.field("pins.count", FieldValue::U64(self.pins.len() as u64));
             for p in &self.pins {
                 p.visit_fields(v);
             }
         }
+    }
+}
+
+impl Framed for Environment<'_> {
+    fn visit_fields<V: FieldVisitor>(&self, v: &mut V) {
+        let c = self.0;
+        c.policy.visit_fields(v);
+        let backends: Vec<String> = c.permitted_backends.iter().map(|b| b.to_string()).collect();
+        v.field("permitted_backends", FieldValue::StrList(&backends));
+        let contracts: Vec<String> = c
+            .permitted_contracts
+            .iter()
+            .map(|k| k.to_string())
+            .collect();
+        v.field("permitted_contracts", FieldValue::StrList(&contracts));
+        v.field("modules.count", FieldValue::U64(c.modules.len() as u64));
+        for m in &c.modules {
+            m.visit_fields(v);
+        }
+        c.device.visit_fields(v);
+        v.field(
+            "revisions.tuning_table",
+            FieldValue::U32(c.revisions.tuning_table),
+        );
+        v.field("revisions.schedule", FieldValue::U32(c.revisions.schedule));
+        v.field(
+            "revisions.tensor_map",
+            FieldValue::U32(c.revisions.tensor_map),
+        );
     }
 }
 
@@ -510,10 +474,18 @@ impl GemmRouteIdentity {
             && self.revisions == other.revisions
     }
 
+    /// This context without its pins, for comparisons that pair the pins
+    /// by family instead of framing them.
+    pub fn environment(&self) -> Environment<'_> {
+        Environment(self)
+    }
+
     /// Framed digest of the whole context.
     pub fn digest(&self) -> Digest {
         let mut w = DigestWriter::new(CONTEXT_DOMAIN);
-        w.frame(self);
+        // Field by field, so the framed bytes are hashed as they come: a
+        // context of 65,536 pins never sits framed in one buffer (36 MB).
+        self.visit_fields(&mut w);
         w.finish()
     }
 
@@ -530,17 +502,6 @@ impl GemmRouteIdentity {
         self.modules
             .iter()
             .find(|m| &m.kind == kind && &m.digest == digest)
-    }
-
-    pub(crate) fn strings(&self) -> impl Iterator<Item = &str> {
-        self.device
-            .strings()
-            .chain(self.modules.iter().flat_map(|m| {
-                m.compiler
-                    .strings()
-                    .chain(std::iter::once(m.target.as_str()))
-                    .chain(m.symbols.iter().map(|s| s.name.as_str()))
-            }))
     }
 }
 

@@ -202,6 +202,143 @@ impl Framed for VendorPin {
     }
 }
 
+/// One family's pins on two sides of a comparison: every pin of the
+/// family on each side (more than one is a duplicate, which the reader
+/// refuses but a value built in memory may hold).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PinPair<'p, 'a> {
+    /// The family.
+    pub family: &'a PinFamily,
+    /// Its pins on the first (expected, golden) side.
+    pub expected: &'p [&'a VendorPin],
+    /// Its pins on the second (found, candidate) side.
+    pub found: &'p [&'a VendorPin],
+}
+
+impl<'a> PinPair<'_, 'a> {
+    /// The one pin of each side, where each side pins the family once.
+    pub fn single(&self) -> Option<(&'a VendorPin, &'a VendorPin)> {
+        match (self.expected, self.found) {
+            ([e], [f]) => Some((e, f)),
+            _ => None,
+        }
+    }
+}
+
+/// Pairs two pin lists by family, both ways, in family order: `each` sees
+/// every family pinned on either side once, with all of its pins on each
+/// side. Sorts references and walks both lists together: `O(n log n)`,
+/// one pointer per pin and nothing per pin field, so contexts of
+/// [`crate::trace::MAX_PINS`] pins compare in proportion to their size.
+pub fn pair_by_family<'a>(
+    expected: &'a [VendorPin],
+    found: &'a [VendorPin],
+    mut each: impl FnMut(PinPair<'_, 'a>),
+) {
+    let sorted = |pins: &'a [VendorPin]| {
+        let mut v: Vec<&'a VendorPin> = pins.iter().collect();
+        // Stable: a family's pins keep their order (already sorted: linear).
+        v.sort_by(|a, b| a.family.cmp(&b.family));
+        v
+    };
+    let (e, f) = (sorted(expected), sorted(found));
+    let run = |v: &[&'a VendorPin], at: usize, family: &PinFamily| {
+        v[at..].iter().take_while(|p| &p.family == family).count()
+    };
+    let (mut i, mut j) = (0, 0);
+    while i < e.len() || j < f.len() {
+        let family = match (e.get(i), f.get(j)) {
+            (Some(a), Some(b)) => (&a.family).min(&b.family),
+            (Some(a), None) => &a.family,
+            (None, Some(b)) => &b.family,
+            (None, None) => break,
+        };
+        let (n, m) = (run(&e, i, family), run(&f, j, family));
+        each(PinPair {
+            family,
+            expected: &e[i..i + n],
+            found: &f[j..j + m],
+        });
+        i += n;
+        j += m;
+    }
+}
+
+/// What a side holds for one family, for a comparison: its configuration,
+/// `(absent)`, or every configuration of a family pinned more than once.
+pub fn describe(pins: &[&VendorPin]) -> String {
+    let config = |p: &VendorPin| {
+        format!(
+            "algorithm {} tile {} stages {}",
+            p.algorithm_id, p.tile_id, p.stages_id
+        )
+    };
+    match pins {
+        [] => crate::digest::ABSENT.to_string(),
+        [p] => config(p),
+        more => format!(
+            "pinned {} times (one pin per family): {}",
+            more.len(),
+            more.iter()
+                .map(|p| config(p))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+    }
+}
+
+/// The differences of two pin lists, paired by family both ways
+/// ([`pair_by_family`]): each with the family's display key and, for a
+/// family pinned once on each side, the changed field (`algorithm_id`, ...);
+/// otherwise no field and what each side holds ([`describe`]): absent on
+/// one side, or pinned more than once on either.
+pub fn changes_by_family(
+    expected: &[VendorPin],
+    found: &[VendorPin],
+) -> Vec<(String, crate::digest::FieldChange)> {
+    let mut out = Vec::new();
+    pair_by_family(expected, found, |pair| {
+        let key = pair.family.to_string();
+        match pair.single() {
+            Some((e, f)) => {
+                for mut c in crate::digest::field_changes(e, f) {
+                    if let Some(field) = c.field.strip_prefix("pin.") {
+                        c.field = field.to_string();
+                    }
+                    out.push((key.clone(), c));
+                }
+            }
+            None => out.push((
+                key,
+                crate::digest::FieldChange::text(
+                    String::new(),
+                    describe(pair.expected),
+                    describe(pair.found),
+                ),
+            )),
+        }
+    });
+    out
+}
+
+/// Refuses pins that are not one per family in family order (what
+/// [`crate::identity::GemmRouteIdentity::with_pins`] builds), naming the
+/// first family out of place.
+pub(crate) fn check_order(pins: &[VendorPin]) -> Result<(), crate::error::FormatError> {
+    for w in pins.windows(2) {
+        let (a, b) = (&w[0].family, &w[1].family);
+        let why = match a.cmp(b) {
+            std::cmp::Ordering::Less => continue,
+            std::cmp::Ordering::Equal => "is pinned twice (one pin per family)",
+            std::cmp::Ordering::Greater => "is out of order (pins are sorted by family)",
+        };
+        return Err(crate::error::FormatError::Inconsistent(format!(
+            "the context's pin of {b} {why}"
+        )));
+    }
+    Ok(())
+}
+
 /// Why `route` (under the `vendor-invariant` contract) breaks the
 /// contract's promise or runs another configuration than `pins` holds for
 /// its family: the field, what was expected, what was found.
@@ -299,6 +436,103 @@ mod tests {
         assert!(
             expected.contains(&format!("k={}", other.shape.k)),
             "{expected}"
+        );
+    }
+
+    fn pins(n: u64) -> Vec<VendorPin> {
+        (0..n)
+            .map(|i| {
+                let mut r = crate::testkit::sample_vendor_route(i);
+                r.shape.n = 1024 * (i + 1);
+                VendorPin::of(&r).unwrap()
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    }
+
+    /// A context's pins are one per family in family order: a trace with a
+    /// second (conflicting) pin for one family, or out of order, is refused
+    /// by the reader, naming the family, and never written.
+    #[test]
+    fn the_reader_refuses_duplicate_and_unsorted_pins() {
+        use crate::error::FormatError;
+        use crate::trace::codec;
+        let mut t = crate::testkit::sample_trace(2);
+        t.context.pins = pins(3);
+        assert!(crate::RecordedGemmTrace::from_bytes(&t.to_bytes().unwrap()).is_ok());
+        let mut conflicting = t.context.pins[1].clone();
+        conflicting.algorithm_id += 1;
+        let mut twice = t.clone();
+        twice.context.pins.insert(2, conflicting);
+        let mut unsorted = t.clone();
+        unsorted.context.pins.swap(1, 2);
+        for (bad, family, why) in [
+            (twice, &t.context.pins[1].family, "pinned twice"),
+            (unsorted, &t.context.pins[1].family, "out of order"),
+        ] {
+            let forged = codec::seal(&codec::encode_payload(&bad).unwrap());
+            for e in [
+                crate::RecordedGemmTrace::from_bytes(&forged).unwrap_err(),
+                bad.to_bytes().unwrap_err(),
+            ] {
+                let FormatError::Inconsistent(msg) = &e else {
+                    panic!("{e:?}");
+                };
+                assert!(
+                    msg.contains(why) && msg.contains(&family.to_string()),
+                    "{msg}"
+                );
+            }
+        }
+    }
+
+    /// Pairing by family goes both ways: a family on one side only, and a
+    /// family pinned twice on either side, each come once, with every pin.
+    #[test]
+    fn pins_pair_by_family_both_ways() {
+        let p = pins(3);
+        let mut dup = p[1].clone();
+        dup.tile_id += 1;
+        let golden = vec![p[2].clone(), p[0].clone(), p[1].clone(), dup.clone()];
+        let candidate = vec![p[1].clone(), p[2].clone()];
+        let mut seen = Vec::new();
+        pair_by_family(&golden, &candidate, |pair| {
+            seen.push((pair.family.clone(), pair.expected.len(), pair.found.len()));
+        });
+        let expect: Vec<_> = vec![
+            (p[0].family.clone(), 1, 0),
+            (p[1].family.clone(), 2, 1),
+            (p[2].family.clone(), 1, 1),
+        ];
+        assert_eq!(seen, expect);
+        // The other direction: the same families, sides swapped.
+        let mut back = Vec::new();
+        pair_by_family(&candidate, &golden, |pair| {
+            back.push((pair.family.clone(), pair.found.len(), pair.expected.len()));
+        });
+        assert_eq!(back, expect);
+        let changes = changes_by_family(&candidate, &golden);
+        let dup_change = changes
+            .iter()
+            .find(|(family, _)| family == &p[1].family.to_string())
+            .map(|(_, c)| c)
+            .unwrap();
+        assert!(
+            dup_change.found.starts_with("pinned 2 times"),
+            "{dup_change:?}"
+        );
+        assert_eq!(dup_change.field, "");
+    }
+
+    /// The context digest hashes field by field: the same digest as
+    /// framing the whole context at once.
+    #[test]
+    fn the_streamed_context_digest_is_the_framed_one() {
+        let ctx = crate::testkit::context().with_pins(pins(3));
+        assert_eq!(
+            ctx.digest(),
+            crate::digest::framed_digest(crate::identity::CONTEXT_DOMAIN, &ctx)
         );
     }
 }

@@ -155,16 +155,25 @@ impl CapturedGemmGraphPlan {
         &self,
         golden: &PreparedGemmCaptureManifest,
     ) -> Result<(), Refusal> {
-        if golden.context != self.manifest.context {
+        self.check_against_golden_parts(&golden.context, &golden.launch_set)
+    }
+
+    /// [`Self::check_against_golden`] of a golden's context and launch set.
+    pub(crate) fn check_against_golden_parts(
+        &self,
+        context: &GemmRouteIdentity,
+        launch_set: &ResolvedGemmLaunchSet,
+    ) -> Result<(), Refusal> {
+        if context != &self.manifest.context {
             return Err(context_refusal(
                 RefusalStage::GoldenComparison,
-                &golden.context,
+                context,
                 &self.manifest.context,
             ));
         }
         compare_launch_sets(
             RefusalStage::GoldenComparison,
-            &golden.launch_set,
+            launch_set,
             &self.manifest.launch_set,
         )
     }
@@ -237,8 +246,18 @@ pub(crate) fn context_refusal(
     expected: &GemmRouteIdentity,
     found: &GemmRouteIdentity,
 ) -> Refusal {
+    // The pins are paired by family, not framed into one field list: a
+    // context may hold 65,536 of them.
+    let mut changes = field_changes(&expected.environment(), &found.environment());
+    for (family, mut c) in crate::pin::changes_by_family(&expected.pins, &found.pins) {
+        c.field = match c.field.as_str() {
+            "" => format!("pin[{family}]"),
+            field => format!("pin[{family}].{field}"),
+        };
+        changes.push(c);
+    }
     // Same fields but different lengths (e.g. a module added) name no field: name the digest.
-    Refusal::with_changes(stage, None, field_changes(expected, found))
+    Refusal::with_changes(stage, None, changes)
         .unwrap_or_else(|| Refusal::new(stage, None, "context", expected.digest(), found.digest()))
 }
 

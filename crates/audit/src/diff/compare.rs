@@ -46,14 +46,11 @@ fn context_changes(
 ) -> Vec<(DiffClass, FieldChange)> {
     type Typed = (&'static str, String, serde_json::Value);
     let outside = |c: &crate::identity::GemmRouteIdentity| -> Vec<Typed> {
-        crate::digest::typed_field_list(c)
+        // The environment only: pins are paired by family below, never
+        // framed into one list (a context may hold 65,536 of them).
+        crate::digest::typed_field_list(&c.environment())
             .into_iter()
-            .filter(|(t, _, _)| {
-                !t.starts_with("module.")
-                    && *t != "modules.count"
-                    && !t.starts_with("pin.")
-                    && *t != "pins.count"
-            })
+            .filter(|(t, _, _)| !t.starts_with("module.") && *t != "modules.count")
             .collect()
     };
     let mut out = Vec::new();
@@ -132,46 +129,25 @@ fn context_changes(
     out
 }
 
-/// The differences of two contexts' pins, each pin paired with the other
-/// side's pin of the same family: a configuration that changed names its
-/// field, a family pinned on one side only is absent on the other. Route
-/// class: a pin says which configuration runs.
+/// The differences of two contexts' pins, paired by family both ways
+/// ([`crate::pin::changes_by_family`]): a configuration that changed names
+/// its field, a family pinned on one side only is absent on the other, and
+/// a family pinned twice on either side is reported as such. Route class:
+/// a pin says which configuration runs.
 fn pin_changes(
     golden: &[crate::pin::VendorPin],
     candidate: &[crate::pin::VendorPin],
 ) -> Vec<(DiffClass, FieldChange)> {
-    let key = |p: &crate::pin::VendorPin| p.family.to_string();
-    let config = |p: &crate::pin::VendorPin| {
-        format!(
-            "algorithm {} tile {} stages {}",
-            p.algorithm_id, p.tile_id, p.stages_id
-        )
-    };
-    let mut out = Vec::new();
-    for g in golden {
-        match candidate.iter().find(|c| c.family == g.family) {
-            Some(c) => {
-                for ch in field_changes(g, c) {
-                    let field = ch.field.strip_prefix("pin.").unwrap_or(&ch.field);
-                    let field = format!("context.pin[{}].{field}", key(g));
-                    out.push((DiffClass::Route, FieldChange { field, ..ch }));
-                }
-            }
-            None => out.push((
-                DiffClass::Route,
-                FieldChange::text(format!("context.pin[{}]", key(g)), config(g), "(absent)"),
-            )),
-        }
-    }
-    for c in candidate {
-        if !golden.iter().any(|g| g.family == c.family) {
-            out.push((
-                DiffClass::Route,
-                FieldChange::text(format!("context.pin[{}]", key(c)), "(absent)", config(c)),
-            ));
-        }
-    }
-    out
+    crate::pin::changes_by_family(golden, candidate)
+        .into_iter()
+        .map(|(family, c)| {
+            let field = match c.field.as_str() {
+                "" => format!("context.pin[{family}]"),
+                field => format!("context.pin[{family}].{field}"),
+            };
+            (DiffClass::Route, FieldChange { field, ..c })
+        })
+        .collect()
 }
 
 pub(super) struct Pairs {
@@ -595,5 +571,53 @@ mod tests {
         let d = TraceDiff::between(&g, &fewer);
         assert_eq!(d.differences.len(), 1);
         assert_eq!(d.differences[0].change.found, "(absent)");
+    }
+
+    /// A context with a second, conflicting pin for one family (the reader
+    /// refuses such a file; a value built in memory may hold one) differs
+    /// from one with the family pinned once, whichever side has the
+    /// duplicate: one difference naming the family and both pins.
+    #[test]
+    fn a_duplicate_pin_is_reported_on_either_side() {
+        use crate::pin::VendorPin;
+        let pin = VendorPin::of(&testkit::sample_vendor_route(0)).unwrap();
+        let mut conflicting = pin.clone();
+        conflicting.algorithm_id += 1;
+        let mut once = testkit::sample_trace(2);
+        once.context.pins = vec![pin.clone()];
+        let mut twice = once.clone();
+        twice.context.pins.push(conflicting.clone());
+        for (g, c, side) in [(&twice, &once, "golden"), (&once, &twice, "candidate")] {
+            let d = TraceDiff::between(g, c);
+            assert_eq!(d.differences.len(), 1, "{side}: {}", d.render());
+            let change = &d.differences[0].change;
+            assert_eq!(
+                change.field,
+                format!("context.pin[{}]", pin.family),
+                "{side}"
+            );
+            let (dup, single) = if side == "golden" {
+                (&change.expected, &change.found)
+            } else {
+                (&change.found, &change.expected)
+            };
+            assert!(dup.starts_with("pinned 2 times"), "{side}: {dup}");
+            for p in [&pin, &conflicting] {
+                assert!(
+                    dup.contains(&format!("algorithm {}", p.algorithm_id)),
+                    "{dup}"
+                );
+            }
+            assert_eq!(
+                single,
+                &format!(
+                    "algorithm {} tile {} stages {}",
+                    pin.algorithm_id, pin.tile_id, pin.stages_id
+                )
+            );
+            assert_eq!(d.differences[0].class, DiffClass::Route);
+        }
+        // The duplicate is reported even against itself.
+        assert_eq!(TraceDiff::between(&twice, &twice).differences.len(), 1);
     }
 }

@@ -30,9 +30,13 @@ pub fn refusal_lines(
 ) -> Vec<String> {
     let width = width.unwrap_or(DEFAULT_WIDTH).max(40);
     let changes = refusal.changes();
-    let whole = one_line(&refusal.to_string()).into_owned();
-    if changes.len() == 1 && origin.is_none() && lead + whole.chars().count() <= width {
-        return vec![whole];
+    // Only a refusal of one field can be one line: never render a long
+    // one whole (a context of 65,536 pins is megabytes of text).
+    if changes.len() == 1 && origin.is_none() {
+        let whole = one_line(&refusal.to_string()).into_owned();
+        if lead + whole.chars().count() <= width {
+            return vec![whole];
+        }
     }
     let mut head = format!("refused at {}", refusal.stage);
     if let Some(l) = &refusal.label {

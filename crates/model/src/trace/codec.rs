@@ -296,29 +296,18 @@ fn check_limits(trace: &RecordedGemmTrace, limits: &Limits) -> Result<(), Format
             limit: crate::bounded::MAX_ROUTE_LIST as u64,
         });
     }
-    let longest = trace
-        .routes
-        .iter()
-        .flat_map(|r| r.strings())
-        .chain(trace.context.strings())
-        .chain(std::iter::once(trace.workload.as_str()))
-        .chain(trace.physical.iter().filter_map(|n| n.symbol.as_deref()))
-        .chain(trace.observation.iter().flat_map(|o| o.strings()))
-        .chain(
-            trace
-                .volatile
-                .iter()
-                .flat_map(|(k, v)| [k.as_str(), v.as_str()]),
-        )
-        .map(str::len)
-        .max()
-        .unwrap_or(0) as u64;
-    if longest > limits.max_string_bytes {
-        return Err(FormatError::LimitExceeded {
-            what: "string length",
-            found: longest,
-            limit: limits.max_string_bytes,
-        });
+    // Every string the trace holds, walked through its `Serialize` impl so
+    // no field can be left out (pins, declarations, vendor permits...).
+    match super::strings::check(trace, limits.max_string_bytes) {
+        Ok(()) => {}
+        Err(super::strings::Stop::TooLong(found)) => {
+            return Err(FormatError::LimitExceeded {
+                what: "string length",
+                found,
+                limit: limits.max_string_bytes,
+            });
+        }
+        Err(super::strings::Stop::Failed(why)) => return Err(FormatError::Encode(why)),
     }
     // Framing the context repeats each symbol's name for every service it
     // offers: bound what that builds, whatever the file's size.

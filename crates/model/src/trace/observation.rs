@@ -68,19 +68,6 @@ pub struct ObservedRoute {
 }
 
 impl Observation {
-    /// Every string it holds, for the reader's length limit.
-    pub(crate) fn strings(&self) -> impl Iterator<Item = &str> {
-        [self.source.as_str(), self.file.as_str()]
-            .into_iter()
-            .chain(self.unbound_listed.iter().map(String::as_str))
-            .chain(self.notes.iter().map(String::as_str))
-            .chain(self.gemms.iter().flat_map(|g| {
-                std::iter::once(g.device.as_str())
-                    .chain(g.region.as_deref())
-                    .chain(g.beside.iter().map(String::as_str))
-            }))
-    }
-
     /// The largest list it holds, for the reader's count limit.
     pub(crate) fn longest_list(&self) -> usize {
         self.unbound_listed

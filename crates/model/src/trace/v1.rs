@@ -1,14 +1,16 @@
 //! Format version 1, read and converted to the current model.
 //!
 //! Version 1 stored one compiler for the whole context and modules as bare
-//! symbol lists. Routes, launch sets, fingerprints and physical nodes are
-//! encoded the same in both versions (vocabulary variants were only
-//! appended), so they decode with the current types and a v1 trace's
-//! launch-set digest still verifies. The conversion gives every module the
-//! v1 context's compiler, derives its backend from its kind, its target
-//! and each symbol's services from the trace's own routes through it.
+//! symbol lists. Contracts decode in the frozen vocabulary of formats 1 to
+//! 5 ([`super::pre6`]); launch sets, fingerprints and physical nodes, and
+//! every other route field, are encoded as today (vocabulary variants were
+//! only appended), so a v1 trace's launch-set digest still verifies. The
+//! conversion gives every module the v1 context's compiler, derives its
+//! backend from its kind, its target and each symbol's services from the
+//! trace's own routes through it.
 
 use super::RecordedGemmTrace;
+use super::pre6;
 use crate::digest::Digest;
 use crate::error::FormatError;
 use crate::identity::{
@@ -20,7 +22,7 @@ use crate::platform::{CompilerIdentity, DeviceIdentity};
 use crate::policy::GemmPolicy;
 use crate::route::ResolvedGemmRoute;
 use crate::trace::OutputFingerprint;
-use crate::vocab::{ContractKind, ModuleKind, PhysicalBackend};
+use crate::vocab::{ModuleKind, PhysicalBackend};
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize)]
@@ -37,7 +39,7 @@ pub(super) struct ContextV1 {
     #[serde(deserialize_with = "crate::bounded::permitted")]
     permitted_backends: Vec<PhysicalBackend>,
     #[serde(deserialize_with = "crate::bounded::permitted")]
-    permitted_contracts: Vec<ContractKind>,
+    permitted_contracts: Vec<pre6::ContractKind>,
     compiler: CompilerIdentity,
     #[serde(deserialize_with = "crate::bounded::modules")]
     modules: Vec<ModuleV1>,
@@ -51,7 +53,7 @@ pub(super) struct TraceV1 {
     workload_digest: Digest,
     context: ContextV1,
     launch_set: ResolvedGemmLaunchSet,
-    routes: Vec<ResolvedGemmRoute>,
+    routes: Vec<pre6::Route>,
     fingerprints: Vec<OutputFingerprint>,
     #[serde(deserialize_with = "crate::bounded::volatile")]
     volatile: VolatileMetadata,
@@ -82,7 +84,7 @@ pub(super) fn upgrade(t: TraceV1) -> Result<RecordedGemmTrace, FormatError> {
     for (i, r) in t.routes.iter().enumerate() {
         if matches!(r.backend, PhysicalBackend::Engine { .. })
             || matches!(r.module_kind, ModuleKind::Engine(_))
-            || matches!(r.contract.kind, ContractKind::Engine { .. })
+            || r.contract.kind.is_engine()
         {
             return Err(inconsistent(format!(
                 "route {i} uses engine vocabulary, which version 1 did not have"
@@ -90,11 +92,24 @@ pub(super) fn upgrade(t: TraceV1) -> Result<RecordedGemmTrace, FormatError> {
         }
     }
     let ctx = t.context;
+    if ctx
+        .permitted_contracts
+        .iter()
+        .any(pre6::ContractKind::is_engine)
+        || ctx
+            .permitted_backends
+            .iter()
+            .any(|b| matches!(b, PhysicalBackend::Engine { .. }))
+    {
+        return Err(inconsistent(
+            "the context permits engine vocabulary, which version 1 did not have".into(),
+        ));
+    }
+    let routes = pre6::routes(t.routes);
     let mut modules = Vec::with_capacity(ctx.modules.len());
     for m in ctx.modules {
         let backend = builtin_backend(&m.kind)?;
-        let through: Vec<&ResolvedGemmRoute> = t
-            .routes
+        let through: Vec<&ResolvedGemmRoute> = routes
             .iter()
             .filter(|r| r.module_kind == m.kind && r.artifact_digest == m.digest)
             .collect();
@@ -144,7 +159,7 @@ pub(super) fn upgrade(t: TraceV1) -> Result<RecordedGemmTrace, FormatError> {
     let context = GemmRouteIdentity {
         policy: ctx.policy,
         permitted_backends: ctx.permitted_backends,
-        permitted_contracts: ctx.permitted_contracts,
+        permitted_contracts: pre6::contracts(ctx.permitted_contracts),
         modules,
         device: ctx.device,
         revisions: ctx.revisions,
@@ -155,7 +170,7 @@ pub(super) fn upgrade(t: TraceV1) -> Result<RecordedGemmTrace, FormatError> {
         workload_digest: t.workload_digest,
         context,
         launch_set: t.launch_set,
-        routes: t.routes,
+        routes,
         fingerprints: t.fingerprints,
         volatile: t.volatile,
         physical: t.physical,

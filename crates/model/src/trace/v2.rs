@@ -1,14 +1,14 @@
 //! Format version 2, read and converted to the current model: the same
 //! trace without `fingerprint_mode` (every version-2 fingerprint is
-//! strong, SHA-256 chunks).
+//! strong, SHA-256 chunks), with version 3's context and contracts in the
+//! vocabulary of formats 1 to 5 ([`super::pre6`]).
 
 use super::v3::ContextV3;
-use super::{FingerprintMode, OutputFingerprint, RecordedGemmTrace};
+use super::{FingerprintMode, OutputFingerprint, RecordedGemmTrace, pre6};
 use crate::digest::Digest;
 use crate::identity::VolatileMetadata;
 use crate::launch_set::ResolvedGemmLaunchSet;
 use crate::physical::PhysicalNode;
-use crate::route::ResolvedGemmRoute;
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize)]
@@ -17,7 +17,7 @@ pub(super) struct TraceV2 {
     workload_digest: Digest,
     context: ContextV3,
     launch_set: ResolvedGemmLaunchSet,
-    routes: Vec<ResolvedGemmRoute>,
+    routes: Vec<pre6::Route>,
     fingerprints: Vec<OutputFingerprint>,
     #[serde(deserialize_with = "crate::bounded::volatile")]
     volatile: VolatileMetadata,
@@ -41,15 +41,19 @@ pub(super) fn upgrade(t: TraceV2) -> RecordedGemmTrace {
 }
 
 /// The version-2 form of a trace (for tests of the reader): refused when
-/// its fingerprints are not strong, which version 2 cannot say.
+/// its fingerprints are not strong, which version 2 cannot say (or a
+/// contract has no older form).
 #[cfg(test)]
 pub(super) fn downgrade(t: &RecordedGemmTrace) -> Option<TraceV2> {
-    (t.fingerprint_mode == FingerprintMode::Strong).then(|| TraceV2 {
+    if t.fingerprint_mode != FingerprintMode::Strong {
+        return None;
+    }
+    Some(TraceV2 {
         workload: t.workload.clone(),
         workload_digest: t.workload_digest,
-        context: super::v3::downgrade_context(&t.context),
+        context: super::v3::downgrade_context(&t.context)?,
         launch_set: t.launch_set,
-        routes: t.routes.clone(),
+        routes: pre6::routes_of(&t.routes)?,
         fingerprints: t.fingerprints.clone(),
         volatile: t.volatile.clone(),
         physical: t.physical.clone(),

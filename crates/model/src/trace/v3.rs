@@ -1,8 +1,9 @@
 //! Format version 3, read and converted to the current model.
 //!
 //! Version 3 is version 4 without what symbols declare: a service had no
-//! operand conversion and a symbol no [`SymbolDeclaration`]. Everything
-//! else (routes, launch sets, fingerprints, physical nodes, the
+//! operand conversion and a symbol no [`SymbolDeclaration`], and contracts
+//! are written in the vocabulary of formats 1 to 5 ([`super::pre6`]).
+//! Everything else (launch sets, fingerprints, physical nodes, the
 //! fingerprint mode) is encoded the same, so a v3 trace's launch-set digest
 //! still verifies. The conversion takes each service's operand conversion
 //! from the trace's own routes through that symbol (exact widening where
@@ -12,7 +13,7 @@
 //!
 //! [`SymbolDeclaration`]: crate::declaration::SymbolDeclaration
 
-use super::{FingerprintMode, OutputFingerprint, RecordedGemmTrace};
+use super::{FingerprintMode, OutputFingerprint, RecordedGemmTrace, pre6};
 use crate::digest::Digest;
 use crate::identity::{
     GemmRouteIdentity, ModuleIdentity, Revisions, Service, SymbolEntry, VolatileMetadata,
@@ -22,14 +23,14 @@ use crate::physical::PhysicalNode;
 use crate::platform::{CompilerIdentity, DeviceIdentity};
 use crate::policy::GemmPolicy;
 use crate::route::ResolvedGemmRoute;
-use crate::vocab::{ContractKind, DType, GemmOp, ModuleKind, OperandConversion, PhysicalBackend};
+use crate::vocab::{DType, GemmOp, ModuleKind, OperandConversion, PhysicalBackend};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Serialize, Deserialize)]
 pub(super) struct ServiceV3 {
     op: GemmOp,
     dtype: DType,
-    contract: ContractKind,
+    contract: pre6::ContractKind,
     tensor_cores: bool,
 }
 
@@ -59,7 +60,7 @@ pub(super) struct ContextV3 {
     #[serde(deserialize_with = "crate::bounded::permitted")]
     permitted_backends: Vec<PhysicalBackend>,
     #[serde(deserialize_with = "crate::bounded::permitted")]
-    permitted_contracts: Vec<ContractKind>,
+    permitted_contracts: Vec<pre6::ContractKind>,
     #[serde(deserialize_with = "crate::bounded::modules")]
     modules: Vec<ModuleV3>,
     device: DeviceIdentity,
@@ -72,7 +73,7 @@ pub(super) struct TraceV3 {
     pub(super) workload_digest: Digest,
     pub(super) context: ContextV3,
     pub(super) launch_set: ResolvedGemmLaunchSet,
-    pub(super) routes: Vec<ResolvedGemmRoute>,
+    pub(super) routes: Vec<pre6::Route>,
     pub(super) fingerprints: Vec<OutputFingerprint>,
     #[serde(deserialize_with = "crate::bounded::volatile")]
     pub(super) volatile: VolatileMetadata,
@@ -99,7 +100,7 @@ impl ContextV3 {
         GemmRouteIdentity {
             policy: self.policy,
             permitted_backends: self.permitted_backends,
-            permitted_contracts: self.permitted_contracts,
+            permitted_contracts: pre6::contracts(self.permitted_contracts),
             modules,
             device: self.device,
             revisions: self.revisions,
@@ -121,12 +122,13 @@ fn upgrade_symbol(
         .collect();
     let mut serves = Vec::with_capacity(s.serves.len());
     for v in s.serves {
+        let contract = v.contract.into();
         let mut conversions: Vec<OperandConversion> = through
             .iter()
             .filter(|r| {
                 r.op == v.op
                     && r.dtype == v.dtype
-                    && r.contract.kind == v.contract
+                    && r.contract.kind == contract
                     && r.uses_tensor_cores == v.tensor_cores
             })
             .map(|r| r.operand_conversion)
@@ -138,7 +140,7 @@ fn upgrade_symbol(
             serves.push(Service {
                 op: v.op,
                 dtype: v.dtype,
-                contract: v.contract.clone(),
+                contract: contract.clone(),
                 tensor_cores: v.tensor_cores,
                 conversion,
             });
@@ -156,12 +158,13 @@ fn upgrade_symbol(
 
 /// The current model of a version-3 trace.
 pub(super) fn upgrade(t: TraceV3) -> RecordedGemmTrace {
+    let routes = pre6::routes(t.routes);
     RecordedGemmTrace {
         workload: t.workload,
         workload_digest: t.workload_digest,
-        context: t.context.upgrade(&t.routes),
+        context: t.context.upgrade(&routes),
         launch_set: t.launch_set,
-        routes: t.routes,
+        routes,
         fingerprints: t.fingerprints,
         volatile: t.volatile,
         physical: t.physical,
@@ -171,61 +174,59 @@ pub(super) fn upgrade(t: TraceV3) -> RecordedGemmTrace {
 }
 
 /// The version-3 form of a trace (for tests of the reader): services
-/// without conversions, symbols without declarations.
+/// without conversions, symbols without declarations; `None` where a
+/// contract has no older form.
 #[cfg(test)]
-pub(super) fn downgrade_context(c: &GemmRouteIdentity) -> ContextV3 {
-    ContextV3 {
+pub(super) fn downgrade_context(c: &GemmRouteIdentity) -> Option<ContextV3> {
+    let symbol = |s: &SymbolEntry| -> Option<SymbolV3> {
+        let serves = s.serves.iter().map(|v| {
+            Some(ServiceV3 {
+                op: v.op,
+                dtype: v.dtype,
+                contract: pre6::ContractKind::of(&v.contract)?,
+                tensor_cores: v.tensor_cores,
+            })
+        });
+        Some(SymbolV3 {
+            name: s.name.clone(),
+            serves: serves.collect::<Option<_>>()?,
+            resources_digest: s.resources_digest,
+        })
+    };
+    let module = |m: &ModuleIdentity| -> Option<ModuleV3> {
+        Some(ModuleV3 {
+            backend: m.backend.clone(),
+            kind: m.kind.clone(),
+            digest: m.digest,
+            compiler: m.compiler.clone(),
+            target: m.target.clone(),
+            symbols: m.symbols.iter().map(symbol).collect::<Option<_>>()?,
+        })
+    };
+    Some(ContextV3 {
         policy: c.policy,
         permitted_backends: c.permitted_backends.clone(),
-        permitted_contracts: c.permitted_contracts.clone(),
-        modules: c
-            .modules
-            .iter()
-            .map(|m| ModuleV3 {
-                backend: m.backend.clone(),
-                kind: m.kind.clone(),
-                digest: m.digest,
-                compiler: m.compiler.clone(),
-                target: m.target.clone(),
-                symbols: m
-                    .symbols
-                    .iter()
-                    .map(|s| SymbolV3 {
-                        name: s.name.clone(),
-                        serves: s
-                            .serves
-                            .iter()
-                            .map(|v| ServiceV3 {
-                                op: v.op,
-                                dtype: v.dtype,
-                                contract: v.contract.clone(),
-                                tensor_cores: v.tensor_cores,
-                            })
-                            .collect(),
-                        resources_digest: s.resources_digest,
-                    })
-                    .collect(),
-            })
-            .collect(),
+        permitted_contracts: pre6::contracts_of(&c.permitted_contracts)?,
+        modules: c.modules.iter().map(module).collect::<Option<_>>()?,
         device: c.device.clone(),
         revisions: c.revisions,
-    }
+    })
 }
 
 /// The version-3 form of a trace (for tests of the reader).
 #[cfg(test)]
-pub(super) fn downgrade(t: &RecordedGemmTrace) -> TraceV3 {
-    TraceV3 {
+pub(super) fn downgrade(t: &RecordedGemmTrace) -> Option<TraceV3> {
+    Some(TraceV3 {
         workload: t.workload.clone(),
         workload_digest: t.workload_digest,
-        context: downgrade_context(&t.context),
+        context: downgrade_context(&t.context)?,
         launch_set: t.launch_set,
-        routes: t.routes.clone(),
+        routes: pre6::routes_of(&t.routes)?,
         fingerprints: t.fingerprints.clone(),
         volatile: t.volatile.clone(),
         physical: t.physical.clone(),
         fingerprint_mode: t.fingerprint_mode,
-    }
+    })
 }
 
 #[cfg(test)]
@@ -236,7 +237,7 @@ mod tests {
     #[test]
     fn a_version_3_payload_reads_with_its_symbols_undeclared() {
         let t = crate::testkit::sample_trace(5);
-        let v3 = codec::encode(&downgrade(&t)).unwrap();
+        let v3 = codec::encode(&downgrade(&t).expect("no vendor-invariant")).unwrap();
         let read = codec::decode_payload_version(3, &v3, &codec::Limits::default()).unwrap();
         // Routes, launch set and fingerprints are untouched: the digest verifies.
         assert_eq!(read.routes, t.routes);
