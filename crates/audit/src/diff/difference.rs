@@ -152,7 +152,7 @@ impl TraceDiff {
         parts.join("; ")
     }
 
-    /// A reviewable text rendering: the overview first ([`DiffOverview`]:
+    /// A reviewable text rendering: the overview first ([`super::DiffOverview`]:
     /// libraries, knobs, kernels, output bits, how to accept), then every
     /// difference, grouped: a change shared by many routes is one group
     /// naming how many, a module's or pin's fields one group.
