@@ -2,21 +2,28 @@
 //! group naming how many, a module's or pin's fields are one group.
 
 use super::{DiffClass, Difference, TraceDiff};
+use std::collections::HashMap;
+use std::hash::Hash;
 
 /// GEMM names listed in a group's header before "and N more".
 const SHOWN: usize = 3;
 
-/// `items` grouped by `key`, groups and members in the order first seen.
-fn ordered_groups<'a, K: PartialEq>(
-    items: impl IntoIterator<Item = &'a Difference>,
-    key: impl Fn(&'a Difference) -> K,
-) -> Vec<(K, Vec<&'a Difference>)> {
-    let mut out: Vec<(K, Vec<&'a Difference>)> = Vec::new();
-    for d in items {
-        let k = key(d);
-        match out.iter_mut().find(|(g, _)| *g == k) {
-            Some((_, v)) => v.push(d),
-            None => out.push((k, vec![d])),
+/// `items` grouped by `key`, groups and members in the order first seen;
+/// linear in the items (a diff can hold a difference per pin or route).
+pub(super) fn ordered_groups<T: Copy, K: Hash + Eq + Clone>(
+    items: impl IntoIterator<Item = T>,
+    key: impl Fn(T) -> K,
+) -> Vec<(K, Vec<T>)> {
+    let mut index: HashMap<K, usize> = HashMap::new();
+    let mut out: Vec<(K, Vec<T>)> = Vec::new();
+    for item in items {
+        let k = key(item);
+        match index.get(&k) {
+            Some(&i) => out[i].1.push(item),
+            None => {
+                index.insert(k.clone(), out.len());
+                out.push((k, vec![item]));
+            }
         }
     }
     out
@@ -31,7 +38,7 @@ fn line(d: &Difference) -> String {
 
 /// `context.module[KEY]` or `context.pin[FAMILY]` for their fields, else
 /// the field itself.
-fn owner(field: &str) -> &str {
+pub(super) fn owner(field: &str) -> &str {
     ["context.module[", "context.pin["]
         .iter()
         .find(|p| field.starts_with(*p))
@@ -116,19 +123,13 @@ impl TraceDiff {
                 &d.change.found,
             )
         });
-        let mut by_routes: Vec<(DiffClass, Vec<String>, String, Vec<String>)> = Vec::new();
-        for (_, ds) in &changes {
-            let (class, routes) = (ds[0].class, ds.iter().map(|d| d.location()).collect());
-            match by_routes
-                .iter_mut()
-                .find(|(c, r, ..)| *c == class && *r == routes)
-            {
-                Some((.., lines)) => lines.push(line(ds[0])),
-                None => by_routes.push((class, routes, routes_label(ds), vec![line(ds[0])])),
-            }
-        }
-        for (class, _, at, lines) in by_routes {
-            out.push(group(class, &at, lines));
+        let by_routes = ordered_groups(changes.iter().map(|(_, ds)| ds), |ds| {
+            let routes: Vec<String> = ds.iter().map(|d| d.location()).collect();
+            (ds[0].class, routes)
+        });
+        for ((class, _), groups) in by_routes {
+            let lines = groups.iter().map(|ds| line(ds[0])).collect();
+            out.push(group(class, &routes_label(groups[0]), lines));
         }
         out
     }

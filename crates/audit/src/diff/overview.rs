@@ -4,9 +4,10 @@
 //! from the differences alone, so every sink (text, JSON, Python) says the
 //! same.
 
+use super::groups::ordered_groups;
 use super::{DiffClass, Difference, NumericComparison, TraceDiff};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// GEMM names listed before "and N more".
 const FIRST: usize = 3;
@@ -263,16 +264,28 @@ fn changed_components(expected: &str, found: &str) -> (String, String) {
     (old.join(", "), new.join(", "))
 }
 
-/// Routes whose difference in `field` goes from `expected` to `found`.
-fn routes_changed(ds: &[Difference], field: &str, expected: &str, found: &str) -> usize {
-    ds.iter()
-        .filter(|d| {
-            d.gemm.is_some()
-                && d.change.field == field
-                && d.change.expected == expected
-                && d.change.found == found
-        })
-        .count()
+/// How many routes each (field, expected, found) change reaches, counted
+/// once over the differences.
+struct RouteCounts<'a>(HashMap<(&'a str, &'a str, &'a str), usize>);
+
+impl<'a> RouteCounts<'a> {
+    fn of(ds: &'a [Difference]) -> Self {
+        let mut counts = HashMap::new();
+        for d in ds.iter().filter(|d| d.gemm.is_some()) {
+            let key = (
+                d.change.field.as_str(),
+                d.change.expected.as_str(),
+                d.change.found.as_str(),
+            );
+            *counts.entry(key).or_insert(0) += 1;
+        }
+        RouteCounts(counts)
+    }
+
+    /// Routes whose difference in `field` goes from `expected` to `found`.
+    fn get(&self, field: &str, expected: &str, found: &str) -> usize {
+        self.0.get(&(field, expected, found)).copied().unwrap_or(0)
+    }
 }
 
 /// The context's changes, split into libraries (modules, driver, device,
@@ -282,13 +295,22 @@ fn context_changes(ds: &[Difference]) -> (Vec<ContextChange>, Vec<ContextChange>
         .iter()
         .filter(|d| d.gemm.is_none() && d.change.field.starts_with("context."))
         .collect();
+    let counts = RouteCounts::of(ds);
     let mut libraries = Vec::new();
     let mut knobs = Vec::new();
+    // Pins are one knob, however many families changed.
+    let mut pins: Vec<&str> = Vec::new();
     // Each module once: its version where that changed, else its digest.
     let mut modules: BTreeMap<&str, Vec<&Difference>> = BTreeMap::new();
     for d in &context {
         match module_field(&d.change.field) {
             Some((key, _)) => modules.entry(key).or_default().push(d),
+            None if d.change.field.starts_with("context.pin[") => {
+                let family = super::groups::owner(&d.change.field);
+                if pins.last() != Some(&family) {
+                    pins.push(family);
+                }
+            }
             None => {
                 let field = d.change.field.trim_start_matches("context.");
                 let (what, library) = match field {
@@ -301,13 +323,8 @@ fn context_changes(ds: &[Difference]) -> (Vec<ContextChange>, Vec<ContextChange>
                     what,
                     expected: d.change.expected.clone(),
                     found: d.change.found.clone(),
-                    routes: Some(routes_changed(
-                        ds,
-                        field,
-                        &d.change.expected,
-                        &d.change.found,
-                    ))
-                    .filter(|n| *n > 0),
+                    routes: Some(counts.get(field, &d.change.expected, &d.change.found))
+                        .filter(|n| *n > 0),
                 };
                 if library { &mut libraries } else { &mut knobs }.push(c);
             }
@@ -321,7 +338,7 @@ fn context_changes(ds: &[Difference]) -> (Vec<ContextChange>, Vec<ContextChange>
         };
         // Routes served by the module carry its digest as their artifact.
         let routes = find("digest")
-            .map(|d| routes_changed(ds, "artifact_digest", &d.change.expected, &d.change.found))
+            .map(|d| counts.get("artifact_digest", &d.change.expected, &d.change.found))
             .filter(|n| *n > 0);
         let (expected, found) = match (find("compiler.name"), find("compiler.version"), find("")) {
             (_, _, Some(whole)) => (whole.change.expected.clone(), whole.change.found.clone()),
@@ -369,24 +386,42 @@ fn context_changes(ds: &[Difference]) -> (Vec<ContextChange>, Vec<ContextChange>
                     what: "vendor library".into(),
                     expected,
                     found,
-                    routes: Some(routes_changed(ds, "vendor.library_version", pair.0, pair.1)),
+                    routes: Some(counts.get("vendor.library_version", pair.0, pair.1)),
                 });
             }
         }
+    }
+    if !pins.is_empty() {
+        let names: Vec<String> = pins
+            .iter()
+            .take(FIRST)
+            .map(|p| {
+                p.trim_start_matches("context.pin[")
+                    .trim_end_matches(']')
+                    .to_string()
+            })
+            .collect();
+        knobs.push(ContextChange {
+            what: "pins".into(),
+            expected: "as pinned".into(),
+            found: format!(
+                "changed in {} families ({})",
+                pins.len(),
+                listed(&names, pins.len())
+            ),
+            routes: None,
+        });
     }
     (libraries, knobs)
 }
 
 /// GEMMs with a route difference, in the order found.
 fn kernel_changes(ds: &[Difference]) -> KernelChanges {
-    let mut gemms: Vec<(&str, Vec<&Difference>)> = Vec::new();
-    for d in ds.iter().filter(|d| d.class == DiffClass::Route) {
-        let Some(g) = d.gemm.as_deref() else { continue };
-        match gemms.iter_mut().find(|(n, _)| *n == g) {
-            Some((_, v)) => v.push(d),
-            None => gemms.push((g, vec![d])),
-        }
-    }
+    let gemms = ordered_groups(
+        ds.iter()
+            .filter(|d| d.class == DiffClass::Route && d.gemm.is_some()),
+        |d| d.gemm.as_deref().unwrap_or_default(),
+    );
     let first = gemms
         .iter()
         .take(FIRST)
@@ -420,17 +455,15 @@ fn output_bits(d: &TraceDiff) -> OutputBits {
         NumericComparison::NotObserved => OutputBits::NotObserved,
         NumericComparison::ModesDiffer => OutputBits::NotCompared,
         NumericComparison::Compared => {
-            let mut names: Vec<&str> = Vec::new();
-            for x in d
-                .differences
-                .iter()
-                .filter(|x| x.class == DiffClass::Numeric)
-            {
-                let name = x.gemm.as_deref().unwrap_or("trace");
-                if !names.contains(&name) {
-                    names.push(name);
-                }
-            }
+            let names: Vec<&str> = ordered_groups(
+                d.differences
+                    .iter()
+                    .filter(|x| x.class == DiffClass::Numeric),
+                |x| x.gemm.as_deref().unwrap_or("trace"),
+            )
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
             match names.len() {
                 0 if d.outputs_compared == 0 => OutputBits::NotCompared,
                 0 => OutputBits::Identical {
@@ -449,6 +482,7 @@ fn output_bits(d: &TraceDiff) -> OutputBits {
 /// counted over GEMMs, step-level ones with their values.
 fn structure(ds: &[Difference]) -> Vec<String> {
     let mut per_field: Vec<(String, Vec<&str>)> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
     let mut out = Vec::new();
     for d in ds
         .iter()
@@ -463,9 +497,12 @@ fn structure(ds: &[Difference]) -> Vec<String> {
                     ("launch_order", _) => "GEMMs moved in launch order".to_string(),
                     (f, _) => format!("{f} changed in"),
                 };
-                match per_field.iter_mut().find(|(k, _)| *k == key) {
-                    Some((_, v)) => v.push(g),
-                    None => per_field.push((key, vec![g])),
+                match index.get(&key) {
+                    Some(&i) => per_field[i].1.push(g),
+                    None => {
+                        index.insert(key.clone(), per_field.len());
+                        per_field.push((key, vec![g]));
+                    }
                 }
             }
             None => out.push(format!(
@@ -487,4 +524,58 @@ fn structure(ds: &[Difference]) -> Vec<String> {
         out.push(line);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::digest::FieldChange;
+
+    fn diff(differences: Vec<Difference>) -> TraceDiff {
+        TraceDiff {
+            differences,
+            numeric: NumericComparison::Compared,
+            outputs_compared: 1,
+        }
+    }
+
+    /// However many pin families and routes changed, the overview stays a
+    /// few lines: pins are one knob, a change shared by routes one line.
+    #[test]
+    fn many_pins_and_routes_stay_a_few_lines() {
+        let mut ds = Vec::new();
+        for f in 0..5000 {
+            ds.push(Difference {
+                class: DiffClass::Route,
+                route_index: None,
+                gemm: None,
+                change: FieldChange::text(format!("context.pin[fam{f}].algorithm_id"), "66", "67"),
+            });
+        }
+        for r in 0..5000 {
+            ds.push(Difference {
+                class: DiffClass::Identity,
+                route_index: Some(r),
+                gemm: Some(format!("g{r}")),
+                change: FieldChange::text("device.driver", "\"a\"", "\"b\""),
+            });
+        }
+        ds.push(Difference {
+            class: DiffClass::Identity,
+            route_index: None,
+            gemm: None,
+            change: FieldChange::text("context.device.driver", "\"a\"", "\"b\""),
+        });
+        let o = diff(ds).overview();
+        assert_eq!(o.knobs.len(), 1, "{:?}", o.knobs);
+        assert_eq!(o.knobs[0].what, "pins");
+        assert_eq!(
+            o.knobs[0].found,
+            "changed in 5000 families (fam0, fam1, fam2 and 4997 more)"
+        );
+        assert_eq!(o.libraries.len(), 1);
+        assert_eq!(o.libraries[0].what, "driver");
+        assert_eq!(o.libraries[0].routes, Some(5000));
+        assert!(o.lines().len() <= 6, "{:#?}", o.lines());
+    }
 }
