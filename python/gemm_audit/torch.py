@@ -73,6 +73,11 @@ __all__ = [
     "gemm_layout",
     "kernel_class",
     "assert_matches_golden",
+    "capture",
+    "Captures",
+    "CapturedGraph",
+    "compare_recordings",
+    "batch_invariance",
     "GEMM_OPS",
 ]
 
@@ -169,6 +174,8 @@ def bind_profile(profile, prefix: str = RANGE_PREFIX) -> dict:
     for them."""
     if isinstance(profile, dict) or isinstance(profile, list):
         data = json.dumps(profile).encode()
+    elif isinstance(profile, bytes):
+        data = profile
     else:
         with open(os.fspath(profile), "rb") as f:
             data = f.read()
@@ -228,6 +235,9 @@ class Recording:
         #: (:func:`bind_profile`'s ``regions``). Listed, not yet in the
         #: trace: their outputs are not observed and their shapes unknown.
         self.regions: List[dict] = []
+        #: Replays of CUDA graphs whose capture was not recorded (not
+        #: captured under :func:`capture`): their GEMMs cannot be named.
+        self.unseen_graphs: List[str] = []
         self.framework: dict = {}
         self.device: dict = {}
         #: Per-machine facts (GPU UUID, CPU model): kept, never compared.
@@ -250,6 +260,13 @@ class Recording:
     def write(self, path, overwrite: bool = False) -> dict:
         """Writes the trace to ``path`` (an existing file is refused unless
         ``overwrite``); returns its ``show`` document."""
+        if not self.gemms and (self.regions or self.unseen_graphs):
+            seen = self.unseen_graphs[:1] or [f"{len(self.regions)} GEMM kernels in regions no aten op dispatched"]
+            raise GemmAuditError(
+                f"step {self.workload!r} recorded no GEMM op, but GEMM kernels ran where the recorder cannot see "
+                f"their ops ({seen[0]}): capture the graph inside gemm_audit.torch.capture() and pass it as "
+                "record(..., graphs=...), or import a profile of the step with gemm-audit import"
+            )
         if self._fingerprints is not None:
             doc = _native.write_observed_fingerprinted(
                 self.step_json(), self._fingerprints, os.fspath(path), overwrite
@@ -433,16 +450,22 @@ def _run_bound(func, args, kwargs):
     return out, bound.get(0, {}).get("kernels", [])
 
 
-def _bind_profile(prof, prefix: str = RANGE_PREFIX) -> dict:
-    """Binds a finished profiler's activities (:func:`bind_profile`): its
-    Chrome trace goes through a temporary file, removed after."""
+def _profile_text(prof) -> bytes:
+    """A finished profiler's Chrome trace, as bytes: it goes through a
+    temporary file, removed after."""
     fd, path = tempfile.mkstemp(suffix=".json", prefix="gemm-audit-profile-")
     os.close(fd)
     try:
         prof.export_chrome_trace(path)
-        return bind_profile(path, prefix)
+        with open(path, "rb") as f:
+            return f.read()
     finally:
         os.unlink(path)
+
+
+def _bind_profile(prof, prefix: str = RANGE_PREFIX) -> dict:
+    """Binds a finished profiler's activities (:func:`bind_profile`)."""
+    return bind_profile(_profile_text(prof), prefix)
 
 
 def _loaded_library(stem: str) -> Optional[str]:
@@ -612,14 +635,49 @@ def _volatile(cuda_device: Optional[int]) -> Dict[str, str]:
     return out
 
 
+def _gemm_call(short: str, args, device: Optional[str] = None):
+    """What a dispatched GEMM-family op computes: ``(op_name, layout,
+    where, why)``; ``layout`` is ``None`` where a trace cannot express it,
+    and ``why`` says why. ``device="cpu"`` refuses operands elsewhere."""
+    op_name = f"aten::{short}"
+    a_pos, b_pos = GEMM_OPS[short]
+    a, b = args[a_pos], args[b_pos]
+    where = str(a.device) if a.device.type != "cuda" else f"cuda:{a.device.index or 0}"
+    try:
+        if a.device != b.device:
+            raise ValueError(f"operands on two devices ({a.device}, {b.device})")
+        if device == "cpu" and a.device.type != "cpu":
+            raise ValueError(f"operands on {a.device}, not the CPU asked for")
+        return op_name, gemm_layout(a.shape, a.stride(), b.shape, b.stride(), str(a.dtype)), where, None
+    except ValueError as e:
+        return op_name, None, where, str(e)
+
+
 @contextlib.contextmanager
-def record(workload: str, path=None, overwrite: bool = False, device: Optional[str] = None):
+def record(
+    workload: str,
+    path=None,
+    overwrite: bool = False,
+    device: Optional[str] = None,
+    graphs: Optional["Captures"] = None,
+):
     """Records the GEMMs the block dispatches; yields the
     :class:`Recording`, written to ``path`` on exit when given. GEMMs run
     wherever their tensors are (GPU, CPU, or both in one step: each GEMM
     says where it ran). ``device="cuda"`` asks for a GPU recording: where
     torch sees no CUDA device it raises :class:`GemmAuditError` naming what
-    is missing, before anything runs."""
+    is missing, before anything runs.
+
+    ``graphs`` (the :class:`Captures` of :func:`capture`) records CUDA-graph
+    replays too: every replay of a graph captured under it
+    (``g.replay()``, a ``make_graphed_callables`` callable, a
+    ``torch.compile(mode="reduce-overhead")`` step) adds the graph's
+    captured GEMMs, in capture order, each bound to the kernels the replay
+    ran in its place and fingerprinted with what the replay wrote. A replay
+    of a graph not captured under it cannot be seen: it is listed in
+    :attr:`Recording.unseen_graphs` (its GEMM kernels in
+    :attr:`Recording.regions`), and when ``graphs`` is given it is an error
+    naming the graph."""
     import torch
     from torch.profiler import record_function
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -632,8 +690,12 @@ def record(workload: str, path=None, overwrite: bool = False, device: Optional[s
             f"(torch {torch.__version__}, torch.cuda.is_available() is False: no GPU or no NVIDIA driver "
             "here); record on the CPU with device=None or 'cpu'"
         )
+    if graphs is not None and not isinstance(graphs, Captures):
+        raise GemmAuditError(f"graphs={graphs!r}: expected the Captures of gemm_audit.torch.capture()")
     rec = Recording(workload)
-    seen = []  # (name, op_name, layout or None, device, output copy, call, why)
+    # (name, op_name, layout or None, device, output copy, call, why, replayed or None)
+    seen: list = []
+    replays = _graphs.Replays(graphs, seen, rec)
 
     class Observe(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -642,36 +704,26 @@ def record(workload: str, path=None, overwrite: bool = False, device: Optional[s
             if short not in GEMM_OPS:
                 return func(*args, **kwargs)
             i = len(seen)
-            op_name = f"aten::{short}"
-            a_pos, b_pos = GEMM_OPS[short]
-            a, b = args[a_pos], args[b_pos]
-            where = str(a.device) if a.device.type != "cuda" else f"cuda:{a.device.index or 0}"
-            try:
-                if a.device != b.device:
-                    raise ValueError(f"operands on two devices ({a.device}, {b.device})")
-                if device == "cpu" and a.device.type != "cpu":
-                    raise ValueError(f"operands on {a.device}, not the CPU asked for")
-                layout = gemm_layout(a.shape, a.stride(), b.shape, b.stride(), str(a.dtype))
-                why = None
-            except ValueError as e:
-                layout, why = None, str(e)
+            op_name, layout, where, why = _gemm_call(short, args, device)
             with record_function(RANGE_PREFIX + str(i)):
                 out = func(*args, **kwargs)
             result = out[0] if isinstance(out, tuple) else out
             copy = result.detach().clone() if layout is not None else None
-            seen.append((f"{op_name}#{i}", op_name, layout, where, copy, (func, args, kwargs), why))
+            seen.append((f"{op_name}#{i}", op_name, layout, where, copy, (func, args, kwargs), why, None))
             return out
 
     _sync()
     with _profile() as prof:
-        with Observe():
+        with Observe(), replays.patched():
             yield rec
         _sync()
-    doc = _bind_profile(prof)
+    text = _profile_text(prof)
+    doc = bind_profile(text)
+    replayed = replays.bind(text)
     bound = doc["gemms"]
     rec.other_kernels = doc["other_kernels"]
     rec.convolution_kernels = doc["convolution_kernels"]
-    rec.regions = doc["regions"]
+    rec.regions = [r for r in doc["regions"] if not replays.owns_region(r["label"])] + replays.unowned
     recorded = [x for x in seen if x[2] is not None]
     cuda_devices = sorted({int(x[3].split(":")[1]) for x in recorded if x[3].startswith("cuda")})
     on_cpu = any(x[3] == "cpu" for x in recorded)
@@ -679,21 +731,22 @@ def record(workload: str, path=None, overwrite: bool = False, device: Optional[s
     rec.framework = framework_state(cuda=main_cuda is not None, cpu=on_cpu)
     rec.device = device_identity(main_cuda) if main_cuda is not None else cpu_identity()
     rec.volatile = _volatile(main_cuda)
-    for i, (name, op_name, layout, where, copy, call, why) in enumerate(seen):
+    for i, (name, op_name, layout, where, copy, call, why, replay) in enumerate(seen):
         if layout is None:
             rec.skipped.append(f"{name}: {why}")
             continue
-        b = bound.get(i, {})
-        rec.gemms.append(
-            dict(
-                name=name,
-                op_name=op_name,
-                kernels=b.get("kernels", []),
-                beside=b.get("beside", []),
-                device=where,
-                **layout,
-            )
+        b = bound.get(i, {}) if replay is None else replayed[replay["replay"]].get(replay["index"], {})
+        gemm = dict(
+            name=name,
+            op_name=op_name,
+            kernels=b.get("kernels", []),
+            beside=b.get("beside", []),
+            device=where,
+            **layout,
         )
+        if replay is not None:
+            gemm["graph"] = replay["graph"]
+        rec.gemms.append(gemm)
         rec._outputs.append(copy)
         rec._calls.append(call)
     if rec._outputs and all(t.is_cuda for t in rec._outputs):
@@ -713,3 +766,7 @@ def assert_matches_golden(trace, golden_dir="traces", allow=()):
     from . import assert_matches_golden as gate
 
     return gate(trace, golden_dir, allow)
+
+
+from . import _graphs  # noqa: E402  (it uses the helpers above)
+from ._graphs import CapturedGraph, Captures, batch_invariance, capture, compare_recordings  # noqa: E402

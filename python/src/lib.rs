@@ -319,6 +319,58 @@ fn bind_profile(text: &[u8], prefix: &str) -> PyResult<String> {
     .map_err(fail)
 }
 
+/// The launching calls made while each CUDA graph was captured (the
+/// recorder's `capture_prefix<index>` ranges), in order, each with the
+/// GEMM range (`op_prefix<index>`) it was launched from. Returns JSON:
+/// `{capture: [{"call", "owner", "direct"}]}`.
+#[pyfunction]
+fn graph_captures(text: &[u8], op_prefix: &str, capture_prefix: &str) -> PyResult<String> {
+    let c = gemm_audit::profile::graph::captured_launches(text, op_prefix, capture_prefix)
+        .map_err(fail)?;
+    serde_json::to_string(&c).map_err(fail)
+}
+
+/// Binds each replay (the recorder's `replay_prefix<index>` ranges) to
+/// the launching calls of its capture (`captures`: JSON `{replay:
+/// [launch, ...]}`, as [`graph_captures`] gave them). Returns JSON:
+/// `{replay: {"gemms": {index: {"kernels", "beside", "device"}},
+/// "unowned_gemm_kernels": [...], "convolution_kernels": [...], "other":
+/// [...]}}`; a replay that ran another number of activities than its
+/// capture launched is an error naming both counts.
+#[pyfunction]
+fn bind_graph_replays(text: &[u8], replay_prefix: &str, captures: &str) -> PyResult<String> {
+    use gemm_audit::profile::graph;
+    let captures: std::collections::BTreeMap<u64, Vec<graph::CapturedLaunch>> =
+        serde_json::from_str(captures).map_err(fail)?;
+    let replayed = graph::replayed_activities(text, replay_prefix).map_err(fail)?;
+    let mut out = serde_json::Map::new();
+    for (k, launches) in &captures {
+        let activities = replayed.get(k).map_or(&[][..], Vec::as_slice);
+        let b = graph::bind_replay(launches, activities)
+            .map_err(|e| fail(format!("replay {k}: {e}")))?;
+        let gemms: serde_json::Map<String, serde_json::Value> = b
+            .gemms
+            .iter()
+            .map(|(i, g)| {
+                (
+                    i.to_string(),
+                    serde_json::json!({"kernels": g.kernels, "beside": g.beside, "device": g.device}),
+                )
+            })
+            .collect();
+        out.insert(
+            k.to_string(),
+            serde_json::json!({
+                "gemms": gemms,
+                "unowned_gemm_kernels": b.unowned_gemm_kernels,
+                "convolution_kernels": b.convolution_kernels,
+                "other": b.other,
+            }),
+        );
+    }
+    serde_json::to_string(&out).map_err(fail)
+}
+
 /// What a kernel is, by its name, under the one rule the importer, the
 /// census and the recorder share (`gemm_audit::profile::KernelClass`):
 /// `gemm`, `gemm-reduce`, `attention`, `convolution` or `other`.
@@ -419,6 +471,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(census, m)?)?;
     m.add_function(wrap_pyfunction!(bind_profile, m)?)?;
     m.add_function(wrap_pyfunction!(kernel_class, m)?)?;
+    m.add_function(wrap_pyfunction!(graph_captures, m)?)?;
+    m.add_function(wrap_pyfunction!(bind_graph_replays, m)?)?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     m.add_function(wrap_pyfunction!(settle, m)?)?;
     m.add_function(wrap_pyfunction!(bless_from, m)?)?;

@@ -85,24 +85,24 @@ pub(crate) struct Binding {
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Range {
-    event: usize,
+pub(super) struct Range {
+    pub event: usize,
     start: f64,
     end: f64,
-    parent: Option<usize>,
+    pub parent: Option<usize>,
 }
 
 /// The ranges of one thread, sorted by start, with parents (indices into
 /// `ranges`).
 #[derive(Debug, Default)]
-struct Thread {
-    ranges: Vec<Range>,
+pub(super) struct Thread {
+    pub ranges: Vec<Range>,
     starts: Vec<f64>,
 }
 
 impl Thread {
     /// The innermost range around `ts`.
-    fn innermost(&self, ts: f64) -> Option<usize> {
+    pub(super) fn innermost(&self, ts: f64) -> Option<usize> {
         let i = self.starts.partition_point(|&s| s <= ts);
         let mut cur = i.checked_sub(1)?;
         loop {
@@ -123,7 +123,7 @@ fn activity_kind(cat: Cat) -> ActivityKind {
     }
 }
 
-fn observed_kernel(e: &Event<'_>) -> ObservedKernel {
+pub(super) fn observed_kernel(e: &Event<'_>) -> ObservedKernel {
     let a = e.activity();
     ObservedKernel {
         name: crate::observed::bounded_name(&e.name).into_owned(),
@@ -193,7 +193,7 @@ pub(crate) fn layout_of(e: &Event<'_>) -> Result<Layout, EventLayoutError> {
 }
 
 /// The index in `prefix<index>`, for a recorder annotation.
-fn annotation_index(name: &str, prefix: &str) -> Option<u64> {
+pub(super) fn annotation_index(name: &str, prefix: &str) -> Option<u64> {
     name.strip_prefix(prefix)?.parse().ok()
 }
 
@@ -213,7 +213,7 @@ pub(crate) fn bind(parsed: &Parsed<'_>, owners: Owners<'_>) -> Result<Binding, P
 }
 
 /// Every thread's ranges, nested (a thread index is its position).
-fn threads_of(parsed: &Parsed<'_>) -> Vec<Thread> {
+pub(super) fn threads_of(parsed: &Parsed<'_>) -> Vec<Thread> {
     let mut threads: Vec<Thread> = (0..parsed.threads.len())
         .map(|_| Thread::default())
         .collect();
@@ -237,14 +237,14 @@ fn threads_of(parsed: &Parsed<'_>) -> Vec<Thread> {
 /// The launching calls by correlation id, and the flow arrows by where
 /// they end (an activity with no correlation id of its own names its call
 /// through the arrow that lands on it).
-struct Launches {
+pub(super) struct Launches {
     by_correlation: HashMap<u64, usize>,
     flows: HashMap<(u32, u64), u64>,
 }
 
 impl Launches {
     /// Collects them; two calls with one correlation id are an error.
-    fn of(events: &[Event<'_>]) -> Result<Launches, ProfileError> {
+    pub(super) fn of(events: &[Event<'_>]) -> Result<Launches, ProfileError> {
         let mut by_correlation: HashMap<u64, usize> = HashMap::new();
         let mut flows: HashMap<(u32, u64), u64> = HashMap::new();
         for (i, e) in events.iter().enumerate() {
@@ -280,7 +280,7 @@ impl Launches {
     /// An activity's correlation id (its own, or its flow arrow's), and
     /// the event index of the call that launched it where the profile
     /// holds that call.
-    fn of_activity(&self, e: &Event<'_>) -> (Option<u64>, Option<usize>) {
+    pub(super) fn of_activity(&self, e: &Event<'_>) -> (Option<u64>, Option<usize>) {
         let correlation = e
             .correlation
             .or_else(|| self.flows.get(&(e.thread, e.ts.to_bits())).copied());
@@ -548,19 +548,19 @@ fn empty_gemm(owner: Owner, e: &Event<'_>) -> BoundGemm {
 }
 
 #[derive(Debug, Clone, Copy)]
-enum OwnerKey {
+pub(super) enum OwnerKey {
     Op,
     Annotation(u64),
 }
 
 /// The owner [`find_owner`] found for an activity.
 #[derive(Debug, Clone, Copy)]
-struct Found {
+pub(super) struct Found {
     /// The owner's event index.
-    event: usize,
-    key: OwnerKey,
+    pub event: usize,
+    pub key: OwnerKey,
     /// The launch came from the owner itself, not from a child op.
-    direct: bool,
+    pub direct: bool,
     /// The owner is a composite op (`linear`, `matmul`) that launched it
     /// with no GEMM op inside.
     composite: bool,
@@ -572,7 +572,7 @@ struct Found {
 /// outlived it: ranges that overlap without nesting) is passed over; if it
 /// is a GEMM op, which GEMM launched the activity is ambiguous, and that is
 /// an error naming both ranges.
-fn find_owner(
+pub(super) fn find_owner(
     thread: &Thread,
     r: usize,
     launch: &Event<'_>,

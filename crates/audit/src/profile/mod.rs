@@ -24,6 +24,7 @@
 
 mod bind;
 mod classify;
+pub mod graph;
 mod kineto;
 mod ops;
 
