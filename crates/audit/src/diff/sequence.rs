@@ -279,7 +279,7 @@ pub(super) fn align(
 fn replay_length(region: &[u32], shaped: usize) -> usize {
     let n = region.len();
     (1..=n)
-        .filter(|p| n % p == 0)
+        .filter(|&p| n.is_multiple_of(p))
         .filter(|&p| (p..n).all(|i| region[i] == region[i - p]))
         .min_by_key(|&p| (p.abs_diff(shaped), std::cmp::Reverse(p)))
         .unwrap_or(n)
