@@ -155,93 +155,6 @@ fn pin_changes(
         .collect()
 }
 
-/// Fields of a route that follow from its op identity: the GEMM's name,
-/// its op (the kernel symbol of an observed route), layout, dtype, shape,
-/// strides and the arguments digest that frames them. A GEMM without op
-/// identity holds none of them, so a pair by kernel sequence never
-/// compares them.
-const IDENTITY_FIELDS: [&str; 11] = [
-    "gemm",
-    "op",
-    "dtype",
-    "kernel_symbol",
-    "shape.m",
-    "shape.k",
-    "shape.n",
-    "strides.lda",
-    "strides.ldb",
-    "strides.ldc",
-    "launch.arguments_digest",
-];
-
-/// Whether a pair by kernel sequence compares `field`: not an identity
-/// field, and the launch geometry only where both routes hold it (a
-/// profile that recorded no geometry has one block of one thread).
-fn observed_by_both(
-    field: &str,
-    golden: &crate::ResolvedGemmRoute,
-    candidate: &crate::ResolvedGemmRoute,
-) -> bool {
-    let unknown =
-        |r: &crate::ResolvedGemmRoute| r.launch.grid == [1; 3] && r.launch.block == [1; 3];
-    if IDENTITY_FIELDS.contains(&field) {
-        return false;
-    }
-    !(field.starts_with("launch.") && (unknown(golden) || unknown(candidate)))
-}
-
-/// The first differing pair by kernel sequence, for the overview: the
-/// GEMM with identity, its op and shape, then its kernels each way (or
-/// the fields that differ, where the kernels do not).
-fn first_differing(
-    side: sequence::Side,
-    golden: &crate::ResolvedGemmRoute,
-    candidate: &crate::ResolvedGemmRoute,
-    changes: &[FieldChange],
-) -> String {
-    let named = match side {
-        sequence::Side::Candidate => golden,
-        sequence::Side::Golden => candidate,
-    };
-    let kernels = |r: &crate::ResolvedGemmRoute| match &r.vendor {
-        Some(v) => v.physical_kernels.join(", "),
-        None => r.kernel_symbol.clone(),
-    };
-    let what = if kernels(golden) != kernels(candidate) {
-        format!("kernels {} -> {}", kernels(golden), kernels(candidate))
-    } else {
-        let fields: Vec<String> = changes
-            .iter()
-            .map(|c| format!("{} {} -> {}", c.field, c.expected, c.found))
-            .collect();
-        fields.join(", ")
-    };
-    format!(
-        "{} ({} {} {} {}x{}x{}): {what}",
-        named.gemm,
-        named.kernel_symbol,
-        named.op,
-        named.dtype,
-        named.shape.m,
-        named.shape.k,
-        named.shape.n
-    )
-}
-
-/// Whether every context difference is a module's declared symbols (its
-/// symbols, services, resources and declarations: one per op name), and
-/// there is one.
-fn only_declarations_differ(changes: &[(DiffClass, FieldChange)]) -> bool {
-    const DECLARED: [&str; 4] = ["symbols", "services", "resources", "declarations"];
-    !changes.is_empty()
-        && changes.iter().all(|(_, c)| {
-            c.field.starts_with("context.module[")
-                && c.field
-                    .rsplit_once("].")
-                    .is_some_and(|(_, rest)| DECLARED.contains(&rest))
-        })
-}
-
 pub(super) struct Pairs {
     /// Pairs by name (or by index where names repeat), then by kernel
     /// sequence (the last `by_sequence` of them).
@@ -334,7 +247,7 @@ impl Differences {
         }
         let mut context = context_changes(&golden.context, &candidate.context);
         if let Some(p) = sequence.as_mut()
-            && only_declarations_differ(&context)
+            && sequence::only_declarations_differ(&context)
         {
             p.declarations = Some(format!(
                 "declarations differ only by op names: {} is a {}",
@@ -430,11 +343,12 @@ impl Differences {
             // identity, and compared in what both sides observed.
             let gemm = match (pairing.as_mut(), by_sequence) {
                 (Some(p), true) => {
-                    changes.retain(|ch| observed_by_both(&ch.field, gr, cr));
+                    changes.retain(|ch| sequence::observed_by_both(&ch.field, gr, cr));
                     if !changes.is_empty() {
                         p.differing += 1;
                         if p.first_differing.is_none() {
-                            p.first_differing = Some(first_differing(p.side, gr, cr, &changes));
+                            p.first_differing =
+                                Some(sequence::first_differing(p.side, gr, cr, &changes));
                         }
                     }
                     match p.side {
