@@ -16,6 +16,7 @@ mod not_observed;
 mod observed;
 mod profile;
 mod properties;
+mod replay_pairing;
 mod report;
 mod rung_policy;
 mod schema;

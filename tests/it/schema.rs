@@ -123,7 +123,8 @@ fn validate(root: &Value, s: &Value, v: &Value, path: &str, errors: &mut Vec<Str
     }
 }
 
-fn errors_of(kind: &str, doc: &Value) -> Vec<String> {
+/// The errors of `doc` against `docs/schema/<kind>.schema.json`.
+pub(crate) fn errors_of(kind: &str, doc: &Value) -> Vec<String> {
     let s = schema(kind);
     let mut errors = Vec::new();
     validate(&s, &s, doc, "$", &mut errors);

@@ -429,6 +429,11 @@ pub(super) fn print_check(
         for line in summary.lines() {
             outln!("{line}");
         }
+    } else if let Some(p) = &report.pairing {
+        // A passing golden comparison by kernel sequence says so.
+        for line in p.lines() {
+            outln!("{line}");
+        }
     }
     let width = terminal_width();
     let step = |name: &str, r: &Result<(), gemm_audit::Refusal>| match r {

@@ -1,6 +1,7 @@
 //! How two traces are compared: trace-level fields, the context, the
 //! routes paired by name and the captured graphs.
 
+use super::sequence::{self, SequencePairing};
 use super::{DiffClass, Difference, NumericComparison, TraceDiff};
 use crate::digest::{FieldChange, field_changes};
 use crate::trace::RecordedGemmTrace;
@@ -11,13 +12,16 @@ impl TraceDiff {
     /// Routes are paired by GEMM name when names are unique, else by index.
     pub fn between(golden: &RecordedGemmTrace, candidate: &RecordedGemmTrace) -> TraceDiff {
         let mut out = Differences(Vec::new());
-        let comparable = out.trace_fields(golden, candidate);
-        let pairs = pair_routes(golden, candidate);
-        let compared = out.routes(golden, candidate, &pairs, comparable);
+        let mut pairs = pair_routes(golden, candidate);
+        let comparable = out.trace_fields(golden, candidate, &mut pairs.sequence);
+        let compared = out.routes(golden, candidate, &mut pairs, comparable);
         out.graphs(golden, candidate, &pairs);
         // Equal routes and fingerprints can still hide a launch-set digest
-        // difference only if the trace is inconsistent; name it if so.
-        if out.0.is_empty() && golden.launch_set != candidate.launch_set {
+        // difference only if the trace is inconsistent; name it if so (a
+        // launch set of GEMMs paired by kernel sequence frames the names
+        // and shapes one side lacks).
+        if out.0.is_empty() && pairs.sequence.is_none() && golden.launch_set != candidate.launch_set
+        {
             out.push(
                 DiffClass::Structural,
                 None,
@@ -31,6 +35,7 @@ impl TraceDiff {
             differences: out.0,
             numeric: NumericComparison::of(golden, candidate),
             outputs_compared: compared,
+            pairing: pairs.sequence,
         }
     }
 }
@@ -151,9 +156,15 @@ fn pin_changes(
 }
 
 pub(super) struct Pairs {
+    /// Pairs by name (or by index where names repeat), then by kernel
+    /// sequence (the last `by_sequence` of them).
     pub(super) matched: Vec<(usize, usize)>,
+    /// How many of `matched`, at its end, were paired by kernel sequence.
+    by_sequence: usize,
     missing: Vec<usize>,
     added: Vec<usize>,
+    /// What the pairing by kernel sequence found, where it applied.
+    sequence: Option<SequencePairing>,
 }
 
 /// The differences of one comparison, in the order they are found.
@@ -202,8 +213,18 @@ impl Differences {
 
     /// The trace-level fields: workload, context, fingerprint mode and
     /// launch count. Returns whether the outputs are comparable (the two
-    /// fingerprint modes agree).
-    fn trace_fields(&mut self, golden: &RecordedGemmTrace, candidate: &RecordedGemmTrace) -> bool {
+    /// fingerprint modes agree). Where GEMMs were paired by kernel
+    /// sequence (`sequence`), what follows from one side lacking GEMM
+    /// names and shapes is no difference: the workload digest (it frames
+    /// them), the launch count (the pairing counts GEMMs and replays) and
+    /// modules that differ only in the symbols they declare (one per op
+    /// name), which `sequence` then says.
+    fn trace_fields(
+        &mut self,
+        golden: &RecordedGemmTrace,
+        candidate: &RecordedGemmTrace,
+        sequence: &mut Option<SequencePairing>,
+    ) -> bool {
         if golden.workload != candidate.workload {
             self.push(
                 DiffClass::Structural,
@@ -214,7 +235,7 @@ impl Differences {
                 candidate.workload.clone(),
             );
         }
-        if golden.workload_digest != candidate.workload_digest {
+        if golden.workload_digest != candidate.workload_digest && sequence.is_none() {
             self.push(
                 DiffClass::Structural,
                 None,
@@ -224,7 +245,17 @@ impl Differences {
                 candidate.workload_digest.to_string(),
             );
         }
-        for (class, change) in context_changes(&golden.context, &candidate.context) {
+        let mut context = context_changes(&golden.context, &candidate.context);
+        if let Some(p) = sequence.as_mut()
+            && sequence::only_declarations_differ(&context)
+        {
+            p.declarations = Some(format!(
+                "declarations differ only by op names: {} is a {}",
+                p.side, p.source
+            ));
+            context.clear();
+        }
+        for (class, change) in context {
             self.push_change(class, None, None, change);
         }
         // Fingerprints of different modes never compare equal: say so once
@@ -253,7 +284,8 @@ impl Differences {
                 ),
             );
         }
-        if golden.launch_set.launch_count != candidate.launch_set.launch_count {
+        if golden.launch_set.launch_count != candidate.launch_set.launch_count && sequence.is_none()
+        {
             let (g, c) = (
                 golden.launch_set.launch_count,
                 candidate.launch_set.launch_count,
@@ -275,7 +307,7 @@ impl Differences {
         &mut self,
         golden: &RecordedGemmTrace,
         candidate: &RecordedGemmTrace,
-        pairs: &Pairs,
+        pairs: &mut Pairs,
         comparable: bool,
     ) -> usize {
         let mut compared = 0;
@@ -300,21 +332,44 @@ impl Differences {
                 format!("added at index {p}"),
             );
         }
-        for &(g, c) in &pairs.matched {
+        let first_by_sequence = pairs.matched.len() - pairs.by_sequence;
+        let pairing = &mut pairs.sequence;
+        for (k, &(g, c)) in pairs.matched.iter().enumerate() {
             let gr = &golden.routes[g];
             let cr = &candidate.routes[c];
-            if g != c {
+            let by_sequence = k >= first_by_sequence;
+            let mut changes = field_changes(gr, cr);
+            // A pair by kernel sequence is named by its GEMM with
+            // identity, and compared in what both sides observed.
+            let gemm = match (pairing.as_mut(), by_sequence) {
+                (Some(p), true) => {
+                    changes.retain(|ch| sequence::observed_by_both(&ch.field, gr, cr));
+                    if !changes.is_empty() {
+                        p.differing += 1;
+                        if p.first_differing.is_none() {
+                            p.first_differing =
+                                Some(sequence::first_differing(p.side, gr, cr, &changes));
+                        }
+                    }
+                    match p.side {
+                        sequence::Side::Candidate => &gr.gemm,
+                        sequence::Side::Golden => &cr.gemm,
+                    }
+                }
+                _ => &gr.gemm,
+            };
+            if g != c && !by_sequence {
                 let change = typed_number("launch_order", g as u64, c as u64);
-                self.push_change(DiffClass::Structural, Some(g), Some(&gr.gemm), change);
+                self.push_change(DiffClass::Structural, Some(g), Some(gemm), change);
             }
-            for ch in field_changes(gr, cr) {
-                self.push_change(DiffClass::of_field(&ch.field), Some(g), Some(&gr.gemm), ch);
+            for ch in changes {
+                self.push_change(DiffClass::of_field(&ch.field), Some(g), Some(gemm), ch);
             }
             let (gf, cf) = (golden.fingerprints.get(g), candidate.fingerprints.get(c));
             if let (Some(gf), Some(cf)) = (gf, cf) {
                 if gf.input_seed != cf.input_seed {
                     let change = typed_number("input_seed", gf.input_seed, cf.input_seed);
-                    self.push_change(DiffClass::Structural, Some(g), Some(&gr.gemm), change);
+                    self.push_change(DiffClass::Structural, Some(g), Some(gemm), change);
                     continue;
                 }
                 compared += comparable as usize;
@@ -322,7 +377,7 @@ impl Differences {
                     self.push(
                         DiffClass::Numeric,
                         Some(g),
-                        Some(&gr.gemm),
+                        Some(gemm),
                         "output_fingerprint",
                         gf.sha256.to_string(),
                         cf.sha256.to_string(),
@@ -408,7 +463,40 @@ impl Differences {
     }
 }
 
+/// Pairs the routes of two traces: by GEMM name where names are unique on
+/// both sides, else by index; then, where one side's unpaired routes are
+/// all GEMMs without op identity (a graph replay's), the unpaired routes
+/// by kernel sequence ([`sequence`]).
 pub(super) fn pair_routes(golden: &RecordedGemmTrace, candidate: &RecordedGemmTrace) -> Pairs {
+    let (matched, missing, added) = pair_by_name(golden, candidate);
+    match sequence::align(golden, candidate, &missing, &added) {
+        Some(a) => {
+            let by_sequence = a.pairs.len();
+            let mut matched = matched;
+            matched.extend(a.pairs);
+            Pairs {
+                matched,
+                by_sequence,
+                missing: a.missing,
+                added: a.added,
+                sequence: Some(a.pairing),
+            }
+        }
+        None => Pairs {
+            matched,
+            by_sequence: 0,
+            missing,
+            added,
+            sequence: None,
+        },
+    }
+}
+
+/// (pairs, golden routes unpaired, candidate routes unpaired), by name
+/// where names are unique on both sides, else by index.
+type ByName = (Vec<(usize, usize)>, Vec<usize>, Vec<usize>);
+
+fn pair_by_name(golden: &RecordedGemmTrace, candidate: &RecordedGemmTrace) -> ByName {
     let unique = |t: &RecordedGemmTrace| {
         let mut seen = std::collections::HashSet::new();
         t.routes.iter().all(|r| seen.insert(r.gemm.as_str()))
@@ -437,18 +525,14 @@ pub(super) fn pair_routes(golden: &RecordedGemmTrace, candidate: &RecordedGemmTr
             .filter(|(_, r)| !golden_names.contains(r.gemm.as_str()))
             .map(|(i, _)| i)
             .collect();
-        Pairs {
-            matched,
-            missing,
-            added,
-        }
+        (matched, missing, added)
     } else {
         let n = golden.routes.len().min(candidate.routes.len());
-        Pairs {
-            matched: (0..n).map(|i| (i, i)).collect(),
-            missing: (n..golden.routes.len()).collect(),
-            added: (n..candidate.routes.len()).collect(),
-        }
+        (
+            (0..n).map(|i| (i, i)).collect(),
+            (n..golden.routes.len()).collect(),
+            (n..candidate.routes.len()).collect(),
+        )
     }
 }
 

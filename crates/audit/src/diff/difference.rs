@@ -42,6 +42,10 @@ pub struct TraceDiff {
     /// How many GEMM pairs' outputs were compared (0 when `numeric` is
     /// not `Compared`): "identical" is said only of bits compared.
     pub outputs_compared: usize,
+    /// How GEMMs without op identity (a graph replay's) were paired by
+    /// kernel sequence, where they were ([`super::SequencePairing`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pairing: Option<super::SequencePairing>,
 }
 
 impl TraceDiff {
@@ -92,6 +96,16 @@ impl TraceDiff {
                 "no route differences; output bits not compared (fingerprint modes differ)"
             }
         }
+    }
+
+    /// What the pairing by kernel sequence says, where GEMMs were paired
+    /// so (no lines otherwise): every sink prints these beside its
+    /// verdict, an empty diff's too.
+    pub fn pairing_lines(&self) -> Vec<String> {
+        self.pairing
+            .as_ref()
+            .map(super::SequencePairing::lines)
+            .unwrap_or_default()
     }
 
     /// One line for people: what changed per GEMM, the kernel and contract
@@ -158,7 +172,11 @@ impl TraceDiff {
     /// naming how many, a module's or pin's fields one group.
     pub fn render(&self) -> String {
         if self.differences.is_empty() {
-            return format!("{}\n", self.agreement());
+            let mut s = format!("{}\n", self.agreement());
+            for line in self.pairing.iter().flat_map(|p| p.labelled_lines()) {
+                s.push_str(&format!("  {line}\n"));
+            }
+            return s;
         }
         let mut s = String::new();
         for line in self.overview().lines() {

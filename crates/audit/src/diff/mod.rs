@@ -9,6 +9,7 @@ mod groups;
 mod numeric;
 mod overview;
 mod portability;
+mod sequence;
 mod waiver;
 
 pub use allow::{Allowance, OUTPUT_FIELDS, UnknownAllowance};
@@ -17,4 +18,5 @@ pub use difference::{Difference, TraceDiff};
 pub use numeric::{NumericComparison, UlpStats, output_file_name, ulp_stats};
 pub use overview::{ContextChange, DiffOverview, KernelChanges, OutputBits};
 pub use portability::{Portability, portability, render_portability};
+pub use sequence::{LCS_CELLS, SequencePairing, Side};
 pub use waiver::{EntryProblem, Waiver, WaiverError};

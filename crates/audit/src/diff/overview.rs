@@ -98,6 +98,9 @@ pub struct DiffOverview {
     pub structure: Vec<String>,
     /// The difference classes found, for `--allow`.
     pub classes: Vec<DiffClass>,
+    /// How GEMMs without op identity were paired by kernel sequence, where
+    /// they were (null otherwise).
+    pub pairing: Option<super::SequencePairing>,
 }
 
 impl TraceDiff {
@@ -111,6 +114,7 @@ impl TraceDiff {
             outputs: output_bits(self),
             structure: structure(&self.differences),
             classes: self.classes().into_iter().collect(),
+            pairing: self.pairing.clone(),
         }
     }
 }
@@ -162,6 +166,7 @@ impl DiffOverview {
         for s in &self.structure {
             out.push(format!("  structure {s}"));
         }
+        out.extend(pairing_lines(self));
         out.push(match self.kernels.gemms {
             0 => "  kernels   unchanged".to_string(),
             n => format!(
@@ -179,6 +184,15 @@ impl DiffOverview {
         }
         out
     }
+}
+
+/// The pairing by kernel sequence, where it applied: `  pairing   paired
+/// 3 GEMMs by kernel sequence (...)`.
+fn pairing_lines(o: &DiffOverview) -> impl Iterator<Item = String> + '_ {
+    o.pairing
+        .iter()
+        .flat_map(|p| p.labelled_lines())
+        .map(|l| format!("  {l}"))
 }
 
 fn change_line(c: &ContextChange) -> String {
@@ -536,6 +550,7 @@ mod tests {
             differences,
             numeric: NumericComparison::Compared,
             outputs_compared: 1,
+            pairing: None,
         }
     }
 

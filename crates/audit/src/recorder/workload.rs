@@ -421,6 +421,10 @@ pub struct CheckReport {
     /// What differs from the golden, when the golden comparison failed:
     /// libraries, kernels, output bits (the `diff` document's `summary`).
     pub summary: Option<crate::diff::DiffOverview>,
+    /// How the golden comparison paired GEMMs without op identity (a
+    /// graph-replay profile's) by kernel sequence, where it did; its
+    /// verdict is then the diff's.
+    pub pairing: Option<crate::diff::SequencePairing>,
 }
 
 /// A step as JSON: `{"status": "ok"}` or `{"status": "refused", "refusal": {...}}`.
@@ -506,6 +510,29 @@ fn outputs_against_golden(
     ))
 }
 
+/// The golden comparison as the diff judges it: the first difference
+/// refuses (naming how many more there are), none passes.
+fn differences_verdict(diff: &crate::diff::TraceDiff) -> std::result::Result<(), Refusal> {
+    let Some(first) = diff.differences.first() else {
+        return Ok(());
+    };
+    let field = match &first.gemm {
+        Some(g) => format!("{} ({g})", first.change.field),
+        None => first.change.field.clone(),
+    };
+    let found = match diff.differences.len() - 1 {
+        0 => first.change.found.clone(),
+        n => format!("{} (and {n} more differences)", first.change.found),
+    };
+    Err(Refusal::new(
+        RefusalStage::GoldenComparison,
+        first.route_index.map(|i| i as u64),
+        field,
+        &first.change.expected,
+        found,
+    ))
+}
+
 /// What observed `trace`, when it is a step of another framework that no
 /// backend here can launch: it carries an observation and every route is
 /// an engine's vendor route. An observation on a trace of gemm-audit's own
@@ -581,6 +608,7 @@ pub fn check(
         observed: observed_elsewhere(trace),
         numeric: golden.map(|g| crate::diff::NumericComparison::of(g, trace)),
         summary: None,
+        pairing: None,
     };
     let plan = match CapturedGemmGraphPlan::from_trace(trace) {
         Ok(p) => p,
@@ -604,9 +632,15 @@ pub fn check(
     };
     if let Some(g) = golden {
         let diff = crate::diff::TraceDiff::between(g, trace);
-        let verdict = plan
-            .check_against_golden_trace(g)
-            .and_then(|()| outputs_against_golden(g, trace, &diff));
+        // GEMMs paired by kernel sequence have no names or shapes on one
+        // side, so the plan's route-by-route comparison would refuse the
+        // first of them: the diff judges them instead.
+        let verdict = match &diff.pairing {
+            Some(_) => differences_verdict(&diff),
+            None => plan.check_against_golden_trace(g),
+        }
+        .and_then(|()| outputs_against_golden(g, trace, &diff));
+        report.pairing = diff.pairing.clone();
         if verdict.is_err() && !diff.is_empty() {
             report.summary = Some(diff.overview());
         }

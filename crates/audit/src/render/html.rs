@@ -141,6 +141,9 @@ fn drift_html(input: &ReportInput<'_>) -> String {
     }
     for (w, d) in &input.drift {
         let _ = writeln!(s, "<h3>{}</h3>", esc(w));
+        for line in d.pairing_lines() {
+            let _ = writeln!(s, "<p class=\"pairing\">{}.</p>", esc(&capitalized(&line)));
+        }
         if d.is_empty() {
             let _ = writeln!(s, "<p>{}.</p>", esc(&capitalized(d.agreement())));
             continue;

@@ -101,6 +101,9 @@ pub fn markdown(input: &ReportInput<'_>) -> String {
     }
     for (w, d) in &input.drift {
         let _ = writeln!(s, "### {}\n", md(w));
+        for line in d.pairing_lines() {
+            let _ = writeln!(s, "{}.\n", md(&super::capitalized(&line)));
+        }
         if d.is_empty() {
             let _ = writeln!(s, "{}.\n", md(&super::capitalized(d.agreement())));
             continue;
