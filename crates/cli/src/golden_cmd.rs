@@ -261,6 +261,7 @@ fn print_settled(s: &golden::Settled) {
                             .numeric
                             .unwrap_or(gemm_audit::diff::NumericComparison::Compared),
                         outputs_compared: c.outputs_compared,
+                        launch: c.launch,
                     };
                     for line in d.render().lines() {
                         outln!("  {line}");

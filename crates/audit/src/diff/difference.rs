@@ -1,6 +1,6 @@
 //! The differences found between two traces, and their renderings.
 
-use super::{Allowance, DiffClass, NumericComparison};
+use super::{Allowance, DiffClass, LaunchChange, NumericComparison};
 use crate::digest::FieldChange;
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -42,6 +42,10 @@ pub struct TraceDiff {
     /// How many GEMM pairs' outputs were compared (0 when `numeric` is
     /// not `Compared`): "identical" is said only of bits compared.
     pub outputs_compared: usize,
+    /// Paired GEMMs launched eagerly on one side and replayed from a CUDA
+    /// graph on the other (`None` when none were): informational, never a
+    /// difference.
+    pub launch: Option<LaunchChange>,
 }
 
 impl TraceDiff {
@@ -158,7 +162,12 @@ impl TraceDiff {
     /// naming how many, a module's or pin's fields one group.
     pub fn render(&self) -> String {
         if self.differences.is_empty() {
-            return format!("{}\n", self.agreement());
+            // Say what was compared: eager against graph replay, when so.
+            let mut s = format!("{}\n", self.agreement());
+            for line in self.launch.iter().flat_map(LaunchChange::lines) {
+                s.push_str(&format!("launch: {line}\n"));
+            }
+            return s;
         }
         let mut s = String::new();
         for line in self.overview().lines() {

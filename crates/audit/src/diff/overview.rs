@@ -98,6 +98,9 @@ pub struct DiffOverview {
     pub structure: Vec<String>,
     /// The difference classes found, for `--allow`.
     pub classes: Vec<DiffClass>,
+    /// Paired GEMMs launched eagerly on one side and replayed from a CUDA
+    /// graph on the other: informational, never a difference or a class.
+    pub launch: Option<super::LaunchChange>,
 }
 
 impl TraceDiff {
@@ -111,6 +114,7 @@ impl TraceDiff {
             outputs: output_bits(self),
             structure: structure(&self.differences),
             classes: self.classes().into_iter().collect(),
+            launch: self.launch,
         }
     }
 }
@@ -161,6 +165,9 @@ impl DiffOverview {
         }
         for s in &self.structure {
             out.push(format!("  structure {s}"));
+        }
+        for l in self.launch.iter().flat_map(super::LaunchChange::lines) {
+            out.push(format!("  launch    {l}"));
         }
         out.push(match self.kernels.gemms {
             0 => "  kernels   unchanged".to_string(),
@@ -536,6 +543,7 @@ mod tests {
             differences,
             numeric: NumericComparison::Compared,
             outputs_compared: 1,
+            launch: None,
         }
     }
 
