@@ -261,9 +261,11 @@ const OLD_SEEDS: &[(u16, &str)] = &[
     (2, "v2-seed-vendor-2"),
     (4, "v4-seed-sample-1"),
     (4, "v4-seed-vendor-2"),
+    (6, "v6-seed-sample-1"),
+    (6, "v6-seed-vendor-2"),
 ];
 
-/// The version-1, -2 and -4 seeds still decode, through the upgrades,
+/// The version-1, -2, -4 and -6 seeds still decode, through the upgrades,
 /// and their plans build: routes are framed the same in every version.
 #[test]
 fn older_version_seeds_still_decode() {

@@ -11,6 +11,7 @@ mod cross_device;
 mod embedding;
 mod fuzz_corpus;
 mod golden;
+mod graph_launch;
 mod json_names;
 mod not_observed;
 mod observed;

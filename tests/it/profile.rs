@@ -469,6 +469,18 @@ fn every_activity_is_bound_kept_counted_or_listed() {
     assert_eq!((bwd.op, bwd.shape.m), (GemmOp::Tn, 64));
     assert_eq!(bwd.vendor.as_ref().unwrap().physical_kernels, ["nvjet_bwd"]);
     assert_eq!(o.gemms[2].region.as_deref(), Some("CompiledFunction"));
+    // Only the graph launch's GEMM was replayed from a graph: not the
+    // ops' GEMMs, not the compiled region's template.
+    let graphs: Vec<Option<&str>> = o.gemms.iter().map(|g| g.graph.as_deref()).collect();
+    assert_eq!(
+        graphs,
+        [
+            None,
+            None,
+            None,
+            Some("cudaGraphLaunch (no enclosing range)")
+        ]
+    );
     assert!(!o.gemms[2].shapes_recorded);
     assert_eq!(t.routes[2].dtype, DType::Unrecorded);
     assert_eq!(

@@ -8,7 +8,7 @@
 //! uses another keyword fails the test instead of being half-checked.
 
 use crate::common::{BIN, root};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use std::process::Command;
 
@@ -264,7 +264,7 @@ fn the_schemas_refuse_broken_documents() {
         "json",
     ]);
     assert!(errors_of("diff", &good).is_empty());
-    let broken: [fn(&mut Value); 7] = [
+    let broken: [fn(&mut Value); 9] = [
         |d| {
             d.as_object_mut().unwrap().remove("differences");
         },
@@ -274,6 +274,10 @@ fn the_schemas_refuse_broken_documents() {
         |d| d["differences"][0]["route_index"] = "zero".into(),
         |d| d["differences"][0]["extra"] = true.into(),
         |d| d["cross_device"] = "no".into(),
+        |d| {
+            d["summary"].as_object_mut().unwrap().remove("launch");
+        },
+        |d| d["summary"]["launch"] = json!({"eager_to_graph": "three", "graph_to_eager": 0}),
     ];
     // The check schema's two shapes (one report, or one per device) each
     // keep their required parts.
@@ -314,4 +318,47 @@ fn the_schemas_refuse_broken_documents() {
             "broken document {i} validated"
         );
     }
+}
+
+/// A profile with a graph replay, imported: `import`, `show` and `diff`
+/// against its format-6 import (every GEMM eager) validate, with each
+/// GEMM's `graph` and the summary's `launch`; a GEMM without `graph`, or a
+/// summary without `launch`, is refused.
+#[test]
+fn the_graph_launch_fields_are_in_the_schemas() {
+    let dir = crate::common::Scratch::new("schema-graph");
+    let new = dir.path("new.gat");
+    let new = new.to_str().unwrap();
+    let profile = "tests/data/v6/profile-graph-replay.json";
+    let old = "tests/data/v6/profile-graph-replay.gat";
+    let import = json_of(&["import", profile, "-o", new, "--format", "json"]);
+    let show = json_of(&["show", new, "--format", "json"]);
+    let diff = json_of(&["diff", old, new, "--format", "json"]);
+    for (kind, doc) in [("import", &import), ("show", &show), ("diff", &diff)] {
+        let errors = errors_of(kind, doc);
+        assert!(errors.is_empty(), "{kind}: {}", errors.join("\n"));
+    }
+    assert_eq!(
+        import["imports"][0]["observation"]["gemms"][1]["graph"],
+        "cudaGraphLaunch (no enclosing range)"
+    );
+    assert_eq!(
+        diff["summary"]["launch"],
+        json!({"eager_to_graph": 1, "graph_to_eager": 0})
+    );
+    let mut no_graph = import.clone();
+    no_graph["imports"][0]["observation"]["gemms"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("graph");
+    assert!(!errors_of("import", &no_graph).is_empty());
+    let mut no_graph = show.clone();
+    no_graph["trace"]["observation"]["gemms"][1]
+        .as_object_mut()
+        .unwrap()
+        .remove("graph");
+    assert!(!errors_of("show", &no_graph).is_empty());
+    let mut bad = show.clone();
+    bad["trace"]["observation"]["gemms"][1]["graph"] = 7.into();
+    assert!(!errors_of("show", &bad).is_empty());
 }

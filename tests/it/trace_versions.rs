@@ -92,6 +92,30 @@ const FIXTURES: &[Fixture] = &[
         routes: &[ENGINE, ENGINE],
         services: &[ENGINE],
     },
+    Fixture {
+        path: "v6/cpu-tiny.gat",
+        version: 6,
+        workload: "tiny",
+        ordered_digest: "4bbcb9c4508312132f0e1f7c58b97c869c1759003907055c28b08dac2936726a",
+        routes: TINY,
+        services: CPU_SERVICES,
+    },
+    Fixture {
+        path: "v6/cpu-engine-mlp-decode-b1.gat",
+        version: 6,
+        workload: "mlp-decode@b1",
+        ordered_digest: "6e4703a54d9ccc2515797861cf2f7a058c2e204833893f2196484346e3618b4f",
+        routes: &[ENGINE, ENGINE],
+        services: &[ENGINE],
+    },
+    Fixture {
+        path: "v6/profile-graph-replay.gat",
+        version: 6,
+        workload: "graph-replay",
+        ordered_digest: "b132a670c8c34b0c888c59ca37825e9e3c04efe787fad73d3a4fb89e99a5bcd2",
+        routes: &["vendor-fast", "vendor-fast"],
+        services: &["vendor-fast"],
+    },
 ];
 
 fn data(path: &str) -> std::path::PathBuf {
@@ -174,4 +198,37 @@ fn show_names_an_older_engine_contract() {
         assert_eq!(stdout.matches(ENGINE).count(), f.routes.len(), "{stdout}");
         assert!(!stdout.contains("vendor-invariant"), "{stdout}");
     }
+}
+
+/// A format-6 observation (an imported profile with a graph replay) reads
+/// with everything its writer stored, and every GEMM eager: format 6 did
+/// not say which GEMMs a graph replayed (its region still names the graph
+/// launch).
+#[test]
+fn a_version_6_observation_reads_with_every_gemm_eager() {
+    let t = RecordedGemmTrace::read(&data("v6/profile-graph-replay.gat")).unwrap();
+    let o = t.observation.as_ref().expect("an imported profile");
+    assert_eq!(
+        (o.source.as_str(), o.file.as_str()),
+        ("pytorch-profiler", "bound-profile.json")
+    );
+    assert_eq!(
+        (
+            o.events,
+            o.bound_kernels,
+            o.beside_gemms,
+            o.unowned_gemm_kernels
+        ),
+        (11, 2, 1, 1)
+    );
+    let regions: Vec<Option<&str>> = o.gemms.iter().map(|g| g.region.as_deref()).collect();
+    assert_eq!(
+        regions,
+        [None, Some("cudaGraphLaunch (no enclosing range)")]
+    );
+    assert_eq!(
+        o.gemms[0].beside,
+        ["memcpy: Memcpy DtoD (Device -> Device)"]
+    );
+    assert!(o.gemms.iter().all(|g| g.graph.is_none()));
 }

@@ -534,6 +534,10 @@ pub struct SettledCandidate {
     pub numeric: Option<crate::diff::NumericComparison>,
     /// How many GEMMs' outputs were compared with the golden's.
     pub outputs_compared: usize,
+    /// GEMMs launched eagerly on one side and replayed from a CUDA graph
+    /// on the other (what `review` says beside the differences).
+    #[serde(skip)]
+    pub launch: Option<crate::diff::LaunchChange>,
     /// What was done.
     pub outcome: Outcome,
     /// The candidate (to show a new golden's content); not serialized.
@@ -641,6 +645,7 @@ pub fn settle(dir: &Path, only: &[String], action: Settle, expect: &[String]) ->
             new_golden: p.diff.is_none(),
             numeric: p.diff.as_ref().map(|d| d.numeric),
             outputs_compared: p.diff.as_ref().map_or(0, |d| d.outputs_compared),
+            launch: p.diff.as_ref().and_then(|d| d.launch),
             differences: p.diff.map(|d| d.differences).unwrap_or_default(),
             outcome,
             trace: p.trace,

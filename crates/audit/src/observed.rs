@@ -154,6 +154,14 @@ pub struct ObservedGemm {
     /// region its kernels were launched from.
     #[serde(default)]
     pub region: Option<String>,
+    /// For a GEMM replayed from a CUDA graph, which graph and replay, as
+    /// the recorder names them (`graph 0 (captured in decode@b8), replay
+    /// 0`; an imported profile's graph launch region, `cudaGraphLaunch in
+    /// step`); absent for a GEMM launched eagerly. Kept in the trace's
+    /// observation, never in the route: a GEMM replayed from a graph
+    /// serves the same route as the same GEMM launched eagerly.
+    #[serde(default)]
+    pub graph: Option<String>,
     /// Whether the op's shapes, strides and types were recorded (a GEMM
     /// without them has op and dtype `unrecorded` and a zero shape).
     #[serde(default = "yes")]
@@ -374,6 +382,7 @@ impl ObservedStep {
                     .take(crate::trace::MAX_LISTED)
                     .map(|k| bounded_name(&format!("{}: {}", k.kind, k.name)).into_owned())
                     .collect(),
+                graph: g.graph.as_deref().map(|l| bounded_name(l).into_owned()),
             })
             .collect();
         o
@@ -571,6 +580,8 @@ impl ObservedStep {
         if let Some(r) = &g.region {
             args = args.bytes("region", r.as_bytes());
         }
+        // `graph` is left out on purpose: how the GEMM was launched (eager
+        // or replayed from a graph) is not what serves it.
         for (k, v) in g.facts.iter() {
             args = args.bytes(&format!("fact.{k}"), v.as_bytes());
         }
@@ -672,4 +683,62 @@ pub fn bounded_name(name: &str) -> std::borrow::Cow<'_, str> {
         name.len(),
         crate::Digest::sha256(name.as_bytes()).to_hex()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STEP: &str = r#"{
+      "workload": "decode@b8",
+      "framework": {"name": "torch", "version": "2.11.0", "state": {"allow_tf32": "False"}},
+      "device": {"class": "NVIDIA H200", "compute_capability": [9, 0], "multiprocessors": 132, "driver": "580"},
+      "gemms": [
+        {"name": "aten::mm#0", "op_name": "aten::mm", "op": "nn", "dtype": "bf16", "m": 8, "k": 64, "n": 32,
+         "lda": 64, "ldb": 32, "ldc": 32, "device": "cuda:0",
+         "kernels": [{"name": "nvjet_a", "grid": [4, 1, 1], "block": [384, 1, 1]}]},
+        {"name": "aten::mm#1", "op_name": "aten::mm", "op": "nn", "dtype": "bf16", "m": 8, "k": 32, "n": 64,
+         "lda": 32, "ldb": 64, "ldc": 64, "device": "cuda:0",
+         "kernels": [{"name": "nvjet_b", "grid": [8, 1, 1], "block": [384, 1, 1]}]}
+      ]
+    }"#;
+
+    /// A GEMM replayed from a graph keeps its label in the observation
+    /// (bounded), and serves the same routes, context and workload as the
+    /// same GEMMs launched eagerly: the label frames into no digest.
+    #[test]
+    fn a_graph_label_is_observed_never_digested() {
+        let eager = ObservedStep::from_json(STEP).unwrap();
+        assert!(eager.gemms.iter().all(|g| g.graph.is_none()));
+        let mut replay = eager.clone();
+        replay.gemms[0].graph = Some("graph 0 (captured in decode@b8), replay 0".into());
+        replay.gemms[1].graph = Some("x".repeat(5000));
+        let outputs = vec![vec![1u8; 512], vec![2u8; 1024]];
+        let (e, r) = (
+            eager.trace(&outputs).unwrap(),
+            replay.trace(&outputs).unwrap(),
+        );
+        assert_eq!(e.routes, r.routes);
+        assert_eq!(e.launch_set, r.launch_set);
+        assert_eq!(e.context.digest(), r.context.digest());
+        assert_eq!(e.workload_digest, r.workload_digest);
+        let graphs = |t: &RecordedGemmTrace| -> Vec<Option<String>> {
+            let o = t.observation.as_ref().unwrap();
+            o.gemms.iter().map(|g| g.graph.clone()).collect()
+        };
+        assert_eq!(graphs(&e), [None, None]);
+        let labels = graphs(&r);
+        assert_eq!(
+            labels[0].as_deref(),
+            Some("graph 0 (captured in decode@b8), replay 0")
+        );
+        let long = labels[1].as_deref().unwrap();
+        assert!(long.len() <= MAX_KEPT_NAME_BYTES, "{}", long.len());
+        assert!(long.contains("[5000 bytes, sha256 "), "{long}");
+        // The replay trace writes and reads back with its labels.
+        assert_eq!(
+            RecordedGemmTrace::from_bytes(&r.to_bytes().unwrap()).unwrap(),
+            r
+        );
+    }
 }

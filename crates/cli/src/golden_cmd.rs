@@ -262,6 +262,7 @@ fn print_settled(s: &golden::Settled) {
                             .unwrap_or(gemm_audit::diff::NumericComparison::Compared),
                         outputs_compared: c.outputs_compared,
                         pairing: None,
+                        launch: c.launch,
                     };
                     for line in d.render().lines() {
                         outln!("  {line}");

@@ -541,6 +541,48 @@ fn observation_lines(o: &gemm_audit::trace::Observation) -> String {
     s
 }
 
+/// How many of a trace's GEMMs were replayed from a CUDA graph.
+fn graph_replays(t: &RecordedGemmTrace) -> usize {
+    t.observation
+        .as_ref()
+        .map_or(0, |o| o.gemms.iter().filter(|g| g.graph.is_some()).count())
+}
+
+/// A route's cells of `show`'s table, up to its kernel's geometry.
+fn route_cells(
+    i: usize,
+    r: &gemm_audit::ResolvedGemmRoute,
+    o: Option<&gemm_audit::trace::ObservedRoute>,
+) -> Vec<String> {
+    let shape = match o {
+        Some(g) if !g.shapes_recorded => "unrecorded".to_string(),
+        Some(g) if g.batch > 1 => {
+            format!("{}x{}x{}x{}", g.batch, r.shape.m, r.shape.k, r.shape.n)
+        }
+        _ => format!("{}x{}x{}", r.shape.m, r.shape.k, r.shape.n),
+    };
+    // An observed GEMM's kernels are what ran; its symbol is the op.
+    // Short names: `--format json` keeps them whole, with digests.
+    let short = gemm_audit::render::kernel_name::kernel_display_name;
+    let kernel = match (&r.vendor, o) {
+        (Some(v), Some(_)) => match v.physical_kernels.as_slice() {
+            [] => format!("{} (no GPU kernel)", r.kernel_symbol),
+            [k] => short(k),
+            [k, rest @ ..] => format!("{} (+{} more)", short(k), rest.len()),
+        },
+        _ => short(&r.kernel_symbol),
+    };
+    vec![
+        i.to_string(),
+        r.gemm.clone(),
+        format!("{} {}", r.op, r.dtype),
+        shape,
+        r.contract.to_string(),
+        kernel,
+        format!("{:?}/{:?}", r.launch.grid, r.launch.block),
+    ]
+}
+
 /// The table rendering of a trace.
 pub(crate) fn trace_table(t: &RecordedGemmTrace) -> String {
     let mut s = String::new();
@@ -575,53 +617,19 @@ pub(crate) fn trace_table(t: &RecordedGemmTrace) -> String {
     if let Some(o) = &t.observation {
         s.push_str(&observation_lines(o));
     }
+    let observed = |i: usize| t.observation.as_ref().and_then(|o| o.gemms.get(i));
+    let replayed = graph_replays(t);
+    if replayed > 0 {
+        s.push_str(&format!(
+            "launch          {replayed} of {} GEMMs replayed from a CUDA graph\n",
+            t.routes.len()
+        ));
+    }
     s.push_str(&format!(
         "ordered digest  {}\n\n",
         t.launch_set.ordered_digest
     ));
-    let observed = |i: usize| t.observation.as_ref().and_then(|o| o.gemms.get(i));
-    let rows: Vec<[String; 8]> = t
-        .routes
-        .iter()
-        .zip(&t.fingerprints)
-        .enumerate()
-        .map(|(i, (r, f))| {
-            let o = observed(i);
-            let shape = match o {
-                Some(g) if !g.shapes_recorded => "unrecorded".to_string(),
-                Some(g) if g.batch > 1 => {
-                    format!("{}x{}x{}x{}", g.batch, r.shape.m, r.shape.k, r.shape.n)
-                }
-                _ => format!("{}x{}x{}", r.shape.m, r.shape.k, r.shape.n),
-            };
-            // An observed GEMM's kernels are what ran; its symbol is the op.
-            // Short names: `--format json` keeps them whole, with digests.
-            let short = gemm_audit::render::kernel_name::kernel_display_name;
-            let kernel = match (&r.vendor, o) {
-                (Some(v), Some(_)) => match v.physical_kernels.as_slice() {
-                    [] => format!("{} (no GPU kernel)", r.kernel_symbol),
-                    [k] => short(k),
-                    [k, rest @ ..] => format!("{} (+{} more)", short(k), rest.len()),
-                },
-                _ => short(&r.kernel_symbol),
-            };
-            [
-                i.to_string(),
-                r.gemm.clone(),
-                format!("{} {}", r.op, r.dtype),
-                shape,
-                r.contract.to_string(),
-                kernel,
-                format!("{:?}/{:?}", r.launch.grid, r.launch.block),
-                if t.outputs_observed() {
-                    f.sha256.short()
-                } else {
-                    "-".to_string()
-                },
-            ]
-        })
-        .collect();
-    let headers = [
+    let mut headers = vec![
         "#",
         "GEMM",
         "OP",
@@ -631,13 +639,30 @@ pub(crate) fn trace_table(t: &RecordedGemmTrace) -> String {
         "GRID/BLOCK",
         "OUTPUT",
     ];
+    // Which graph replayed each GEMM, only where one did (`-`: eager).
+    if replayed > 0 {
+        headers.push("GRAPH");
+    }
     // Wide caps: vendor kernel symbols are long and a reader of `show`
     // wants them whole; a hostile length is still shortened, never a panic.
     let mut table = (0..headers.len()).fold(gemm_audit::render::Table::new(&headers), |t, i| {
         t.cap(i, 256)
     });
-    for r in &rows {
-        table.row(r);
+    for (i, (r, f)) in t.routes.iter().zip(&t.fingerprints).enumerate() {
+        let o = observed(i);
+        let mut row = route_cells(i, r, o);
+        row.push(if t.outputs_observed() {
+            f.sha256.short()
+        } else {
+            "-".to_string()
+        });
+        if replayed > 0 {
+            row.push(
+                o.and_then(|g| g.graph.clone())
+                    .unwrap_or_else(|| "-".into()),
+            );
+        }
+        table.row(&row);
     }
     s.push_str(&table.render(None));
     s

@@ -35,6 +35,7 @@ impl TraceDiff {
             differences: out.0,
             numeric: NumericComparison::of(golden, candidate),
             outputs_compared: compared,
+            launch: super::LaunchChange::of(golden, candidate, &pairs),
             pairing: pairs.sequence,
         }
     }

@@ -1,6 +1,6 @@
 //! The differences found between two traces, and their renderings.
 
-use super::{Allowance, DiffClass, NumericComparison};
+use super::{Allowance, DiffClass, LaunchChange, NumericComparison};
 use crate::digest::FieldChange;
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -46,6 +46,10 @@ pub struct TraceDiff {
     /// kernel sequence, where they were ([`super::SequencePairing`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pairing: Option<super::SequencePairing>,
+    /// Paired GEMMs launched eagerly on one side and replayed from a CUDA
+    /// graph on the other (`None` when none were): informational, never a
+    /// difference.
+    pub launch: Option<LaunchChange>,
 }
 
 impl TraceDiff {
@@ -175,6 +179,9 @@ impl TraceDiff {
             let mut s = format!("{}\n", self.agreement());
             for line in self.pairing.iter().flat_map(|p| p.labelled_lines()) {
                 s.push_str(&format!("  {line}\n"));
+            }
+            for line in self.launch.iter().flat_map(LaunchChange::lines) {
+                s.push_str(&format!("launch: {line}\n"));
             }
             return s;
         }

@@ -101,6 +101,9 @@ pub struct DiffOverview {
     /// How GEMMs without op identity were paired by kernel sequence, where
     /// they were (null otherwise).
     pub pairing: Option<super::SequencePairing>,
+    /// Paired GEMMs launched eagerly on one side and replayed from a CUDA
+    /// graph on the other: informational, never a difference or a class.
+    pub launch: Option<super::LaunchChange>,
 }
 
 impl TraceDiff {
@@ -115,6 +118,7 @@ impl TraceDiff {
             structure: structure(&self.differences),
             classes: self.classes().into_iter().collect(),
             pairing: self.pairing.clone(),
+            launch: self.launch,
         }
     }
 }
@@ -167,6 +171,9 @@ impl DiffOverview {
             out.push(format!("  structure {s}"));
         }
         out.extend(pairing_lines(self));
+        for l in self.launch.iter().flat_map(super::LaunchChange::lines) {
+            out.push(format!("  launch    {l}"));
+        }
         out.push(match self.kernels.gemms {
             0 => "  kernels   unchanged".to_string(),
             n => format!(
@@ -551,6 +558,7 @@ mod tests {
             numeric: NumericComparison::Compared,
             outputs_compared: 1,
             pairing: None,
+            launch: None,
         }
     }
 

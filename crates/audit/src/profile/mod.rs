@@ -367,6 +367,15 @@ fn convolution_note(n: usize) -> String {
     )
 }
 
+/// Whether a region's label names a graph launch (`cudaGraphLaunch in
+/// step`, `cuGraphLaunch (no enclosing range)`): `bind_to_region` starts
+/// a graph replay's label with its launch call's name, and any other
+/// region's with the range's.
+fn graph_launch(label: &str) -> bool {
+    let (launch, rest) = label.split_once(' ').unwrap_or((label, ""));
+    launch.contains("GraphLaunch") && (rest.starts_with("in ") || rest == "(no enclosing range)")
+}
+
 /// The observed step of a bound profile.
 fn step_of(
     parsed: &kineto::Parsed<'_>,
@@ -505,6 +514,10 @@ fn step_of(
                 g.device
                     .map_or_else(|| "cpu".into(), |d| format!("cuda:{d}")),
             ),
+            graph: region
+                .as_deref()
+                .filter(|l| graph_launch(l))
+                .map(str::to_string),
             region,
             shapes_recorded,
             facts: layout.facts,

@@ -23,7 +23,7 @@ use crate::error::{FormatError, Result};
 /// File magic.
 pub const MAGIC: [u8; 8] = *b"GEMMAUDT";
 /// The format version this build writes.
-pub const FORMAT_VERSION: u16 = 6;
+pub const FORMAT_VERSION: u16 = 7;
 /// The oldest format version this build reads (and converts on reading).
 pub const OLDEST_READ_VERSION: u16 = 1;
 /// Header size: magic, version, reserved, payload length.
@@ -256,6 +256,7 @@ pub fn decode_payload_version(
         3 => super::v3::upgrade(decode_bounded::<super::v3::TraceV3>(payload)?),
         4 => super::v4::upgrade(decode_bounded::<super::v4::TraceV4>(payload)?),
         5 => super::v5::upgrade(decode_bounded::<super::v5::TraceV5>(payload)?),
+        6 => super::v6::upgrade(decode_bounded::<super::v6::TraceV6>(payload)?),
         FORMAT_VERSION => decode_bounded::<RecordedGemmTrace>(payload)?,
         found => {
             return Err(FormatError::UnsupportedVersion {

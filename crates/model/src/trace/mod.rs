@@ -10,6 +10,7 @@ mod v2;
 mod v3;
 mod v4;
 mod v5;
+mod v6;
 
 use crate::digest::Digest;
 use crate::error::{Error, FormatError, Result};

@@ -1,6 +1,7 @@
 //! How the GEMMs of a trace were observed, when gemm-audit did not run
 //! them: the profile or recorder they came from, and what became of every
-//! GPU activity it saw (format 5).
+//! GPU activity it saw (format 5), and which GEMMs were replayed from a
+//! CUDA graph (format 7).
 //!
 //! None of it is compared by `diff` or digested: it tells a person what
 //! the routes stand on (how many kernels were bound, which GEMMs have no
@@ -65,6 +66,13 @@ pub struct ObservedRoute {
     pub batch: u64,
     /// Copies, fills and child-op kernels beside its kernels, by name.
     pub beside: Vec<String>,
+    /// For a GEMM replayed from a CUDA graph, which graph and replay (the
+    /// recorder's label, e.g. `graph 0 (captured in decode@b8), replay 0`,
+    /// or an imported profile's region, `cudaGraphLaunch in step`); `None`
+    /// for a GEMM launched eagerly (format 7; older files: `None`). Never
+    /// digested: a replayed GEMM serves the same route as the same GEMM
+    /// launched eagerly.
+    pub graph: Option<String>,
 }
 
 impl Observation {

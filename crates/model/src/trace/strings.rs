@@ -359,6 +359,7 @@ mod tests {
         ("observed device", |t, s| obs(t).gemms[0].device = s),
         ("observed region", |t, s| obs(t).gemms[0].region = Some(s)),
         ("observed beside", |t, s| obs(t).gemms[1].beside[0] = s),
+        ("observed graph", |t, s| obs(t).gemms[1].graph = Some(s)),
     ];
 
     /// One byte over the limit in any place a trace holds a string is

@@ -3,9 +3,11 @@
 //! vocabulary of formats 1 to 5 ([`super::pre6`]). Version 6 added the
 //! context's pinned vendor configurations ([`crate::pin::VendorPin`]), and
 //! the `vendor-invariant` contract, whose routes are judged against them.
+//! Its observation is format 6's ([`super::v6`]: no GEMM says it was
+//! replayed from a graph).
 
 use super::v4::ContextV4;
-use super::{FingerprintMode, Observation, OutputFingerprint, RecordedGemmTrace, pre6};
+use super::{FingerprintMode, OutputFingerprint, RecordedGemmTrace, pre6, v6};
 use crate::digest::Digest;
 use crate::identity::VolatileMetadata;
 use crate::launch_set::ResolvedGemmLaunchSet;
@@ -24,7 +26,7 @@ pub(super) struct TraceV5 {
     volatile: VolatileMetadata,
     physical: Vec<PhysicalNode>,
     fingerprint_mode: FingerprintMode,
-    observation: Option<Observation>,
+    observation: Option<v6::Observation>,
 }
 
 /// The current model of a version-5 trace: nothing pinned.
@@ -39,7 +41,7 @@ pub(super) fn upgrade(t: TraceV5) -> RecordedGemmTrace {
         volatile: t.volatile,
         physical: t.physical,
         fingerprint_mode: t.fingerprint_mode,
-        observation: t.observation,
+        observation: v6::observation(t.observation),
     }
 }
 
@@ -56,7 +58,7 @@ pub(super) fn downgrade(t: &RecordedGemmTrace) -> Option<TraceV5> {
         volatile: t.volatile.clone(),
         physical: t.physical.clone(),
         fingerprint_mode: t.fingerprint_mode,
-        observation: t.observation.clone(),
+        observation: v6::observation_of(&t.observation)?,
     })
 }
 
@@ -75,6 +77,21 @@ mod tests {
         assert_eq!(read, t);
         assert!(read.context.pins.is_empty());
         assert!(codec::decode_payload(&v5, &codec::Limits::default()).is_err());
+    }
+
+    /// A version-5 observation reads as format 6's did, every GEMM
+    /// eager; a GEMM replayed from a graph has no version-5 form.
+    #[test]
+    fn a_version_5_observation_reads_with_every_gemm_eager() {
+        let mut t = v6::observed(3);
+        let v5 = codec::encode(&downgrade(&t).unwrap()).unwrap();
+        let read = codec::decode_payload_version(5, &v5, &codec::Limits::default()).unwrap();
+        assert_eq!(read, t);
+        let o = read.observation.unwrap();
+        assert!(o.gemms.iter().all(|g| g.graph.is_none()));
+        assert_eq!(o.gemms[0].beside, ["memcpy: copy 0"]);
+        t.observation.as_mut().unwrap().gemms[0].graph = Some("graph 0, replay 0".into());
+        assert!(downgrade(&t).is_none());
     }
 
     /// An engine contract format 5 wrote (index 7, before format 6
