@@ -222,15 +222,17 @@ def _default_store(dist):
 
 class _Local:
     """This rank's side, computed before it arrives: entries, digests,
-    identity."""
+    identity. The flat field maps that name what differs are built only
+    for the entries a disagreement asks about (:meth:`fields`)."""
 
     def __init__(self, rec, same_outputs: bool, rank: int, world: int):
-        self.fields = rd.entries(rec)
-        self.fields[0]["workload"] = rd._value(rec.workload)
+        self.rec = rec
+        self.context = rd.context_fields(rec.framework, rec.device)
+        self.context["workload"] = rd._value(rec.workload)
         self.names = rd.entry_names(rec)
-        self.routes = [rd.fields_digest(f) for f in self.fields]
-        self.outputs: List[int] = [0] * len(self.fields)
-        self.output_labels: List[Optional[str]] = [None] * len(self.fields)
+        self.routes = [rd.fields_digest(self.context)] + [rd.gemm_digest(g) for g in rec.gemms]
+        self.outputs: List[int] = [0] * len(self.routes)
+        self.output_labels: List[Optional[str]] = [None] * len(self.routes)
         if same_outputs:
             for i, fp in enumerate(rd.output_fingerprints(rec)):
                 self.outputs[i + 1] = rd.fingerprint_digest(fp)
@@ -243,6 +245,10 @@ class _Local:
             "cpu_model": vol.get("cpu.model"),
         }
         self.extra_volatile = {"profile.rank": str(rank), "profile.world_size": str(world), "host": self.identity["host"]}
+
+    def fields(self, entry: int) -> Dict[str, str]:
+        """Entry ``entry``'s route fields, flat."""
+        return self.context if entry == 0 else rd.gemm_fields(self.rec.gemms[entry - 1])
 
 
 class Verdict:
@@ -381,7 +387,7 @@ def agree(
     local = _Local(rec, bool(same_outputs), ch.who(ch.rank), ch.world)
     ch.arrive()
     v = Verdict(ch.who(ch.rank), ch.world, len(rec.gemms), bool(same_outputs))
-    entries = len(local.fields)
+    entries = len(local.routes)
     shape = ch.all_reduce(
         torch.tensor([entries, -entries, int(v.same_outputs), -int(v.same_outputs)], dtype=torch.int64),
         "MAX",
@@ -434,7 +440,7 @@ def _find_odd(ch, local: _Local, v: Verdict, signature: int, differing: List[int
     representatives = [s[0] for s in sides]
     named = sorted(set(representatives) | set(odd[:MAX_NAMED_RANKS]))
     detailed = differing[:MAX_DETAILED_GEMMS] if not counts_differ else [0]
-    mine = {"identity": local.identity, "gemms": len(local.fields) - 1}
+    mine = {"identity": local.identity, "gemms": len(local.routes) - 1}
     if ch.rank in representatives:
         mine["entries"] = {
             str(j): {
@@ -442,7 +448,7 @@ def _find_odd(ch, local: _Local, v: Verdict, signature: int, differing: List[int
                 "route": local.routes[j],
                 "output": local.outputs[j],
                 "output_label": local.output_labels[j],
-                "fields": local.fields[j] if j in detailed else None,
+                "fields": local.fields(j) if j in detailed else None,
             }
             for j in (differing if not counts_differ else [0])
         }

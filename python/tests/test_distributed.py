@@ -175,21 +175,34 @@ def test_bad_input_is_an_error_never_a_pass():
 def test_route_digests_see_routes_not_machines():
     rec = recorded()
     (g,) = rec.gemms
-    base = rd.fields_digest(rd.gemm_fields(g))
     # Rank 3 on cuda:3 runs the GEMM the way rank 0 does on cuda:0.
+    assert rd.gemm_digest(dict(g, device="cuda:3")) == rd.gemm_digest(dict(g, device="cuda:0"))
     assert rd.gemm_fields(dict(g, device="cuda:3")) == rd.gemm_fields(dict(g, device="cuda:0"))
     kernel = {"name": "sm90_xmma_gemm", "kind": "gemm", "grid": [4, 1, 1], "block": [128, 1, 1], "shared_memory": 0}
-    with_kernel = rd.fields_digest(rd.gemm_fields(dict(g, kernels=[kernel])))
-    other_grid = rd.fields_digest(rd.gemm_fields(dict(g, kernels=[dict(kernel, grid=[8, 1, 1])])))
-    assert len({base, with_kernel, other_grid}) == 3
-    assert rd.fields_digest(rd.gemm_fields(dict(g, ldb=g["ldb"] + 1))) != base
+    variants = [
+        g,
+        dict(g, kernels=[kernel]),
+        dict(g, kernels=[dict(kernel, grid=[8, 1, 1])]),
+        dict(g, kernels=[dict(kernel, shared_memory=1024)]),
+        dict(g, kernels=[kernel, dict(kernel, name="splitKreduce_kernel")]),
+        dict(g, beside=[dict(kernel, name="copy")]),
+        dict(g, ldb=g["ldb"] + 1),
+        dict(g, op="tn"),
+        dict(g, dtype="bf16"),
+        dict(g, device="cuda:0"),
+    ]
+    # Every route change moves the digest, and the flat fields name it.
+    assert len({rd.gemm_digest(x) for x in variants}) == len(variants)
+    assert len({rd.fields_digest(rd.gemm_fields(x)) for x in variants}) == len(variants)
     # The context: knobs and libraries count, the per-machine facts do not.
     ctx = rd.context_fields(rec.framework, rec.device)
     tf32 = dict(rec.framework, state=dict(rec.framework["state"], allow_tf32="True"))
     assert rd.context_fields(tf32, rec.device) != ctx
     rec.volatile = {"cpu.model": "another CPU", "cuda.device.uuid": "GPU-1"}
     assert rd.entries(rec)[0] == ctx
-    # Outputs: the same bytes, the same digest whichever way fingerprinted.
+    # Outputs: the device's fingerprints where the recorder took them,
+    # else the same fingerprint of the host bytes.
     (fp,) = rd.output_fingerprints(rec)
+    assert json.loads(fp)["bytes"] == 2 * 4 * 4
     rec._fingerprints = [fp]
     assert rd.output_fingerprints(rec) == [fp]
