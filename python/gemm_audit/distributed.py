@@ -335,11 +335,18 @@ class Verdict:
             odd = ", ".join(self._who(r) for r in self.odd_ranks[:MAX_NAMED_RANKS])
             if len(self.odd_ranks) > MAX_NAMED_RANKS:
                 odd += f" and {len(self.odd_ranks) - MAX_NAMED_RANKS} more"
-            lines.append(f"  {odd} differ from the majority ({len(self.majority)} of {self.ranks}: {self._who(self.majority[0])}, ...)")
+            verb = "differs" if len(self.odd_ranks) == 1 else "differ"
+            lines.append(
+                f"  {odd} {verb} from the majority ({len(self.majority)} of {self.ranks} ranks, "
+                f"e.g. {self._who(self.majority[0])})"
+            )
         if self.count_differs:
             lines.append("  GEMM counts differ: " + "; ".join(f"ranks {s['ranks']}: {s['gemms']} GEMMs" for s in self.sides))
         for d in self.disagreements:
-            lines.append(f"  {d['gemm']}: {d['what']} differs")
+            if d["entry"] == 0:
+                lines.append("  context (framework, libraries, knobs, device class, workload) differs")
+            else:
+                lines.append(f"  {d['gemm']}: {d['what']} differs")
             for f in d["fields"]:
                 vals = "; ".join(f"ranks {s['ranks']}: {v}" for s, v in zip(self.sides, f["values"]))
                 lines.append(f"    {f['field']}: {vals}")
