@@ -125,9 +125,11 @@ class _Channel:
             self._store_sent(self.key(f"arrived/{self.rank}"), "1")
             store.set(self.key(f"arrived/{self.rank}"), "1")
             self._store_sent(self.key("count"), "1")
-            if store.add(self.key("count"), 1) == self.world:
+            last = store.add(self.key("count"), 1) == self.world
+            if last:
+                self._store_sent(self.key("done"), "1")
                 store.set(self.key("done"), "1")
-                self._forget(self.round - 2)
+            self._forget(self.round - 2, last)
             self._store_sent(self.key("done"), "")
             store.wait([self.key("done")], datetime.timedelta(seconds=self.timeout))
         except Exception as e:  # the store's timeout, or the store gone
@@ -146,15 +148,19 @@ class _Channel:
         except Exception:
             return None
 
-    def _forget(self, rnd: int) -> None:
-        """Drops an old round's keys (every rank has left it: all arrived
-        at the round after it), so a long job's store does not grow."""
+    def _forget(self, rnd: int, last: bool) -> None:
+        """Drops this rank's key of an old round (every rank has left it:
+        all arrived at the round after it), and the last arriver its count
+        and done keys, so a long job's store does not grow; one or three
+        keys a rank, whatever the world size."""
         if rnd < 0:
             return
-        for what in ["count", "done"] + [f"arrived/{r}" for r in range(self.world)]:
+        for what in [f"arrived/{self.rank}"] + (["count", "done"] if last else []):
+            key = self.key(what, rnd)
+            self._store_sent(key, "")
             try:
-                self.store.delete_key(self.key(what, rnd))
-            except Exception:
+                self.store.delete_key(key)
+            except Exception:  # a store without deletion keeps them
                 return
 
     def _store_sent(self, key: str, value: str) -> None:

@@ -50,6 +50,17 @@ def main(scenario: str, out: str) -> None:
             timeout=timeout,
             report_dir=os.path.join(out, "report"),
         )
+        if scenario == "agree":
+            # A job agrees every step: later rounds agree too, and the
+            # store keeps no key of the rounds every rank has left.
+            for _ in range(2):
+                v = gad.agree(rec, same_outputs=True, timeout=timeout)
+            dist.barrier()
+            store = dist.distributed_c10d._get_default_store()
+            old = [f"gemm_audit/agree/0/0/{k}" for k in ("count", "done")]
+            old += [f"gemm_audit/agree/0/0/arrived/{r}" for r in range(dist.get_world_size())]
+            result["keys_left"] = [k for k in old if store.check([k])]
+            result["keys_kept"] = store.check(["gemm_audit/agree/0/2/count", "gemm_audit/agree/0/2/done"])
         result["verdict"] = v.to_dict()
         if rank == 0 and v.compare is not None:
             result["compare"] = v.compare

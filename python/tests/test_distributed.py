@@ -56,7 +56,7 @@ def verdicts(found):
     return {rank: d["verdict"] for rank, d in found.items()}
 
 
-def test_ranks_that_computed_the_same_agree(tmp_path):
+def test_ranks_that_computed_the_same_agree_every_round(tmp_path):
     found, out = run_job("agree", tmp_path)
     v = verdicts(found)
     assert sorted(v) == list(range(RANKS)), out[-4000:]
@@ -70,6 +70,9 @@ def test_ranks_that_computed_the_same_agree(tmp_path):
         assert 32 + 2 * 2 * 3 * 8 < d["bytes_sent"] < 512, d["bytes_sent"]
         assert d["describe"].startswith("gemm-audit agree: PASS: 4 ranks agree on the routes and outputs of 2 GEMMs")
     assert not (tmp_path / "report").exists(), "no traces are gathered where the ranks agree"
+    # Three rounds ran: round 0's keys are gone, round 2's are still there.
+    for d in found.values():
+        assert d["keys_left"] == [] and d["keys_kept"] is True, d
 
 
 def compare_names_rank2(tmp_path, found):
