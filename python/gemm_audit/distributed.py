@@ -336,7 +336,8 @@ class Verdict:
             )
         lines = [f"gemm-audit agree: FAIL: {self.ranks} ranks, {what} compared"]
         if self.majority is None:
-            lines.append("  no majority: " + "; ".join(f"ranks {s['ranks']}" for s in self.sides) + " (a tie)")
+            sides = "; ".join(f"ranks {s['ranks']} ({self._who(s['ranks'][0])}, ...)" for s in self.sides)
+            lines.append(f"  no majority (a tie): {sides}")
         else:
             odd = ", ".join(self._who(r) for r in self.odd_ranks[:MAX_NAMED_RANKS])
             if len(self.odd_ranks) > MAX_NAMED_RANKS:
@@ -378,9 +379,10 @@ def agree(
     ``same_outputs=True`` the output fingerprints too. ``timeout`` (seconds
     or a ``timedelta``) bounds the wait for the other ranks: a rank missing
     then makes every rank raise :class:`~gemm_audit.GemmAuditError` naming
-    it. On a disagreement rank 0 gathers the odd ranks' traces and as many
-    majority ranks' plus one, runs ``compare`` and, with ``report_dir``, writes the
-    traces (``rank<N>.gat``) and the document (``compare.json``) there.
+    it. On a disagreement rank 0 gathers the odd ranks' traces and those
+    of as many majority ranks plus one, runs ``compare`` and, with
+    ``report_dir``, writes the traces (``rank<N>.gat``) and the document
+    (``compare.json``) there.
     ``store`` is the key-value store of the gate (default: the one
     ``init_process_group`` made). Raises :class:`~gemm_audit.GemmAuditError`
     where no process group is initialized, for a recording with no GEMMs,
@@ -543,7 +545,10 @@ def _gather_traces(ch, rec, local: _Local, v: Verdict, report_dir) -> None:
     runs ``compare`` on them (and keeps them in ``report_dir``)."""
     senders = _senders(ch, v)
     if ch.rank in senders:
-        data = _trace_bytes(rec, local)
+        try:
+            data = _trace_bytes(rec, local)
+        except (GemmAuditError, OSError) as e:  # rank 0 still gets a message: no hang
+            data, v.compare_error = b"", f"this rank's trace could not be written: {e}"
         if ch.rank != 0:
             ch.send_bytes(data, 0)
     if ch.rank != 0:
@@ -551,14 +556,19 @@ def _gather_traces(ch, rec, local: _Local, v: Verdict, report_dir) -> None:
     keep = report_dir is not None
     folder = os.fspath(report_dir) if keep else tempfile.mkdtemp(prefix="gemm-audit-agree-")
     os.makedirs(folder, exist_ok=True)
-    paths = []
+    paths, missing = [], []
     for r in senders:
         blob = data if r == 0 else ch.recv_bytes(r)
+        if not blob:
+            missing.append(ch.who(r))
+            continue
         path = os.path.join(folder, f"rank{ch.who(r)}.gat")
         with open(path, "wb") as f:
             f.write(blob)
         paths.append(path)
     try:
+        if missing:
+            raise GemmAuditError(f"ranks {missing} could not write their traces (their verdicts say why)")
         text = _native.compare(paths, False)
         v.compare = json.loads(text)
         if keep:

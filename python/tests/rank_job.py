@@ -8,7 +8,8 @@ raised) to OUT/verdict-rank<N>.json.
 SCENARIO: ``agree`` (every rank the same), ``weight`` (rank 2's weight
 nudged, outputs compared), ``knob`` (rank 2 runs another CPU thread
 count, routes compared), ``extra`` (rank 2 records one more GEMM),
-``dead`` (rank 2 leaves before agreeing)."""
+``dead`` (rank 2 leaves before agreeing), ``tie`` (run on 2 ranks: rank
+1's weight nudged, so no side is a majority)."""
 
 import json
 import os
@@ -32,7 +33,7 @@ def main(scenario: str, out: str) -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8)).eval()
     x = torch.randn(4, 16)
-    if rank == ODD and scenario == "weight":
+    if (rank == ODD and scenario == "weight") or (rank == 1 and scenario == "tie"):
         with torch.no_grad():
             model[2].weight[0, 0] += 1e-3
     if rank == ODD and scenario == "knob":

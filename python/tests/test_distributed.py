@@ -32,18 +32,18 @@ JOB = pathlib.Path(__file__).with_name("rank_job.py")
 RANKS = 4
 
 
-def run_job(scenario, tmp_path):
-    """Runs the 4-rank job; returns {rank: what it wrote} and the output."""
+def run_job(scenario, tmp_path, ranks=RANKS):
+    """Runs the job; returns {rank: what it wrote} and the output."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
     r = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(RANKS),
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(ranks),
          str(JOB), scenario, str(tmp_path)],
         capture_output=True, text=True, timeout=180, cwd=tmp_path, env=env,
     )
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-4000:]
     found = {}
-    for rank in range(RANKS):
+    for rank in range(ranks):
         p = tmp_path / f"verdict-rank{rank}.json"
         if p.exists():
             found[rank] = json.loads(p.read_text())
@@ -147,6 +147,21 @@ def test_a_rank_that_ran_another_gemm_count_is_named(tmp_path):
     assert (tmp_path / "report" / "rank2.gat").exists()
     doc = json.loads((tmp_path / "report" / "compare.json").read_text())
     assert doc["verdict"] == "fail"
+
+
+def test_two_ranks_that_differ_are_a_tie_with_both_sides_named(tmp_path):
+    found, _ = run_job("tie", tmp_path, ranks=2)
+    v = verdicts(found)
+    assert sorted(v) == [0, 1]
+    for d in v.values():
+        assert d["agree"] is False and d["majority"] is None
+        assert d["odd_ranks"] == [0, 1] and [s["ranks"] for s in d["sides"]] == [[0], [1]]
+        assert sorted(d["named"]) == ["0", "1"]
+        assert [(x["gemm"], x["what"]) for x in d["disagreements"]] == [("aten::addmm#1", "output")]
+        assert "no majority (a tie): ranks [0] (rank 0 (host" in d["describe"], d["describe"]
+    doc = json.loads((tmp_path / "report" / "compare.json").read_text())
+    (launch,) = [x for g in doc["groups"] for x in g["launches"] if x["outliers"]]
+    assert launch["tie"] is True and len(launch["outliers"]) == 2
 
 
 def test_a_rank_that_never_arrives_is_an_error_naming_it(tmp_path):
