@@ -43,6 +43,11 @@ class CapturedGraph:
         self.launches: List[dict] = []
         self.replays = 0
         self.problems: List[str] = []
+        #: Captured by ``torch.compile``'s CUDA-graph trees
+        #: (``mode="reduce-overhead"``), which refuse any tensor of their
+        #: pool kept alive: the outputs cannot be kept, so replays cannot
+        #: be fingerprinted.
+        self.managed = False
         # The captured outputs, kept alive so the graph's pool cannot give
         # their memory to a later node; a copy replaces one where a later
         # op of the graph writes into it.
@@ -135,7 +140,7 @@ class _Capturing:
             return out
         result = out[0] if isinstance(out, tuple) else out
         g.gemms.append(dict(name=name, op_name=op_name, index=i, device=where, **layout))
-        g._outputs.append(result)
+        g._outputs.append(None if g.managed else result)
         return out
 
 
@@ -180,6 +185,7 @@ def capture(label: str = "graph"):
             raise GemmAuditError(f"a graph began capturing while {state.graph.label} was being captured")
         j = len(caps.graphs)
         g = CapturedGraph(j, f"{label}#{j}", torch.cuda.current_device(), torch.cuda.current_stream())
+        g.managed = _called_from("torch._inductor.cudagraph_trees")
         r = record_function(CAPTURE_PREFIX + str(j))
         r.__enter__()
         state.ranges.append(r)
@@ -224,6 +230,27 @@ def capture(label: str = "graph"):
         )
 
 
+def _called_from(module: str) -> bool:
+    """Whether a frame of the calling stack runs code of ``module``."""
+    import sys
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals.get("__name__", "").startswith(module):
+            return True
+        frame = frame.f_back
+    return False
+
+
+#: What a replay of a graph of ``torch.compile``'s CUDA-graph trees cannot give.
+MANAGED = (
+    "is a CUDA graph of torch.compile's CUDA-graph trees (mode='reduce-overhead'), which refuse any tensor of "
+    "their memory pool kept alive, so its GEMMs' outputs cannot be kept to fingerprint them: record the compiled "
+    "step with mode='max-autotune-no-cudagraphs' or 'default' (its GEMMs then go through aten and are recorded "
+    "as eager ones), or import a profile of the replays (gemm-audit import; diff pairs it by kernel sequence)"
+)
+
+
 class Replays:
     """The replays of one recording: patches ``CUDAGraph.replay`` while
     the block runs, and binds each replay to its capture after."""
@@ -265,6 +292,8 @@ class Replays:
                     "passed as graphs="
                 )
             return original(graph)
+        if g.managed:
+            raise GemmAuditError(f"{g.label} {MANAGED}")
         k = len(self.recorded)
         self.recorded[k] = g
         with record_function(REPLAY_PREFIX + str(k)):

@@ -175,21 +175,18 @@ def test_make_graphed_callables_replays_are_recorded():
     assert all(r["same_kernels"] for r in found), found
 
 
-def test_a_reduce_overhead_step_is_recorded_or_says_what_it_cannot_see():
+def test_a_reduce_overhead_step_says_what_it_cannot_see():
     m, x = model(), rows(8)
     c = torch.compile(m, mode="reduce-overhead")
-    try:
-        with gat.capture("compiled") as cap, torch.no_grad():
-            for _ in range(3):
-                c(x)
-    except GemmAuditError as e:
-        assert "captured no GEMM-family op" in str(e) or "Triton" in str(e), e
-        return
-    with gat.record("compiled@b8", device="cuda", graphs=cap) as rec, torch.no_grad():
-        c(x)
-    assert rec.gemms, (rec.regions, rec.unseen_graphs)
-    assert all(gm["graph"].startswith("compiled#") for gm in rec.gemms)
-    assert all(gm["kernels"] for gm in rec.gemms)
+    with gat.capture("compiled") as cap, torch.no_grad():
+        for _ in range(3):
+            c(x)
+    graphs = [g for g in cap.graphs if g.gemms]
+    assert graphs and all(g.managed for g in graphs), cap.graphs
+    assert all(gm["op_name"] in ("aten::mm", "aten::addmm") for g in graphs for gm in g.gemms), graphs
+    with pytest.raises(GemmAuditError, match="CUDA-graph trees"):
+        with gat.record("compiled@b8", device="cuda", graphs=cap), torch.no_grad():
+            c(x)
 
 
 def test_a_gemm_on_another_stream_is_refused_naming_it():

@@ -123,6 +123,7 @@ pub fn captured_launches(
     let parsed = parse(text)?;
     let events = &parsed.events;
     let threads = bind::threads_of(&parsed);
+    let windows = capture_windows(&threads, events, capture_prefix);
     let mut calls: BTreeMap<u64, Vec<(f64, usize, CapturedLaunch)>> = BTreeMap::new();
     for (i, e) in events.iter().enumerate() {
         if e.cat != Cat::Runtime || !adds_activity(&e.name) {
@@ -131,6 +132,11 @@ pub fn captured_launches(
         let Some(capture) = enclosing_annotation(&threads, events, e, capture_prefix) else {
             continue;
         };
+        if let Some(&(from, to)) = windows.get(&capture)
+            && (e.ts < from || e.ts > to)
+        {
+            continue;
+        }
         let t = &threads[e.thread as usize];
         let owner = match t.innermost(e.ts) {
             Some(r) => bind::find_owner(t, r, e, events, Owners::Annotations(op_prefix))?,
@@ -157,6 +163,37 @@ pub fn captured_launches(
             (j, v.into_iter().map(|(_, _, c)| c).collect())
         })
         .collect())
+}
+
+/// Per capture range, when its stream capture began and ended (the
+/// `cudaStreamBeginCapture` and `cudaStreamEndCapture` calls inside it),
+/// where the profile holds both: a launch in the range outside them (torch
+/// fills its RNG seed and offset before the capture begins) adds no node.
+fn capture_windows(
+    threads: &[bind::Thread],
+    events: &[Event<'_>],
+    capture_prefix: &str,
+) -> BTreeMap<u64, (f64, f64)> {
+    let mut begins: BTreeMap<u64, f64> = BTreeMap::new();
+    let mut ends: BTreeMap<u64, f64> = BTreeMap::new();
+    for e in events.iter().filter(|e| e.cat == Cat::Runtime) {
+        let which = if e.name.contains("BeginCapture") {
+            &mut begins
+        } else if e.name.contains("EndCapture") {
+            &mut ends
+        } else {
+            continue;
+        };
+        if let Some(j) = enclosing_annotation(threads, events, e, capture_prefix) {
+            let at = which.entry(j).or_insert(e.ts);
+            *at = at.min(e.ts);
+        }
+    }
+    begins
+        .into_iter()
+        .filter_map(|(j, from)| Some((j, (from, *ends.get(&j)?))))
+        .filter(|(_, (from, to))| from <= to)
+        .collect()
 }
 
 /// One GPU activity a replay ran, and its device.
@@ -267,6 +304,12 @@ mod tests {
     fn capture() -> Vec<u8> {
         profile(vec![
             range("user_annotation", "cap:0", 100.0, 100.0),
+            // torch fills its RNG seed and offset before the capture
+            // begins: launches in the range that add no node.
+            call("cudaLaunchKernel", 101.0, 20),
+            call("cudaLaunchKernel", 102.0, 21),
+            call("cudaStreamBeginCapture", 103.0, 22),
+            call("cudaStreamEndCapture", 190.0, 23),
             range("user_annotation", "gemm:0", 110.0, 20.0),
             range("cpu_op", "aten::addmm", 111.0, 18.0),
             range("cpu_op", "aten::copy_", 112.0, 3.0),
