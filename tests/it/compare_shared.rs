@@ -389,7 +389,7 @@ fn ranks_that_share_nothing_compare_nothing() {
     let (code, text) = run(&s.0, &["compare", &traces]);
     assert_eq!(code, 1, "{text}");
     assert!(
-        text.contains("2 voting: nothing to compare (no GEMM every trace holds)") && { true },
+        text.contains("2 voting: nothing to compare (no GEMM every trace holds)"),
         "{text}"
     );
     assert!(text.contains("2 of 2 GEMMs not compared"), "{text}");
