@@ -375,7 +375,7 @@ fn run<S: source::Source>(members: &S) -> std::result::Result<Comparison, S::Err
         groups: Vec::new(),
         warnings: Vec::new(),
     };
-    for (_, tally) in source::tally_all(members)? {
+    for (_, tally) in tally::tally_all(members)? {
         let g = vote::judge(tally, members)?;
         out.warnings.extend(
             g.warnings

@@ -7,7 +7,9 @@
 //! occurrence, e.g. `CompiledFunction#3`); anything else is another
 //! launch set.
 
+use super::tally::route_key;
 use crate::trace::RecordedGemmTrace;
+use crate::{Digest, ResolvedGemmRoute};
 use std::collections::HashMap;
 
 /// The region that launched route `i` of `t`, where no GEMM op owns it
@@ -20,14 +22,17 @@ pub(super) fn region(t: &RecordedGemmTrace, i: usize) -> Option<&str> {
 }
 
 /// What the group keeps of its first member to align the others with:
-/// its launches' names, contracts and owners (bounded by its launch
-/// count, whatever the number of members).
+/// its launches' names, contracts, owners and routes with their digests
+/// (one trace's routes, whatever the number of members). A member's route
+/// equal to the reference's takes its digest without hashing.
 #[derive(Debug)]
 pub(super) struct Reference {
     /// Each launch's GEMM name.
     pub(super) names: Vec<String>,
     /// Each launch's contract, in words.
     pub(super) contracts: Vec<String>,
+    routes: Vec<ResolvedGemmRoute>,
+    keys: Vec<Digest>,
     /// The launches a GEMM op owns, in order.
     owned: Vec<usize>,
     /// The launches of a region, by GEMM name (the first of a name).
@@ -60,6 +65,35 @@ impl Alignment {
     }
 }
 
+/// A member's alignment with the reference, its routes' digests (empty
+/// for another launch set) and its summary.
+#[derive(Debug)]
+pub(super) struct Prepared {
+    pub(super) alignment: Alignment,
+    /// Per launch of the member, its route's digest.
+    pub(super) keys: Vec<Digest>,
+    /// Eight bytes of a digest of everything a tally takes from the
+    /// member: a member read again for the report is the one that was
+    /// voted when they are equal.
+    pub(super) summary: u64,
+}
+
+/// The summary of `t` whose routes' digests are `keys`: its routes,
+/// fingerprints, owners and output mode.
+fn summary(t: &RecordedGemmTrace, keys: &[Digest]) -> u64 {
+    let mut bytes = Vec::with_capacity(keys.len() * 65 + 1);
+    for (i, (r, f)) in keys.iter().zip(&t.fingerprints).enumerate() {
+        bytes.extend_from_slice(&r.0);
+        bytes.extend_from_slice(&f.sha256.0);
+        bytes.push(u8::from(region(t, i).is_some()));
+    }
+    bytes.push(u8::from(t.outputs_observed()));
+    let d = Digest::sha256(&bytes);
+    let mut head = [0u8; 8];
+    head.copy_from_slice(&d.0[..8]);
+    u64::from_le_bytes(head)
+}
+
 impl Reference {
     /// The reference that `t` (a group's first member) is.
     pub(super) fn of(t: &RecordedGemmTrace) -> Reference {
@@ -75,8 +109,42 @@ impl Reference {
         Reference {
             names: t.routes.iter().map(|r| r.gemm.clone()).collect(),
             contracts: t.routes.iter().map(|r| r.contract.to_string()).collect(),
+            routes: t.routes.clone(),
+            keys: t.routes.iter().map(route_key).collect(),
             owned,
             regions,
+        }
+    }
+
+    /// `t` aligned with the reference, with its routes' digests (hashed
+    /// only where a route is not the reference's) and its summary.
+    pub(super) fn prepare(&self, t: &RecordedGemmTrace) -> Prepared {
+        let alignment = self.align(t);
+        if alignment == Alignment::Other {
+            return Prepared {
+                alignment,
+                keys: Vec::new(),
+                summary: 0,
+            };
+        }
+        let mut keys: Vec<Option<Digest>> = vec![None; t.routes.len()];
+        for j in 0..self.len() {
+            if let Some(i) = alignment.index(j)
+                && t.routes[i] == self.routes[j]
+            {
+                keys[i] = Some(self.keys[j]);
+            }
+        }
+        let keys: Vec<Digest> = keys
+            .into_iter()
+            .zip(&t.routes)
+            .map(|(k, r)| k.unwrap_or_else(|| route_key(r)))
+            .collect();
+        let summary = summary(t, &keys);
+        Prepared {
+            alignment,
+            keys,
+            summary,
         }
     }
 

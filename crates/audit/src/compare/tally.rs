@@ -6,12 +6,13 @@
 //! has. Per member it keeps only a seat (its index, role and launch count)
 //! and its device key (one device, one vote).
 
-use super::align::{Alignment, Reference};
+use super::align::{Alignment, Prepared, Reference};
+use super::source::Source;
 use super::{Member, Scope, promises_same_bits};
 use crate::Digest;
 use crate::trace::RecordedGemmTrace;
-use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
 
 /// Members kept per distinct value: a value held by more (an outlier side
 /// that large, or a tie) is found again by a second reading of the
@@ -66,46 +67,44 @@ fn left_out_warning(copy: &str, twin: &str, key: &DeviceKey) -> String {
     )
 }
 
-/// A member as a pass read it: the member, its device key, its routes'
-/// digests and its summary (computed where it was read).
+/// A member as the first pass read it: the member, its group, its device
+/// key and, where its group was known when it was read, its alignment and
+/// route digests (computed where it was read, on any core).
 pub(super) struct Read<'a> {
     pub(super) member: std::borrow::Cow<'a, Member>,
+    pub(super) group: (String, String),
     pub(super) device: DeviceKey,
-    pub(super) routes: Vec<Digest>,
-    pub(super) summary: u64,
+    pub(super) prepared: Option<Prepared>,
 }
 
 impl<'a> Read<'a> {
-    /// `member` with its device key, route digests and summary.
-    pub(super) fn of(member: std::borrow::Cow<'a, Member>) -> Read<'a> {
+    /// `member` in its group (`groups` holds those known so far).
+    pub(super) fn of(
+        member: std::borrow::Cow<'a, Member>,
+        groups: &BTreeMap<(String, String), GroupTally>,
+    ) -> Read<'a> {
         let device = device_key(&member);
-        let t = &member.trace;
-        let routes: Vec<Digest> = t.routes.iter().map(route_key).collect();
-        let summary = summary(t, &routes);
+        let group = group_key(&member.trace);
+        let prepared = groups
+            .get(&group)
+            .map(|g| g.reference.prepare(&member.trace));
         Read {
             member,
+            group,
             device,
-            routes,
-            summary,
+            prepared,
         }
     }
 }
 
-/// Eight bytes of a digest of everything a tally takes from a trace (its
-/// routes, fingerprints, owners and output mode): a member read again
-/// for the report is the one that was voted when they are equal.
-fn summary(t: &RecordedGemmTrace, routes: &[Digest]) -> u64 {
-    let mut bytes = Vec::with_capacity(routes.len() * 65 + 8);
-    for (i, (r, f)) in routes.iter().zip(&t.fingerprints).enumerate() {
-        bytes.extend_from_slice(&r.0);
-        bytes.extend_from_slice(&f.sha256.0);
-        bytes.push(u8::from(super::align::region(t, i).is_some()));
+/// The group key of a trace: its workload and device class (fingerprints
+/// compare only within a mode: a fast trace votes with fast traces).
+fn group_key(t: &RecordedGemmTrace) -> (String, String) {
+    let mut device = crate::golden::device_key(&t.context.device);
+    if t.fingerprint_mode != crate::FingerprintMode::Strong {
+        device.push_str(&format!(" ({} fingerprints)", t.fingerprint_mode));
     }
-    bytes.push(u8::from(t.outputs_observed()));
-    let d = Digest::sha256(&bytes);
-    u64::from_le_bytes([
-        d.0[0], d.0[1], d.0[2], d.0[3], d.0[4], d.0[5], d.0[6], d.0[7],
-    ])
+    (t.workload.clone(), device)
 }
 
 /// How a member takes part in its group's vote.
@@ -127,7 +126,7 @@ pub(super) struct Seat {
     pub(super) role: Role,
     /// Its launch count.
     pub(super) launches: usize,
-    /// What it held when it was voted (see [`Read::of`]).
+    /// What it held when it was voted ([`Prepared::summary`]).
     pub(super) summary: u64,
 }
 
@@ -247,7 +246,7 @@ pub(super) struct GroupTally {
 
 impl GroupTally {
     /// A group whose first member is `first`.
-    pub(super) fn new(workload: String, device: String, first: &RecordedGemmTrace) -> GroupTally {
+    fn new(workload: String, device: String, first: &RecordedGemmTrace) -> GroupTally {
         let reference = Reference::of(first);
         let launches = (0..reference.len())
             .map(|_| LaunchTally::default())
@@ -270,25 +269,20 @@ impl GroupTally {
 
     /// Folds member `index` into the tallies (`label_of` names the member
     /// whose device a copy shares).
-    pub(super) fn fold(
-        &mut self,
-        index: usize,
-        read: &Read<'_>,
-        label_of: &dyn Fn(usize) -> String,
-    ) {
+    fn fold(&mut self, index: usize, read: Read<'_>, label_of: &dyn Fn(usize) -> String) {
         let t = &read.member.trace;
         let seat = self.seats.len();
-        let alignment = self.reference.align(t);
+        let p = read.prepared.unwrap_or_else(|| self.reference.prepare(t));
         let mut role = Role::Voter;
-        if alignment == Alignment::Other {
+        if p.alignment == Alignment::Other {
             role = Role::Other;
             self.mismatched.push(read.member.label.clone());
         } else {
-            match self.devices.entry(read.device.clone()) {
+            match self.devices.entry(read.device) {
                 Entry::Occupied(e) => {
                     let twin = label_of(self.seats[*e.get()].member);
                     self.warnings
-                        .push(left_out_warning(&read.member.label, &twin, &read.device));
+                        .push(left_out_warning(&read.member.label, &twin, e.key()));
                     self.duplicates.push(read.member.label.clone());
                     role = Role::Copy;
                 }
@@ -302,7 +296,7 @@ impl GroupTally {
             member: index,
             role,
             launches: t.routes.len(),
-            summary: read.summary,
+            summary: p.summary,
         });
         if role == Role::Other {
             return;
@@ -315,16 +309,16 @@ impl GroupTally {
                 l.outputs = Values::default();
             }
         }
+        let voter = role == Role::Voter;
         for (j, l) in self.launches.iter_mut().enumerate() {
-            let Some(i) = alignment.index(j) else {
+            let Some(i) = p.alignment.index(j) else {
                 continue;
             };
             l.held += 1;
             l.deterministic |= promises_same_bits(&t.routes[i].contract.kind, Scope::SameClass);
-            l.routes.add(read.routes[i], seat, role == Role::Voter);
+            l.routes.add(p.keys[i], seat, voter);
             if self.observed {
-                l.outputs
-                    .add(t.fingerprints[i].sha256, seat, role == Role::Voter);
+                l.outputs.add(t.fingerprints[i].sha256, seat, voter);
             }
         }
     }
@@ -335,4 +329,40 @@ impl GroupTally {
             .filter(|&j| self.launches[j].held == self.aligned)
             .collect()
     }
+}
+
+/// The first pass: every member read once, in order, folded into its
+/// group's tallies and dropped. Members are read a batch at a time on
+/// every core (parsed, aligned with their group's reference, their routes
+/// digested), then folded in order.
+pub(super) fn tally_all<S: Source>(
+    source: &S,
+) -> Result<BTreeMap<(String, String), GroupTally>, S::Error> {
+    let mut groups: BTreeMap<(String, String), GroupTally> = BTreeMap::new();
+    let label_of = |i: usize| source.label(i);
+    let all: Vec<usize> = (0..source.len()).collect();
+    for chunk in all.chunks(batch()) {
+        let known = &groups;
+        let reads =
+            crate::util::map_in_order(chunk, |&i| source.read(i).map(|m| Read::of(m, known)));
+        for (&i, read) in chunk.iter().zip(reads) {
+            let read = read?;
+            let g = groups.entry(read.group.clone()).or_insert_with(|| {
+                let (workload, device) = read.group.clone();
+                GroupTally::new(workload, device, &read.member.trace)
+            });
+            g.fold(i, read, &label_of);
+        }
+    }
+    Ok(groups)
+}
+
+/// Most members the first pass holds at once.
+const MAX_BATCH: usize = 16;
+
+/// Members read at once by the first pass: two per core, so reading runs
+/// on every core, and never more than [`MAX_BATCH`], so memory holds at
+/// most that many traces whatever the host.
+fn batch() -> usize {
+    (2 * std::thread::available_parallelism().map_or(1, |n| n.get())).min(MAX_BATCH)
 }

@@ -6,8 +6,9 @@
 //! differ. A side too large for its sample is found by reading the
 //! group's members again.
 
+use super::align::Prepared;
 use super::source::Source;
-use super::tally::{GroupTally, Read, Role, Value, Values};
+use super::tally::{GroupTally, Role, Value, Values};
 use super::{Group, LaunchVote, NotCompared, Outlier, OutputVote, RouteOutlier};
 use crate::Digest;
 use crate::trace::RecordedGemmTrace;
@@ -138,25 +139,38 @@ fn tally_of(g: &GroupTally, j: usize, kind: Kind) -> &Values {
     }
 }
 
-/// The key of `kind` at launch `i` of a member read again.
-fn key_at(read: &Read<'_>, i: usize, kind: Kind) -> Digest {
-    match kind {
-        Kind::Route => read.routes[i],
-        Kind::Output => read.member.trace.fingerprints[i].sha256,
+/// A member read again: the member and its alignment, digests and summary.
+struct Reread<'s> {
+    member: std::borrow::Cow<'s, super::Member>,
+    prepared: Prepared,
+}
+
+impl Reread<'_> {
+    /// Its key of `kind` at its launch `i`.
+    fn key_at(&self, i: usize, kind: Kind) -> Digest {
+        match kind {
+            Kind::Route => self.prepared.keys[i],
+            Kind::Output => self.member.trace.fingerprints[i].sha256,
+        }
     }
 }
 
 /// Member `seat` read again: the error when it no longer holds what was
 /// voted (a file rewritten between the passes).
-fn reread<'s, S: Source>(g: &GroupTally, seat: usize, source: &'s S) -> Result<Read<'s>, S::Error> {
-    let member = g.seats[seat].member;
-    let read = Read::of(source.read(member)?);
-    if read.summary != g.seats[seat].summary
-        && let Some(e) = source.changed(member)
+fn reread<'s, S: Source>(
+    g: &GroupTally,
+    seat: usize,
+    source: &'s S,
+) -> Result<Reread<'s>, S::Error> {
+    let index = g.seats[seat].member;
+    let member = source.read(index)?;
+    let prepared = g.reference.prepare(&member.trace);
+    if prepared.summary != g.seats[seat].summary
+        && let Some(e) = source.changed(index)
     {
         return Err(e);
     }
-    Ok(read)
+    Ok(Reread { member, prepared })
 }
 
 /// Completes the member lists of named values held by more members than
@@ -182,11 +196,10 @@ fn complete<S: Source>(
             continue;
         }
         let read = reread(g, seat, source)?;
-        let alignment = g.reference.align(&read.member.trace);
         for &(p, kind, v) in &wanted {
             let want = tally_of(g, shared[p], kind).list[v].key;
-            if let Some(i) = alignment.index(shared[p])
-                && key_at(&read, i, kind) == want
+            if let Some(i) = read.prepared.alignment.index(shared[p])
+                && read.key_at(i, kind) == want
             {
                 found.entry((p, kind, v)).or_default().push(seat);
             }
@@ -243,9 +256,8 @@ fn name<S: Source>(
     let mut references: HashMap<usize, crate::ResolvedGemmRoute> = HashMap::new();
     for (seat, launches) in holders {
         let read = reread(g, seat, source)?;
-        let alignment = g.reference.align(&read.member.trace);
         for p in launches {
-            if let Some(i) = alignment.index(shared[p]) {
+            if let Some(i) = read.prepared.alignment.index(shared[p]) {
                 references.insert(p, read.member.trace.routes[i].clone());
             }
         }
@@ -254,10 +266,9 @@ fn name<S: Source>(
     for (seat, list) in needs {
         let read = reread(g, seat, source)?;
         let t = &read.member.trace;
-        let alignment = g.reference.align(t);
         out.devices.insert(seat, device_of(t));
         for (p, kind, v) in list {
-            let Some(i) = alignment.index(shared[p]) else {
+            let Some(i) = read.prepared.alignment.index(shared[p]) else {
                 continue;
             };
             if kind != Kind::Route {
