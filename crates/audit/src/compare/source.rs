@@ -1,7 +1,7 @@
 //! Where a comparison's members come from: a slice held in memory (the
-//! fleet's own traces), or trace files read one at a time, twice at most
-//! (once to tally, once more for the few the report names), so that the
-//! memory a comparison holds does not grow with the number of files.
+//! fleet's own traces), or trace files read a few at a time (once to
+//! tally, again only for what the report names), so that the memory a
+//! comparison holds does not grow with the number of files.
 
 use super::Member;
 use crate::trace::RecordedGemmTrace;
