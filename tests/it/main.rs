@@ -7,6 +7,10 @@ mod common;
 mod cli;
 mod closed_pipe;
 mod compare_honest;
+mod compare_shared;
+// `ulimit -d` limits the data segment on Linux.
+#[cfg(target_os = "linux")]
+mod compare_stream;
 mod cross_device;
 mod embedding;
 mod fuzz_corpus;

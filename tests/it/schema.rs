@@ -362,3 +362,47 @@ fn the_graph_launch_fields_are_in_the_schemas() {
     bad["trace"]["observation"]["gemms"][1]["graph"] = 7.into();
     assert!(!errors_of("show", &bad).is_empty());
 }
+
+/// A compare document's rows of launches not compared keep their fields:
+/// a row without its total, or with a count in words, is refused.
+#[test]
+fn the_compare_schema_checks_not_compared_rows() {
+    let mut doc = json_of(&[
+        "compare",
+        "traces/cpu-x86_64",
+        "traces/nvidia-h200",
+        "--format",
+        "json",
+    ]);
+    assert!(errors_of("compare", &doc).is_empty());
+    doc["groups"][0]["not_compared"] =
+        serde_json::json!([{"label": "rank0.gat", "launches": 2, "of": 8}]);
+    assert!(
+        errors_of("compare", &doc).is_empty(),
+        "{:?}",
+        errors_of("compare", &doc)
+    );
+    let broken: [fn(&mut Value); 3] = [
+        |d| {
+            d["groups"][0]["not_compared"][0]
+                .as_object_mut()
+                .unwrap()
+                .remove("of");
+        },
+        |d| d["groups"][0]["not_compared"][0]["launches"] = "two".into(),
+        |d| {
+            d["groups"][0]
+                .as_object_mut()
+                .unwrap()
+                .remove("not_compared");
+        },
+    ];
+    for (i, b) in broken.iter().enumerate() {
+        let mut d = doc.clone();
+        b(&mut d);
+        assert!(
+            !errors_of("compare", &d).is_empty(),
+            "broken compare document {i} validated"
+        );
+    }
+}

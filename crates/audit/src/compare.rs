@@ -11,15 +11,26 @@
 //! tie (no majority) fails with every side listed; a trace left out of the
 //! vote as another's device is a warning and is still held to the
 //! majority. Outputs that were not observed (imported profiles) are never
-//! voted on: only their routes are compared.
+//! voted on: only their routes are compared. Traces whose launch sets
+//! differ only in GEMMs no GEMM op owns (a profile's region GEMMs) are
+//! compared on the launches they share; the rest are listed as not
+//! compared.
+//!
+//! The vote runs in bounded memory ([`compare_files`]): each trace is read
+//! once, folded into per-launch tallies that keep each distinct route
+//! digest and fingerprint once with a count and a bounded sample of the
+//! members holding it, and dropped; only the members the report names are
+//! read again. docs/fleet.md states the bound.
 
 use crate::trace::RecordedGemmTrace;
 use crate::vocab::ContractKind;
 use crate::{Error, Result};
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+mod align;
+mod source;
+mod tally;
 mod vote;
 
 /// The trace files `paths` name: files as given, folders searched
@@ -248,11 +259,30 @@ pub struct Group {
     /// device, one vote. Labels. Their outputs and routes are still held
     /// to the majority's, and each is named in `warnings`.
     pub duplicates: Vec<String>,
+    /// Members with launches that were not compared: GEMMs no GEMM op owns
+    /// (a profile's region GEMMs) that not every member holds. Only the
+    /// launches every member held to the vote holds are voted; each such
+    /// member is also named in `warnings`. Not a failure, unless nothing
+    /// is shared.
+    pub not_compared: Vec<NotCompared>,
     /// Things a reader must know that are not failures: each member left
-    /// out of the vote, and whose device it shares.
+    /// out of the vote, and whose device it shares; each member with
+    /// launches not compared, and how many.
     pub warnings: Vec<String>,
     /// One vote per launch.
     pub launches: Vec<LaunchVote>,
+}
+
+/// A member some of whose launches were not compared.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotCompared {
+    /// The member's label (its file).
+    pub label: String,
+    /// Its launches that were not compared: GEMMs no GEMM op owns that
+    /// not every member holds.
+    pub launches: usize,
+    /// Its launches in all.
+    pub of: usize,
 }
 
 impl Group {
@@ -261,16 +291,25 @@ impl Group {
         self.members - self.mismatched.len() - self.duplicates.len()
     }
 
-    /// Whether no launch fails and no member was left out for another
-    /// launch set: what a group of one voter must also hold to pass where
-    /// one trace per class is allowed.
+    /// True when the members held to the vote share no launch: nothing
+    /// was compared, which is no agreement.
+    pub fn nothing_shared(&self) -> bool {
+        self.launches.is_empty() && !self.not_compared.is_empty()
+    }
+
+    /// Whether no launch fails, no member was left out for another launch
+    /// set and something was shared: what a group of one voter must also
+    /// hold to pass where one trace per class is allowed.
     fn consistent(&self) -> bool {
-        self.mismatched.is_empty() && !self.launches.iter().any(LaunchVote::fails)
+        self.mismatched.is_empty()
+            && !self.nothing_shared()
+            && !self.launches.iter().any(LaunchVote::fails)
     }
 
     /// True when at least two devices voted, no member was left out for
-    /// another launch set and no launch fails ([`LaunchVote::fails`]). One
-    /// voter compares nothing, so it does not agree.
+    /// another launch set, they share a launch and no launch fails
+    /// ([`LaunchVote::fails`]). One voter compares nothing, so it does not
+    /// agree.
     pub fn agrees(&self) -> bool {
         self.voters() >= 2 && self.consistent()
     }
@@ -314,23 +353,30 @@ impl Comparison {
 
 /// Groups `members` by workload and device class and votes on every launch.
 pub fn compare(members: &[Member]) -> Comparison {
-    let mut groups: BTreeMap<(String, String), Vec<&Member>> = BTreeMap::new();
-    for m in members {
-        // Fingerprints compare only within a mode: a fast trace votes with
-        // fast traces.
-        let mut device = crate::golden::device_key(&m.trace.context.device);
-        if m.trace.fingerprint_mode != crate::FingerprintMode::Strong {
-            device.push_str(&format!(" ({} fingerprints)", m.trace.fingerprint_mode));
-        }
-        let key = (m.trace.workload.clone(), device);
-        groups.entry(key).or_default().push(m);
+    match run(&source::InMemory(members)) {
+        Ok(c) => c,
+        Err(never) => match never {},
     }
+}
+
+/// [`compare`] over the trace files `paths` name ([`trace_files`]), in
+/// memory that does not grow with their number: each file is read once and
+/// folded into per-launch tallies, and read again only when the report
+/// names it (an outlier, a side of a tie, the holder of the route an
+/// outlier's is measured against). Members are labelled by their paths.
+/// A file that no longer holds what was voted when it is read again is
+/// [`Error::TraceChanged`].
+pub fn compare_files(paths: &[PathBuf]) -> Result<Comparison> {
+    run(&source::Files(trace_files(paths)?))
+}
+
+fn run<S: source::Source>(members: &S) -> std::result::Result<Comparison, S::Error> {
     let mut out = Comparison {
         groups: Vec::new(),
         warnings: Vec::new(),
     };
-    for ((workload, device), list) in groups {
-        let g = vote::group(workload, device, &list);
+    for (_, tally) in tally::tally_all(members)? {
+        let g = vote::judge(tally, members)?;
         out.warnings.extend(
             g.warnings
                 .iter()
@@ -338,7 +384,7 @@ pub fn compare(members: &[Member]) -> Comparison {
         );
         out.groups.push(g);
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -575,5 +621,106 @@ mod tests {
         let engine = ContractKind::engine("fold", ContractKind::SplitKFixed).unwrap();
         assert!(promises_same_bits(&engine, Scope::SameClass));
         assert!(!promises_same_bits(&engine, Scope::AcrossClasses));
+    }
+
+    /// A side held by more members than a tally samples is found by a
+    /// second reading: every member on it is named, in member order, and
+    /// every member of a tie that large is listed by side.
+    #[test]
+    fn sides_larger_than_the_sample_are_named_in_full() {
+        let n = tally::SAMPLE + 8;
+        let mut members: Vec<Member> = (0..3 * n)
+            .map(|i| member(&format!("m{i:03}.gat"), &format!("u{i}")))
+            .collect();
+        // Every third member's launch 2 differs: n outliers, 2n agree.
+        for m in members.iter_mut().skip(1).step_by(3) {
+            m.trace.fingerprints[2].sha256.0[0] ^= 1;
+        }
+        let c = compare(&members);
+        let l = &c.groups[0].launches[2];
+        assert_eq!((l.agree, l.outputs), (Some(2 * n), OutputVote::Outliers));
+        let named: Vec<&str> = l.outliers.iter().map(|o| o.label.as_str()).collect();
+        let want: Vec<String> = (0..n).map(|k| format!("m{:03}.gat", 3 * k + 1)).collect();
+        assert_eq!(named, want);
+        assert!(
+            l.outliers
+                .iter()
+                .all(|o| o.device.contains("cuda.device.uuid=u"))
+        );
+        // A tie of two sides of n + 4: everyone listed, one side after the other.
+        let mut tie: Vec<Member> = members[..2 * n + 8].to_vec();
+        for (i, m) in tie.iter_mut().enumerate() {
+            m.trace.fingerprints[2] = members[0].trace.fingerprints[2];
+            if i % 2 == 1 {
+                m.trace.fingerprints[2].sha256.0[0] ^= 1;
+            }
+        }
+        let c = compare(&tie);
+        let l = &c.groups[0].launches[2];
+        assert!(l.tie, "{:?}", l.agree);
+        assert_eq!(l.outliers.len(), 2 * n + 8);
+        let sides: Vec<&[Outlier]> = l
+            .outliers
+            .chunk_by(|a, b| a.fingerprint == b.fingerprint)
+            .collect();
+        assert_eq!(sides.len(), 2);
+        assert!(sides.iter().all(|s| s.len() == n + 4));
+        // Routes too: a route side that large is named with its fields.
+        for m in members.iter_mut().step_by(3) {
+            m.trace.routes[1].kernel_symbol.push_str("_v2");
+        }
+        let c = compare(&members);
+        let r = &c.groups[0].launches[1].route_outliers;
+        assert_eq!(r.len(), n);
+        assert!(
+            r.iter()
+                .all(|o| o.differs.iter().any(|d| d.contains("_v2"))),
+            "{r:?}"
+        );
+    }
+
+    /// Files read again for the report must hold what was voted: one
+    /// rewritten between the passes is an error naming it, never a report
+    /// mixing two versions.
+    #[test]
+    fn a_member_changed_between_the_passes_is_refused() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        struct Rewritten {
+            members: Vec<Member>,
+            reads: Vec<AtomicUsize>,
+        }
+        impl source::Source for Rewritten {
+            type Error = Error;
+            fn len(&self) -> usize {
+                self.members.len()
+            }
+            fn label(&self, i: usize) -> String {
+                self.members[i].label.clone()
+            }
+            fn read(&self, i: usize) -> Result<std::borrow::Cow<'_, Member>> {
+                let mut m = self.members[i].clone();
+                // Member 2 is rewritten after its first reading.
+                if i == 2 && self.reads[i].fetch_add(1, Ordering::Relaxed) > 0 {
+                    m.trace.fingerprints[0].sha256.0[5] ^= 1;
+                }
+                Ok(std::borrow::Cow::Owned(m))
+            }
+            fn changed(&self, i: usize) -> Option<Error> {
+                Some(Error::TraceChanged {
+                    path: self.members[i].label.clone().into(),
+                })
+            }
+        }
+        let mut members: Vec<Member> = (0..4)
+            .map(|i| member(&format!("n{i}.gat"), &format!("u{i}")))
+            .collect();
+        members[2].trace.fingerprints[1].sha256.0[0] ^= 1;
+        let reads = (0..4).map(|_| AtomicUsize::new(0)).collect();
+        let e = run(&Rewritten { members, reads }).unwrap_err();
+        assert!(matches!(&e, Error::TraceChanged { path } if path.ends_with("n2.gat")));
+        assert!(
+            e.to_string().contains("changed while compare read it"),
+            "{e}"
+        );
     }
 }

@@ -108,18 +108,8 @@ pub struct DiffArgs {
 pub(super) fn cmd_compare(a: CompareArgs) -> Result<u8> {
     let (paths, format, junit, allow_single) =
         (&a.traces[..], a.format, a.junit.as_deref(), a.allow_single);
-    use gemm_audit::compare::{Member, compare};
-    let members = gemm_audit::compare::trace_files(paths)?
-        .into_iter()
-        .map(|p| {
-            Ok(Member {
-                label: p.display().to_string(),
-                trace: read_trace(&p)?,
-                device: None,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let c = compare(&members);
+    // Streamed: memory does not grow with the number of traces.
+    let c = gemm_audit::compare::compare_files(paths)?;
     let passed = if allow_single {
         c.agrees_allowing_single()
     } else {

@@ -105,6 +105,16 @@ pub enum Error {
         /// The paths given, in words.
         paths: String,
     },
+    /// A trace `compare` read twice (once to vote, once to name what
+    /// differs) was not the same the second time.
+    #[error(
+        "{}: the trace changed while compare read it (once to vote, once to name what differs): compare again once nothing writes it",
+        path.display()
+    )]
+    TraceChanged {
+        /// The trace file.
+        path: PathBuf,
+    },
     /// A workload is unknown or malformed.
     #[error("workload {name}: {reason}")]
     Workload {

@@ -24,6 +24,9 @@ pub(super) fn judge_group(
         .iter()
         .map(|l| format!("{l} recorded another launch set"))
         .collect();
+    if g.nothing_shared() {
+        failures.push("the devices share no GEMM: nothing compared".to_string());
+    }
     for l in &g.launches {
         let gemm = format!("{} (launch {})", l.gemm, l.launch);
         let (verdict, detail) = if l.fails() {

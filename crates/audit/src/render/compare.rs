@@ -38,6 +38,12 @@ fn group_verdict(g: &Group, allow_single: bool) -> String {
     if failing > 0 || !g.mismatched.is_empty() {
         return "DISAGREE".into();
     }
+    if g.nothing_shared() {
+        return format!(
+            "{} voting: nothing to compare (no GEMM every trace holds)",
+            g.voters()
+        );
+    }
     if g.voters() < 2 {
         return format!(
             "{} voting: nothing to compare{}",
