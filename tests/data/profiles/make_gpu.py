@@ -1,6 +1,7 @@
 """Makes the GPU profiles in this folder with real torch on a CUDA device,
 as a user takes them: `python3 tests/data/profiles/make_gpu.py OUTDIR`
-(torch 2.11; an H100 or H200). Each profile is of one small step: a bf16
+(torch 2.11; an H100 or H200). The committed ones were taken on an H100
+80GB HBM3 (driver 580.159.04, torch 2.11.0+cu130) on 2026-12-06. Each profile is of one small step: a bf16
 MLP (256 -> 512 -> 256) and an f32 head (256 -> 128), at batch 8 unless
 named.
 
