@@ -16,6 +16,7 @@ mod embedding;
 mod fuzz_corpus;
 mod golden;
 mod graph_launch;
+mod graph_profiles;
 mod json_names;
 mod not_observed;
 mod observed;

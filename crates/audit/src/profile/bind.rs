@@ -63,6 +63,9 @@ pub(crate) struct BoundGemm {
     pub beside: Vec<ObservedKernel>,
     /// The device of its first kernel, where one ran.
     pub device: Option<i64>,
+    /// For a GEMM op captured into a CUDA graph, the graph launch whose
+    /// replay this is (its label).
+    pub replay: Option<String>,
 }
 
 /// Everything bound, counted and listed.
@@ -82,6 +85,8 @@ pub(crate) struct Binding {
     pub unbound_listed: Vec<String>,
     /// Devices GPU activities ran on.
     pub devices: Vec<i64>,
+    /// What the trace's notes should say about graph replays.
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -204,9 +209,19 @@ pub(crate) fn bind(parsed: &Parsed<'_>, owners: Owners<'_>) -> Result<Binding, P
     let events = &parsed.events;
     let threads = threads_of(parsed);
     let launches = Launches::of(events)?;
+    let replays = match owners {
+        Owners::Ops => super::graph::profile_replays(events, &threads, &launches)?,
+        Owners::Annotations(_) => super::graph::ProfileReplays::default(),
+    };
     let mut binder = Binder::new(events, &threads, owners);
-    for e in events.iter().filter(|e| e.cat.is_activity()) {
-        binder.activity(e, &launches)?;
+    binder.out.notes = replays.notes.clone();
+    binder.replays = replays;
+    for (i, e) in events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.cat.is_activity())
+    {
+        binder.activity(i, e, &launches)?;
     }
     binder.idle_gemms();
     Ok(binder.finish())
@@ -324,6 +339,10 @@ struct Binder<'a, 'p> {
     /// Per region instance (its range event, and the graph launch for a
     /// replay), the last region GEMM: a reduce kernel joins it.
     last_in_region: HashMap<(usize, usize), usize>,
+    /// Graph launches bound through their captures.
+    replays: super::graph::ProfileReplays,
+    /// Per (captured GEMM op event, graph launch event): its replay's GEMM.
+    by_replay: HashMap<(usize, usize), usize>,
 }
 
 impl<'a, 'p> Binder<'a, 'p> {
@@ -336,12 +355,19 @@ impl<'a, 'p> Binder<'a, 'p> {
             by_op: HashMap::new(),
             by_annotation: HashMap::new(),
             last_in_region: HashMap::new(),
+            replays: super::graph::ProfileReplays::default(),
+            by_replay: HashMap::new(),
         }
     }
 
     /// Binds one GPU activity: to the GEMM that owns its launch, to a GEMM
     /// of its region, to the non-GEMM count, or to the unbound list.
-    fn activity(&mut self, e: &Event<'_>, launches: &Launches) -> Result<(), ProfileError> {
+    fn activity(
+        &mut self,
+        at: usize,
+        e: &Event<'_>,
+        launches: &Launches,
+    ) -> Result<(), ProfileError> {
         let (correlation, launch) = launches.of_activity(e);
         let Some(li) = launch else {
             self.unbound(e, correlation);
@@ -364,6 +390,19 @@ impl<'a, 'p> Binder<'a, 'p> {
         } else {
             KernelClass::Other
         };
+        if let Some((graph_launch, Some(owner))) = self.replays.of(at)
+            && (!owner.composite || class.is_gemm_family())
+        {
+            let label = match innermost {
+                Some((t, r)) => format!(
+                    "{} in {}",
+                    launch.name, events[self.threads[t].ranges[r].event].name
+                ),
+                None => format!("{} (no enclosing range)", launch.name),
+            };
+            self.bind_to_replay(owner, graph_launch, label, is_kernel, kernel, device);
+            return Ok(());
+        }
         let owner = match innermost {
             Some((t, r)) => find_owner(&self.threads[t], r, launch, events, self.owners)?,
             None => None,
@@ -451,6 +490,42 @@ impl<'a, 'p> Binder<'a, 'p> {
         }
     }
 
+    /// Adds an activity of a graph replay to the replay's instance of the
+    /// captured GEMM op in its place, by the eager rule.
+    fn bind_to_replay(
+        &mut self,
+        owner: Found,
+        graph_launch: usize,
+        label: String,
+        is_kernel: bool,
+        kernel: ObservedKernel,
+        device: Option<i64>,
+    ) {
+        let slot = match self.by_replay.get(&(owner.event, graph_launch)) {
+            Some(&slot) => slot,
+            None => {
+                let mut g = empty_gemm(Owner::Op(owner.event), &self.events[owner.event]);
+                // Replays are ordered by their launch; a replay's GEMMs by
+                // their ops (the event index breaks the tie).
+                g.start = self.events[graph_launch].ts;
+                g.replay = Some(crate::observed::bounded_name(&label).into_owned());
+                self.out.gemms.push(g);
+                self.by_replay
+                    .insert((owner.event, graph_launch), self.out.gemms.len() - 1);
+                self.out.gemms.len() - 1
+            }
+        };
+        let g = &mut self.out.gemms[slot];
+        if owner.direct && is_kernel {
+            g.kernels.push(kernel);
+            g.device = g.device.or(device);
+            self.out.bound_kernels += 1;
+        } else {
+            g.beside.push(kernel);
+            self.out.beside_gemms += 1;
+        }
+    }
+
     /// Records a GEMM kernel no GEMM op owns as a GEMM of its region (the
     /// innermost range around its launch, and the graph replay that
     /// launched it); a reduce kernel joins the region's last GEMM.
@@ -489,6 +564,7 @@ impl<'a, 'p> Binder<'a, 'p> {
             kernels: vec![kernel],
             beside: Vec::new(),
             device,
+            replay: None,
         });
         self.last_in_region
             .insert(instance, self.out.gemms.len() - 1);
@@ -508,7 +584,8 @@ impl<'a, 'p> Binder<'a, 'p> {
                 let key = match self.owners {
                     Owners::Ops
                         if matches!(ops::op_kind(&e.name), Some(OpKind::Gemm { .. }))
-                            && !wraps_gemm[r.event] =>
+                            && !wraps_gemm[r.event]
+                            && !self.replays.replayed_ops.contains(&r.event) =>
                     {
                         OwnerKey::Op
                     }
@@ -544,6 +621,7 @@ fn empty_gemm(owner: Owner, e: &Event<'_>) -> BoundGemm {
         kernels: Vec::new(),
         beside: Vec::new(),
         device: None,
+        replay: None,
     }
 }
 
@@ -563,7 +641,7 @@ pub(super) struct Found {
     pub direct: bool,
     /// The owner is a composite op (`linear`, `matmul`) that launched it
     /// with no GEMM op inside.
-    composite: bool,
+    pub composite: bool,
 }
 
 /// The owner of an activity launched from range `r` of `thread`.

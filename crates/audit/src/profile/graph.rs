@@ -23,7 +23,7 @@ use super::kineto::{self, Cat, Event, Parsed};
 use super::{BoundRange, KernelClass, MAX_PROFILE_EVENTS, ProfileError};
 use crate::observed::{ActivityKind, ObservedKernel};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Why a replay could not be bound to its capture.
 #[derive(Debug, thiserror::Error)]
@@ -271,6 +271,148 @@ pub fn bind_replay(
                 out.convolution_kernels.push(kernel.name.clone());
             }
             None => out.other.push(kernel.name.clone()),
+        }
+    }
+    Ok(out)
+}
+
+/// A capture found in an imported profile: the launching calls made
+/// between a thread's `cudaStreamBeginCapture` and `cudaStreamEndCapture`,
+/// in order, each with the GEMM op it was launched from.
+struct ProfileCapture {
+    end: f64,
+    calls: Vec<CapturedCall>,
+}
+
+/// A call a capture made: its event, and its owner (a GEMM op) if any.
+type CapturedCall = (usize, Option<bind::Found>);
+
+/// The replays of an imported profile bound through their captures: per
+/// GPU activity of a matched graph launch, the GEMM op of the captured
+/// call in its place.
+#[derive(Debug, Default)]
+pub(super) struct ProfileReplays {
+    /// Activity event index -> (graph launch event index, the captured
+    /// call's owner).
+    by_activity: HashMap<usize, (usize, Option<bind::Found>)>,
+    /// GEMM op events captured into a graph that a launch in the profile
+    /// replayed: their replays are their GEMMs.
+    pub(super) replayed_ops: HashSet<usize>,
+    /// What could not be bound, for the trace's notes.
+    pub notes: Vec<String>,
+}
+
+impl ProfileReplays {
+    /// The graph launch and captured owner of an activity, where its
+    /// launch was matched to a capture.
+    pub(super) fn of(&self, activity: usize) -> Option<(usize, Option<bind::Found>)> {
+        self.by_activity.get(&activity).copied()
+    }
+}
+
+/// Whether a replayed activity can stand in the place of a captured call:
+/// a kernel for a kernel launch, a copy or fill for a copy or fill, and a
+/// GEMM-family kernel only where a GEMM op made the call.
+fn fits(call: &Event<'_>, owner: Option<bind::Found>, activity: &Event<'_>) -> bool {
+    let kernel_call = call.name.contains("Kernel");
+    let kernel = activity.cat == Cat::Kernel;
+    kernel_call == kernel
+        && (!kernel || owner.is_some() || !KernelClass::of(&activity.name).is_gemm_family())
+}
+
+/// Binds the graph launches of an imported profile to the captures it
+/// holds. A launch is bound to the one capture that ended before it and
+/// whose calls its activities fit one for one ([`fits`]); where several
+/// captures fit (graphs of one step captured at several batch sizes), or
+/// none, its GEMMs stay GEMMs of its region, and a note says why.
+pub(super) fn profile_replays(
+    events: &[Event<'_>],
+    threads: &[bind::Thread],
+    launches: &Launches,
+) -> Result<ProfileReplays, ProfileError> {
+    let captures = profile_captures(events, threads)?;
+    let mut out = ProfileReplays::default();
+    if captures.is_empty() {
+        return Ok(out);
+    }
+    let mut by_launch: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for (i, e) in events.iter().enumerate() {
+        if let (true, (_, Some(li))) = (e.cat.is_activity(), launches.of_activity(e))
+            && events[li].name.contains("GraphLaunch")
+        {
+            by_launch.entry(li).or_default().push(i);
+        }
+    }
+    let mut ambiguous = 0usize;
+    for (li, mut acts) in by_launch {
+        acts.sort_by(|a, b| events[*a].ts.total_cmp(&events[*b].ts).then(a.cmp(b)));
+        let launch = &events[li];
+        let fitting: Vec<&ProfileCapture> = captures
+            .iter()
+            .filter(|c| c.end <= launch.ts && c.calls.len() == acts.len())
+            .filter(|c| {
+                c.calls
+                    .iter()
+                    .zip(&acts)
+                    .all(|((call, owner), a)| fits(&events[*call], *owner, &events[*a]))
+            })
+            .collect();
+        match fitting.as_slice() {
+            [one] => {
+                for ((_, owner), a) in one.calls.iter().zip(&acts) {
+                    out.by_activity.insert(*a, (li, *owner));
+                    if let Some(f) = owner {
+                        out.replayed_ops.insert(f.event);
+                    }
+                }
+            }
+            [] => {}
+            _ => ambiguous += 1,
+        }
+    }
+    if ambiguous > 0 {
+        out.notes.push(format!(
+            "{ambiguous} graph launches fit more than one capture in the profile (graphs of the same ops, e.g. at several batch sizes): their GEMMs are named after their region, without the captured ops' shapes"
+        ));
+    }
+    Ok(out)
+}
+
+/// The captures an imported profile holds, in order.
+fn profile_captures(
+    events: &[Event<'_>],
+    threads: &[bind::Thread],
+) -> Result<Vec<ProfileCapture>, ProfileError> {
+    let mut runtime: Vec<usize> = (0..events.len())
+        .filter(|&i| events[i].cat == Cat::Runtime)
+        .collect();
+    runtime.sort_by(|a, b| {
+        (events[*a].thread, events[*a].ts.to_bits())
+            .cmp(&(events[*b].thread, events[*b].ts.to_bits()))
+            .then(a.cmp(b))
+    });
+    let mut out = Vec::new();
+    let mut open: Option<(u32, Vec<CapturedCall>)> = None;
+    for i in runtime {
+        let e = &events[i];
+        if e.name.contains("BeginCapture") {
+            open = Some((e.thread, Vec::new()));
+        } else if e.name.contains("EndCapture") {
+            if let Some((t, calls)) = open.take()
+                && t == e.thread
+            {
+                out.push(ProfileCapture { end: e.ts, calls });
+            }
+        } else if let Some((t, calls)) = open.as_mut()
+            && *t == e.thread
+            && adds_activity(&e.name)
+        {
+            let thread = &threads[e.thread as usize];
+            let owner = match thread.innermost(e.ts) {
+                Some(r) => bind::find_owner(thread, r, e, events, Owners::Ops)?,
+                None => None,
+            };
+            calls.push((i, owner.filter(|f| !f.composite)));
         }
     }
     Ok(out)

@@ -514,10 +514,12 @@ fn step_of(
                 g.device
                     .map_or_else(|| "cpu".into(), |d| format!("cuda:{d}")),
             ),
-            graph: region
-                .as_deref()
-                .filter(|l| graph_launch(l))
-                .map(str::to_string),
+            graph: g.replay.clone().or_else(|| {
+                region
+                    .as_deref()
+                    .filter(|l| graph_launch(l))
+                    .map(str::to_string)
+            }),
             region,
             shapes_recorded,
             facts: layout.facts,
@@ -545,6 +547,7 @@ fn step_of(
     if !binding.convolution_kernels.is_empty() {
         notes.push(convolution_note(binding.convolution_kernels.len()));
     }
+    notes.extend(binding.notes.iter().cloned());
     if binding.devices.len() > 1 {
         notes.push(format!(
             "GPU work ran on devices {:?}; the trace's device is cuda:{}",
