@@ -140,3 +140,75 @@ fn tf32_turned_on_only_while_capturing_is_named_at_its_gemm() {
         "{text}"
     );
 }
+
+/// The live recorder's binding (`profile::graph`, what
+/// `gemm_audit.torch.capture` and `record(graphs=)` run) on the real
+/// capture-and-replay profile, with the recorder's ranges added where it
+/// puts them: the capture range opens before torch's `capture_begin`,
+/// which fills its RNG seed and offset (two kernels) before the stream
+/// capture begins; those two launches add no node, so the replay's five
+/// activities take the five launches made while capturing.
+#[test]
+fn the_live_binding_skips_launches_before_the_stream_capture_begins() {
+    use gemm_audit::profile::graph;
+    let text = gemm_audit::profile::read_profile(
+        &root().join("tests/data/profiles/gpu-capture-replay.json.gz"),
+        1 << 30,
+    )
+    .unwrap();
+    let mut doc: Value = serde_json::from_slice(&text).unwrap();
+    let events = doc["traceEvents"].as_array_mut().unwrap();
+    let at = |events: &[Value], name: &str| {
+        events
+            .iter()
+            .filter(|e| e["name"] == name)
+            .map(|e| e.clone())
+            .min_by(|a, b| {
+                a["ts"]
+                    .as_f64()
+                    .unwrap()
+                    .total_cmp(&b["ts"].as_f64().unwrap())
+            })
+            .unwrap()
+    };
+    let begin = at(events, "cudaStreamBeginCapture");
+    let end = at(events, "cudaStreamEndCapture");
+    let launch = at(events, "cudaGraphLaunch");
+    let (b, e) = (begin["ts"].as_f64().unwrap(), end["ts"].as_f64().unwrap());
+    let range = |name: String, from: f64, to: f64| {
+        serde_json::json!({"ph": "X", "cat": "user_annotation", "name": name, "pid": begin["pid"],
+                           "tid": begin["tid"], "ts": from, "dur": to - from, "args": {}})
+    };
+    let mut added = vec![range("gemm_audit-capture:0".into(), b - 80.0, e + 5.0)];
+    let mut ops: Vec<(f64, f64)> = events
+        .iter()
+        .filter(|x| x["name"] == "aten::addmm")
+        .map(|x| (x["ts"].as_f64().unwrap(), x["dur"].as_f64().unwrap()))
+        .filter(|(ts, _)| *ts > b && *ts < e)
+        .collect();
+    ops.sort_by(|x, y| x.0.total_cmp(&y.0));
+    assert_eq!(ops.len(), 3);
+    for (i, (ts, dur)) in ops.iter().enumerate() {
+        added.push(range(format!("gemm_audit:{i}"), ts - 0.5, ts + dur + 0.5));
+    }
+    let l = launch["ts"].as_f64().unwrap();
+    let d = launch["dur"].as_f64().unwrap();
+    added.push(range("gemm_audit-replay:0".into(), l - 0.5, l + d + 0.5));
+    events.extend(added);
+    let text = serde_json::to_vec(&doc).unwrap();
+    let captured = graph::captured_launches(&text, "gemm_audit:", "gemm_audit-capture:").unwrap();
+    let owners: Vec<Option<u64>> = captured[&0].iter().map(|c| c.owner).collect();
+    assert_eq!(owners, [Some(0), None, Some(1), None, Some(2)]);
+    let replayed = graph::replayed_activities(&text, "gemm_audit-replay:").unwrap();
+    let b = graph::bind_replay(&captured[&0], &replayed[&0]).unwrap();
+    let kernels =
+        |i: u64| -> Vec<String> { b.gemms[&i].kernels.iter().map(|k| k.name.clone()).collect() };
+    assert_eq!(kernels(0), ["nvjet_sm90_tst_64x8_64x16_4x1_v_bz_bias_TNT"]);
+    assert_eq!(kernels(1), ["nvjet_sm90_tst_8x64_64x16_4x1_v_bz_bias_TNN"]);
+    assert!(
+        kernels(2)[0].starts_with("void gemmSN_TN_kernel<float"),
+        "{:?}",
+        kernels(2)
+    );
+    assert_eq!(b.other.len(), 2, "relu and the f32 copy: {:?}", b.other);
+}
