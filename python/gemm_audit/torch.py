@@ -43,13 +43,15 @@ CUTLASS's, implicit-GEMM ones among them) in
 :data:`GEMM_OPS`; which profiled kernel is GEMM-family, a convolution or
 other work is decided by gemm-audit's one kernel rule
 (:func:`kernel_class`, the rule ``gemm-audit import`` and the census use),
-through the binder. GEMMs inside a CUDA graph replay, or in a
-``torch.compile`` region that calls cuBLAS or a Triton template outside
-aten dispatch, are not dispatched: the profile binds their kernels to the
-region (``Recording.regions``: label, kernels, device), but they are not
-GEMMs of the trace yet, since their outputs and shapes are not observed
-(import a profile of the step with ``gemm-audit import`` to gate their
-kernels).
+through the binder. GEMMs replayed from a CUDA graph are
+recorded where the graph was captured under :func:`capture` and the
+replay runs inside ``record(..., graphs=...)``; a replay of any other
+graph, or a ``torch.compile`` region that calls a Triton template outside
+aten dispatch, is not dispatched: the profile binds its kernels to the
+region (``Recording.regions``: label, kernels, device;
+``Recording.unseen_graphs``), but they are not GEMMs of the trace, since
+their outputs and shapes are not observed (import a profile of the step
+with ``gemm-audit import`` to gate their kernels).
 Ops whose dtype a trace cannot express (complex, integer but int8) are
 listed in ``Recording.skipped`` with the reason.
 """
