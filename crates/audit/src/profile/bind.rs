@@ -63,6 +63,9 @@ pub(crate) struct BoundGemm {
     pub beside: Vec<ObservedKernel>,
     /// The device of its first kernel, where one ran.
     pub device: Option<i64>,
+    /// A region GEMM's innermost range around its launch (an index into
+    /// the parsed events), where there is one.
+    pub range: Option<usize>,
 }
 
 /// Everything bound, counted and listed.
@@ -135,7 +138,7 @@ pub(super) fn observed_kernel(e: &Event<'_>) -> ObservedKernel {
 }
 
 /// The recorded inputs of a GEMM op's event, parsed.
-fn inputs<'e>(a: &'e super::kineto::OpArgs<'_>) -> Inputs<'e> {
+pub(super) fn inputs<'e>(a: &'e super::kineto::OpArgs<'_>) -> Inputs<'e> {
     let lists = |l: &Option<super::kineto::IntLists>| {
         l.as_ref()
             .map(|l| l.0.iter().map(|i| i.0.clone()).collect::<Vec<_>>())
@@ -489,6 +492,7 @@ impl<'a, 'p> Binder<'a, 'p> {
             kernels: vec![kernel],
             beside: Vec::new(),
             device,
+            range: range_event,
         });
         self.last_in_region
             .insert(instance, self.out.gemms.len() - 1);
@@ -544,6 +548,7 @@ fn empty_gemm(owner: Owner, e: &Event<'_>) -> BoundGemm {
         kernels: Vec::new(),
         beside: Vec::new(),
         device: None,
+        range: None,
     }
 }
 
