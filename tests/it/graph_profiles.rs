@@ -162,7 +162,7 @@ fn the_live_binding_skips_launches_before_the_stream_capture_begins() {
         events
             .iter()
             .filter(|e| e["name"] == name)
-            .map(|e| e.clone())
+            .cloned()
             .min_by(|a, b| {
                 a["ts"]
                     .as_f64()

@@ -29,3 +29,4 @@ mod schema;
 mod terminal;
 mod trace_format;
 mod trace_versions;
+mod triton_profile;

@@ -66,6 +66,9 @@ pub(crate) struct BoundGemm {
     /// For a GEMM op captured into a CUDA graph, the graph launch whose
     /// replay this is (its label).
     pub replay: Option<String>,
+    /// A region GEMM's innermost range around its launch (an index into
+    /// the parsed events), where there is one.
+    pub range: Option<usize>,
 }
 
 /// Everything bound, counted and listed.
@@ -140,7 +143,7 @@ pub(super) fn observed_kernel(e: &Event<'_>) -> ObservedKernel {
 }
 
 /// The recorded inputs of a GEMM op's event, parsed.
-fn inputs<'e>(a: &'e super::kineto::OpArgs<'_>) -> Inputs<'e> {
+pub(super) fn inputs<'e>(a: &'e super::kineto::OpArgs<'_>) -> Inputs<'e> {
     let lists = |l: &Option<super::kineto::IntLists>| {
         l.as_ref()
             .map(|l| l.0.iter().map(|i| i.0.clone()).collect::<Vec<_>>())
@@ -565,6 +568,7 @@ impl<'a, 'p> Binder<'a, 'p> {
             beside: Vec::new(),
             device,
             replay: None,
+            range: range_event,
         });
         self.last_in_region
             .insert(instance, self.out.gemms.len() - 1);
@@ -622,6 +626,7 @@ fn empty_gemm(owner: Owner, e: &Event<'_>) -> BoundGemm {
         beside: Vec::new(),
         device: None,
         replay: None,
+        range: None,
     }
 }
 

@@ -360,6 +360,12 @@ struct RawArgs<'a> {
     input_types: Option<&'a serde_json::value::RawValue>,
     #[serde(default, rename = "Concrete Inputs", borrow)]
     concrete_inputs: Option<&'a serde_json::value::RawValue>,
+    #[serde(default, borrow)]
+    kernel_backend: Option<&'a serde_json::value::RawValue>,
+    #[serde(default, borrow)]
+    num_warps: Option<&'a serde_json::value::RawValue>,
+    #[serde(default, borrow)]
+    num_stages: Option<&'a serde_json::value::RawValue>,
 }
 
 /// Up to three launch dimensions (`grid`, `block`); missing ones are 0,
@@ -400,15 +406,27 @@ pub(crate) struct OpArgs<'a> {
     pub concrete_inputs: Option<Strs<'a>>,
 }
 
-/// A GEMM-family op's recorded inputs, still as the file's text: parsed
-/// ([`RawInputs::parse`]) only for the ops that become GEMMs, one at a
-/// time, so a profile of many GEMMs never holds them all parsed.
+/// A GEMM-family op's (or a Triton launch range's) recorded inputs, still
+/// as the file's text: parsed ([`RawInputs::parse`]) only for the ops that
+/// become GEMMs, one at a time, so a profile of many GEMMs never holds them
+/// all parsed.
 #[derive(Debug, Default)]
 pub(crate) struct RawInputs<'a> {
     dims: Option<&'a serde_json::value::RawValue>,
     strides: Option<&'a serde_json::value::RawValue>,
     types: Option<&'a serde_json::value::RawValue>,
     concrete: Option<&'a serde_json::value::RawValue>,
+    /// A Triton launch range's `kernel_backend`, `num_warps`, `num_stages`.
+    launch: [Option<&'a serde_json::value::RawValue>; 3],
+}
+
+/// What a Triton launch range records of its launch, each value as text
+/// (a JSON string's content, any other value as written).
+#[derive(Debug, Default)]
+pub(crate) struct LaunchConfig {
+    pub backend: Option<String>,
+    pub num_warps: Option<String>,
+    pub num_stages: Option<String>,
 }
 
 impl<'a> RawInputs<'a> {
@@ -427,6 +445,22 @@ impl<'a> RawInputs<'a> {
             input_types: one("Input type", self.types)?,
             concrete_inputs: one("Concrete Inputs", self.concrete)?,
         })
+    }
+
+    /// A Triton launch range's backend and launch configuration.
+    pub(crate) fn launch(&self) -> LaunchConfig {
+        let text = |raw: Option<&serde_json::value::RawValue>| {
+            raw.map(|r| match serde_json::from_str::<String>(r.get()) {
+                Ok(s) => s,
+                Err(_) => r.get().trim().to_string(),
+            })
+        };
+        let [backend, num_warps, num_stages] = self.launch;
+        LaunchConfig {
+            backend: text(backend),
+            num_warps: text(num_warps),
+            num_stages: text(num_stages),
+        }
     }
 }
 
@@ -513,7 +547,10 @@ fn wants_args(cat: Option<&str>, ph: Option<&str>, name: Option<&str>) -> Option
     let c = Cat::of(cat?, ph.unwrap_or(""))?;
     Some(match c {
         Cat::Runtime | Cat::Kernel | Cat::Memcpy | Cat::Memset => true,
-        Cat::CpuOp => super::ops::op_kind(name?).is_some(),
+        Cat::CpuOp => {
+            let name = name?;
+            super::ops::op_kind(name).is_some() || super::triton::may_be_launch(name)
+        }
         Cat::Annotation | Cat::Python | Cat::FlowEnd => false,
     })
 }
@@ -581,7 +618,8 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for RawEvent<'a> {
 /// An event the binder needs, checked (its timestamps are finite and not
 /// negative, and it has the fields its kind must have) and kept small:
 /// strings borrow from the file's text, the thread is an index into
-/// [`Parsed::threads`], and only a GEMM op keeps its inputs.
+/// [`Parsed::threads`], and only a GEMM op or a Triton launch range
+/// keeps its inputs.
 #[derive(Debug)]
 pub(crate) struct Event<'a> {
     /// Its position among `traceEvents`, for messages.
@@ -974,12 +1012,15 @@ fn checked<'a>(
                 }),
             })));
         }
-        Cat::CpuOp if super::ops::op_kind(&name).is_some() => {
+        Cat::CpuOp
+            if super::ops::op_kind(&name).is_some() || super::triton::may_be_launch(&name) =>
+        {
             event.extra = Some(Box::new(Extra::Inputs(RawInputs {
                 dims: args.input_dims,
                 strides: args.input_strides,
                 types: args.input_types,
                 concrete: args.concrete_inputs,
+                launch: [args.kernel_backend, args.num_warps, args.num_stages],
             })));
         }
         _ => {}

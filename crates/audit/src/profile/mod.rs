@@ -27,6 +27,7 @@ mod classify;
 pub mod graph;
 mod kineto;
 mod ops;
+mod triton;
 
 use crate::DeviceIdentity;
 use crate::observed::{ObservedFramework, ObservedGemm, ObservedStep};
@@ -460,41 +461,60 @@ fn step_of(
     };
     let mut per_name: BTreeMap<String, u64> = BTreeMap::new();
     let mut without_shapes: Vec<String> = Vec::new();
+    // Triton template launches: how many, and why some have no shapes.
+    let mut templates = 0usize;
+    let mut templates_without: Vec<String> = Vec::new();
     let mut gemms = Vec::with_capacity(binding.gemms.len());
     for g in &binding.gemms {
-        let (op_name, layout, why, region) = match &g.owner {
+        // `template`: a region GEMM launched by a Triton template, whose
+        // launch range records its arguments (see `triton`).
+        let (op_name, layout, why, region, template) = match &g.owner {
             bind::Owner::Op(ev) => {
                 let e = &parsed.events[*ev];
                 match bind::layout_of(e) {
-                    Ok(l) => (e.name.to_string(), l, None, None),
+                    Ok(l) => (e.name.to_string(), l, None, None, false),
                     Err(why) => (
                         e.name.to_string(),
                         ops::Layout::unrecorded(),
-                        Some(why),
+                        Some(why.to_string()),
                         None,
+                        false,
                     ),
                 }
             }
-            bind::Owner::Region(label) => (
-                label.clone(),
-                ops::Layout::unrecorded(),
-                None,
-                Some(label.clone()),
-            ),
+            bind::Owner::Region(label) => {
+                let launch = (g.range)
+                    .filter(|_| !graph_launch(label))
+                    .and_then(|r| triton::layout_of(&parsed.events[r]));
+                let template = launch.is_some();
+                let (layout, why) = match launch {
+                    Some(Ok(l)) => (l, None),
+                    Some(Err(why)) => (ops::Layout::unrecorded(), Some(why.to_string())),
+                    None => (ops::Layout::unrecorded(), None),
+                };
+                (label.clone(), layout, why, Some(label.clone()), template)
+            }
             bind::Owner::Annotation(i) => (
                 format!("annotation {i}"),
                 ops::Layout::unrecorded(),
                 None,
                 None,
+                false,
             ),
         };
         let op_name = crate::observed::bounded_name(&op_name).into_owned();
         let n = per_name.entry(op_name.clone()).or_default();
         let name = format!("{op_name}#{n}");
         *n += 1;
-        let shapes_recorded = region.is_none() && why.is_none();
+        let shapes_recorded = (region.is_none() || template) && why.is_none();
+        templates += usize::from(template);
         if let Some(why) = why {
-            without_shapes.push(format!("{name}: {why}"));
+            let list = if template {
+                &mut templates_without
+            } else {
+                &mut without_shapes
+            };
+            list.push(format!("{name}: {why}"));
         }
         gemms.push(ObservedGemm {
             name,
@@ -544,6 +564,7 @@ fn step_of(
             notes.push(format!("and {more} more without shapes"));
         }
     }
+    notes.extend(triton::notes(templates, templates_without));
     if !binding.convolution_kernels.is_empty() {
         notes.push(convolution_note(binding.convolution_kernels.len()));
     }
