@@ -408,8 +408,19 @@ pub(super) fn first_differing(
         Some(v) => v.physical_kernels.join(", "),
         None => r.kernel_symbol.clone(),
     };
+    // Compared whole, shown short (a templated cuBLAS name runs to
+    // hundreds of characters; the route difference below keeps it whole).
+    let shown = |r: &crate::ResolvedGemmRoute| match &r.vendor {
+        Some(v) => v
+            .physical_kernels
+            .iter()
+            .map(|k| crate::render::kernel_name::kernel_display_name(k))
+            .collect::<Vec<_>>()
+            .join(", "),
+        None => r.kernel_symbol.clone(),
+    };
     let what = if kernels(golden) != kernels(candidate) {
-        format!("kernels {} -> {}", kernels(golden), kernels(candidate))
+        format!("kernels {} -> {}", shown(golden), shown(candidate))
     } else {
         let fields: Vec<String> = changes
             .iter()
