@@ -321,19 +321,33 @@ fn the_schemas_refuse_broken_documents() {
 }
 
 /// A profile with a graph replay, imported: `import`, `show` and `diff`
-/// against its format-6 import (every GEMM eager) validate, with each
-/// GEMM's `graph` and the summary's `launch`; a GEMM without `graph`, or a
-/// summary without `launch`, is refused.
+/// of a real eager profile against a real replay profile of the same step
+/// validate, with each GEMM's `graph` and the summary's `launch`; a GEMM
+/// without `graph`, or a summary without `launch`, is refused.
 #[test]
 fn the_graph_launch_fields_are_in_the_schemas() {
     let dir = crate::common::Scratch::new("schema-graph");
     let new = dir.path("new.gat");
     let new = new.to_str().unwrap();
     let profile = "tests/data/v6/profile-graph-replay.json";
-    let old = "tests/data/v6/profile-graph-replay.gat";
     let import = json_of(&["import", profile, "-o", new, "--format", "json"]);
     let show = json_of(&["show", new, "--format", "json"]);
-    let diff = json_of(&["diff", old, new, "--format", "json"]);
+    let (eager, replay) = (dir.path("eager.gat"), dir.path("replay.gat"));
+    let (eager, replay) = (eager.to_str().unwrap(), replay.to_str().unwrap());
+    for (name, out) in [("gpu-eager", eager), ("gpu-replay", replay)] {
+        let profile = format!("tests/data/profiles/{name}.json.gz");
+        json_of(&[
+            "import",
+            &profile,
+            "-o",
+            out,
+            "--workload",
+            "step",
+            "--format",
+            "json",
+        ]);
+    }
+    let diff = json_of(&["diff", eager, replay, "--format", "json"]);
     for (kind, doc) in [("import", &import), ("show", &show), ("diff", &diff)] {
         let errors = errors_of(kind, doc);
         assert!(errors.is_empty(), "{kind}: {}", errors.join("\n"));
@@ -344,7 +358,7 @@ fn the_graph_launch_fields_are_in_the_schemas() {
     );
     assert_eq!(
         diff["summary"]["launch"],
-        json!({"eager_to_graph": 1, "graph_to_eager": 0})
+        json!({"eager_to_graph": 3, "graph_to_eager": 0})
     );
     let mut no_graph = import.clone();
     no_graph["imports"][0]["observation"]["gemms"][0]

@@ -368,15 +368,6 @@ fn convolution_note(n: usize) -> String {
     )
 }
 
-/// Whether a region's label names a graph launch (`cudaGraphLaunch in
-/// step`, `cuGraphLaunch (no enclosing range)`): `bind_to_region` starts
-/// a graph replay's label with its launch call's name, and any other
-/// region's with the range's.
-fn graph_launch(label: &str) -> bool {
-    let (launch, rest) = label.split_once(' ').unwrap_or((label, ""));
-    launch.contains("GraphLaunch") && (rest.starts_with("in ") || rest == "(no enclosing range)")
-}
-
 /// The observed step of a bound profile.
 fn step_of(
     parsed: &kineto::Parsed<'_>,
@@ -484,7 +475,7 @@ fn step_of(
             }
             bind::Owner::Region(label) => {
                 let launch = (g.range)
-                    .filter(|_| !graph_launch(label))
+                    .filter(|_| !crate::trace::graph_launch_region(label))
                     .and_then(|r| triton::layout_of(&parsed.events[r]));
                 let template = launch.is_some();
                 let (layout, why) = match launch {
@@ -537,7 +528,7 @@ fn step_of(
             graph: g.replay.clone().or_else(|| {
                 region
                     .as_deref()
-                    .filter(|l| graph_launch(l))
+                    .filter(|l| crate::trace::graph_launch_region(l))
                     .map(str::to_string)
             }),
             region,

@@ -26,7 +26,7 @@ pub use crate::bounded::{
     MAX_MODULES, MAX_PERMITTED, MAX_PINS, MAX_ROUTE_LIST, MAX_SERVICES, MAX_SYMBOLS, MAX_VOLATILE,
 };
 use crate::plan::PreparedGemmCaptureManifest;
-pub use observation::{MAX_LISTED, Observation, ObservedRoute};
+pub use observation::{MAX_LISTED, Observation, ObservedRoute, graph_launch_region};
 
 /// Bytes per chunk of the output fingerprint's tree.
 pub const FINGERPRINT_CHUNK_BYTES: usize = 4096;

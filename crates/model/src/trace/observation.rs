@@ -69,7 +69,8 @@ pub struct ObservedRoute {
     /// For a GEMM replayed from a CUDA graph, which graph and replay (the
     /// recorder's label, e.g. `graph 0 (captured in decode@b8), replay 0`,
     /// or an imported profile's region, `cudaGraphLaunch in step`); `None`
-    /// for a GEMM launched eagerly (format 7; older files: `None`). Never
+    /// for a GEMM launched eagerly (format 7; older files: their graph-launch
+    /// region, [`graph_launch_region`], else `None`). Never
     /// digested: a replayed GEMM serves the same route as the same GEMM
     /// launched eagerly.
     pub graph: Option<String>,
@@ -83,4 +84,13 @@ impl Observation {
             .max(self.notes.len())
             .max(self.gemms.iter().map(|g| g.beside.len()).max().unwrap_or(0))
     }
+}
+
+/// Whether a region label is the one an imported profile gives a GEMM of a
+/// CUDA-graph replay: the launch call's name, then where it was launched
+/// from (`cudaGraphLaunch in step`, `cuGraphLaunch (no enclosing range)`);
+/// any other region's label starts with its range's name.
+pub fn graph_launch_region(label: &str) -> bool {
+    let (launch, rest) = label.split_once(' ').unwrap_or((label, ""));
+    launch.contains("GraphLaunch") && (rest.starts_with("in ") || rest == "(no enclosing range)")
 }

@@ -79,16 +79,18 @@ mod tests {
         assert!(codec::decode_payload(&v5, &codec::Limits::default()).is_err());
     }
 
-    /// A version-5 observation reads as format 6's did, every GEMM
-    /// eager; a GEMM replayed from a graph has no version-5 form.
+    /// A version-5 observation reads as format 6's does: every GEMM eager
+    /// but one of a graph-launch region; a GEMM the recorder replayed
+    /// from a graph has no version-5 form.
     #[test]
-    fn a_version_5_observation_reads_with_every_gemm_eager() {
+    fn a_version_5_observation_reads_its_graph_launch_regions_as_replayed() {
         let mut t = v6::observed(3);
         let v5 = codec::encode(&downgrade(&t).unwrap()).unwrap();
         let read = codec::decode_payload_version(5, &v5, &codec::Limits::default()).unwrap();
         assert_eq!(read, t);
         let o = read.observation.unwrap();
-        assert!(o.gemms.iter().all(|g| g.graph.is_none()));
+        let graphs: Vec<Option<&str>> = o.gemms.iter().map(|g| g.graph.as_deref()).collect();
+        assert_eq!(graphs, [None, None, Some("cudaGraphLaunch in step")]);
         assert_eq!(o.gemms[0].beside, ["memcpy: copy 0"]);
         t.observation.as_mut().unwrap().gemms[0].graph = Some("graph 0, replay 0".into());
         assert!(downgrade(&t).is_none());

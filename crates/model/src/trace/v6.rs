@@ -2,8 +2,10 @@
 //! trace whose observed GEMMs say nothing of how they were launched.
 //! Version 7 added [`super::ObservedRoute::graph`] (a GEMM replayed from a
 //! CUDA graph, and which graph and replay); a version-6 GEMM reads as
-//! launched eagerly (`graph: None`). The frozen [`Observation`] below is
-//! also what formats 5 and older embed ([`super::v5`]).
+//! launched eagerly (`graph: None`) unless it is an imported profile's
+//! GEMM of a graph-launch region, which says it was replayed. The frozen
+//! [`Observation`] below is also what formats 5 and older embed
+//! ([`super::v5`]).
 
 use super::{FingerprintMode, OutputFingerprint, RecordedGemmTrace};
 use crate::digest::Digest;
@@ -63,21 +65,27 @@ impl From<Observation> for super::Observation {
 
 impl From<ObservedRoute> for super::ObservedRoute {
     fn from(r: ObservedRoute) -> Self {
+        // Formats 5 and 6 did not say which GEMMs a graph replayed; an
+        // imported profile's graph-launch region still does.
+        let graph = r
+            .region
+            .clone()
+            .filter(|l| super::observation::graph_launch_region(l));
         super::ObservedRoute {
             device: r.device,
             region: r.region,
             shapes_recorded: r.shapes_recorded,
             batch: r.batch,
             beside: r.beside,
-            // Formats 5 and 6 did not say; every GEMM reads as eager.
-            graph: None,
+            graph,
         }
     }
 }
 
 impl Observation {
-    /// The older form of `o`; `None` when a GEMM was replayed from a graph,
-    /// which formats 5 and 6 cannot say. For the tests of the older readers.
+    /// The older form of `o`; `None` when a GEMM says it was replayed from
+    /// a graph where its region does not (formats 5 and 6 cannot say it).
+    /// For the tests of the older readers.
     #[cfg(test)]
     pub(super) fn of(o: &super::Observation) -> Option<Observation> {
         Some(Observation {
@@ -96,7 +104,11 @@ impl Observation {
                 .gemms
                 .iter()
                 .map(|g| {
-                    g.graph.is_none().then(|| ObservedRoute {
+                    let derived = g
+                        .region
+                        .clone()
+                        .filter(|l| super::observation::graph_launch_region(l));
+                    (g.graph == derived).then(|| ObservedRoute {
                         device: g.device.clone(),
                         region: g.region.clone(),
                         shapes_recorded: g.shapes_recorded,
@@ -185,7 +197,8 @@ pub(super) fn observed(n: usize) -> RecordedGemmTrace {
         shapes_recorded: i + 1 != n,
         batch: 1,
         beside: vec![format!("memcpy: copy {i}")],
-        graph: None,
+        // As an import writes it today: the graph launch's region.
+        graph: (i + 1 == n).then(|| "cudaGraphLaunch in step".to_string()),
     };
     t.observation = Some(super::Observation {
         source: "pytorch-profiler".into(),
@@ -206,25 +219,23 @@ mod tests {
     use super::*;
     use crate::trace::codec;
 
-    /// A version-6 payload reads as the same trace, every GEMM eager, and
-    /// is not a version-7 payload (each GEMM's `graph` is missing).
+    /// A version-6 payload reads as the same trace, every GEMM eager but
+    /// the one of a graph-launch region, and is not a version-7 payload
+    /// (each GEMM's `graph` is missing).
     #[test]
-    fn a_version_6_payload_reads_with_every_gemm_eager() {
+    fn a_version_6_payload_reads_its_graph_launch_regions_as_replayed() {
         let t = observed(3);
         let v6 = codec::encode(&downgrade(&t).expect("no graph")).unwrap();
         let read = codec::decode_payload_version(6, &v6, &codec::Limits::default()).unwrap();
         assert_eq!(read, t);
         let o = read.observation.as_ref().unwrap();
-        assert!(o.gemms.iter().all(|g| g.graph.is_none()));
-        assert_eq!(
-            o.gemms[2].region.as_deref(),
-            Some("cudaGraphLaunch in step")
-        );
+        let graphs: Vec<Option<&str>> = o.gemms.iter().map(|g| g.graph.as_deref()).collect();
+        assert_eq!(graphs, [None, None, Some("cudaGraphLaunch in step")]);
         assert!(codec::decode_payload(&v6, &codec::Limits::default()).is_err());
-        // The current payload of the same trace is longer by one `None`
-        // per GEMM, and is no version-6 payload.
+        // The current payload of the same trace holds each GEMM's `graph`,
+        // and is no version-6 payload.
         let v7 = codec::encode_payload(&t).unwrap();
-        assert_eq!(v7.len(), v6.len() + 3);
+        assert!(v7.len() > v6.len() + 3);
         assert!(codec::decode_payload_version(6, &v7, &codec::Limits::default()).is_err());
     }
 
