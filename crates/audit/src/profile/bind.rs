@@ -482,13 +482,22 @@ impl<'a, 'p> Binder<'a, 'p> {
         device: Option<i64>,
     ) {
         let slot = self.slot(owner.event, owner.key);
+        self.add(slot, owner.direct && is_kernel, kernel, device);
+    }
+
+    /// Adds an activity to the GEMM in `slot` ([`place`]), counting it.
+    fn add(&mut self, slot: usize, launch: bool, kernel: ObservedKernel, device: Option<i64>) {
         let g = &mut self.out.gemms[slot];
-        if owner.direct && is_kernel {
-            g.kernels.push(kernel);
-            g.device = g.device.or(device);
+        if place(
+            launch,
+            kernel,
+            device,
+            &mut g.kernels,
+            &mut g.beside,
+            &mut g.device,
+        ) {
             self.out.bound_kernels += 1;
         } else {
-            g.beside.push(kernel);
             self.out.beside_gemms += 1;
         }
     }
@@ -518,15 +527,7 @@ impl<'a, 'p> Binder<'a, 'p> {
                 self.out.gemms.len() - 1
             }
         };
-        let g = &mut self.out.gemms[slot];
-        if owner.direct && is_kernel {
-            g.kernels.push(kernel);
-            g.device = g.device.or(device);
-            self.out.bound_kernels += 1;
-        } else {
-            g.beside.push(kernel);
-            self.out.beside_gemms += 1;
-        }
+        self.add(slot, owner.direct && is_kernel, kernel, device);
     }
 
     /// Records a GEMM kernel no GEMM op owns as a GEMM of its region (the
@@ -614,6 +615,27 @@ impl<'a, 'p> Binder<'a, 'p> {
         self.out.devices.sort_unstable();
         self.out
     }
+}
+
+/// The binding rule for an owned activity: a kernel its owner launched
+/// itself (`launch`) is part of the GEMM's launch, and the first such
+/// kernel's device is the GEMM's; anything else (a copy, a fill, a child
+/// op's kernel) is kept beside it. Returns whether it joined the launch.
+pub(super) fn place(
+    launch: bool,
+    kernel: ObservedKernel,
+    device: Option<i64>,
+    kernels: &mut Vec<ObservedKernel>,
+    beside: &mut Vec<ObservedKernel>,
+    at: &mut Option<i64>,
+) -> bool {
+    if launch {
+        kernels.push(kernel);
+        *at = at.or(device);
+    } else {
+        beside.push(kernel);
+    }
+    launch
 }
 
 /// A GEMM of `owner`, whose range is event `e`, with nothing bound yet.

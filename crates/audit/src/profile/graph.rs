@@ -259,12 +259,15 @@ pub fn bind_replay(
         match call.owner {
             Some(i) => {
                 let g = out.gemms.entry(i).or_default();
-                if call.direct && is_kernel {
-                    g.kernels.push(kernel.clone());
-                    g.device = g.device.or(*device);
-                } else {
-                    g.beside.push(kernel.clone());
-                }
+                let launch = call.direct && is_kernel;
+                bind::place(
+                    launch,
+                    kernel.clone(),
+                    *device,
+                    &mut g.kernels,
+                    &mut g.beside,
+                    &mut g.device,
+                );
             }
             None if class.is_gemm_family() => out.unowned_gemm_kernels.push(kernel.clone()),
             None if class == KernelClass::Convolution => {
@@ -330,8 +333,15 @@ pub(super) fn profile_replays(
     threads: &[bind::Thread],
     launches: &Launches,
 ) -> Result<ProfileReplays, ProfileError> {
-    let captures = profile_captures(events, threads)?;
     let mut out = ProfileReplays::default();
+    // Most profiles hold no capture: they pay one pass over the events.
+    let captured = events
+        .iter()
+        .any(|e| e.cat == Cat::Runtime && e.name.contains("BeginCapture"));
+    if !captured {
+        return Ok(out);
+    }
+    let captures = profile_captures(events, threads)?;
     if captures.is_empty() {
         return Ok(out);
     }
