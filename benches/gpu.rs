@@ -1136,33 +1136,32 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
             cold[i] = Some(Stats::of(&timings[j].samples));
         }
     }
-    // "cuBLAS best": cuBLASLt's top candidates per problem, each timed.
+    // "cuBLAS best": cuBLAS's default and cuBLASLt's top candidates per
+    // problem, timed in one interleaved run, the fastest kept.
     let mut best: Vec<[Option<f64>; 2]> = Vec::with_capacity(rows.len());
-    for ((op, dtype, k, n, m), _) in &rows {
-        let shape = GemmShape {
-            m: *m,
-            k: *k,
-            n: *n,
-        };
+    for ((op, dtype, k, n, m), cells) in &rows {
         let mut cell = [None, None];
+        let Some(default) = cells[0].map(|i| &routes[i]) else {
+            summary.push(format!(
+                "decode-by-m {op} {dtype} k={k} n={n} m={m}: cuBLAS best left out: no cuBLAS route"
+            ));
+            best.push(cell);
+            continue;
+        };
         for (clock, copies) in [(0, 1), (1, weight_copies(*k, *n, *dtype))] {
             if clock == 1 && *m > 256 {
                 continue;
             }
             match gpu
                 .det
-                .lt_best_timing(*op, *dtype, shape, BEST_CANDIDATES, copies, BEST_ROUNDS)
+                .lt_best_timing(default, BEST_CANDIDATES, copies, BEST_ROUNDS)
             {
                 Ok(t) => {
                     cell[clock] = Some(t.best_secs);
-                    if t.best_rank != 0 {
+                    if let Some(line) = best_note(&t) {
                         summary.push(format!(
-                            "decode-by-m {op} {dtype} k={k} n={n} m={m} {}: cuBLAS best is the heuristic's candidate {} of {} ({} ran), {:.2}x its first",
-                            ["hot", "cold"][clock],
-                            t.best_rank + 1,
-                            t.offered,
-                            t.ran,
-                            t.first_secs.map_or(f64::NAN, |f| f / t.best_secs)
+                            "decode-by-m {op} {dtype} k={k} n={n} m={m} {}: {line}",
+                            ["hot", "cold"][clock]
                         ));
                     }
                 }
@@ -1196,9 +1195,9 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
              -medium or -small), then \
              each rung at every m; cold: rotating operand copies (at least {COLD_COPIES}, and enough that the copies \
              between two uses of one hold twice the L2), m <= 256 only, one interleaved run per problem; best = \
-             cuBLAS best: the fastest of cuBLASLt's first {BEST_CANDIDATES} heuristic candidates for the problem, each \
-             timed as a captured graph of back-to-back launches ({BEST_ROUNDS} interleaved rounds after the routes, split-K and a {} MiB \
-             workspace allowed); ladder/best = best time / \
+             cuBLAS best: the fastest of cuBLAS's default (cublasGemmEx) and cuBLASLt's first {BEST_CANDIDATES} heuristic \
+             candidates for the problem, all timed as captured graphs of back-to-back launches in one interleaved run \
+             ({BEST_ROUNDS} rounds after the routes, split-K and a {} MiB workspace allowed); ladder/best = best time / \
              ladder time",
             cfg.samples,
             cfg.sample_secs * 1e3,
@@ -1235,6 +1234,28 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
         table.rows.push(row);
     }
     Ok(Report { table, summary })
+}
+
+/// What a summary says of a "cuBLAS best" timing whose fastest is not the
+/// heuristic's own pick: which one it was, against the pick and the
+/// default timed beside it.
+fn best_note(t: &gemm_audit::backend::cuda::LtBestTiming) -> Option<String> {
+    let x = |other: Option<f64>| other.map_or(f64::NAN, |o| o / t.best_secs);
+    match t.best_rank {
+        Some(0) => None,
+        Some(r) => Some(format!(
+            "cuBLAS best is the heuristic's candidate {} of {} ({} ran), {:.2}x its first, {:.2}x the default",
+            r + 1,
+            t.offered,
+            t.ran,
+            x(t.first_secs),
+            x(t.default_secs)
+        )),
+        None => Some(format!(
+            "cuBLAS best is cuBLAS's default, {:.2}x cuBLASLt's first candidate",
+            x(t.first_secs)
+        )),
+    }
 }
 
 /// Every candidate of cublaslt-invariant's family configuration, timed

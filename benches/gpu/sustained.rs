@@ -9,7 +9,7 @@
 //! them, and reads the SM clock and power beside it where `nvidia-smi` is
 //! present.
 
-use super::{BEST_CANDIDATES, BEST_ROUNDS, GemmShape, fmt_us, resolve_columns, time_routes};
+use super::{BEST_CANDIDATES, BEST_ROUNDS, fmt_us, resolve_columns, time_routes};
 use super::{Config, DType, GemmOp, Gpu, KernelFamily, Problem, Report, Res, RouteChoice, Table};
 use std::process::Command;
 use std::sync::Arc;
@@ -91,11 +91,16 @@ pub(super) fn bench_sustained(gpu: &Gpu, cfg: &Config) -> Res<Report> {
     // cuBLAS best, right after, while the card is still at its cap.
     let best: Vec<Option<f64>> = rows
         .iter()
-        .map(|&((op, dtype, k, n, m), _)| {
-            let shape = GemmShape { m, k, n };
+        .map(|&((op, dtype, k, n, m), ref cells)| {
+            let Some(default) = cells[0].map(|i| &routes[i]) else {
+                summary.push(format!(
+                    "sustained {op} {dtype} k={k} n={n} m={m}: cuBLAS best left out: no cuBLAS route"
+                ));
+                return None;
+            };
             match gpu
                 .det
-                .lt_best_timing(op, dtype, shape, BEST_CANDIDATES, 1, BEST_ROUNDS)
+                .lt_best_timing(default, BEST_CANDIDATES, 1, BEST_ROUNDS)
             {
                 Ok(t) => Some(t.best_secs),
                 Err(e) => {
@@ -116,7 +121,7 @@ pub(super) fn bench_sustained(gpu: &Gpu, cfg: &Config) -> Res<Report> {
         "median of {} samples of ~{:.0} ms per route after {} warm-up round(s) (>= {WARMUP_SECS} s), heavy routes \
          only, back to back; ladder = route batch-invariant, large/medium/small = wgmma-large/-medium/-small, \
          inv = cublaslt-invariant, each as cuBLAS time / route time (1.00 = vendor speed); best = cuBLAS best, the \
-         fastest of cuBLASLt's first {BEST_CANDIDATES} heuristic candidates, timed right after the run (the card still \
+         fastest of cuBLAS's default and cuBLASLt's first {BEST_CANDIDATES} heuristic candidates, timed together right after the run (the card still \
          at its cap); ladder/best = best time / ladder time",
         cfg.samples,
         sample_secs * 1e3,

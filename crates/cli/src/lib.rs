@@ -325,6 +325,9 @@ pub fn run(args: Args) -> Result<u8> {
     };
     VERBOSITY.store(level as u8, std::sync::atomic::Ordering::Relaxed);
     let _ = LIMITS.set((args.max_gflop, args.max_memory_gib));
+    // A compile takes a minute or more on a node that has neither the
+    // shipped cubins' NVRTC nor a filled kernel cache: said before it.
+    gemm_audit::backend::cuda::kernel_cache::set_compile_notice(|m| note!("gemm-audit: {m}"));
     match args.command {
         Command::Audit(a) => cmd_audit(a),
         Command::Bless(a) => cmd_bless(a),

@@ -20,11 +20,17 @@
 //!
 //! Where: `GEMM_AUDIT_KERNEL_CACHE` (a directory, or `off`), else
 //! `$XDG_CACHE_HOME/gemm-audit/kernels`, else `~/.cache/gemm-audit/kernels`.
+//!
+//! Before the directory, the cubins shipped with the crate
+//! ([`crate::shipped`]) are looked up by the same key: a fresh node of a
+//! shipped architecture and NVRTC version compiles nothing.
 
+use crate::shipped::{self, NotShipped, ShippedCubin};
 use gemm_audit_model::digest::{Digest, DigestWriter, FieldValue};
 use gemm_audit_model::util::{read_regular, write_atomic};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// The environment variable naming the cache directory (or `off`).
 pub const KERNEL_CACHE_ENV: &str = "GEMM_AUDIT_KERNEL_CACHE";
@@ -35,7 +41,7 @@ const MAGIC: [u8; 8] = *b"GAKCUBIN";
 /// reads an old entry.
 const VERSION: u16 = 1;
 /// Magic, version, reserved, key, cubin length, cubin SHA-256.
-const HEADER_LEN: usize = 8 + 2 + 2 + 32 + 8 + 32;
+pub(crate) const HEADER_LEN: usize = 8 + 2 + 2 + 32 + 8 + 32;
 /// Largest cubin an entry may hold (the wgmma module's is a few MiB).
 const MAX_CUBIN_BYTES: u64 = 256 << 20;
 
@@ -137,10 +143,14 @@ pub enum Lookup {
 /// for people.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
+    /// A cubin shipped with the crate, admitted by its key.
+    Shipped,
     /// Loaded from the cache.
     Hit,
     /// Compiled: no entry (or the cache is off), then stored (or why not).
     Compiled {
+        /// Why no shipped cubin was admitted.
+        not_shipped: NotShipped,
         /// Why the cache had nothing usable: `None` for a plain miss.
         rejected: Option<Rejected>,
         /// Why the entry could not be stored; `None` when stored or off.
@@ -151,12 +161,14 @@ pub enum Outcome {
 impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Outcome::Shipped => f.write_str("shipped"),
             Outcome::Hit => f.write_str("cached"),
             Outcome::Compiled {
+                not_shipped,
                 rejected,
                 store_failed,
             } => {
-                f.write_str("compiled")?;
+                write!(f, "compiled ({not_shipped})")?;
                 if let Some(r) = rejected {
                     write!(f, " (cache entry rejected: {r})")?;
                 }
@@ -169,28 +181,66 @@ impl fmt::Display for Outcome {
     }
 }
 
-/// The cache directory, or none (off).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The cache directory, or none (off), and the shipped cubins looked up
+/// before it, or none (off).
+#[derive(Debug, Clone)]
 pub struct KernelCache {
     dir: Option<PathBuf>,
+    shipped: Option<&'static [ShippedCubin]>,
 }
 
+impl PartialEq for KernelCache {
+    fn eq(&self, other: &KernelCache) -> bool {
+        self.dir == other.dir
+            && match (self.shipped, other.shipped) {
+                (Some(a), Some(b)) => std::ptr::eq(a, b),
+                (a, b) => a.is_none() && b.is_none(),
+            }
+    }
+}
+
+impl Eq for KernelCache {}
+
 impl KernelCache {
-    /// The cache at `dir`.
+    /// The cache at `dir`, without shipped cubins.
     pub fn at(dir: impl Into<PathBuf>) -> KernelCache {
         KernelCache {
             dir: Some(dir.into()),
+            shipped: None,
         }
     }
 
-    /// No cache: every module is compiled.
+    /// No cache and no shipped cubins: every module is compiled.
     pub fn off() -> KernelCache {
-        KernelCache { dir: None }
+        KernelCache {
+            dir: None,
+            shipped: None,
+        }
     }
 
-    /// Where `getenv` says: [`KERNEL_CACHE_ENV`] (`off` or empty disables),
-    /// else `XDG_CACHE_HOME`, else `HOME`'s `.cache`; off when none is set.
+    /// The same cache, looking up `shipped` first.
+    pub fn with_shipped(self, shipped: &'static [ShippedCubin]) -> KernelCache {
+        KernelCache {
+            shipped: Some(shipped),
+            ..self
+        }
+    }
+
+    /// What `getenv` says: the directory is [`KERNEL_CACHE_ENV`] (`off`
+    /// or empty disables), else `XDG_CACHE_HOME`, else `HOME`'s `.cache`;
+    /// off when none is set. The crate's shipped cubins are looked up
+    /// first unless [`shipped::SHIPPED_KERNELS_ENV`] is `off`.
     pub fn from_env(getenv: impl Fn(&str) -> Option<String>) -> KernelCache {
+        let dir = Self::dir_from_env(&getenv);
+        if shipped::enabled(&getenv) {
+            dir.with_shipped(shipped::SHIPPED)
+        } else {
+            dir
+        }
+    }
+
+    /// The directory part of [`KernelCache::from_env`].
+    fn dir_from_env(getenv: &impl Fn(&str) -> Option<String>) -> KernelCache {
         match getenv(KERNEL_CACHE_ENV) {
             Some(v) if v.is_empty() || v.eq_ignore_ascii_case("off") => return KernelCache::off(),
             Some(v) => return KernelCache::at(v),
@@ -256,25 +306,35 @@ impl KernelCache {
         write_atomic(&path, &encode(key, cubin), true).map_err(|e| StoreError::Write(e.to_string()))
     }
 
-    /// The cubin of `key`: the cache's when a whole matching entry is
-    /// there, else `compile`'s, stored for the next process. A compile
-    /// error is returned as is; a cache problem only shows in the outcome.
+    /// The cubin of `key`: the shipped one admitted by its key, else the
+    /// cache's when a whole matching entry is there, else `compile`'s
+    /// (told why nothing shipped was admitted), stored for the next
+    /// process. A compile error is returned as is; a cache problem only
+    /// shows in the outcome.
     pub fn get_or_compile<E>(
         &self,
         key: &CacheKey<'_>,
-        compile: impl FnOnce() -> Result<Vec<u8>, E>,
+        compile: impl FnOnce(&NotShipped) -> Result<Vec<u8>, E>,
     ) -> Result<(Vec<u8>, Outcome), E> {
+        let not_shipped = match self.shipped {
+            None => NotShipped::Off,
+            Some(list) => match shipped::admit(list, key) {
+                Ok(cubin) => return Ok((cubin, Outcome::Shipped)),
+                Err(why) => why,
+            },
+        };
         let digest = key.digest();
         let rejected = match self.load(&digest) {
             Lookup::Hit(cubin) => return Ok((cubin, Outcome::Hit)),
             Lookup::Miss => None,
             Lookup::Rejected(r) => Some(r),
         };
-        let cubin = compile()?;
+        let cubin = compile(&not_shipped)?;
         let store_failed = self.store(&digest, &cubin).err();
         Ok((
             cubin,
             Outcome::Compiled {
+                not_shipped,
                 rejected,
                 store_failed,
             },
@@ -282,8 +342,34 @@ impl KernelCache {
     }
 }
 
-/// The entry bytes of `cubin` under `key`.
-fn encode(key: &Digest, cubin: &[u8]) -> Vec<u8> {
+/// Where a process says that it is about to compile (set once, by the
+/// command line: a compile takes a minute or more on a fresh node).
+static COMPILE_NOTICE: OnceLock<fn(&str)> = OnceLock::new();
+
+/// Sets what is told before a module is compiled (the first call wins).
+pub fn set_compile_notice(notice: fn(&str)) {
+    let _ = COMPILE_NOTICE.set(notice);
+}
+
+/// Tells the compile notice, if one is set.
+pub fn notify_compile(message: &str) {
+    if let Some(notice) = COMPILE_NOTICE.get() {
+        notice(message);
+    }
+}
+
+/// The key an entry's header holds, if it has a whole header of this
+/// layout.
+pub(crate) fn entry_key(bytes: &[u8]) -> Option<Digest> {
+    if bytes.len() < HEADER_LEN || bytes[..8] != MAGIC || bytes[8..10] != VERSION.to_le_bytes() {
+        return None;
+    }
+    Some(Digest(bytes[12..44].try_into().ok()?))
+}
+
+/// The entry bytes of `cubin` under `key` (header and cubin): what the
+/// cache stores, and what a shipped cubin is.
+pub fn encode(key: &Digest, cubin: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_LEN + cubin.len());
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
@@ -296,7 +382,7 @@ fn encode(key: &Digest, cubin: &[u8]) -> Vec<u8> {
 }
 
 /// The cubin of an entry, if it is `key`'s and whole.
-fn decode(key: &Digest, bytes: &[u8]) -> Result<Vec<u8>, Rejected> {
+pub(crate) fn decode(key: &Digest, bytes: &[u8]) -> Result<Vec<u8>, Rejected> {
     if bytes.len() < HEADER_LEN {
         return Err(Rejected::Truncated {
             len: bytes.len(),
@@ -393,7 +479,7 @@ mod tests {
         let o = options();
         let k = key(&o, "kernel");
         let compiles = Cell::new(0);
-        let compile = || -> Result<Vec<u8>, String> {
+        let compile = |_: &NotShipped| -> Result<Vec<u8>, String> {
             compiles.set(compiles.get() + 1);
             Ok(cubin(1))
         };
@@ -401,6 +487,7 @@ mod tests {
         assert_eq!(
             how,
             Outcome::Compiled {
+                not_shipped: NotShipped::Off,
                 rejected: None,
                 store_failed: None
             }
@@ -455,12 +542,13 @@ mod tests {
             std::fs::write(&path, &bytes).unwrap();
             assert_eq!(cache.load(&k.digest()), Lookup::Rejected(why.clone()));
             let (got, how) = cache
-                .get_or_compile(&k, || -> Result<_, String> { Ok(cubin(2)) })
+                .get_or_compile(&k, |_| -> Result<_, String> { Ok(cubin(2)) })
                 .unwrap();
             assert_eq!(got, cubin(2), "{why}: the rejected entry's cubin was used");
             assert_eq!(
                 how,
                 Outcome::Compiled {
+                    not_shipped: NotShipped::Off,
                     rejected: Some(why.clone()),
                     store_failed: None
                 }
@@ -472,13 +560,14 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         std::fs::create_dir(&path).unwrap();
         let (got, how) = cache
-            .get_or_compile(&k, || -> Result<_, String> { Ok(cubin(3)) })
+            .get_or_compile(&k, |_| -> Result<_, String> { Ok(cubin(3)) })
             .unwrap();
         assert_eq!(got, cubin(3));
         match how {
             Outcome::Compiled {
                 rejected: Some(Rejected::Unreadable(why)),
                 store_failed: Some(_),
+                ..
             } => assert!(why.contains("a directory"), "{why}"),
             other => panic!("{other:?}"),
         }
@@ -530,7 +619,7 @@ mod tests {
         let o = options();
         let k = key(&o, "kernel");
         let e = cache
-            .get_or_compile(&k, || -> Result<Vec<u8>, String> {
+            .get_or_compile(&k, |_| -> Result<Vec<u8>, String> {
                 Err("nvrtc: syntax".into())
             })
             .unwrap_err();
@@ -549,26 +638,75 @@ mod tests {
                     .map(|(_, v)| v.to_string())
             }
         };
+        let shipped = |c: KernelCache| c.with_shipped(shipped::SHIPPED);
         assert_eq!(
             KernelCache::from_env(env(&[(KERNEL_CACHE_ENV, "/c"), ("HOME", "/h")])),
-            KernelCache::at("/c")
+            shipped(KernelCache::at("/c"))
         );
         assert_eq!(
             KernelCache::from_env(env(&[(KERNEL_CACHE_ENV, "off"), ("HOME", "/h")])),
-            KernelCache::off()
+            shipped(KernelCache::off())
         );
         assert_eq!(
             KernelCache::from_env(env(&[("XDG_CACHE_HOME", "/x"), ("HOME", "/h")])),
-            KernelCache::at("/x/gemm-audit/kernels")
+            shipped(KernelCache::at("/x/gemm-audit/kernels"))
         );
         assert_eq!(
             KernelCache::from_env(env(&[("HOME", "/h")])),
+            shipped(KernelCache::at("/h/.cache/gemm-audit/kernels"))
+        );
+        assert_eq!(KernelCache::from_env(env(&[])), shipped(KernelCache::off()));
+        assert_eq!(
+            KernelCache::from_env(env(&[
+                (shipped::SHIPPED_KERNELS_ENV, "off"),
+                ("HOME", "/h")
+            ])),
             KernelCache::at("/h/.cache/gemm-audit/kernels")
         );
-        assert_eq!(KernelCache::from_env(env(&[])), KernelCache::off());
         // Off: nothing is looked up or stored.
         let off = KernelCache::off();
         assert_eq!(off.load(&Digest::ZERO), Lookup::Miss);
         assert_eq!(off.store(&Digest::ZERO, b"x"), Ok(()));
+    }
+
+    /// A shipped cubin of the key is used before the directory, without
+    /// compiling or writing anything; a key nothing shipped holds is
+    /// compiled and told why.
+    #[test]
+    fn a_shipped_cubin_comes_before_the_directory() {
+        let dir = scratch("shipped");
+        let o = options();
+        let k = key(&o, "kernel");
+        let entry: &'static [u8] = Vec::leak(encode(&k.digest(), &cubin(5)));
+        let list: &'static [ShippedCubin] = Vec::leak(vec![ShippedCubin {
+            module: "kernel.cu",
+            target: "sm_90a",
+            nvrtc_version: "13.0",
+            entry,
+        }]);
+        let cache = KernelCache::at(&dir).with_shipped(list);
+        std::fs::create_dir_all(&dir).unwrap();
+        cache.store(&k.digest(), &cubin(6)).unwrap();
+        let (got, how) = cache
+            .get_or_compile(&k, |_| -> Result<Vec<u8>, String> { panic!("compiled") })
+            .unwrap();
+        assert_eq!((got, how), (cubin(5), Outcome::Shipped));
+        let other = CacheKey {
+            nvrtc_version: "13.1",
+            ..k
+        };
+        let told = std::cell::RefCell::new(None);
+        let (got, how) = cache
+            .get_or_compile(&other, |why| -> Result<Vec<u8>, String> {
+                *told.borrow_mut() = Some(why.to_string());
+                Ok(cubin(7))
+            })
+            .unwrap();
+        assert_eq!(got, cubin(7));
+        let why = "no cubin is shipped for sm_90a with NVRTC 13.1 (shipped: NVRTC 13.0 for sm_90a)";
+        assert_eq!(told.into_inner().as_deref(), Some(why));
+        assert_eq!(how.to_string(), format!("compiled ({why})"));
+        assert_eq!(cache.load(&other.digest()), Lookup::Hit(cubin(7)));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

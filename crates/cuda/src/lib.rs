@@ -6,7 +6,8 @@
 //!
 //! Without this crate's `cuda` feature only [`catalog`] (the kernel
 //! families, symbols, geometry and dispatcher: pure logic) and
-//! [`kernel_cache`] (the persistent compiled-kernel cache) are compiled.
+//! [`kernel_cache`] (the persistent compiled-kernel cache, with the cubins
+//! [`shipped`] with the crate) are compiled.
 //! With it, by area:
 //! - the device: `nvrtc` (run-time compilation to a cubin), `module`
 //!   (loaded modules), `launch` (prepared launches), `tma` (tensor maps),
@@ -31,6 +32,7 @@
 // Pure logic (no CUDA calls): compiled and unit-tested in every build.
 pub mod catalog;
 pub mod kernel_cache;
+pub mod shipped;
 // The seeding kernel's formula in Rust, held to the CPU's operands by a
 // property test (no GPU needed).
 #[cfg(any(all(feature = "cuda", feature = "bench"), test))]
@@ -98,6 +100,8 @@ pub use error::{CudaCause, CudaError};
 pub use fingerprint::DeviceFingerprinter;
 #[cfg(feature = "cuda")]
 pub use identity::device_identity;
+#[cfg(feature = "cuda")]
+pub use nvrtc::{compile_uncached as nvrtc_compile, nvrtc_version};
 /// The m values `cublaslt-invariant`'s timed choice times each candidate at.
 #[cfg(all(feature = "cuda", feature = "bench"))]
 pub const LT_TIMING_M: [u64; 2] = blas::lt_family::TIMING_M;

@@ -2,13 +2,13 @@
 //! NVRTC: compile a kernel source to a cubin for one architecture.
 
 use crate::error::CudaError;
-use crate::kernel_cache::{CacheKey, KernelCache, Outcome};
+use crate::kernel_cache::{self, CacheKey, KernelCache, Outcome};
 use cudarc::nvrtc::{result, sys};
 use std::ffi::{CStr, CString};
 use std::sync::{Mutex, OnceLock};
 
 /// The NVRTC library's version (major, minor).
-pub(crate) fn version() -> Result<(i32, i32), CudaError> {
+fn version() -> Result<(i32, i32), CudaError> {
     let (mut major, mut minor) = (0, 0);
     // SAFETY: both pointers are valid for writes of one c_int each.
     unsafe { sys::nvrtcVersion(&mut major, &mut minor) }
@@ -61,16 +61,16 @@ pub(crate) fn cache_report() -> (String, Vec<(String, String)>) {
 
 /// Compiles `source` (named `name` in diagnostics) with `options` and
 /// returns the cubin, through the process's kernel cache
-/// ([`crate::kernel_cache`]): a whole matching entry is loaded instead of
-/// compiling; anything else is compiled and stored. A compile error
+/// ([`crate::kernel_cache`]): a shipped cubin or a whole cache entry of
+/// the same key is loaded instead of compiling; anything else is compiled
+/// (said through the compile notice first) and stored. A compile error
 /// carries NVRTC's log.
 pub(crate) fn compile_cubin(
     source: &str,
     name: &str,
     options: &[String],
 ) -> Result<Vec<u8>, CudaError> {
-    let (major, minor) = version()?;
-    let nvrtc_version = format!("{major}.{minor}");
+    let nvrtc_version = nvrtc_version()?;
     let target = options
         .iter()
         .find_map(|o| o.strip_prefix("--gpu-architecture="))
@@ -82,16 +82,33 @@ pub(crate) fn compile_cubin(
         nvrtc_version: &nvrtc_version,
     };
     let (cache, log) = cache();
-    let (cubin, outcome) =
-        cache.get_or_compile(&key, || compile_uncached(source, name, options))?;
+    let (cubin, outcome) = cache.get_or_compile(&key, |why| {
+        kernel_cache::notify_compile(&format!(
+            "compiling {name} for {target} with NVRTC {nvrtc_version} ({why}); \
+             once per node and kernel cache, a minute or more for wgmma.cu"
+        ));
+        compile_uncached(source, name, options)
+    })?;
     log.lock()
         .unwrap_or_else(|p| p.into_inner())
         .push((name.to_string(), outcome));
     Ok(cubin)
 }
 
-/// Compiles `source` with NVRTC, bypassing the cache.
-fn compile_uncached(source: &str, name: &str, options: &[String]) -> Result<Vec<u8>, CudaError> {
+/// The loaded NVRTC's version as the kernel cache keys it (`13.0`).
+pub fn nvrtc_version() -> Result<String, CudaError> {
+    let (major, minor) = version()?;
+    Ok(format!("{major}.{minor}"))
+}
+
+/// Compiles `source` (named `name` in diagnostics) with NVRTC and
+/// `options` to a cubin, bypassing the kernel cache and the shipped
+/// cubins. Needs only NVRTC (no GPU): how the shipped cubins are made.
+pub fn compile_uncached(
+    source: &str,
+    name: &str,
+    options: &[String],
+) -> Result<Vec<u8>, CudaError> {
     let src = CString::new(source)
         .map_err(|_| CudaError::msg(format!("{name}: source holds a NUL byte")))?;
     let cname =

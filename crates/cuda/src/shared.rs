@@ -95,8 +95,7 @@ impl Shared {
             .compute_capability
             .ok_or_else(|| CudaError::msg("the device reports no compute capability"))?;
         let arch = format!("sm_{major}{minor}");
-        let (nv_major, nv_minor) = nvrtc::version()?;
-        let nvrtc_version = format!("{nv_major}.{nv_minor}");
+        let nvrtc_version = nvrtc::nvrtc_version()?;
         let gemm = LoadedModule::compile(&ctx, catalog::CudaModule::Gemm, &arch, &nvrtc_version)?;
         let wgmma = load_wgmma(&ctx, &arch, &nvrtc_version);
         let fingerprinter = DeviceFingerprinter::compile(&ctx, &catalog::compile_options(&arch))?;

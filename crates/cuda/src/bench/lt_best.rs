@@ -1,51 +1,60 @@
 #![allow(unsafe_code)]
 //! "cuBLAS best": the vendor baseline at its best. cuBLASLt's heuristic is
 //! asked for its top candidates for one exact problem (split-K, reduction
-//! schemes and the route workspace allowed), each is timed interleaved with
-//! the others (each candidate's launches captured in a graph, as the routes
-//! are timed), and the fastest is kept: what a user who autotunes cuBLASLt
-//! per shape would run. Cold timing rotates operand copies, so each launch
-//! streams its operands from memory.
+//! schemes and the route workspace allowed), and they and cuBLAS's default
+//! (`cublasGemmEx`, which the candidates need not include) are timed
+//! interleaved with each other (each one's launches captured in a graph,
+//! as the routes are timed); the fastest is kept: what a user who
+//! autotunes per shape would run, and never slower than the default.
+//! Cold timing rotates operand copies, so each launch streams its
+//! operands from memory.
 
 use crate::blas::lt_family::filled;
 use crate::blas::{Handles, LT_WORKSPACE_BYTES, LtPlan, Numerics};
 use crate::error::drv;
 use crate::graph;
+use crate::launch::Prepared;
 use crate::lt_choice::{launches_per_sample, median};
+use crate::shared::Shared;
 use cudarc::cublaslt::sys as lt;
 use cudarc::driver::{CudaGraph as RawGraph, DevicePtr, sys as cu};
 use gemm_audit_model::Result;
-use gemm_audit_model::route::GemmShape;
-use gemm_audit_model::vocab::{DType, GemmOp};
+use gemm_audit_model::route::ResolvedGemmRoute;
 
-/// The fastest of cuBLASLt's top heuristic candidates for one problem.
+/// The fastest of cuBLAS's default and cuBLASLt's top heuristic
+/// candidates for one problem.
 #[derive(Debug, Clone)]
 pub struct LtBestTiming {
     /// Candidates the heuristic offered (at most the count asked for).
     pub offered: usize,
     /// Candidates that ran (an offer can fail to launch).
     pub ran: usize,
-    /// Median seconds per launch of the fastest candidate.
+    /// Median seconds per launch of the fastest of the default and the
+    /// candidates.
     pub best_secs: f64,
-    /// Its rank in the heuristic's order (0: the heuristic's own pick).
-    pub best_rank: usize,
+    /// Which was fastest: `None` for cuBLAS's default, else the
+    /// candidate's rank in the heuristic's order (0: its own pick).
+    pub best_rank: Option<usize>,
     /// Median seconds per launch of the heuristic's first candidate, when
-    /// it ran: the default selection, timed in the same run.
+    /// it ran.
     pub first_secs: Option<f64>,
+    /// Median seconds per launch of cuBLAS's default (the route given),
+    /// timed in the same rounds, when it ran.
+    pub default_secs: Option<f64>,
 }
 
-/// Times cuBLASLt's top `count` candidates for `op` `dtype` `shape` under
-/// fast numerics, `rounds` interleaved rounds after one warm-up, each
-/// launch reading the next of `copies` operand copies.
+/// Times cuBLAS's `default` route and cuBLASLt's top `count` candidates
+/// for its problem under fast numerics, `rounds` interleaved rounds after
+/// one warm-up, each launch reading the next of `copies` operand copies.
 pub(crate) fn lt_best(
+    sh: &Shared,
     h: &Handles,
-    dtype: DType,
-    op: GemmOp,
-    shape: GemmShape,
+    default: &ResolvedGemmRoute,
     count: usize,
     copies: usize,
     rounds: usize,
 ) -> Result<LtBestTiming> {
+    let (dtype, op, shape) = (default.dtype, default.op, default.shape);
     let numerics = Numerics::of(dtype, true);
     let plan = LtPlan::described(dtype, op, shape, &numerics)?;
     let handle = h.lt_handle()?;
@@ -74,11 +83,17 @@ pub(crate) fn lt_best(
     let (pc, _rc) = c.device_ptr(&stream);
     let (pw, _rw) = ws.device_ptr(&stream);
     let launches = launches_per_sample(m, k, n).max(copies as u32);
+    let mut defaults = (0..copies as u64)
+        .map(|c| Prepared::new(sh, Some(h), default, 1 + c))
+        .collect::<Result<Vec<_>>>()?;
+    for d in &mut defaults {
+        d.enqueue(sh, Some(h), &stream)?;
+    }
     // Each candidate's launches are captured into one graph and a sample
     // is one graph launch, as the routes are timed: back-to-back plain
     // launches would time cuBLASLt's host-side cost at small m, not its
     // kernels. A candidate whose capture fails is left out.
-    let graphs: Vec<Option<RawGraph>> = offers
+    let mut graphs: Vec<Option<RawGraph>> = offers
         .iter()
         .map(|offer| {
             graph::capture(&stream, || {
@@ -103,12 +118,23 @@ pub(crate) fn lt_best(
             .ok()
         })
         .collect();
-    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); offers.len()];
+    // cuBLAS's default, last: timed as one more candidate.
+    graphs.push(
+        graph::capture(&stream, || {
+            for l in 0..launches as usize {
+                defaults[l % copies].enqueue(sh, Some(h), &stream)?;
+            }
+            Ok::<(), gemm_audit_model::Error>(())
+        })
+        .ok(),
+    );
+    let timed = graphs.len();
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); timed];
     let mut failed: Vec<bool> = graphs.iter().map(Option::is_none).collect();
     for round in 0..=rounds {
-        for step in 0..offers.len() {
+        for step in 0..timed {
             // Each round starts at another candidate.
-            let ci = (step + round) % offers.len();
+            let ci = (step + round) % timed;
             let Some(g) = graphs[ci].as_ref().filter(|_| !failed[ci]) else {
                 continue;
             };
@@ -126,19 +152,22 @@ pub(crate) fn lt_best(
     }
     stream.synchronize().map_err(drv("timing stream"))?;
     drop(graphs);
-    let medians: Vec<Option<f64>> = samples
+    drop(defaults);
+    let mut medians: Vec<Option<f64>> = samples
         .into_iter()
         .zip(&failed)
         .map(|(s, &f)| (!f && !s.is_empty()).then(|| median(s)))
         .collect();
+    let default_secs = medians.pop().flatten();
     let (best_rank, best_secs) = medians
         .iter()
         .enumerate()
-        .filter_map(|(i, s)| s.map(|s| (i, s)))
+        .filter_map(|(i, s)| s.map(|s| (Some(i), s)))
+        .chain(default_secs.map(|s| (None, s)))
         .min_by(|x, y| x.1.total_cmp(&y.1))
         .ok_or_else(|| {
             crate::error::cuda_err(format!(
-                "cuBLAS best: none of {} cuBLASLt candidates for {op} {dtype} m={m} k={k} n={n} ran",
+                "cuBLAS best: neither cuBLAS's default nor any of {} cuBLASLt candidates for {op} {dtype} m={m} k={k} n={n} ran",
                 offers.len()
             ))
         })?;
@@ -148,5 +177,6 @@ pub(crate) fn lt_best(
         best_secs,
         best_rank,
         first_secs: medians.first().copied().flatten(),
+        default_secs,
     })
 }

@@ -16,14 +16,13 @@ use gemm_audit_model::trace::FINGERPRINT_CHUNK_BYTES;
 use gemm_audit_model::vocab::{DType, GemmOp};
 
 impl CudaBackend {
-    /// "cuBLAS best": cuBLASLt's top `count` heuristic candidates for one
-    /// problem under cublas-fast numerics, each timed (interleaved,
-    /// `rounds` rounds, rotating `copies` operand copies), the fastest kept.
+    /// "cuBLAS best": cuBLAS's `default` route (a `cublasGemmEx` route)
+    /// and cuBLASLt's top `count` heuristic candidates for its problem
+    /// under cublas-fast numerics, each timed (interleaved, `rounds`
+    /// rounds, rotating `copies` operand copies), the fastest kept.
     pub fn lt_best_timing(
         &self,
-        op: GemmOp,
-        dtype: DType,
-        shape: GemmShape,
+        default: &ResolvedGemmRoute,
         count: usize,
         copies: usize,
         rounds: usize,
@@ -31,7 +30,7 @@ impl CudaBackend {
         let sh = &self.shared;
         let _lock = sh.lock();
         let handles = sh.vendor.handles(sh)?;
-        crate::bench::lt_best::lt_best(handles.get(), dtype, op, shape, count, copies, rounds)
+        crate::bench::lt_best::lt_best(sh, handles.get(), default, count, copies, rounds)
     }
 
     /// The device's L2 cache size in bytes (what a cold timing must exceed).

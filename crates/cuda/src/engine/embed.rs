@@ -99,10 +99,9 @@ pub fn nvrtc_compiler_identity(
     options: &[&str],
     source: &str,
 ) -> Result<CompilerIdentity, CudaError> {
-    let (major, minor) = crate::nvrtc::version()?;
     Ok(CompilerIdentity::new(
         "nvrtc",
-        format!("{major}.{minor}"),
+        crate::nvrtc::nvrtc_version()?,
         options,
         source.as_bytes(),
     ))

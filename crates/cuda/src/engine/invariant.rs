@@ -63,12 +63,11 @@ impl InvariantGemms {
                 "the batch-invariant wgmma GEMMs need a compute capability 9.0 (Hopper) device; this one is {arch}"
             )));
         }
-        let (major, minor) = crate::nvrtc::version()?;
         let module = LoadedModule::compile(
             ctx,
             CudaModule::Wgmma,
             "sm_90a",
-            &format!("{major}.{minor}"),
+            &crate::nvrtc::nvrtc_version()?,
         )?;
         Ok(InvariantGemms {
             ctx: ctx.clone(),

@@ -3,7 +3,6 @@
 //! so the backend enum needs no `cfg`; the catalog (pure logic) is there in
 //! every build.
 
-pub use gemm_audit_cuda::catalog;
 #[cfg(feature = "cuda")]
 pub use gemm_audit_cuda::{
     CUBLAS_SGEMM_SYMBOL, CUBLAS_SYMBOL, CUBLASLT_SYMBOL, CUDA_DEFAULT_POLICY, CudaBackend,
@@ -18,6 +17,7 @@ pub use gemm_audit_cuda::{
 pub use gemm_audit_cuda::{
     LT_TIMING_M, LtBestTiming, LtCandidateTiming, RouteTiming, cold_copies, interleaved_runs,
 };
+pub use gemm_audit_cuda::{catalog, kernel_cache, shipped};
 
 #[cfg(not(feature = "cuda"))]
 mod stub;
