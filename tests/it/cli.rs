@@ -1207,6 +1207,53 @@ fn waiver_files_allow_with_a_reason_until_they_expire() {
     .code(OK);
 }
 
+/// A golden of another device class is never used for this node: with
+/// only another class's golden present the audit fails naming it, and
+/// the same trace relabelled as another class, put where this node's
+/// golden goes, fails on the device identity.
+#[test]
+fn a_golden_of_another_device_class_is_never_used() {
+    let s = Scratch::new("audit-other-class");
+    let tiny = record_tiny(&s);
+    let mut other = read(&tiny);
+    other.context.device.class = "NVIDIA H100 80GB HBM3".into();
+    std::fs::create_dir_all(s.path("g/nvidia-h100-80gb-hbm3")).unwrap();
+    other
+        .write(&s.path("g/nvidia-h100-80gb-hbm3/tiny.gat"), false)
+        .unwrap();
+    let audit = || {
+        run_in(
+            &s.0,
+            &[
+                "audit",
+                "--backend",
+                "cpu",
+                "--workload",
+                "tiny.toml",
+                "--runs",
+                "2",
+                "--no-progress",
+                "--golden-dir",
+                "g",
+                "--check",
+            ],
+        )
+    };
+    audit().code(FINDING).says(&[
+        &format!("no golden at {}", g_cpu("tiny.gat")),
+        "present: nvidia-h100-80gb-hbm3/tiny.gat",
+    ]);
+    std::fs::create_dir_all(s.path(&g_cpu(""))).unwrap();
+    other.write(&s.path(&g_cpu("tiny.gat")), false).unwrap();
+    audit()
+        .code(FINDING)
+        .says(&["NVIDIA H100 80GB HBM3"])
+        .never_says(&["no golden at"]);
+    // The node's own golden passes.
+    std::fs::copy(&tiny, s.path(&g_cpu("tiny.gat"))).unwrap();
+    audit().code(OK);
+}
+
 /// `audit --check` judges against the goldens but writes nothing into the
 /// golden folder: no candidate for a missing golden, no stale one removed.
 #[test]
