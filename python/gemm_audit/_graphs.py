@@ -48,6 +48,14 @@ class CapturedGraph:
         #: pool kept alive: the outputs cannot be kept, so replays cannot
         #: be fingerprinted.
         self.managed = False
+        #: What its last profiled replay ran, per captured GEMM index (the
+        #: kernels an instantiated graph launches do not change between
+        #: replays): what ``record(..., profile=False)`` gives its replays.
+        self.binding: Optional[Dict[int, dict]] = None
+        #: That replay's GEMM kernels no captured op launched.
+        self.binding_unowned: List[str] = []
+        #: Which replay (of any recording) the binding came from.
+        self.bound_at: Optional[int] = None
         # The captured outputs, kept alive so the graph's pool cannot give
         # their memory to a later node; a copy replaces one where a later
         # op of the graph writes into it.
@@ -255,11 +263,14 @@ class Replays:
     """The replays of one recording: patches ``CUDAGraph.replay`` while
     the block runs, and binds each replay to its capture after."""
 
-    def __init__(self, caps: Optional[Captures], seen: list, rec):
+    def __init__(self, caps: Optional[Captures], seen: list, rec, profiled: bool = True):
         self.caps = caps
         self.seen = seen
         self.rec = rec
+        self.profiled = profiled
         self.recorded: Dict[int, CapturedGraph] = {}
+        # The replay number of each recorded replay, by recording index.
+        self.numbers: Dict[int, int] = {}
         self.unowned: List[dict] = []
 
     @contextlib.contextmanager
@@ -294,16 +305,25 @@ class Replays:
             return original(graph)
         if g.managed:
             raise GemmAuditError(f"{g.label} {MANAGED}")
+        if not self.profiled and g.binding is None:
+            raise GemmAuditError(
+                f"{g.label}: no replay of it has been recorded with the profiler, so record(..., profile=False) "
+                "cannot say what its replays run; record one replay with profile=True (the default) first"
+            )
         k = len(self.recorded)
         self.recorded[k] = g
+        r = g.replays
+        self.numbers[k] = r
         with record_function(REPLAY_PREFIX + str(k)):
             out = original(graph)
-        r = g.replays
         g.replays += 1
+        label = f"{g.label}, replay {r}"
+        if not self.profiled:
+            label += f" (kernels as its profiled replay {g.bound_at} ran them)"
         for gemm, kept in zip(g.gemms, g._outputs):
             i = len(self.seen)
             layout = {key: gemm[key] for key in ("op", "dtype", "m", "k", "n", "batch", "lda", "ldb", "ldc")}
-            replayed = {"graph": f"{g.label}, replay {r}", "replay": k, "index": gemm["index"]}
+            replayed = {"graph": label, "replay": k, "index": gemm["index"]}
             copy = kept.detach().clone()  # stream-ordered after the replay
             name = f"{gemm['op_name']}#{i}"
             self.seen.append((name, gemm["op_name"], layout, gemm["device"], copy, (None, None, None), None, replayed))
@@ -326,18 +346,32 @@ class Replays:
             raise GemmAuditError(f"binding the replays of {self._labels()}: {e}") from None
         out = {}
         for k, b in doc.items():
+            g = self.recorded[int(k)]
             out[int(k)] = {int(i): v for i, v in b["gemms"].items()}
-            label = self.recorded[int(k)].label
-            for kernel in b["unowned_gemm_kernels"]:
-                self.unowned.append(
-                    {
-                        "label": f"{label}, replay {k} (a GEMM kernel no captured aten op launched)",
-                        "kernels": [kernel],
-                        "beside": [],
-                        "device": self.recorded[int(k)].device,
-                    }
-                )
+            g.binding, g.binding_unowned, g.bound_at = out[int(k)], list(b["unowned_gemm_kernels"]), self.numbers[int(k)]
+            self._unowned(int(k), g.binding_unowned)
         return out
+
+    def cached(self) -> Dict[int, Dict[int, dict]]:
+        """Per recorded replay, what its graph's last profiled replay ran
+        (``record(..., profile=False)``: no profile to bind)."""
+        out = {}
+        for k, g in self.recorded.items():
+            out[k] = g.binding
+            self._unowned(k, g.binding_unowned)
+        return out
+
+    def _unowned(self, k: int, kernels: List[str]) -> None:
+        g = self.recorded[k]
+        for kernel in kernels:
+            self.unowned.append(
+                {
+                    "label": f"{g.label}, replay {self.numbers[k]} (a GEMM kernel no captured aten op launched)",
+                    "kernels": [kernel],
+                    "beside": [],
+                    "device": g.device,
+                }
+            )
 
     def owns_region(self, label: str) -> bool:
         """Whether a profile region is one of the recorded replays."""

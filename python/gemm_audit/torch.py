@@ -250,6 +250,12 @@ class Recording:
         #: Where the outputs were fingerprinted: ``"device"``, or
         #: ``"host"`` and why the device could not (copied back first).
         self.fingerprinted_on = "host"
+        #: Whether the block ran under the profiler. ``False`` for
+        #: ``record(..., profile=False)``: the replays' kernels are those
+        #: their graphs' profiled replays ran, and ``other_kernels``,
+        #: ``convolution_kernels``, ``regions`` and ``unseen_graphs`` were
+        #: not observed (empty, not "none ran").
+        self.profiled = True
 
     def step_json(self) -> str:
         """The observed step, as JSON."""
@@ -662,6 +668,7 @@ def record(
     overwrite: bool = False,
     device: Optional[str] = None,
     graphs: Optional["Captures"] = None,
+    profile: bool = True,
 ):
     """Records the GEMMs the block dispatches; yields the
     :class:`Recording`, written to ``path`` on exit when given. GEMMs run
@@ -679,7 +686,17 @@ def record(
     of a graph not captured under it cannot be seen: it is listed in
     :attr:`Recording.unseen_graphs` (its GEMM kernels in
     :attr:`Recording.regions`), and when ``graphs`` is given it is an error
-    naming the graph."""
+    naming the graph.
+
+    ``profile=False`` (with ``graphs``) records a block that only replays
+    graphs without the profiler, which costs far more than a replay: each
+    replay's GEMMs get the kernels its graph's last profiled replay ran
+    (an instantiated graph launches the same kernels every replay; the
+    trace's graph label says which replay bound them), and its outputs are
+    copied and fingerprinted as usual. Every replayed graph must have been
+    recorded once with the profiler; an eager GEMM-family op in the block
+    raises (it could not be bound), and kernels outside the graphs' GEMMs
+    are not observed (:attr:`Recording.profiled` is ``False``)."""
     import torch
     from torch.profiler import record_function
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -694,10 +711,16 @@ def record(
         )
     if graphs is not None and not isinstance(graphs, Captures):
         raise GemmAuditError(f"graphs={graphs!r}: expected the Captures of gemm_audit.torch.capture()")
+    if not profile and graphs is None:
+        raise GemmAuditError(
+            "record(..., profile=False) records only replays of CUDA graphs already bound by a profiled "
+            "recording: pass their capture as graphs="
+        )
     rec = Recording(workload)
+    rec.profiled = profile
     # (name, op_name, layout or None, device, output copy, call, why, replayed or None)
     seen: list = []
-    replays = _graphs.Replays(graphs, seen, rec)
+    replays = _graphs.Replays(graphs, seen, rec, profiled=profile)
 
     class Observe(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -707,6 +730,11 @@ def record(
                 return func(*args, **kwargs)
             i = len(seen)
             op_name, layout, where, why = _gemm_call(short, args, device)
+            if not profile:
+                raise GemmAuditError(
+                    f"{op_name}#{i} ran eagerly inside record(..., profile=False), which records only "
+                    "replays of bound CUDA graphs: record this block with the profiler (profile=True)"
+                )
             with record_function(RANGE_PREFIX + str(i)):
                 out = func(*args, **kwargs)
             result = out[0] if isinstance(out, tuple) else out
@@ -715,13 +743,17 @@ def record(
             return out
 
     _sync()
-    with _profile() as prof:
+    with _profile() if profile else contextlib.nullcontext() as prof:
         with Observe(), replays.patched():
             yield rec
         _sync()
-    text = _profile_text(prof)
-    doc = bind_profile(text)
-    replayed = replays.bind(text)
+    if profile:
+        text = _profile_text(prof)
+        doc = bind_profile(text)
+        replayed = replays.bind(text)
+    else:
+        doc = {"gemms": {}, "other_kernels": [], "convolution_kernels": [], "regions": []}
+        replayed = replays.cached()
     bound = doc["gemms"]
     rec.other_kernels = doc["other_kernels"]
     rec.convolution_kernels = doc["convolution_kernels"]

@@ -98,3 +98,10 @@ def test_capture_without_cuda_is_refused():
     with pytest.raises(GemmAuditError, match="no CUDA device"):
         with gat.capture():
             pass
+
+
+def test_record_without_the_profiler_needs_graphs():
+    m, x = model(), leading_rows(8)
+    with pytest.raises(GemmAuditError, match="profile=False"):
+        with torch.no_grad(), gat.record("mlp", profile=False):
+            m(x)

@@ -115,6 +115,36 @@ def test_three_replays_are_three_steps_of_gemms():
     assert kernels[:3] == kernels[3:6] == kernels[6:]
 
 
+def test_bound_replays_record_without_the_profiler(tmp_path):
+    """After one profiled replay, profile=False records replays with the
+    kernels that replay ran and their own output bits: the same trace."""
+    m, x = model(), rows(8)
+    g, _, cap = captured(m, x)
+    with pytest.raises(GemmAuditError, match="no replay of it has been recorded with the profiler"):
+        with gat.record("step@b8", device="cuda", graphs=cap, profile=False):
+            g.replay()
+    profiled = replayed(g, cap)
+    with gat.record("step@b8", device="cuda", graphs=cap, profile=False) as fast:
+        g.replay()
+    assert not fast.profiled and profiled.profiled
+    assert [gm["kernels"] for gm in fast.gemms] == [gm["kernels"] for gm in profiled.gemms]
+    assert all(gm["graph"] == "step#0, replay 1 (kernels as its profiled replay 0 ran them)" for gm in fast.gemms)
+    assert fast.fingerprinted_on == "device"
+    assert fast.output_bytes() == profiled.output_bytes()
+    profiled.write(tmp_path / "profiled.gat")
+    fast.write(tmp_path / "fast.gat")
+    out = subprocess.run(
+        [sys.executable, "-m", "gemm_audit", "diff", str(tmp_path / "profiled.gat"), str(tmp_path / "fast.gat")],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    # An eager GEMM cannot be bound without the profiler.
+    with pytest.raises(GemmAuditError, match="ran eagerly inside record"):
+        with torch.no_grad(), gat.record("step@b8", device="cuda", graphs=cap, profile=False):
+            m(x)
+
+
 def test_graphs_at_batch_1_8_64_give_the_batch_matrix():
     m = model()
     recs, outs = {}, {}
