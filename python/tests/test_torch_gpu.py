@@ -75,6 +75,17 @@ def replayed(g, cap, workload="step@b8", times=1):
     return rec
 
 
+def diff(tmp_path, a, b):
+    """`gemm-audit diff` of two recordings, written as traces first."""
+    a.write(tmp_path / "a.gat", overwrite=True)
+    b.write(tmp_path / "b.gat", overwrite=True)
+    return subprocess.run(
+        [sys.executable, "-m", "gemm_audit", "diff", str(tmp_path / "a.gat"), str(tmp_path / "b.gat")],
+        capture_output=True,
+        text=True,
+    )
+
+
 def test_a_replay_is_bound_to_its_captured_gemms_and_matches_eager(tmp_path):
     m, x = model(), rows(8)
     ref = eager(m, x)
@@ -91,18 +102,10 @@ def test_a_replay_is_bound_to_its_captured_gemms_and_matches_eager(tmp_path):
     # The replay wrote the head's output into the graph's static output:
     # the recorded copy is those bits.
     assert rec.output_bytes()[2] == gat._storage_bytes(y)
-    # The replay's trace gates against the eager golden: same routes.
-    golden = tmp_path / "golden"
-    ref.write(tmp_path / "eager.gat")
-    rec.write(tmp_path / "replay.gat")
-    out = subprocess.run(
-        [sys.executable, "-m", "gemm_audit", "diff", str(tmp_path / "eager.gat"), str(tmp_path / "replay.gat")],
-        capture_output=True,
-        text=True,
-    )
+    # The replay's trace gates against the eager one: same routes.
+    out = diff(tmp_path, ref, rec)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "replayed from a CUDA graph" in out.stdout, out.stdout
-    del golden
 
 
 def test_three_replays_are_three_steps_of_gemms():
@@ -131,13 +134,7 @@ def test_bound_replays_record_without_the_profiler(tmp_path):
     assert all(gm["graph"] == "step#0, replay 1 (kernels as its profiled replay 0 ran them)" for gm in fast.gemms)
     assert fast.fingerprinted_on == "device"
     assert fast.output_bytes() == profiled.output_bytes()
-    profiled.write(tmp_path / "profiled.gat")
-    fast.write(tmp_path / "fast.gat")
-    out = subprocess.run(
-        [sys.executable, "-m", "gemm_audit", "diff", str(tmp_path / "profiled.gat"), str(tmp_path / "fast.gat")],
-        capture_output=True,
-        text=True,
-    )
+    out = diff(tmp_path, profiled, fast)
     assert out.returncode == 0, out.stdout + out.stderr
     # An eager GEMM cannot be bound without the profiler.
     with pytest.raises(GemmAuditError, match="ran eagerly inside record"):
@@ -181,13 +178,7 @@ def test_tf32_while_capturing_is_caught_naming_the_gemm(tmp_path):
     assert head["kernels"][0] != head["kernels"][1]
     if not head["identical"]:
         assert head["first_difference"]["element"] is not None
-    ref.write(tmp_path / "eager.gat")
-    rec.write(tmp_path / "replay.gat")
-    out = subprocess.run(
-        [sys.executable, "-m", "gemm_audit", "diff", str(tmp_path / "eager.gat"), str(tmp_path / "replay.gat")],
-        capture_output=True,
-        text=True,
-    )
+    out = diff(tmp_path, ref, rec)
     assert out.returncode != 0
     assert "aten::addmm#2" in out.stdout, out.stdout
 

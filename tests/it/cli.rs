@@ -1207,6 +1207,27 @@ fn waiver_files_allow_with_a_reason_until_they_expire() {
     .code(OK);
 }
 
+/// `audit --check` of the tiny workload on the CPU against the goldens in
+/// `g`.
+fn audit_check_tiny(s: &Scratch) -> Run {
+    run_in(
+        &s.0,
+        &[
+            "audit",
+            "--backend",
+            "cpu",
+            "--workload",
+            "tiny.toml",
+            "--runs",
+            "2",
+            "--no-progress",
+            "--golden-dir",
+            "g",
+            "--check",
+        ],
+    )
+}
+
 /// A golden of another device class is never used for this node: with
 /// only another class's golden present the audit fails naming it, and
 /// the same trace relabelled as another class, put where this node's
@@ -1221,24 +1242,7 @@ fn a_golden_of_another_device_class_is_never_used() {
     other
         .write(&s.path("g/nvidia-h100-80gb-hbm3/tiny.gat"), false)
         .unwrap();
-    let audit = || {
-        run_in(
-            &s.0,
-            &[
-                "audit",
-                "--backend",
-                "cpu",
-                "--workload",
-                "tiny.toml",
-                "--runs",
-                "2",
-                "--no-progress",
-                "--golden-dir",
-                "g",
-                "--check",
-            ],
-        )
-    };
+    let audit = || audit_check_tiny(&s);
     audit().code(FINDING).says(&[
         &format!("no golden at {}", g_cpu("tiny.gat")),
         "present: nvidia-h100-80gb-hbm3/tiny.gat",
@@ -1261,24 +1265,7 @@ fn audit_check_writes_nothing_into_the_golden_folder() {
     let s = Scratch::new("audit-check");
     s.write("tiny.toml", TINY);
     std::fs::create_dir_all(s.path("g")).unwrap();
-    let audit = || {
-        run_in(
-            &s.0,
-            &[
-                "audit",
-                "--backend",
-                "cpu",
-                "--workload",
-                "tiny.toml",
-                "--runs",
-                "2",
-                "--no-progress",
-                "--golden-dir",
-                "g",
-                "--check",
-            ],
-        )
-    };
+    let audit = || audit_check_tiny(&s);
     audit()
         .code(FINDING)
         .says(&[
