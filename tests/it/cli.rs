@@ -1207,25 +1207,23 @@ fn waiver_files_allow_with_a_reason_until_they_expire() {
     .code(OK);
 }
 
-/// `audit --check` of the tiny workload on the CPU against the goldens in
-/// `g`.
-fn audit_check_tiny(s: &Scratch) -> Run {
-    run_in(
-        &s.0,
-        &[
-            "audit",
-            "--backend",
-            "cpu",
-            "--workload",
-            "tiny.toml",
-            "--runs",
-            "2",
-            "--no-progress",
-            "--golden-dir",
-            "g",
-            "--check",
-        ],
-    )
+/// `audit` of the tiny workload on the CPU against the goldens in `g`,
+/// with `extra` arguments.
+fn audit_tiny(s: &Scratch, extra: &[&str]) -> Run {
+    let mut args = vec![
+        "audit",
+        "--backend",
+        "cpu",
+        "--workload",
+        "tiny.toml",
+        "--runs",
+        "2",
+        "--no-progress",
+        "--golden-dir",
+        "g",
+    ];
+    args.extend_from_slice(extra);
+    run_in(&s.0, &args)
 }
 
 /// A golden of another device class is never used for this node: with
@@ -1242,7 +1240,7 @@ fn a_golden_of_another_device_class_is_never_used() {
     other
         .write(&s.path("g/nvidia-h100-80gb-hbm3/tiny.gat"), false)
         .unwrap();
-    let audit = || audit_check_tiny(&s);
+    let audit = || audit_tiny(&s, &["--check"]);
     audit().code(FINDING).says(&[
         &format!("no golden at {}", g_cpu("tiny.gat")),
         "present: nvidia-h100-80gb-hbm3/tiny.gat",
@@ -1265,7 +1263,7 @@ fn audit_check_writes_nothing_into_the_golden_folder() {
     let s = Scratch::new("audit-check");
     s.write("tiny.toml", TINY);
     std::fs::create_dir_all(s.path("g")).unwrap();
-    let audit = || audit_check_tiny(&s);
+    let audit = || audit_tiny(&s, &["--check"]);
     audit()
         .code(FINDING)
         .says(&[
@@ -1303,22 +1301,7 @@ fn audit_allow_passes_only_the_allowed_fields() {
     }
     golden.launch_set = build_resolved_gemm_launch_set(&golden.routes).unwrap();
     golden.write(&s.path(&g_cpu("tiny.gat")), false).unwrap();
-    let audit = |extra: &[&str]| {
-        let mut args = vec![
-            "audit",
-            "--backend",
-            "cpu",
-            "--workload",
-            "tiny.toml",
-            "--runs",
-            "2",
-            "--no-progress",
-            "--golden-dir",
-            "g",
-        ];
-        args.extend_from_slice(extra);
-        run_in(&s.0, &args)
-    };
+    let audit = |extra: &[&str]| audit_tiny(&s, extra);
     audit(&[]).code(FINDING);
     std::fs::remove_file(s.path(&g_cpu("tiny.gat.pending"))).unwrap();
     audit(&["--allow", "device.driver"])
