@@ -115,6 +115,7 @@ pub fn environment(a: &AuditReport) -> Vec<(String, String)> {
         for key in [
             "cuda.driver_api_version",
             "cuda.nvrtc_version",
+            "cuda.nvrtc_build",
             "cuda.cublas_version",
             "cuda.cublaslt_version",
             "cpu.model",

@@ -9,10 +9,11 @@
 //!   cargo run --release -p gemm-audit-cuda --features cuda --example ship_cubins
 //! ```
 //!
-//! A new NVRTC version then needs its five `shipped!` lines in
-//! `src/shipped.rs`. Patch releases of one NVRTC version can compile
-//! different cubins (docs/gpu-validation.md says which release made the
-//! shipped ones and how that was checked).
+//! A new NVRTC release then needs its five `shipped!` lines in
+//! `src/shipped.rs` (the example prints the release and build they name).
+//! Patch releases of one NVRTC version compile different cubins, and the
+//! key tells them apart (docs/gpu-validation.md says which release made
+//! the shipped ones and how that was checked).
 
 use gemm_audit_cuda::catalog;
 use gemm_audit_cuda::kernel_cache::{CacheKey, encode};
@@ -22,13 +23,18 @@ use std::path::Path;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let nvrtc_version = match gemm_audit_cuda::nvrtc_version() {
+    let (nvrtc_version, nvrtc_build) = match gemm_audit_cuda::nvrtc_version()
+        .and_then(|v| Ok((v, gemm_audit_cuda::nvrtc_build()?)))
+    {
         Ok(v) => v,
         Err(e) => {
             eprintln!("ship_cubins: NVRTC could not be loaded: {e}");
             return ExitCode::FAILURE;
         }
     };
+    println!(
+        "NVRTC {nvrtc_build}: in src/shipped.rs, shipped!(\"{nvrtc_version}\", \"{nvrtc_build}\", MODULE, TARGET)"
+    );
     let out = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("kernels/cubin")
         .join(format!("nvrtc-{nvrtc_version}"));
@@ -50,6 +56,7 @@ fn main() -> ExitCode {
             options: &options,
             target,
             nvrtc_version: &nvrtc_version,
+            nvrtc_build: &nvrtc_build,
         }
         .digest();
         let dest = out.join(format!("{module}.{target}"));
@@ -58,7 +65,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
         println!(
-            "{module} {target} NVRTC {nvrtc_version}: {} bytes, cubin SHA-256 {} -> {}",
+            "{module} {target} NVRTC {nvrtc_build}: {} bytes, cubin SHA-256 {} -> {}",
             cubin.len(),
             Digest::sha256(&cubin).to_hex(),
             dest.display()

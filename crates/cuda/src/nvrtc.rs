@@ -71,6 +71,7 @@ pub(crate) fn compile_cubin(
     options: &[String],
 ) -> Result<Vec<u8>, CudaError> {
     let nvrtc_version = nvrtc_version()?;
+    let nvrtc_build = nvrtc_build()?;
     let target = options
         .iter()
         .find_map(|o| o.strip_prefix("--gpu-architecture="))
@@ -80,11 +81,12 @@ pub(crate) fn compile_cubin(
         options,
         target,
         nvrtc_version: &nvrtc_version,
+        nvrtc_build: &nvrtc_build,
     };
     let (cache, log) = cache();
     let (cubin, outcome) = cache.get_or_compile(&key, |why| {
         kernel_cache::notify_compile(&format!(
-            "compiling {name} for {target} with NVRTC {nvrtc_version} ({why}); \
+            "compiling {name} for {target} with NVRTC {nvrtc_build} ({why}); \
              once per node and kernel cache, a minute or more for wgmma.cu"
         ));
         compile_uncached(source, name, options)
@@ -99,6 +101,43 @@ pub(crate) fn compile_cubin(
 pub fn nvrtc_version() -> Result<String, CudaError> {
     let (major, minor) = version()?;
     Ok(format!("{major}.{minor}"))
+}
+
+/// The loaded NVRTC's release and build (`13.0.88 (CL-36424714)`), read
+/// once per process from the PTX header of a one-line program it compiles
+/// (about 20 ms): part of the kernel-cache key, since patch releases of one
+/// version compile different cubins. `unknown` where the header says
+/// neither (nothing shipped is admitted then; the cache still keys by it).
+pub fn nvrtc_build() -> Result<String, CudaError> {
+    static BUILD: OnceLock<String> = OnceLock::new();
+    if let Some(b) = BUILD.get() {
+        return Ok(b.clone());
+    }
+    let ptx = probe_ptx()?;
+    let build = kernel_cache::nvrtc_build_of(&ptx).unwrap_or_else(|| "unknown".into());
+    Ok(BUILD.get_or_init(|| build).clone())
+}
+
+/// The PTX NVRTC makes of an empty kernel, with its default options.
+fn probe_ptx() -> Result<String, CudaError> {
+    let src = CString::new("extern \"C\" __global__ void gemm_audit_probe() {}").expect("no NUL");
+    let name = CString::new("probe.cu").expect("no NUL");
+    let prog = Program(
+        result::create_program(&src, Some(&name))
+            .map_err(|e| CudaError::new("nvrtcCreateProgram(probe.cu)", e))?,
+    );
+    // SAFETY: `prog` is a live program; no options.
+    unsafe { result::compile_program::<&str>(prog.0, &[]) }
+        .map_err(|e| CudaError::new("NVRTC could not compile its version probe", e))?;
+    // SAFETY: `prog` compiled successfully.
+    let raw = unsafe { result::get_ptx(prog.0) }
+        .map_err(|e| CudaError::new("nvrtcGetPTX(probe.cu)", e))?;
+    let bytes: Vec<u8> = raw
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// Compiles `source` (named `name` in diagnostics) with NVRTC and

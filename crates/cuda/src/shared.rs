@@ -102,6 +102,7 @@ impl Shared {
         let seeder = DeviceSeeder::compile(&ctx, &catalog::compile_options(&arch))?;
         let vendor = Vendor::probe(&arch);
         volatile.insert("cuda.nvrtc_version".into(), nvrtc_version);
+        volatile.insert("cuda.nvrtc_build".into(), nvrtc::nvrtc_build()?);
         let (cache_dir, compiled) = nvrtc::cache_report();
         volatile.insert("cuda.kernel_cache".into(), cache_dir);
         for (module, how) in compiled {

@@ -8,15 +8,15 @@
 //! pinned options (no GPU is needed: the `ship_cubins` example). It is
 //! admitted exactly where the node would compile the same source: its
 //! header's key must be the node's own key (the source, the options, the
-//! architecture and the NVRTC version the node loaded) and its cubin must
-//! match the header's SHA-256. So the kernels a node runs are still the
-//! committed sources' compilation, and the artifacts the goldens hold; a
-//! node of another architecture or NVRTC version compiles as before, and
-//! the compile log says why. NVRTC reports only major.minor, and patch
-//! releases of one version can compile different cubins: the shipped ones
-//! are those of the release the GPU hosts run (`docs/fleet.md`). The tests
-//! below fail when a `.cu` file or the options change without the cubins
-//! being regenerated (`docs/gpu-validation.md` says how).
+//! architecture, and the version, release and build of the NVRTC the node
+//! loaded) and its cubin must match the header's SHA-256. So the kernels a
+//! node runs are still the committed sources' compilation by its own
+//! NVRTC, and the artifacts the goldens hold; a node of another
+//! architecture or NVRTC release compiles as before, and the compile log
+//! says why. The shipped ones are those of the release the GPU hosts run
+//! (`docs/fleet.md`). The tests below fail when a `.cu` file or the
+//! options change without the cubins being regenerated
+//! (`docs/gpu-validation.md` says how).
 
 use crate::catalog;
 use crate::kernel_cache::{self, CacheKey, Rejected};
@@ -36,6 +36,8 @@ pub struct ShippedCubin {
     pub target: &'static str,
     /// The NVRTC version that compiled it (`13.0`).
     pub nvrtc_version: &'static str,
+    /// That NVRTC's release and build (`13.0.88 (CL-36424714)`).
+    pub nvrtc_build: &'static str,
     /// The kernel-cache entry: header (key, length, SHA-256) and cubin.
     pub entry: &'static [u8],
 }
@@ -46,19 +48,21 @@ impl fmt::Debug for ShippedCubin {
             .field("module", &self.module)
             .field("target", &self.target)
             .field("nvrtc_version", &self.nvrtc_version)
+            .field("nvrtc_build", &self.nvrtc_build)
             .field("entry_bytes", &self.entry.len())
             .finish()
     }
 }
 
-/// A shipped entry, by NVRTC version, module and target: the file is
-/// `kernels/cubin/nvrtc-<version>/<module>.<target>`.
+/// A shipped entry, by NVRTC version and build, module and target: the
+/// file is `kernels/cubin/nvrtc-<version>/<module>.<target>`.
 macro_rules! shipped {
-    ($nvrtc:literal, $module:literal, $target:literal) => {
+    ($nvrtc:literal, $build:expr, $module:literal, $target:literal) => {
         ShippedCubin {
             module: $module,
             target: $target,
             nvrtc_version: $nvrtc,
+            nvrtc_build: $build,
             entry: include_bytes!(concat!(
                 "../kernels/cubin/nvrtc-",
                 $nvrtc,
@@ -71,14 +75,18 @@ macro_rules! shipped {
     };
 }
 
+/// The NVRTC 13.0 release the shipped 13.0 cubins come from (the GPU
+/// hosts' own: its cubins are the H200 goldens' module artifacts).
+const BUILD_13_0: &str = "13.0.88 (CL-36424714)";
+
 /// Every cubin shipped: the modules a compute-capability-9.0 device
 /// (H100, H200) compiles ([`HOPPER_MODULES`]), per supported NVRTC version.
 pub static SHIPPED: &[ShippedCubin] = &[
-    shipped!("13.0", "gemm.cu", "sm_90"),
-    shipped!("13.0", "sha256.cu", "sm_90"),
-    shipped!("13.0", "nh128.cu", "sm_90"),
-    shipped!("13.0", "seed.cu", "sm_90"),
-    shipped!("13.0", "wgmma.cu", "sm_90a"),
+    shipped!("13.0", BUILD_13_0, "gemm.cu", "sm_90"),
+    shipped!("13.0", BUILD_13_0, "sha256.cu", "sm_90"),
+    shipped!("13.0", BUILD_13_0, "nh128.cu", "sm_90"),
+    shipped!("13.0", BUILD_13_0, "seed.cu", "sm_90"),
+    shipped!("13.0", BUILD_13_0, "wgmma.cu", "sm_90a"),
 ];
 
 /// The NVRTC modules a compute-capability-9.0 device compiles: file,
@@ -97,22 +105,22 @@ pub const HOPPER_MODULES: [(&str, &str, &str); 5] = [
 pub enum NotShipped {
     /// Turned off ([`SHIPPED_KERNELS_ENV`]).
     Off,
-    /// Nothing shipped for this architecture and NVRTC version.
+    /// Nothing shipped for this architecture and NVRTC build.
     NoneFor {
         /// The node's architecture.
         target: String,
-        /// The node's NVRTC version.
-        nvrtc_version: String,
-        /// What is shipped: `NVRTC 13.0 for sm_90, sm_90a`.
+        /// The node's NVRTC release and build.
+        nvrtc_build: String,
+        /// What is shipped: `NVRTC 13.0.88 (CL-36424714) for sm_90, sm_90a`.
         shipped: String,
     },
-    /// Cubins are shipped for this architecture and NVRTC version, but
-    /// none is of this source and these options.
+    /// Cubins are shipped for this architecture and NVRTC build, but none
+    /// is of this source and these options.
     OtherSource {
         /// The node's architecture.
         target: String,
-        /// The node's NVRTC version.
-        nvrtc_version: String,
+        /// The node's NVRTC release and build.
+        nvrtc_build: String,
     },
     /// The entry of this key is damaged.
     Rejected(Rejected),
@@ -124,18 +132,18 @@ impl fmt::Display for NotShipped {
             NotShipped::Off => write!(f, "shipped cubins are off ({SHIPPED_KERNELS_ENV})"),
             NotShipped::NoneFor {
                 target,
-                nvrtc_version,
+                nvrtc_build,
                 shipped,
             } => write!(
                 f,
-                "no cubin is shipped for {target} with NVRTC {nvrtc_version} (shipped: {shipped})"
+                "no cubin is shipped for {target} with NVRTC {nvrtc_build} (shipped: {shipped})"
             ),
             NotShipped::OtherSource {
                 target,
-                nvrtc_version,
+                nvrtc_build,
             } => write!(
                 f,
-                "the cubins shipped for {target} with NVRTC {nvrtc_version} are not of this source and options"
+                "the cubins shipped for {target} with NVRTC {nvrtc_build} are not of this source and options"
             ),
             NotShipped::Rejected(r) => write!(f, "the shipped cubin was rejected: {r}"),
         }
@@ -159,28 +167,29 @@ pub fn admit(shipped: &[ShippedCubin], key: &CacheKey<'_>) -> Result<Vec<u8>, No
     }
     let same_node = shipped
         .iter()
-        .any(|s| s.target == key.target && s.nvrtc_version == key.nvrtc_version);
+        .any(|s| s.target == key.target && s.nvrtc_build == key.nvrtc_build);
     if same_node {
         return Err(NotShipped::OtherSource {
             target: key.target.to_string(),
-            nvrtc_version: key.nvrtc_version.to_string(),
+            nvrtc_build: key.nvrtc_build.to_string(),
         });
     }
     Err(NotShipped::NoneFor {
         target: key.target.to_string(),
-        nvrtc_version: key.nvrtc_version.to_string(),
+        nvrtc_build: key.nvrtc_build.to_string(),
         shipped: describe(shipped),
     })
 }
 
-/// `NVRTC 13.0 for sm_90, sm_90a`, one clause per version; `none`.
+/// `NVRTC 13.0.88 (CL-36424714) for sm_90, sm_90a`, one clause per
+/// build; `none`.
 fn describe(shipped: &[ShippedCubin]) -> String {
     let mut by_version: Vec<(&str, Vec<&str>)> = Vec::new();
     for s in shipped {
-        match by_version.iter_mut().find(|(v, _)| *v == s.nvrtc_version) {
+        match by_version.iter_mut().find(|(v, _)| *v == s.nvrtc_build) {
             Some((_, targets)) if !targets.contains(&s.target) => targets.push(s.target),
             Some(_) => {}
-            None => by_version.push((s.nvrtc_version, vec![s.target])),
+            None => by_version.push((s.nvrtc_build, vec![s.target])),
         }
     }
     if by_version.is_empty() {
@@ -197,17 +206,26 @@ fn describe(shipped: &[ShippedCubin]) -> String {
 mod tests {
     use super::*;
 
+    /// The version an NVRTC build reports: `13.0.88 (CL-1)` -> `13.0`.
+    fn version_of(build: &str) -> &str {
+        build
+            .match_indices('.')
+            .nth(1)
+            .map_or(build, |(i, _)| &build[..i])
+    }
+
     fn key_of<'a>(
         source: &'a str,
         options: &'a [String],
         target: &'a str,
-        nv: &'a str,
+        build: &'a str,
     ) -> CacheKey<'a> {
         CacheKey {
             source,
             options,
             target,
-            nvrtc_version: nv,
+            nvrtc_version: version_of(build),
+            nvrtc_build: build,
         }
     }
 
@@ -222,7 +240,13 @@ mod tests {
                 .find(|(m, _, t)| *m == s.module && *t == s.target)
                 .unwrap_or_else(|| panic!("{} for {} is not a Hopper module", s.module, s.target));
             let options = catalog::compile_options(target);
-            let key = key_of(source, &options, target, s.nvrtc_version);
+            assert_eq!(
+                version_of(s.nvrtc_build),
+                s.nvrtc_version,
+                "{}",
+                s.nvrtc_build
+            );
+            let key = key_of(source, &options, target, s.nvrtc_build);
             if let Err(why) = admit(std::slice::from_ref(s), &key) {
                 panic!(
                     "kernels/cubin/nvrtc-{}/{}.{} is stale ({why}): kernels/{} or the NVRTC options \
@@ -234,17 +258,17 @@ mod tests {
         }
     }
 
-    /// Each NVRTC version shipped covers every module a Hopper device
+    /// Each NVRTC build shipped covers every module a Hopper device
     /// compiles, once: a module added without its cubin fails here.
     #[test]
-    fn each_shipped_nvrtc_version_covers_every_hopper_module() {
-        let versions: Vec<&str> = SHIPPED.iter().map(|s| s.nvrtc_version).collect();
-        assert!(!versions.is_empty(), "no cubin is shipped");
-        for v in versions {
+    fn each_shipped_nvrtc_build_covers_every_hopper_module() {
+        let builds: Vec<&str> = SHIPPED.iter().map(|s| s.nvrtc_build).collect();
+        assert!(!builds.is_empty(), "no cubin is shipped");
+        for v in builds {
             for (module, _, target) in HOPPER_MODULES {
                 let n = SHIPPED
                     .iter()
-                    .filter(|s| s.nvrtc_version == v && s.module == module && s.target == target)
+                    .filter(|s| s.nvrtc_build == v && s.module == module && s.target == target)
                     .count();
                 assert_eq!(
                     n, 1,
@@ -302,68 +326,71 @@ mod tests {
     fn fake(
         module: &'static str,
         target: &'static str,
-        nv: &'static str,
+        build: &'static str,
         source: &str,
     ) -> ShippedCubin {
         let options = catalog::compile_options(target);
-        let key = key_of(source, &options, target, nv).digest();
+        let key = key_of(source, &options, target, build).digest();
         let cubin: Vec<u8> = (0..512u32).map(|i| (i % 253) as u8).collect();
         ShippedCubin {
             module,
             target,
-            nvrtc_version: nv,
+            nvrtc_version: version_of(build),
+            nvrtc_build: build,
             entry: Vec::leak(kernel_cache::encode(&key, &cubin)),
         }
     }
 
-    /// Admission is by the node's own key: another NVRTC version, another
-    /// architecture or another source is compiled, each with its reason;
-    /// a damaged entry is rejected.
+    /// Admission is by the node's own key: another NVRTC release of the
+    /// same version, another version, another architecture or another
+    /// source is compiled, each with its reason; a damaged entry is
+    /// rejected.
     #[test]
     fn only_the_nodes_own_key_is_admitted() {
+        const B88: &str = "13.0.88 (CL-1)";
         let shipped = [
-            fake("gemm.cu", "sm_90", "13.0", "kernel A"),
-            fake("wgmma.cu", "sm_90a", "13.0", "kernel B"),
+            fake("gemm.cu", "sm_90", B88, "kernel A"),
+            fake("wgmma.cu", "sm_90a", B88, "kernel B"),
         ];
         let o90 = catalog::compile_options("sm_90");
         let o90a = catalog::compile_options("sm_90a");
-        let got = admit(&shipped, &key_of("kernel A", &o90, "sm_90", "13.0")).unwrap();
+        let got = admit(&shipped, &key_of("kernel A", &o90, "sm_90", B88)).unwrap();
         assert_eq!(got.len(), 512);
-        assert_eq!(
-            admit(&shipped, &key_of("kernel A", &o90, "sm_90", "13.1")),
-            Err(NotShipped::NoneFor {
-                target: "sm_90".into(),
-                nvrtc_version: "13.1".into(),
-                shipped: "NVRTC 13.0 for sm_90, sm_90a".into()
-            })
-        );
+        for other in ["13.0.48 (CL-2)", "13.1.80 (CL-3)"] {
+            assert_eq!(
+                admit(&shipped, &key_of("kernel A", &o90, "sm_90", other)),
+                Err(NotShipped::NoneFor {
+                    target: "sm_90".into(),
+                    nvrtc_build: other.into(),
+                    shipped: "NVRTC 13.0.88 (CL-1) for sm_90, sm_90a".into()
+                })
+            );
+        }
         let o100 = catalog::compile_options("sm_100");
-        let e = admit(&shipped, &key_of("kernel A", &o100, "sm_100", "13.0")).unwrap_err();
+        let e = admit(&shipped, &key_of("kernel A", &o100, "sm_100", B88)).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "no cubin is shipped for sm_100 with NVRTC 13.0 (shipped: NVRTC 13.0 for sm_90, sm_90a)"
+            "no cubin is shipped for sm_100 with NVRTC 13.0.88 (CL-1) (shipped: NVRTC 13.0.88 (CL-1) for sm_90, sm_90a)"
         );
         assert_eq!(
-            admit(&shipped, &key_of("kernel A, edited", &o90, "sm_90", "13.0")),
+            admit(&shipped, &key_of("kernel A, edited", &o90, "sm_90", B88)),
             Err(NotShipped::OtherSource {
                 target: "sm_90".into(),
-                nvrtc_version: "13.0".into()
+                nvrtc_build: B88.into()
             })
         );
         // The same source under the other module's options is another key.
-        assert!(admit(&shipped, &key_of("kernel B", &o90, "sm_90", "13.0")).is_err());
-        assert!(admit(&shipped, &key_of("kernel B", &o90a, "sm_90a", "13.0")).is_ok());
-        let mut damaged = kernel_cache::encode(
-            &key_of("kernel A", &o90, "sm_90", "13.0").digest(),
-            &[7u8; 64],
-        );
+        assert!(admit(&shipped, &key_of("kernel B", &o90, "sm_90", B88)).is_err());
+        assert!(admit(&shipped, &key_of("kernel B", &o90a, "sm_90a", B88)).is_ok());
+        let mut damaged =
+            kernel_cache::encode(&key_of("kernel A", &o90, "sm_90", B88).digest(), &[7u8; 64]);
         *damaged.last_mut().unwrap() ^= 1;
         let bad = [ShippedCubin {
             entry: Vec::leak(damaged),
             ..shipped[0]
         }];
         assert_eq!(
-            admit(&bad, &key_of("kernel A", &o90, "sm_90", "13.0")),
+            admit(&bad, &key_of("kernel A", &o90, "sm_90", B88)),
             Err(NotShipped::Rejected(Rejected::Checksum))
         );
         assert_eq!(describe(&[]), "none");
