@@ -86,6 +86,13 @@ pub(crate) fn lt_best(
     let mut defaults = (0..copies as u64)
         .map(|c| Prepared::new(sh, Some(h), default, 1 + c))
         .collect::<Result<Vec<_>>>()?;
+    // The default's operands are seeded on the backend's stream (no event
+    // tracking): the timing stream must not read them before that is done.
+    sh.stream
+        .synchronize()
+        .map_err(drv("seeding the default's operands"))?;
+    // One eager launch each, outside the capture, so cuBLAS sets up its
+    // workspace for the timing stream before the capture begins.
     for d in &mut defaults {
         d.enqueue(sh, Some(h), &stream)?;
     }
