@@ -14,7 +14,7 @@ an eager launch is bound with (``gemm_audit::profile::graph``).
 
 import contextlib
 import json
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from . import _native
 from . import torch as _t
@@ -268,9 +268,8 @@ class Replays:
         self.seen = seen
         self.rec = rec
         self.profiled = profiled
-        self.recorded: Dict[int, CapturedGraph] = {}
-        # The replay number of each recorded replay, by recording index.
-        self.numbers: Dict[int, int] = {}
+        # Per recorded replay: its graph and the graph's replay number.
+        self.recorded: Dict[int, Tuple[CapturedGraph, int]] = {}
         self.unowned: List[dict] = []
 
     @contextlib.contextmanager
@@ -311,9 +310,8 @@ class Replays:
                 "cannot say what its replays run; record one replay with profile=True (the default) first"
             )
         k = len(self.recorded)
-        self.recorded[k] = g
         r = g.replays
-        self.numbers[k] = r
+        self.recorded[k] = (g, r)
         with record_function(REPLAY_PREFIX + str(k)):
             out = original(graph)
         g.replays += 1
@@ -333,8 +331,8 @@ class Replays:
         """Per recorded replay, per captured GEMM index: what it ran."""
         if not self.recorded:
             return {}
-        captures = {k: g.launches for k, g in self.recorded.items()}
-        empty = [g.label for g in self.recorded.values() if not g.launches]
+        captures = {k: g.launches for k, (g, _) in self.recorded.items()}
+        empty = [g.label for g, _ in self.recorded.values() if not g.launches]
         if empty:
             raise GemmAuditError(
                 f"the profile of the capture of {', '.join(sorted(set(empty)))} holds no launching call, "
@@ -346,9 +344,9 @@ class Replays:
             raise GemmAuditError(f"binding the replays of {self._labels()}: {e}") from None
         out = {}
         for k, b in doc.items():
-            g = self.recorded[int(k)]
+            g, r = self.recorded[int(k)]
             out[int(k)] = {int(i): v for i, v in b["gemms"].items()}
-            g.binding, g.binding_unowned, g.bound_at = out[int(k)], list(b["unowned_gemm_kernels"]), self.numbers[int(k)]
+            g.binding, g.binding_unowned, g.bound_at = out[int(k)], list(b["unowned_gemm_kernels"]), r
             self._unowned(int(k), g.binding_unowned)
         return out
 
@@ -356,17 +354,17 @@ class Replays:
         """Per recorded replay, what its graph's last profiled replay ran
         (``record(..., profile=False)``: no profile to bind)."""
         out = {}
-        for k, g in self.recorded.items():
+        for k, (g, _) in self.recorded.items():
             out[k] = g.binding
             self._unowned(k, g.binding_unowned)
         return out
 
     def _unowned(self, k: int, kernels: List[str]) -> None:
-        g = self.recorded[k]
+        g, r = self.recorded[k]
         for kernel in kernels:
             self.unowned.append(
                 {
-                    "label": f"{g.label}, replay {self.numbers[k]} (a GEMM kernel no captured aten op launched)",
+                    "label": f"{g.label}, replay {r} (a GEMM kernel no captured aten op launched)",
                     "kernels": [kernel],
                     "beside": [],
                     "device": g.device,
@@ -378,7 +376,7 @@ class Replays:
         return f" in {REPLAY_PREFIX}" in label
 
     def _labels(self) -> str:
-        return ", ".join(sorted({g.label for g in self.recorded.values()}))
+        return ", ".join(sorted({g.label for g, _ in self.recorded.values()}))
 
 
 def _element_size(dtype: str) -> int:

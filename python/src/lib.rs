@@ -279,6 +279,22 @@ fn census(paths: Vec<PathBuf>) -> PyResult<String> {
     ))
 }
 
+/// Bound ranges as the Python side reads them: `{index: {"kernels",
+/// "beside", "device"}}`.
+fn bound_gemms_json(
+    gemms: &std::collections::BTreeMap<u64, gemm_audit::profile::BoundRange>,
+) -> serde_json::Map<String, serde_json::Value> {
+    gemms
+        .iter()
+        .map(|(i, g)| {
+            (
+                i.to_string(),
+                serde_json::json!({"kernels": g.kernels, "beside": g.beside, "device": g.device}),
+            )
+        })
+        .collect()
+}
+
 /// Binds the GPU activities of a profiler trace (its JSON text) to the
 /// recorder's `prefix<index>` ranges, with the importer's binder. Returns
 /// JSON: `{"gemms": {index: {"kernels": [...], "beside": [...], "device":
@@ -287,16 +303,7 @@ fn census(paths: Vec<PathBuf>) -> PyResult<String> {
 #[pyfunction]
 fn bind_profile(text: &[u8], prefix: &str) -> PyResult<String> {
     let b = gemm_audit::profile::bind_annotated(text, prefix).map_err(fail)?;
-    let gemms: serde_json::Map<String, serde_json::Value> = b
-        .gemms
-        .iter()
-        .map(|(i, g)| {
-            (
-                i.to_string(),
-                serde_json::json!({"kernels": g.kernels, "beside": g.beside, "device": g.device}),
-            )
-        })
-        .collect();
+    let gemms = bound_gemms_json(&b.gemms);
     let regions: Vec<serde_json::Value> = b
         .regions
         .iter()
@@ -348,16 +355,7 @@ fn bind_graph_replays(text: &[u8], replay_prefix: &str, captures: &str) -> PyRes
         let activities = replayed.get(k).map_or(&[][..], Vec::as_slice);
         let b = graph::bind_replay(launches, activities)
             .map_err(|e| fail(format!("replay {k}: {e}")))?;
-        let gemms: serde_json::Map<String, serde_json::Value> = b
-            .gemms
-            .iter()
-            .map(|(i, g)| {
-                (
-                    i.to_string(),
-                    serde_json::json!({"kernels": g.kernels, "beside": g.beside, "device": g.device}),
-                )
-            })
-            .collect();
+        let gemms = bound_gemms_json(&b.gemms);
         out.insert(
             k.to_string(),
             serde_json::json!({

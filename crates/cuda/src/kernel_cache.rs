@@ -320,14 +320,14 @@ impl KernelCache {
         key: &CacheKey<'_>,
         compile: impl FnOnce(&NotShipped) -> Result<Vec<u8>, E>,
     ) -> Result<(Vec<u8>, Outcome), E> {
+        let digest = key.digest();
         let not_shipped = match self.shipped {
             None => NotShipped::Off,
-            Some(list) => match shipped::admit(list, key) {
+            Some(list) => match shipped::admit_digest(list, key, &digest) {
                 Ok(cubin) => return Ok((cubin, Outcome::Shipped)),
                 Err(why) => why,
             },
         };
-        let digest = key.digest();
         let rejected = match self.load(&digest) {
             Lookup::Hit(cubin) => return Ok((cubin, Outcome::Hit)),
             Lookup::Miss => None,

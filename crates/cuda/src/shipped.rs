@@ -158,7 +158,16 @@ pub fn enabled(getenv: impl Fn(&str) -> Option<String>) -> bool {
 /// The cubin of `key` among `shipped`, admitted only when an entry's
 /// header holds exactly this key and its cubin its SHA-256.
 pub fn admit(shipped: &[ShippedCubin], key: &CacheKey<'_>) -> Result<Vec<u8>, NotShipped> {
-    let digest: Digest = key.digest();
+    admit_digest(shipped, key, &key.digest())
+}
+
+/// [`admit`] with the key's digest already made.
+pub(crate) fn admit_digest(
+    shipped: &[ShippedCubin],
+    key: &CacheKey<'_>,
+    digest: &Digest,
+) -> Result<Vec<u8>, NotShipped> {
+    let digest = *digest;
     if let Some(entry) = shipped
         .iter()
         .find(|s| kernel_cache::entry_key(s.entry) == Some(digest))

@@ -307,10 +307,15 @@ pub(crate) fn linear_layout(inputs: &Inputs<'_>) -> Result<Layout, LayoutError> 
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn inputs(dims: &[&[i64]], strides: &[&[i64]], types: &[&'static str]) -> Inputs<'static> {
+    /// Recorded inputs of matrices with these dims, strides and types.
+    pub(in crate::profile) fn inputs(
+        dims: &[&[i64]],
+        strides: &[&[i64]],
+        types: &[&'static str],
+    ) -> Inputs<'static> {
         Inputs {
             dims: dims.iter().map(|d| Some(d.to_vec())).collect(),
             strides: Some(strides.iter().map(|s| Some(s.to_vec())).collect()),

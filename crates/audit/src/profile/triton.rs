@@ -181,16 +181,8 @@ fn template_layout(inputs: &Inputs<'_>) -> Result<Layout, TritonLayoutError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::ops::tests::inputs;
     use crate::vocab::{DType, GemmOp};
-
-    fn inputs(dims: &[&[i64]], strides: &[&[i64]], types: &[&'static str]) -> Inputs<'static> {
-        Inputs {
-            dims: dims.iter().map(|d| Some(d.to_vec())).collect(),
-            strides: Some(strides.iter().map(|s| Some(s.to_vec())).collect()),
-            types: types.to_vec(),
-            concrete: Vec::new(),
-        }
-    }
 
     #[test]
     fn the_output_is_the_last_matrix_and_b_may_be_recorded_transposed() {
