@@ -210,6 +210,11 @@ fn bad_command_lines_exit_2_and_name_the_problem() {
         (&["--max-gflop=inf", "audit"], &["--max-gflop", "finite"]),
         (&["--max-memory-gib=-1", "audit"], &["--max-memory-gib"]),
         (&["--max-gflop=0", "audit"], &["greater than 0"]),
+        (
+            &["compile-kernels", "--arch", "sm90"],
+            &["--arch", "sm90", "sm_90"],
+        ),
+        (&["compile-kernels", "--arch", "sm_90a"], &["sm_90a"]),
     ];
     for (args, needles) in cases {
         run_in(&s.0, args).code(USAGE).says(needles);
@@ -976,6 +981,10 @@ fn cuda_backend_without_cuda_support_exits_4() {
     assert!(!q.stderr.contains("gemm-audit: golden"), "{q}");
     run_in(&s.0, &["check", "t.gat", "-q", "-v"]).code(USAGE);
     run_in(&s.0, &["check", "t.gat", "--backend", "cuda"])
+        .code(BACKEND)
+        .says(&["built without CUDA support"]);
+    // Filling a kernel cache needs NVRTC through the CUDA backend too.
+    run_in(&s.0, &["compile-kernels"])
         .code(BACKEND)
         .says(&["built without CUDA support"]);
 }

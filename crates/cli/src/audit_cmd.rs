@@ -337,3 +337,25 @@ pub(super) fn audit_devices(
         EXIT_FINDING
     })
 }
+
+/// `compile-kernels`: every module a node of `arch` loads, into the kernel
+/// cache the environment names, one line per module.
+pub(super) fn cmd_compile_kernels(arch: &str) -> Result<u8> {
+    use gemm_audit::backend::cuda::{self, kernel_cache::KernelCache};
+    let cache = KernelCache::from_env(|k| std::env::var(k).ok());
+    let filled = cuda::fill_kernel_cache(arch, |module| {
+        let slow = if module.starts_with("wgmma.cu") {
+            " (a minute or more)"
+        } else {
+            ""
+        };
+        note!("gemm-audit: compiling {module}{slow}");
+    })?;
+    for (module, how) in &filled {
+        outln!("{module:<18} {how}");
+    }
+    if let Some(dir) = cache.dir() {
+        outln!("kernel cache: {}", dir.display());
+    }
+    Ok(EXIT_OK)
+}

@@ -262,6 +262,22 @@ pub enum Command {
     /// family is flagged.
     #[command(after_help = EXIT_CODES)]
     Census(CensusArgs),
+    /// Compile the CUDA kernels into the kernel cache ahead of time (no GPU needed).
+    ///
+    /// A node whose NVRTC release has no cubins shipped with gemm-audit
+    /// compiles its kernels in its first process (a minute or more for
+    /// wgmma.cu). Run this where the node's image is built, with the NVRTC
+    /// library the node will load and GEMM_AUDIT_KERNEL_CACHE naming the
+    /// cache directory it will use: its first run then compiles nothing. A
+    /// module the node admits from the shipped cubins is reported `shipped`
+    /// and not stored. Needs a build with CUDA support.
+    #[command(after_help = EXIT_CODES)]
+    CompileKernels {
+        /// The nodes' architecture: sm_ and their compute capability (sm_90
+        /// for the H100 and H200).
+        #[arg(long, value_name = "ARCH", default_value = "sm_90", value_parser = values::gpu_arch)]
+        arch: String,
+    },
     /// List the built-in workloads, or print one as TOML.
     #[command(after_help = EXIT_CODES)]
     Workloads {
@@ -339,6 +355,7 @@ pub fn run(args: Args) -> Result<u8> {
         Command::Check(a) => cmd_check(a),
         Command::Show { trace, format } => cmd_show(&trace, format),
         Command::Diff(a) => cmd_diff(a),
+        Command::CompileKernels { arch } => cmd_compile_kernels(&arch),
         Command::Workloads { show } => cmd_workloads(show),
         Command::Import(a) => cmd_import(a),
         Command::Census(a) => cmd_census(a),

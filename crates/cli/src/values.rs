@@ -72,6 +72,16 @@ impl std::fmt::Display for BadBudgetLimit {
 
 impl std::error::Error for BadBudgetLimit {}
 
+/// `--arch sm_XY`: a GPU architecture the kernels compile for.
+pub(crate) fn gpu_arch(s: &str) -> Result<String, String> {
+    match gemm_audit::backend::cuda::shipped::node_modules(s) {
+        Some(_) => Ok(s.to_string()),
+        None => {
+            Err("expected sm_ and a compute capability, e.g. sm_90 (H100, H200) or sm_80".into())
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

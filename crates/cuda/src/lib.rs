@@ -101,7 +101,10 @@ pub use fingerprint::DeviceFingerprinter;
 #[cfg(feature = "cuda")]
 pub use identity::device_identity;
 #[cfg(feature = "cuda")]
-pub use nvrtc::{compile_uncached as nvrtc_compile, nvrtc_build, nvrtc_version};
+pub use nvrtc::{
+    compile_uncached as nvrtc_compile, fill_kernel_cache, fill_kernel_cache_in, nvrtc_build,
+    nvrtc_version,
+};
 /// The m values `cublaslt-invariant`'s timed choice times each candidate at.
 #[cfg(all(feature = "cuda", feature = "bench"))]
 pub const LT_TIMING_M: [u64; 2] = blas::lt_family::TIMING_M;

@@ -100,6 +100,28 @@ pub const HOPPER_MODULES: [(&str, &str, &str); 5] = [
     ("wgmma.cu", catalog::WGMMA_SOURCE, "sm_90a"),
 ];
 
+/// The NVRTC modules a device of architecture `arch` (`sm_90`, `sm_80`)
+/// compiles when the backend opens it: file, source and target. Every
+/// module is compiled for `arch` itself, and `wgmma.cu` for `sm_90a` on
+/// compute capability 9.0 only ([`HOPPER_MODULES`]). `None` for a name
+/// that is not `sm_` and a two- or three-digit compute capability.
+pub fn node_modules(arch: &str) -> Option<Vec<(&'static str, &'static str, String)>> {
+    let digits = arch.strip_prefix("sm_")?;
+    if !(2..=3).contains(&digits.len()) || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(
+        HOPPER_MODULES
+            .iter()
+            .filter(|(module, _, _)| arch == "sm_90" || *module != "wgmma.cu")
+            .map(|&(module, source, target)| {
+                let target = if arch == "sm_90" { target } else { arch };
+                (module, source, target.to_string())
+            })
+            .collect(),
+    )
+}
+
 /// Why no shipped cubin was admitted for a key: said in the compile log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NotShipped {
@@ -264,6 +286,44 @@ mod tests {
                     s.nvrtc_version, s.module, s.target, s.module
                 );
             }
+        }
+    }
+
+    /// A Hopper node compiles the shipped modules; another architecture
+    /// the same ones but wgmma, for itself; a name that is no
+    /// architecture is refused.
+    #[test]
+    fn the_modules_a_node_compiles_follow_its_architecture() {
+        let hopper = node_modules("sm_90").unwrap();
+        let shipped: Vec<_> = HOPPER_MODULES
+            .iter()
+            .map(|&(m, s, t)| (m, s, t.to_string()))
+            .collect();
+        assert_eq!(hopper, shipped);
+        let ampere = node_modules("sm_80").unwrap();
+        assert_eq!(
+            ampere
+                .iter()
+                .map(|(m, _, t)| format!("{m}.{t}"))
+                .collect::<Vec<_>>(),
+            [
+                "gemm.cu.sm_80",
+                "sha256.cu.sm_80",
+                "nh128.cu.sm_80",
+                "seed.cu.sm_80"
+            ]
+        );
+        assert_eq!(node_modules("sm_100").unwrap().len(), 4);
+        for bad in [
+            "",
+            "sm_",
+            "sm_9",
+            "sm_90a",
+            "compute_90",
+            "sm_1000",
+            "sm_x0",
+        ] {
+            assert!(node_modules(bad).is_none(), "{bad:?}");
         }
     }
 

@@ -22,4 +22,19 @@ pub use gemm_audit_cuda::{catalog, kernel_cache, shipped};
 #[cfg(not(feature = "cuda"))]
 mod stub;
 #[cfg(not(feature = "cuda"))]
-pub use stub::{CudaBackend, CudaGraph, CudaLaunches};
+pub use stub::{CudaBackend, CudaGraph, CudaLaunches, fill_kernel_cache};
+
+/// Compiles every NVRTC module a device of `arch` (`sm_90`) loads into the
+/// kernel cache ahead of any run (`gemm-audit compile-kernels`): NVRTC
+/// needs no GPU, so an image can be built with its cache filled.
+/// `before_compile` is told each module it compiles, before the compile
+/// (`wgmma.cu for sm_90a with NVRTC 13.0.48 (CL-36260728)`). Returns each module
+/// (`wgmma.cu.sm_90a`) and how its cubin was obtained (`shipped` ones are
+/// not stored). See `gemm_audit_cuda::fill_kernel_cache`.
+#[cfg(feature = "cuda")]
+pub fn fill_kernel_cache(
+    arch: &str,
+    before_compile: impl FnMut(&str),
+) -> crate::Result<Vec<(String, kernel_cache::Outcome)>> {
+    Ok(gemm_audit_cuda::fill_kernel_cache(arch, before_compile)?)
+}

@@ -21,6 +21,15 @@ fn unavailable() -> Error {
     )
 }
 
+/// Compiles the kernels into the kernel cache (unavailable in this build:
+/// says why).
+pub fn fill_kernel_cache(
+    _arch: &str,
+    _before_compile: impl FnMut(&str),
+) -> Result<Vec<(String, super::kernel_cache::Outcome)>> {
+    Err(unavailable())
+}
+
 /// A CUDA device (unavailable in this build).
 #[derive(Debug)]
 pub struct CudaBackend(Never);
