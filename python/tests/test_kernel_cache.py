@@ -39,9 +39,11 @@ if NVRTC is None and not os.environ.get("GEMM_AUDIT_REQUIRE_TORCH"):
     )
 
 
-def compile_kernels(cache, *args):
+def compile_kernels(cache, *args, nvrtc_on_path=True):
     assert NVRTC is not None, "no libnvrtc.so from the nvidia-cuda-nvrtc wheel on sys.path"
     env = dict(os.environ, GEMM_AUDIT_KERNEL_CACHE=str(cache), LD_LIBRARY_PATH=str(NVRTC))
+    if not nvrtc_on_path:
+        del env["LD_LIBRARY_PATH"]
     env.pop("GEMM_AUDIT_SHIPPED_KERNELS", None)
     run = subprocess.run(
         [sys.executable, "-m", "gemm_audit", "compile-kernels", *args],
@@ -103,3 +105,17 @@ def test_bad_input_is_refused(tmp_path):
     assert stored.returncode == 4
     assert "could not be stored in the kernel cache" in stored.stderr
     assert blocked.read_text() == "not a folder"
+
+
+def test_the_command_finds_the_nvrtc_of_torch_s_wheels(tmp_path):
+    """No CUDA toolkit on the loader's path (as on CI, and on a node that
+    only pip-installed torch): the command loads the wheels' NVRTC."""
+    run, modules = compile_kernels(tmp_path / "kernels", "-q", nvrtc_on_path=False)
+    assert run.returncode == 0, run.stderr
+    assert len(modules) == 5, run.stdout
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    probe = "import ctypes; ctypes.CDLL('libnvrtc.so.13')"
+    toolkit = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True).returncode == 0
+    if not toolkit and importlib.metadata.version("nvidia-cuda-nvrtc") == SHIPPED_RELEASE:
+        # The wheels' NVRTC, not another found on the way: it admits the cubins.
+        assert set(modules.values()) == {"shipped"}, modules
