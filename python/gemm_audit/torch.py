@@ -66,6 +66,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import _native
 from ._native import GemmAuditError
+from ._nvrtc import nvrtc_from_wheels
 
 __all__ = [
     "record",
@@ -385,6 +386,7 @@ def _device_fingerprints(tensors) -> Tuple[Optional[List[str]], Optional[str]]:
     ordinal = torch.cuda.current_device()
     try:
         if ordinal not in _FINGERPRINTERS:
+            nvrtc_from_wheels()  # the fingerprint kernels are compiled (or admitted) by NVRTC
             _FINGERPRINTERS[ordinal] = _native.DeviceFingerprints(ordinal)
         fp = _FINGERPRINTERS[ordinal]
         torch.cuda.synchronize()
