@@ -11,27 +11,17 @@ one is then a failure, never a skip."""
 
 import importlib.metadata
 import os
-import pathlib
 import subprocess
 import sys
 
 import pytest
 
+from gemm_audit._nvrtc import wheels_nvrtc
+
 SHIPPED_RELEASE = "13.0.88"
 
-
-def nvrtc_dir():
-    """The folder of the ``libnvrtc.so`` the ``nvidia-cuda-nvrtc`` wheel
-    installed, or None."""
-    for entry in sys.path:
-        for lib in ("nvidia/cu13/lib/libnvrtc.so.13", "nvidia/cuda_nvrtc/lib/libnvrtc.so.12"):
-            found = pathlib.Path(entry) / lib
-            if found.is_file():
-                return found.parent
-    return None
-
-
-NVRTC = nvrtc_dir()
+FOUND = wheels_nvrtc()
+NVRTC = FOUND[0] if FOUND else None
 if NVRTC is None and not os.environ.get("GEMM_AUDIT_REQUIRE_TORCH"):
     pytest.skip(
         "no nvidia-cuda-nvrtc wheel (torch's CUDA dependency) is installed",
@@ -41,7 +31,7 @@ if NVRTC is None and not os.environ.get("GEMM_AUDIT_REQUIRE_TORCH"):
 
 def compile_kernels(cache, *args, nvrtc_on_path=True):
     assert NVRTC is not None, "no libnvrtc.so from the nvidia-cuda-nvrtc wheel on sys.path"
-    env = dict(os.environ, GEMM_AUDIT_KERNEL_CACHE=str(cache), LD_LIBRARY_PATH=str(NVRTC))
+    env = dict(os.environ, GEMM_AUDIT_KERNEL_CACHE=str(cache), LD_LIBRARY_PATH=NVRTC)
     if not nvrtc_on_path:
         del env["LD_LIBRARY_PATH"]
     env.pop("GEMM_AUDIT_SHIPPED_KERNELS", None)

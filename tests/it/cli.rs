@@ -1216,15 +1216,12 @@ fn waiver_files_allow_with_a_reason_until_they_expire() {
     .code(OK);
 }
 
-/// `audit` of the tiny workload on the CPU against the goldens in `g`,
-/// with `extra` arguments.
-fn audit_tiny(s: &Scratch, extra: &[&str]) -> Run {
+/// `audit` on the CPU against the goldens in `g`, with `extra` arguments.
+fn audit_cpu(s: &Scratch, extra: &[&str]) -> Run {
     let mut args = vec![
         "audit",
         "--backend",
         "cpu",
-        "--workload",
-        "tiny.toml",
         "--runs",
         "2",
         "--no-progress",
@@ -1233,6 +1230,11 @@ fn audit_tiny(s: &Scratch, extra: &[&str]) -> Run {
     ];
     args.extend_from_slice(extra);
     run_in(&s.0, &args)
+}
+
+/// [`audit_cpu`] of the tiny workload only.
+fn audit_tiny(s: &Scratch, extra: &[&str]) -> Run {
+    audit_cpu(s, &[&["--workload", "tiny.toml"], extra].concat())
 }
 
 /// A golden of another device class is never used for this node: with
@@ -2770,20 +2772,7 @@ fn unreferenced_goldens_are_named_failed_or_removed() {
     )
     .unwrap();
     let old = s.path(&g_cpu("removed-workload.gat"));
-    let audit = |extra: &[&str]| {
-        let mut args = vec![
-            "audit",
-            "--backend",
-            "cpu",
-            "--runs",
-            "2",
-            "--no-progress",
-            "--golden-dir",
-            "g",
-        ];
-        args.extend_from_slice(extra);
-        run_in(&s.0, &args)
-    };
+    let audit = |extra: &[&str]| audit_cpu(&s, extra);
     audit(&[])
         .code(OK)
         .says(&["unreferenced golden", "removed-workload.gat"]);

@@ -55,12 +55,7 @@ impl DeviceFingerprinter {
     /// Compiles the chunk kernel with NVRTC for the device of `ctx` (any
     /// ordinal) and loads it into `ctx`.
     pub fn new(ctx: &Arc<CudaContext>) -> Result<Self, CudaError> {
-        // SAFETY: only checks whether the NVRTC library can be loaded.
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            return Err(CudaError::msg(
-                "NVRTC (libnvrtc.so) was not found; add the CUDA toolkit's lib64 to LD_LIBRARY_PATH",
-            ));
-        }
+        nvrtc::ensure_loaded()?;
         let arch = identity::arch(ctx)?;
         Self::compile(ctx, &catalog::compile_options(&arch))
     }

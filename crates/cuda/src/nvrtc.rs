@@ -10,8 +10,9 @@ use std::ffi::{CStr, CString};
 use std::sync::{Mutex, OnceLock};
 
 /// An error naming the missing library where NVRTC cannot be loaded
-/// (cudarc would panic on its first call).
-fn ensure_loaded() -> Result<(), CudaError> {
+/// (cudarc would panic on its first call): checked by every NVRTC entry
+/// point here, and by the backends before they create a context.
+pub(crate) fn ensure_loaded() -> Result<(), CudaError> {
     static PRESENT: OnceLock<bool> = OnceLock::new();
     // SAFETY: only checks whether the NVRTC library can be loaded.
     if *PRESENT.get_or_init(|| unsafe { sys::is_culib_present() }) {

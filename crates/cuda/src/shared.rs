@@ -73,12 +73,7 @@ impl Shared {
                 count - 1
             )));
         }
-        // SAFETY: only checks whether the NVRTC library can be loaded.
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            return Err(CudaError::msg(
-                "NVRTC (libnvrtc.so) was not found; add the CUDA toolkit's lib64 to LD_LIBRARY_PATH",
-            ));
-        }
+        nvrtc::ensure_loaded()?;
         let ctx = CudaContext::new(ordinal).map_err(CudaError::with(&format!(
             "creating a context on device {ordinal}"
         )))?;
@@ -160,12 +155,12 @@ fn load_wgmma(
     arch: &str,
     nvrtc_version: &str,
 ) -> Result<LoadedModule, catalog::WgmmaUnavailable> {
-    if arch != "sm_90" {
+    let Some(target) = catalog::wgmma_target(arch) else {
         return Err(catalog::WgmmaUnavailable::Architecture {
             arch: arch.to_string(),
         });
-    }
-    LoadedModule::compile(ctx, catalog::CudaModule::Wgmma, "sm_90a", nvrtc_version)
+    };
+    LoadedModule::compile(ctx, catalog::CudaModule::Wgmma, target, nvrtc_version)
         .map_err(|e| catalog::WgmmaUnavailable::Build(e.to_string()))
 }
 

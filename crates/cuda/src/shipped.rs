@@ -102,24 +102,23 @@ pub const HOPPER_MODULES: [(&str, &str, &str); 5] = [
 
 /// The NVRTC modules a device of architecture `arch` (`sm_90`, `sm_80`)
 /// compiles when the backend opens it: file, source and target. Every
-/// module is compiled for `arch` itself, and `wgmma.cu` for `sm_90a` on
-/// compute capability 9.0 only ([`HOPPER_MODULES`]). `None` for a name
+/// module is compiled for `arch` itself, and `wgmma.cu` for
+/// [`catalog::wgmma_target`] where there is one ([`HOPPER_MODULES`]). `None` for a name
 /// that is not `sm_` and a two- or three-digit compute capability.
 pub fn node_modules(arch: &str) -> Option<Vec<(&'static str, &'static str, String)>> {
     let digits = arch.strip_prefix("sm_")?;
     if !(2..=3).contains(&digits.len()) || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    Some(
-        HOPPER_MODULES
-            .iter()
-            .filter(|(module, _, _)| arch == "sm_90" || *module != "wgmma.cu")
-            .map(|&(module, source, target)| {
-                let target = if arch == "sm_90" { target } else { arch };
-                (module, source, target.to_string())
-            })
-            .collect(),
-    )
+    let mut modules: Vec<_> = HOPPER_MODULES
+        .iter()
+        .filter(|(module, _, _)| *module != "wgmma.cu")
+        .map(|&(module, source, _)| (module, source, arch.to_string()))
+        .collect();
+    if let Some(target) = catalog::wgmma_target(arch) {
+        modules.push(("wgmma.cu", catalog::WGMMA_SOURCE, target.to_string()));
+    }
+    Some(modules)
 }
 
 /// Why no shipped cubin was admitted for a key: said in the compile log.

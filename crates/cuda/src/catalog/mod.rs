@@ -793,6 +793,13 @@ pub fn compile_options(arch: &str) -> Vec<String> {
     ]
 }
 
+/// The target the wgmma module is compiled for on a device of `arch`:
+/// `sm_90a` on compute capability 9.0 (its TMA and wgmma instructions
+/// exist only there), none elsewhere.
+pub fn wgmma_target(arch: &str) -> Option<&'static str> {
+    (arch == "sm_90").then_some("sm_90a")
+}
+
 /// Digest of the compile options (part of the compiler identity).
 pub fn options_digest(options: &[String]) -> Digest {
     let mut w = DigestWriter::new("gemm-audit/nvrtc-options/v1");

@@ -51,22 +51,17 @@ impl InvariantGemms {
     /// `ctx`. Refused, saying why, on a device that is not compute
     /// capability 9.0 or when NVRTC is missing.
     pub fn new(ctx: &Arc<CudaContext>) -> Result<InvariantGemms> {
-        // SAFETY: only checks whether the NVRTC library can be loaded.
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            return Err(cuda_err(
-                "NVRTC (libnvrtc.so) was not found; add the CUDA toolkit's lib64 to LD_LIBRARY_PATH",
-            ));
-        }
+        crate::nvrtc::ensure_loaded()?;
         let arch = crate::identity::arch(ctx)?;
-        if arch != "sm_90" {
+        let Some(target) = catalog::wgmma_target(&arch) else {
             return Err(cuda_err(format!(
                 "the batch-invariant wgmma GEMMs need a compute capability 9.0 (Hopper) device; this one is {arch}"
             )));
-        }
+        };
         let module = LoadedModule::compile(
             ctx,
             CudaModule::Wgmma,
-            "sm_90a",
+            target,
             &crate::nvrtc::nvrtc_version()?,
         )?;
         Ok(InvariantGemms {
