@@ -368,3 +368,52 @@ fn unbound_graph_nodes_are_differences() {
             .any(|x| x.change.field == "graph.nodes")
     );
 }
+
+/// The two Hopper classes' committed goldens, H200 against H100 (what
+/// docs/fleet.md reports): gemm-audit's kernels and `cublaslt-invariant`
+/// give the same bits on both; only cuBLAS's and cuBLASLt's heuristic
+/// picks at m = 1 in `vendor-sweep` do not.
+#[test]
+fn h200_and_h100_goldens_differ_in_bits_only_at_vendor_m1() {
+    for name in [
+        "transformer-block",
+        "m-sweep",
+        "tensor-core-sweep",
+        "vendor-sweep",
+        "batch-invariant",
+        "wgmma-sweep",
+        "ladder-sweep",
+    ] {
+        let h200 = read(&format!("nvidia-h200/{name}.gat"));
+        let h100 = read(&format!("nvidia-h100-80gb-hbm3/{name}.gat"));
+        assert_ne!(
+            h200.context.device.class, h100.context.device.class,
+            "{name}: each golden is its own class's"
+        );
+        let d = TraceDiff::between(&h200, &h100);
+        let c = classes(&d);
+        assert!(c.contains(&DiffClass::Identity), "{name}:\n{}", d.render());
+        for class in [DiffClass::Structural, DiffClass::Policy] {
+            assert!(!c.contains(&class), "{name}: {class:?}\n{}", d.render());
+        }
+        let numeric: BTreeSet<&str> = d
+            .differences
+            .iter()
+            .filter(|x| x.class == DiffClass::Numeric)
+            .filter_map(|x| x.gemm.as_deref())
+            .collect();
+        let expected: BTreeSet<&str> = if name == "vendor-sweep" {
+            BTreeSet::from(["cublas@m1", "cublaslt@m1"])
+        } else {
+            BTreeSet::new()
+        };
+        assert_eq!(numeric, expected, "{name}:\n{}", d.render());
+        let routes_differ = c.contains(&DiffClass::Route);
+        assert_eq!(
+            routes_differ,
+            matches!(name, "vendor-sweep" | "batch-invariant"),
+            "{name}:\n{}",
+            d.render()
+        );
+    }
+}
