@@ -168,14 +168,13 @@ def capture(label: str = "graph"):
     graph's capture (naming the GEMM)."""
     import torch
     from torch.profiler import record_function
-    from torch.utils._python_dispatch import TorchDispatchMode
 
     if not _t._cuda():
         raise GemmAuditError("capture() records CUDA graphs, but torch sees no CUDA device here")
     caps = Captures(label)
     state = _Capturing(caps)
 
-    class Observe(TorchDispatchMode):
+    class Observe(_t._recorder_mode()):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             state.protect(func, args, kwargs)
@@ -212,6 +211,7 @@ def capture(label: str = "graph"):
         caps.graphs.append(g)
         caps._add(graph, g)
 
+    _t._warn_if_compiled_code_runs_eagerly()
     _t._sync()
     cls.capture_begin, cls.capture_end = capture_begin, capture_end
     try:

@@ -701,7 +701,6 @@ def record(
     are not observed (:attr:`Recording.profiled` is ``False``)."""
     import torch
     from torch.profiler import record_function
-    from torch.utils._python_dispatch import TorchDispatchMode
 
     if device not in (None, "cpu", "cuda"):
         raise GemmAuditError(f'device {device!r}: expected None, "cpu" or "cuda"')
@@ -724,7 +723,7 @@ def record(
     seen: list = []
     replays = _graphs.Replays(graphs, seen, rec, profiled=profile)
 
-    class Observe(TorchDispatchMode):
+    class Observe(_recorder_mode()):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             short = str(func).split(".")[1]  # aten.mm.default -> mm
@@ -744,6 +743,7 @@ def record(
             seen.append((f"{op_name}#{i}", op_name, layout, where, copy, (func, args, kwargs), why, None))
             return out
 
+    _warn_if_compiled_code_runs_eagerly()
     _sync()
     with _profile() if profile else contextlib.nullcontext() as prof:
         with Observe(), replays.patched():
@@ -792,6 +792,46 @@ def record(
         rec._fingerprints, rec.fingerprinted_on = None, "host"
     if path is not None:
         rec.write(path, overwrite)
+
+
+def _recorder_mode():
+    """The base of the recorder's dispatch modes. Its
+    ``ignore_compile_internals`` lets torch.compile run its compiled code
+    under them (the mode is off while compiling and on while the compiled
+    code runs, so the aten GEMMs that code calls are recorded as they
+    run). Without it torch skips compiled code under any dispatch mode and
+    runs the step eagerly: a recording of a compiled step would be one of
+    its eager twin."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class RecorderMode(TorchDispatchMode):
+        @classmethod
+        def ignore_compile_internals(cls) -> bool:
+            return True
+
+    return RecorderMode
+
+
+def _warn_if_compiled_code_runs_eagerly() -> None:
+    """Torch releases without ``ignore_compile_internals`` (before 2.9)
+    run torch.compile'd functions eagerly under the recorder: say so
+    where compiled code exists, rather than record the eager twin
+    silently."""
+    import sys
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    if hasattr(TorchDispatchMode, "ignore_compile_internals") or "torch._dynamo" not in sys.modules:
+        return
+    import torch
+
+    warnings.warn(
+        f"torch {torch.__version__} runs torch.compile'd code eagerly under a dispatch mode, so a compiled "
+        "function called inside gemm_audit.torch.record() or capture() is recorded as its eager ops "
+        "(torch 2.9 and later run the compiled code): to gate a compiled step's own kernels, import a "
+        "profile of it with gemm-audit import",
+        stacklevel=3,
+    )
 
 
 def assert_matches_golden(trace, golden_dir="traces", allow=()):

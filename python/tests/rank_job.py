@@ -28,8 +28,6 @@ ODD = 2
 def main(scenario: str, out: str) -> None:
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    if scenario == "dead" and rank == ODD:
-        os._exit(0)  # leaves without agreeing (exit 0: torchrun does not stop the others)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8)).eval()
     x = torch.randn(4, 16)
@@ -42,6 +40,12 @@ def main(scenario: str, out: str) -> None:
         y = model(x)
         if rank == ODD and scenario == "extra":
             y @ model[2].weight
+    if scenario == "dead":
+        # Every rank has started and recorded, so the 4 s below wait for
+        # rank 2 alone, not for a slow start of the others.
+        dist.barrier()
+        if rank == ODD:
+            os._exit(0)  # leaves without agreeing (exit 0: torchrun does not stop the others)
     timeout = 4.0 if scenario == "dead" else 60.0
     result = {"rank": rank}
     try:

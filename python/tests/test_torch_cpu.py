@@ -132,3 +132,29 @@ def test_gpu_features_on_a_cpu_machine_are_clear_errors():
             pass
     with pytest.raises(gemm_audit.GemmAuditError):
         gemm_audit._native.DeviceFingerprints(0)
+
+
+def test_a_compiled_step_runs_its_compiled_code_under_the_recorder():
+    """torch.compile skips compiled code under a dispatch mode unless the
+    mode ignores compile internals: the recorder's does, so what runs
+    inside record() is the compiled step, not its eager twin."""
+    calls = []
+
+    def counting(gm, inputs):
+        def run(*args):
+            calls.append(1)
+            return gm(*args)
+
+        return run
+
+    m, x = model(), torch.randn(8, 64)
+    compiled = torch.compile(m, backend=counting)
+    with torch.no_grad():
+        compiled(x)
+        before = len(calls)
+        with gat.record("compiled@b8") as rec:
+            y = compiled(x)
+    assert len(calls) - before == 1, "the compiled function ran eagerly inside record()"
+    assert [g["op_name"] for g in rec.gemms] == ["aten::addmm", "aten::addmm"], rec.gemms
+    assert [(g["m"], g["k"], g["n"]) for g in rec.gemms] == [(8, 64, 256), (8, 256, 64)]
+    assert torch.equal(y, m(x))
