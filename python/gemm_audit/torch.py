@@ -478,13 +478,25 @@ def _bind_profile(prof, prefix: str = RANGE_PREFIX) -> dict:
     return bind_profile(_profile_text(prof), prefix)
 
 
+#: Loaded libraries found by :func:`_loaded_library` and the driver version:
+#: neither changes within a process, and finding them (a scan of
+#: ``/proc/self/maps``, thousands of lines once CUDA is up; NVML's init)
+#: costs milliseconds a recording.
+_PROCESS_FACTS: Dict[str, str] = {}
+
+
 def _loaded_library(stem: str) -> Optional[str]:
-    """The path of a loaded shared library whose name starts with ``stem``."""
+    """The path of a loaded shared library whose name starts with ``stem``
+    (remembered once found: a library stays loaded)."""
+    key = "library:" + stem
+    if key in _PROCESS_FACTS:
+        return _PROCESS_FACTS[key]
     try:
         with open("/proc/self/maps") as f:
             for line in f:
                 path = line.rsplit(None, 1)[-1]
                 if os.path.basename(path).startswith(stem + ".so"):
+                    _PROCESS_FACTS[key] = path
                     return path
     except OSError:
         pass
@@ -519,6 +531,8 @@ def _blas_versions() -> Dict[str, str]:
 
 
 def _driver_version() -> str:
+    if "driver" in _PROCESS_FACTS:
+        return _PROCESS_FACTS["driver"]
     for name in ("libnvidia-ml.so.1", "libnvidia-ml.so"):
         try:
             nvml = ctypes.CDLL(name)
@@ -526,7 +540,8 @@ def _driver_version() -> str:
                 continue
             buf = ctypes.create_string_buffer(96)
             if nvml.nvmlSystemGetDriverVersion(buf, 96) == 0:
-                return buf.value.decode()
+                _PROCESS_FACTS["driver"] = buf.value.decode()
+                return _PROCESS_FACTS["driver"]
         except (OSError, AttributeError):
             continue
     return "unknown"

@@ -158,3 +158,28 @@ def test_a_compiled_step_runs_its_compiled_code_under_the_recorder():
     assert [g["op_name"] for g in rec.gemms] == ["aten::addmm", "aten::addmm"], rec.gemms
     assert [(g["m"], g["k"], g["n"]) for g in rec.gemms] == [(8, 64, 256), (8, 256, 64)]
     assert torch.equal(y, m(x))
+
+
+def test_a_loaded_library_is_found_once_per_process(monkeypatch):
+    """Finding a loaded library scans /proc/self/maps (thousands of lines
+    in a CUDA process, every recording): a library found once is not
+    looked for again, and one not loaded is looked for each time."""
+    from gemm_audit import torch as recorder
+
+    monkeypatch.setattr(recorder, "_PROCESS_FACTS", {})
+    libc = recorder._loaded_library("libc")
+    assert libc and "libc.so" in libc
+    scans = []
+    real_open = open
+
+    def counting_open(path, *args, **kwargs):
+        if path == "/proc/self/maps":
+            scans.append(path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", counting_open)
+    assert recorder._loaded_library("libc") == libc
+    assert scans == []
+    assert recorder._loaded_library("libgemm_audit_not_loaded") is None
+    assert recorder._loaded_library("libgemm_audit_not_loaded") is None
+    assert len(scans) == 2
