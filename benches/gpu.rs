@@ -1136,11 +1136,15 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
             cold[i] = Some(Stats::of(&timings[j].samples));
         }
     }
-    // "cuBLAS best": cuBLAS's default and cuBLASLt's top candidates per
-    // problem, timed in one interleaved run, the fastest kept as its time
-    // over the default's in that run (the table scales it by the default
-    // as timed among the routes: the best rounds run after the routes, at
-    // another clock where the problem is large).
+    // "cuBLAS best": cuBLAS's default, cuBLASLt's top candidates and the
+    // ladder per problem, timed in one interleaved run of their own after
+    // the routes' (at another clock where the problem is large): the
+    // ladder's ratio to best is that run's, and best's time is shown as
+    // the default's among the routes scaled by best / default there.
+    let ladder = columns
+        .iter()
+        .position(|(_, r)| *r == RouteChoice::BatchInvariant)
+        .expect("a ladder column");
     let mut best: Vec<[Option<BestCell>; 2]> = Vec::with_capacity(rows.len());
     for ((op, dtype, k, n, m), cells) in &rows {
         let mut cell = [None, None];
@@ -1155,14 +1159,17 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
             if clock == 1 && *m > 256 {
                 continue;
             }
+            let beside: Vec<&ResolvedGemmRoute> =
+                cells[ladder].map(|i| &routes[i]).into_iter().collect();
             match gpu
                 .det
-                .lt_best_timing(default, BEST_CANDIDATES, copies, BEST_ROUNDS)
+                .lt_best_timing(default, &beside, BEST_CANDIDATES, copies, BEST_ROUNDS)
             {
                 Ok(t) => {
-                    cell[clock] = Some(match t.default_secs {
-                        Some(d) if d > 0.0 => BestCell::OverDefault(t.best_secs / d),
-                        _ => BestCell::Seconds(t.best_secs),
+                    cell[clock] = Some(BestCell {
+                        best: t.best_secs,
+                        default: t.default_secs,
+                        ladder: t.beside_secs.first().copied().flatten(),
                     });
                     if let Some(line) = best_note(&t) {
                         summary.push(format!(
@@ -1203,19 +1210,15 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
              between two uses of one hold twice the L2), m <= 256 only, one interleaved run per problem; best = \
              cuBLAS best: the fastest of cuBLAS's default (cublasGemmEx) and cuBLASLt's first {BEST_CANDIDATES} heuristic \
              candidates for the problem, all timed as captured graphs of back-to-back launches in one interleaved run \
-             ({BEST_ROUNDS} rounds after the routes, split-K and a {} MiB workspace allowed), shown as the default's \
-             time among the routes times best / default in that run (never slower than the default); ladder/best = \
-             best time / ladder time",
+             ({BEST_ROUNDS} rounds after the routes, with the ladder, split-K and a {} MiB workspace allowed), shown as \
+             the default's time among the routes times best / default in that run (never slower than the default); \
+             ladder/best = best time / ladder time, both of that run",
             cfg.samples,
             cfg.sample_secs * 1e3,
             gemm_audit::backend::cuda::LT_WORKSPACE_BYTES >> 20
         )],
     };
     let fmt_x = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2}"));
-    let ladder = columns
-        .iter()
-        .position(|(_, r)| *r == RouteChoice::BatchInvariant)
-        .expect("a ladder column");
     for (((op, dtype, k, n, m), cells), best) in rows.iter().zip(&best) {
         let hot_s = |c: usize| cells[c].map(|i| hot[i].median);
         let cold_s = |c: usize| cells[c].and_then(|i| cold[i].map(|s| s.median));
@@ -1229,40 +1232,42 @@ fn bench_decode_by_m(gpu: &Gpu, cfg: &Config) -> Res<Report> {
         ];
         let best_s =
             |t: &dyn Fn(usize) -> Option<f64>, b: Option<BestCell>| b.and_then(|b| b.seconds(t(0)));
-        let vs_best = |t: &dyn Fn(usize) -> Option<f64>, b: Option<f64>| match (b, t(ladder)) {
-            (Some(b), Some(x)) => Some(b / x),
-            _ => None,
-        };
-        let (best_hot, best_cold) = (best_s(&hot_s, best[0]), best_s(&cold_s, best[1]));
-        row.push(best_hot.map_or("-".into(), fmt_us));
+        let vs_best = |b: Option<BestCell>| b.and_then(BestCell::ladder_ratio);
+        row.push(best_s(&hot_s, best[0]).map_or("-".into(), fmt_us));
         row.extend((1..columns.len()).map(|c| fmt_x(ratio(&hot_s, c))));
-        row.push(fmt_x(vs_best(&hot_s, best_hot)));
+        row.push(fmt_x(vs_best(best[0])));
         row.push(cold_s(0).map_or("-".into(), fmt_us));
-        row.push(best_cold.map_or("-".into(), fmt_us));
+        row.push(best_s(&cold_s, best[1]).map_or("-".into(), fmt_us));
         row.extend((1..columns.len()).map(|c| fmt_x(ratio(&cold_s, c))));
-        row.push(fmt_x(vs_best(&cold_s, best_cold)));
+        row.push(fmt_x(vs_best(best[1])));
         table.rows.push(row);
     }
     Ok(Report { table, summary })
 }
 
-/// One "cuBLAS best" timing as the table uses it.
+/// One "cuBLAS best" run as the table uses it: seconds per launch of the
+/// fastest, of cuBLAS's default and of the ladder, all from that run.
 #[derive(Clone, Copy)]
-enum BestCell {
-    /// The fastest's time over the default's, both from the best run.
-    OverDefault(f64),
-    /// The fastest's seconds, where the default did not run beside it.
-    Seconds(f64),
+struct BestCell {
+    best: f64,
+    default: Option<f64>,
+    ladder: Option<f64>,
 }
 
 impl BestCell {
-    /// Seconds comparable with the routes: the default as timed among
-    /// them (`routes_default`) scaled by best / default of the best run.
+    /// Seconds comparable with the routes' run: the default as timed
+    /// there (`routes_default`) scaled by best / default of the best run
+    /// (the best run's own seconds where the default did not run).
     fn seconds(self, routes_default: Option<f64>) -> Option<f64> {
-        match self {
-            BestCell::OverDefault(x) => routes_default.map(|d| d * x),
-            BestCell::Seconds(s) => Some(s),
+        match self.default {
+            Some(d) if d > 0.0 => routes_default.map(|r| r * self.best / d),
+            _ => Some(self.best),
         }
+    }
+
+    /// Best time / ladder time, both of the best run.
+    fn ladder_ratio(self) -> Option<f64> {
+        self.ladder.filter(|&l| l > 0.0).map(|l| self.best / l)
     }
 }
 

@@ -11,6 +11,7 @@
 
 use super::{BEST_CANDIDATES, BEST_ROUNDS, fmt_us, resolve_columns, time_routes};
 use super::{Config, DType, GemmOp, Gpu, KernelFamily, Problem, Report, Res, RouteChoice, Table};
+use gemm_audit::ResolvedGemmRoute;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -88,8 +89,9 @@ pub(super) fn bench_sustained(gpu: &Gpu, cfg: &Config) -> Res<Report> {
     };
     let clock = ClockLog::start();
     let (_, stats) = time_routes(gpu, cfg, &routes, "sustained by m")?;
-    // cuBLAS best, right after, while the card is still at its cap.
-    let best: Vec<Option<f64>> = rows
+    // cuBLAS best and the ladder, right after, while the card is still at
+    // its cap: (best, ladder) seconds of that run.
+    let best: Vec<Option<(f64, Option<f64>)>> = rows
         .iter()
         .map(|&((op, dtype, k, n, m), ref cells)| {
             let Some(default) = cells[0].map(|i| &routes[i]) else {
@@ -98,11 +100,12 @@ pub(super) fn bench_sustained(gpu: &Gpu, cfg: &Config) -> Res<Report> {
                 ));
                 return None;
             };
+            let beside: Vec<&ResolvedGemmRoute> = cells[1].map(|i| &routes[i]).into_iter().collect();
             match gpu
                 .det
-                .lt_best_timing(default, BEST_CANDIDATES, 1, BEST_ROUNDS)
+                .lt_best_timing(default, &beside, BEST_CANDIDATES, 1, BEST_ROUNDS)
             {
-                Ok(t) => Some(t.best_secs),
+                Ok(t) => Some((t.best_secs, t.beside_secs.first().copied().flatten())),
                 Err(e) => {
                     summary.push(format!(
                         "sustained {op} {dtype} k={k} n={n} m={m}: cuBLAS best left out: {e}"
@@ -122,7 +125,7 @@ pub(super) fn bench_sustained(gpu: &Gpu, cfg: &Config) -> Res<Report> {
          only, back to back; ladder = route batch-invariant, large/medium/small = wgmma-large/-medium/-small, \
          inv = cublaslt-invariant, each as cuBLAS time / route time (1.00 = vendor speed); best = cuBLAS best, the \
          fastest of cuBLAS's default and cuBLASLt's first {BEST_CANDIDATES} heuristic candidates, timed together right after the run (the card still \
-         at its cap); ladder/best = best time / ladder time",
+         at its cap), with the ladder in the same rounds; ladder/best = best time / ladder time, both of that run",
         cfg.samples,
         sample_secs * 1e3,
         cfg.warmup
@@ -136,7 +139,7 @@ pub(super) fn bench_sustained(gpu: &Gpu, cfg: &Config) -> Res<Report> {
             format!("{op} {dtype} k={k} n={n} m={m}"),
             t(0).map_or("-".into(), fmt_us),
             t(0).map_or("-".into(), |s| format!("{:.0}", flops / s / 1e12)),
-            best.map_or("-".into(), fmt_us),
+            best.map_or("-".into(), |(b, _)| fmt_us(b)),
         ];
         for c in 1..COLUMNS.len() {
             row.push(match (t(0), t(c)) {
@@ -144,8 +147,8 @@ pub(super) fn bench_sustained(gpu: &Gpu, cfg: &Config) -> Res<Report> {
                 _ => "-".into(),
             });
         }
-        row.push(match (best, t(1)) {
-            (Some(b), Some(x)) => format!("{:.2}", b / x),
+        row.push(match best {
+            Some((b, Some(x))) if *x > 0.0 => format!("{:.2}", b / x),
             _ => "-".into(),
         });
         table.rows.push(row);

@@ -6,6 +6,8 @@
 //! interleaved with each other (each one's launches captured in a graph,
 //! as the routes are timed); the fastest is kept: what a user who
 //! autotunes per shape would run, and never slower than the default.
+//! Routes to compare with it (the bench's batch-invariant route) are timed
+//! in the same rounds, so their ratio to best is one run's, at one clock.
 //! Cold timing rotates operand copies, so each launch streams its
 //! operands from memory.
 
@@ -41,20 +43,34 @@ pub struct LtBestTiming {
     /// Median seconds per launch of cuBLAS's default (the route given),
     /// timed in the same rounds, when it ran.
     pub default_secs: Option<f64>,
+    /// Median seconds per launch of each route given beside the default,
+    /// in their order, timed in the same rounds, when it ran.
+    pub beside_secs: Vec<Option<f64>>,
 }
 
 /// Times cuBLAS's `default` route and cuBLASLt's top `count` candidates
-/// for its problem under fast numerics, `rounds` interleaved rounds after
-/// one warm-up, each launch reading the next of `copies` operand copies.
+/// for its problem under fast numerics, and the `beside` routes (of the
+/// same problem), `rounds` interleaved rounds after one warm-up, each
+/// launch reading the next of `copies` operand copies.
 pub(crate) fn lt_best(
     sh: &Shared,
     h: &Handles,
     default: &ResolvedGemmRoute,
+    beside: &[&ResolvedGemmRoute],
     count: usize,
     copies: usize,
     rounds: usize,
 ) -> Result<LtBestTiming> {
     let (dtype, op, shape) = (default.dtype, default.op, default.shape);
+    if let Some(r) = beside
+        .iter()
+        .find(|r| (r.op, r.dtype, r.shape) != (op, dtype, shape))
+    {
+        return Err(crate::error::cuda_err(format!(
+            "cuBLAS best: route {:?} ({} {} m={} k={} n={}) is not the default's problem ({op} {dtype} m={} k={} n={})",
+            r.gemm, r.op, r.dtype, r.shape.m, r.shape.k, r.shape.n, shape.m, shape.k, shape.n
+        )));
+    }
     let numerics = Numerics::of(dtype, true);
     let plan = LtPlan::described(dtype, op, shape, &numerics)?;
     let handle = h.lt_handle()?;
@@ -83,18 +99,25 @@ pub(crate) fn lt_best(
     let (pc, _rc) = c.device_ptr(&stream);
     let (pw, _rw) = ws.device_ptr(&stream);
     let launches = launches_per_sample(m, k, n).max(copies as u32);
-    let mut defaults = (0..copies as u64)
-        .map(|c| Prepared::new(sh, Some(h), default, 1 + c))
+    // The default first, then the routes beside it: one launch each per
+    // operand copy.
+    let mut prepared = std::iter::once(default)
+        .chain(beside.iter().copied())
+        .map(|r| {
+            (0..copies as u64)
+                .map(|c| Prepared::new(sh, Some(h), r, 1 + c))
+                .collect::<Result<Vec<_>>>()
+        })
         .collect::<Result<Vec<_>>>()?;
-    // The default's operands are seeded on the backend's stream (no event
+    // Their operands are seeded on the backend's stream (no event
     // tracking): the timing stream must not read them before that is done.
     sh.stream
         .synchronize()
         .map_err(drv("seeding the default's operands"))?;
     // One eager launch each, outside the capture, so cuBLAS sets up its
     // workspace for the timing stream before the capture begins.
-    for d in &mut defaults {
-        d.enqueue(sh, Some(h), &stream)?;
+    for p in prepared.iter_mut().flatten() {
+        p.enqueue(sh, Some(h), &stream)?;
     }
     // Each candidate's launches are captured into one graph and a sample
     // is one graph launch, as the routes are timed: back-to-back plain
@@ -125,16 +148,19 @@ pub(crate) fn lt_best(
             .ok()
         })
         .collect();
-    // cuBLAS's default, last: timed as one more candidate.
-    graphs.push(
-        graph::capture(&stream, || {
-            for l in 0..launches as usize {
-                defaults[l % copies].enqueue(sh, Some(h), &stream)?;
-            }
-            Ok::<(), gemm_audit_model::Error>(())
-        })
-        .ok(),
-    );
+    // cuBLAS's default, then the routes beside it: timed as more
+    // candidates.
+    for route in &mut prepared {
+        graphs.push(
+            graph::capture(&stream, || {
+                for l in 0..launches as usize {
+                    route[l % copies].enqueue(sh, Some(h), &stream)?;
+                }
+                Ok::<(), gemm_audit_model::Error>(())
+            })
+            .ok(),
+        );
+    }
     let timed = graphs.len();
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); timed];
     let mut failed: Vec<bool> = graphs.iter().map(Option::is_none).collect();
@@ -159,12 +185,13 @@ pub(crate) fn lt_best(
     }
     stream.synchronize().map_err(drv("timing stream"))?;
     drop(graphs);
-    drop(defaults);
+    drop(prepared);
     let mut medians: Vec<Option<f64>> = samples
         .into_iter()
         .zip(&failed)
         .map(|(s, &f)| (!f && !s.is_empty()).then(|| median(s)))
         .collect();
+    let beside_secs = medians.split_off(offers.len() + 1);
     let default_secs = medians.pop().flatten();
     let (best_rank, best_secs) = medians
         .iter()
@@ -185,5 +212,6 @@ pub(crate) fn lt_best(
         best_rank,
         first_secs: medians.first().copied().flatten(),
         default_secs,
+        beside_secs,
     })
 }

@@ -19,10 +19,13 @@ impl CudaBackend {
     /// "cuBLAS best": cuBLAS's `default` route (a `cublasGemmEx` route)
     /// and cuBLASLt's top `count` heuristic candidates for its problem
     /// under cublas-fast numerics, each timed (interleaved, `rounds`
-    /// rounds, rotating `copies` operand copies), the fastest kept.
+    /// rounds, rotating `copies` operand copies), the fastest kept; the
+    /// `beside` routes (of the same problem) are timed in the same rounds
+    /// (`LtBestTiming::beside_secs`), so their ratio to best is one run's.
     pub fn lt_best_timing(
         &self,
         default: &ResolvedGemmRoute,
+        beside: &[&ResolvedGemmRoute],
         count: usize,
         copies: usize,
         rounds: usize,
@@ -30,7 +33,7 @@ impl CudaBackend {
         let sh = &self.shared;
         let _lock = sh.lock();
         let handles = sh.vendor.handles(sh)?;
-        crate::bench::lt_best::lt_best(sh, handles.get(), default, count, copies, rounds)
+        crate::bench::lt_best::lt_best(sh, handles.get(), default, beside, count, copies, rounds)
     }
 
     /// The device's L2 cache size in bytes (what a cold timing must exceed).
