@@ -58,6 +58,7 @@ listed in ``Recording.skipped`` with the reason.
 
 import contextlib
 import ctypes
+import functools
 import json
 import os
 import tempfile
@@ -809,6 +810,7 @@ def record(
         rec.write(path, overwrite)
 
 
+@functools.lru_cache(maxsize=None)
 def _recorder_mode():
     """The base of the recorder's dispatch modes. Its
     ``ignore_compile_internals`` lets torch.compile run its compiled code
@@ -816,7 +818,8 @@ def _recorder_mode():
     code runs, so the aten GEMMs that code calls are recorded as they
     run). Without it torch skips compiled code under any dispatch mode and
     runs the step eagerly: a recording of a compiled step would be one of
-    its eager twin."""
+    its eager twin. Made once per process, on first use (torch is
+    imported only then)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class RecorderMode(TorchDispatchMode):
