@@ -1908,6 +1908,67 @@ fn foreign_memory_is_fingerprinted_on_the_device_like_on_the_host() {
     println!("past the allocation: {past}\nhost address: {host}");
 }
 
+/// Many ranges fingerprinted in one launch give, range by range, what one
+/// launch each gives and what the host computes: ranges of two allocations,
+/// at an unaligned offset, empty, shorter than a chunk and ending inside
+/// one; a range past its allocation refuses the whole call, naming it.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn foreign_ranges_fingerprinted_in_one_launch_are_each_the_hosts() {
+    use cudarc::driver::DevicePtr;
+    use gemm_audit::FingerprintMode;
+    use gemm_audit::backend::cuda::ForeignFingerprinter;
+    let fp = ForeignFingerprinter::open(0).unwrap();
+    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
+    let stream = ctx.new_stream().unwrap();
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let first = xorshift_bytes(&mut x, 5 * 4096 + 77);
+    let second = xorshift_bytes(&mut x, 64 * 4096);
+    let (a, b) = (
+        stream.clone_htod(&first).unwrap(),
+        stream.clone_htod(&second).unwrap(),
+    );
+    stream.synchronize().unwrap();
+    let ((base_a, _ga), (base_b, _gb)) = (a.device_ptr(&stream), b.device_ptr(&stream));
+    let ranges = [
+        (base_a, 0usize, first.len()),
+        (base_b, 0, second.len()),
+        (base_a, 5, 4096),
+        (base_b, 100, 0),
+        (base_a, 4096, 3000),
+        (base_b, 8, 2 * 4096 + 1),
+    ];
+    let want: Vec<_> = ranges
+        .iter()
+        .map(|&(base, off, len)| {
+            let bytes = if base == base_a { &first } else { &second };
+            OutputFingerprint::of(7, &bytes[off..off + len])
+        })
+        .collect();
+    let asked: Vec<(u64, usize)> = ranges
+        .iter()
+        .map(|&(base, off, len)| (base + off as u64, len))
+        .collect();
+    let many = fp.fingerprint_many(&asked, 7).unwrap();
+    assert_eq!(many, want);
+    for (&(address, len), w) in asked.iter().zip(&want) {
+        assert_eq!(
+            &fp.fingerprint(address, len, FingerprintMode::Strong, 7)
+                .unwrap(),
+            w
+        );
+    }
+    assert!(fp.fingerprint_many(&[], 0).unwrap().is_empty());
+    let past = fp
+        .fingerprint_many(&[(base_a, 64), (base_b, 1 << 40)], 0)
+        .unwrap_err();
+    assert!(
+        past.to_string().contains("range 1")
+            && past.to_string().contains("not inside one allocation"),
+        "{past}"
+    );
+}
+
 /// Operands stored with leading dimensions wider than dense (views into
 /// wider buffers, as one projection's slice of a fused output): the same
 /// kernel and output bits as the dense problem, the strides in the route,

@@ -9,8 +9,9 @@ interleaved loop (median of REPEATS rounds, each round in random order):
 - replay: `g.replay()` and a synchronize (the strongest baseline: what a
   serving engine runs);
 - replay+copies+fingerprints: the same replay, then the copy of every
-  captured output and gemm-audit's device fingerprints of them (the GPU
-  work a recording adds);
+  captured output and gemm-audit's device fingerprints of them, all in
+  one launch (the GPU work a recording adds), and the same with one
+  launch per output (what the recorder did before fingerprint_many);
 - record: `with gat.record(..., graphs=cap): g.replay()`, trace built
   (profiler start and stop, export, binding, copies, fingerprints);
 - record, bound: the same with `profile=False` once the graph has been
@@ -18,7 +19,9 @@ interleaved loop (median of REPEATS rounds, each round in random order):
   copies, fingerprints and the trace's GEMMs as before).
 
 It also times the capture with and without `gat.capture`. Prints one
-table row per L.
+table row per L, with the bound recording against issue 56's budget: one
+replay plus replay+copies+fingerprints (twice one replay plus the
+fingerprints).
 """
 
 import random
@@ -90,6 +93,12 @@ def row(layers):
         g.replay()
         copies = [t.detach().clone() for t in outputs]
         torch.cuda.synchronize()
+        fp.fingerprint_many([(c.data_ptr(), c.numel() * c.element_size()) for c in copies])
+
+    def replay_fp_each():
+        g.replay()
+        copies = [t.detach().clone() for t in outputs]
+        torch.cuda.synchronize()
         for c in copies:
             fp.fingerprint(c.data_ptr(), c.numel() * c.element_size())
 
@@ -105,7 +114,13 @@ def row(layers):
 
     # "record" runs first in the warm-up below, so the graph is bound
     # before "record, bound" runs.
-    cases = {"replay": replay, "replay+fp": replay_fp, "record": record, "bound": record_bound}
+    cases = {
+        "replay": replay,
+        "replay+fp": replay_fp,
+        "replay+fp each": replay_fp_each,
+        "record": record,
+        "bound": record_bound,
+    }
     for f in cases.values():
         timed(f)
     times = {k: [] for k in cases}
@@ -115,10 +130,13 @@ def row(layers):
         for k in order:
             times[k].append(timed(cases[k]))
     med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+    # Issue 56's bound: twice one replay plus the copies and fingerprints.
+    bound = med["replay"] + med["replay+fp"]
     print(
         f"| {layers} | {med['replay']:.3f} | {med['replay+fp']:.3f} ({med['replay+fp'] / med['replay']:.2f}x) "
+        f"| {med['replay+fp each']:.3f} "
         f"| {med['record']:.1f} ({med['record'] / med['replay']:.0f}x) "
-        f"| {med['bound']:.3f} ({med['bound'] / med['replay']:.2f}x) "
+        f"| {med['bound']:.3f} ({med['bound'] / med['replay']:.2f}x) | {med['bound'] / bound:.2f} "
         f"| {t_capture_plain * 1e3:.1f} | {t_capture_rec * 1e3:.1f} |",
         flush=True,
     )
@@ -127,9 +145,10 @@ def row(layers):
 if __name__ == "__main__":
     print(torch.cuda.get_device_name(), torch.__version__, file=sys.stderr)
     print(
-        "| GEMMs | replay ms | replay + copies + fingerprints ms | record ms | record, bound (profile=False) ms "
+        "| GEMMs | replay ms | replay + copies + fingerprints ms | the same, one launch per output ms | record ms "
+        "| record, bound (profile=False) ms | bound / (2 replays + copies + fingerprints) "
         "| capture ms | capture under gat.capture ms |"
     )
-    print("|---|---|---|---|---|---|---|")
-    for layers in (8, 32):
+    print("|---|---|---|---|---|---|---|---|---|")
+    for layers in (8, 32, 128):
         row(layers)

@@ -290,6 +290,7 @@ class Replays:
             cls.replay = original
 
     def replay(self, original, graph):
+        import torch
         from torch.profiler import record_function
 
         g = self.caps.of(graph) if self.caps is not None else None
@@ -312,17 +313,21 @@ class Replays:
         k = len(self.recorded)
         r = g.replays
         self.recorded[k] = (g, r)
-        with record_function(REPLAY_PREFIX + str(k)):
+        # The range is what binds a profiled replay's kernels; unprofiled, it is not needed.
+        with record_function(REPLAY_PREFIX + str(k)) if self.profiled else contextlib.nullcontext():
             out = original(graph)
         g.replays += 1
         label = f"{g.label}, replay {r}"
         if not self.profiled:
             label += f" (kernels as its profiled replay {g.bound_at} ran them)"
-        for gemm, kept in zip(g.gemms, g._outputs):
+        # The copies are the recorder's, not the block's: made past every
+        # dispatch mode (the recorder's own would see each one).
+        with torch._C._DisableTorchDispatch():
+            copies = [kept.detach().clone() for kept in g._outputs]  # stream-ordered after the replay
+        for gemm, copy in zip(g.gemms, copies):
             i = len(self.seen)
             layout = {key: gemm[key] for key in ("op", "dtype", "m", "k", "n", "batch", "lda", "ldb", "ldc")}
             replayed = {"graph": label, "replay": k, "index": gemm["index"]}
-            copy = kept.detach().clone()  # stream-ordered after the replay
             name = f"{gemm['op_name']}#{i}"
             self.seen.append((name, gemm["op_name"], layout, gemm["device"], copy, (None, None, None), None, replayed))
         return out

@@ -46,7 +46,7 @@ import os
 import socket
 import tempfile
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence
 
 from . import _native
 from . import _rank_digests as rd

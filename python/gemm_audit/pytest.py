@@ -18,7 +18,7 @@ says how to settle it; the summary lists the candidates kept.
 
 import os
 import pathlib
-from typing import List, Optional, Union
+from typing import List, Optional
 
 import pytest
 

@@ -379,7 +379,8 @@ _FINGERPRINTERS: dict = {}
 
 def _device_fingerprints(tensors) -> Tuple[Optional[List[str]], Optional[str]]:
     """Each tensor's fingerprint computed on its device by gemm-audit's
-    chunk kernel, or ``(None, why)`` when that cannot be done here."""
+    chunk kernel (all of them in one launch), or ``(None, why)`` when that
+    cannot be done here."""
     import torch
 
     if not hasattr(_native, "DeviceFingerprints"):
@@ -390,12 +391,9 @@ def _device_fingerprints(tensors) -> Tuple[Optional[List[str]], Optional[str]]:
             nvrtc_from_wheels()  # the fingerprint kernels are compiled (or admitted) by NVRTC
             _FINGERPRINTERS[ordinal] = _native.DeviceFingerprints(ordinal)
         fp = _FINGERPRINTERS[ordinal]
+        dense = [t.detach().contiguous() for t in tensors]  # alive until hashed
         torch.cuda.synchronize()
-        out = []
-        for t in tensors:
-            c = t.detach().contiguous()
-            out.append(fp.fingerprint(c.data_ptr(), c.numel() * c.element_size()))
-        return out, None
+        return fp.fingerprint_many([(c.data_ptr(), c.numel() * c.element_size()) for c in dense]), None
     except _native.GemmAuditError as e:
         return None, str(e)
 
@@ -479,10 +477,10 @@ def _bind_profile(prof, prefix: str = RANGE_PREFIX) -> dict:
     return bind_profile(_profile_text(prof), prefix)
 
 
-#: Loaded libraries found by :func:`_loaded_library` and the driver version:
-#: neither changes within a process, and finding them (a scan of
-#: ``/proc/self/maps``, thousands of lines once CUDA is up; NVML's init)
-#: costs milliseconds a recording.
+#: Loaded libraries found by :func:`_loaded_library`, their versions, the
+#: driver version and the CPU model: none changes within a process, and
+#: finding them (a scan of ``/proc/self/maps``, thousands of lines once CUDA
+#: is up; NVML's init; ``/proc/cpuinfo``) costs milliseconds a recording.
 _PROCESS_FACTS: Dict[str, str] = {}
 
 
@@ -505,6 +503,10 @@ def _loaded_library(stem: str) -> Optional[str]:
 
 
 def _blas_versions() -> Dict[str, str]:
+    """cuBLAS's and cuBLASLt's versions, where loaded (remembered once
+    both are: a loaded library's version does not change)."""
+    if "blas" in _PROCESS_FACTS:
+        return json.loads(_PROCESS_FACTS["blas"])
     out = {}
     path = _loaded_library("libcublas")
     if path:
@@ -528,6 +530,8 @@ def _blas_versions() -> Dict[str, str]:
             out["cublaslt"] = f"{v // 10000}.{v // 100 % 100}.{v % 100}"
         except (OSError, AttributeError):
             out["cublaslt"] = "unknown"
+    if len(out) == 2:
+        _PROCESS_FACTS["blas"] = json.dumps(out)
     return out
 
 
@@ -650,14 +654,18 @@ def _volatile(cuda_device: Optional[int]) -> Dict[str, str]:
         bus = getattr(p, "pci_bus_id", None)
         if bus is not None:
             out["cuda.device.pci_bus_id"] = str(bus)
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    out["cpu.model"] = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    if "cpu.model" not in _PROCESS_FACTS:
+        _PROCESS_FACTS["cpu.model"] = ""
+        try:
+            with open("/proc/cpuinfo") as f:
+                for line in f:
+                    if line.startswith("model name"):
+                        _PROCESS_FACTS["cpu.model"] = line.split(":", 1)[1].strip()
+                        break
+        except OSError:
+            pass
+    if _PROCESS_FACTS["cpu.model"]:
+        out["cpu.model"] = _PROCESS_FACTS["cpu.model"]
     return out
 
 
@@ -716,7 +724,6 @@ def record(
     raises (it could not be bound), and kernels outside the graphs' GEMMs
     are not observed (:attr:`Recording.profiled` is ``False``)."""
     import torch
-    from torch.profiler import record_function
 
     if device not in (None, "cpu", "cuda"):
         raise GemmAuditError(f'device {device!r}: expected None, "cpu" or "cuda"')
@@ -739,30 +746,10 @@ def record(
     seen: list = []
     replays = _graphs.Replays(graphs, seen, rec, profiled=profile)
 
-    class Observe(_recorder_mode()):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            short = str(func).split(".")[1]  # aten.mm.default -> mm
-            if short not in GEMM_OPS:
-                return func(*args, **kwargs)
-            i = len(seen)
-            op_name, layout, where, why = _gemm_call(short, args, device)
-            if not profile:
-                raise GemmAuditError(
-                    f"{op_name}#{i} ran eagerly inside record(..., profile=False), which records only "
-                    "replays of bound CUDA graphs: record this block with the profiler (profile=True)"
-                )
-            with record_function(RANGE_PREFIX + str(i)):
-                out = func(*args, **kwargs)
-            result = out[0] if isinstance(out, tuple) else out
-            copy = result.detach().clone() if layout is not None else None
-            seen.append((f"{op_name}#{i}", op_name, layout, where, copy, (func, args, kwargs), why, None))
-            return out
-
     _warn_if_compiled_code_runs_eagerly()
     _sync()
     with _profile() if profile else contextlib.nullcontext() as prof:
-        with Observe(), replays.patched():
+        with _observer()(seen, device, profile), replays.patched():
             yield rec
         _sync()
     if profile:
@@ -808,6 +795,40 @@ def record(
         rec._fingerprints, rec.fingerprinted_on = None, "host"
     if path is not None:
         rec.write(path, overwrite)
+
+
+@functools.lru_cache(maxsize=None)
+def _observer():
+    """The dispatch mode of :func:`record` (made once per process): each
+    GEMM-family op runs in a profiler range of its own, its output is
+    copied, and it is appended to ``seen``."""
+    from torch.profiler import record_function
+
+    class Observe(_recorder_mode()):
+        def __init__(self, seen: list, device: Optional[str], profile: bool):
+            super().__init__()
+            self.seen, self.device, self.profile = seen, device, profile
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            short = str(func).split(".")[1]  # aten.mm.default -> mm
+            if short not in GEMM_OPS:
+                return func(*args, **kwargs)
+            i = len(self.seen)
+            op_name, layout, where, why = _gemm_call(short, args, self.device)
+            if not self.profile:
+                raise GemmAuditError(
+                    f"{op_name}#{i} ran eagerly inside record(..., profile=False), which records only "
+                    "replays of bound CUDA graphs: record this block with the profiler (profile=True)"
+                )
+            with record_function(RANGE_PREFIX + str(i)):
+                out = func(*args, **kwargs)
+            result = out[0] if isinstance(out, tuple) else out
+            copy = result.detach().clone() if layout is not None else None
+            self.seen.append((f"{op_name}#{i}", op_name, layout, where, copy, (func, args, kwargs), why, None))
+            return out
+
+    return Observe
 
 
 @functools.lru_cache(maxsize=None)

@@ -214,6 +214,19 @@ impl DeviceFingerprints {
             .map_err(fail)?;
         serde_json::to_string(&f).map_err(fail)
     }
+
+    /// [`DeviceFingerprints::fingerprint`] of several `(address, nbytes)`
+    /// ranges at once, in order: their chunks are hashed in one launch,
+    /// so many small outputs cost about as much as one. Any range outside
+    /// one allocation of the device refuses the whole call, naming it.
+    fn fingerprint_many(&self, ranges: Vec<(u64, usize)>) -> PyResult<Vec<String>> {
+        self.0
+            .fingerprint_many(&ranges, 0)
+            .map_err(fail)?
+            .iter()
+            .map(|f| serde_json::to_string(f).map_err(fail))
+            .collect()
+    }
 }
 
 /// The strong fingerprint (input seed 0) of `data`, as JSON: what

@@ -183,3 +183,26 @@ def test_a_loaded_library_is_found_once_per_process(monkeypatch):
     assert recorder._loaded_library("libgemm_audit_not_loaded") is None
     assert recorder._loaded_library("libgemm_audit_not_loaded") is None
     assert len(scans) == 2
+
+
+def test_the_cpu_model_is_read_once_per_process(monkeypatch):
+    """The CPU model a trace keeps (never compared) comes from
+    /proc/cpuinfo once per process, not at every recording."""
+    from gemm_audit import torch as recorder
+
+    monkeypatch.setattr(recorder, "_PROCESS_FACTS", {})
+    first = recorder._volatile(None)
+    reads = []
+    real_open = open
+
+    def counting_open(path, *args, **kwargs):
+        if path == "/proc/cpuinfo":
+            reads.append(path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", counting_open)
+    assert recorder._volatile(None) == first
+    assert reads == []
+    monkeypatch.setattr(recorder, "_PROCESS_FACTS", {})
+    assert recorder._volatile(None) == first
+    assert reads == ["/proc/cpuinfo"]

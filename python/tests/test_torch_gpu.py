@@ -108,6 +108,31 @@ def test_a_replay_is_bound_to_its_captured_gemms_and_matches_eager(tmp_path):
     assert "replayed from a CUDA graph" in out.stdout, out.stdout
 
 
+def test_device_fingerprints_of_many_outputs_are_the_hosts():
+    """The recorder hashes every output in one launch: each fingerprint is
+    the host's of the same bytes, whatever the size (under a chunk, not a
+    multiple of one, empty), a view at an unaligned offset or strided."""
+    from gemm_audit import _native
+
+    g = torch.Generator(device="cuda").manual_seed(3)
+    base = torch.randn(300, 257, device="cuda", generator=g)
+    tensors = [
+        base,
+        base.to(torch.bfloat16),
+        base[:1, :3],
+        base.to(torch.bfloat16).reshape(-1)[1:2051],  # 2-byte offset: not 4-byte aligned
+        base[:, :100],  # strided: hashed dense
+        base[:0],
+        torch.randn(8, 4096, device="cuda", generator=g).to(torch.bfloat16),
+    ]
+    device, why = gat._device_fingerprints(tensors)
+    assert why is None, why
+    host = [_native.fingerprint_bytes(gat._storage_bytes(t)) for t in tensors]
+    assert device == host
+    with pytest.raises(GemmAuditError, match="range 0"):
+        gat._FINGERPRINTERS[torch.cuda.current_device()].fingerprint_many([(base.data_ptr(), 1 << 40)])
+
+
 def test_three_replays_are_three_steps_of_gemms():
     m, x = model(), rows(8)
     g, _, cap = captured(m, x)

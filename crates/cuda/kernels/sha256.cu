@@ -61,15 +61,8 @@ __device__ void compress(u32* h, u32* w) {
     h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
 }
 
-// `data` must be 4-byte aligned and `chunk_bytes` a multiple of 64.
-extern "C" __global__ void sha256_chunks(const u8* data, u64 len, u32 chunk_bytes, u64 chunks,
-                                         u8* out) {
-    u64 c = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= chunks) return;
-    u64 start = c * chunk_bytes;
-    u64 rest = len - start;
-    u32 clen = rest < chunk_bytes ? (u32)rest : chunk_bytes;
-    const u8* p = data + start;
+// The SHA-256 of the `clen` bytes at `p` (4-byte aligned), written to `o`.
+__device__ void hash_chunk(const u8* p, u32 clen, u8* o) {
     u32 h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
     u32 w[16];
@@ -106,7 +99,6 @@ extern "C" __global__ void sha256_chunks(const u8* data, u64 len, u32 chunk_byte
         }
         compress(h, w);
     }
-    u8* o = out + c * 32;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
         o[4 * i + 0] = (u8)(h[i] >> 24);
@@ -114,4 +106,41 @@ extern "C" __global__ void sha256_chunks(const u8* data, u64 len, u32 chunk_byte
         o[4 * i + 2] = (u8)(h[i] >> 8);
         o[4 * i + 3] = (u8)h[i];
     }
+}
+
+// `data` must be 4-byte aligned and `chunk_bytes` a multiple of 64.
+extern "C" __global__ void sha256_chunks(const u8* data, u64 len, u32 chunk_bytes, u64 chunks,
+                                         u8* out) {
+    u64 c = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= chunks) return;
+    u64 start = c * chunk_bytes;
+    u64 rest = len - start;
+    hash_chunk(data + start, rest < chunk_bytes ? (u32)rest : chunk_bytes, out + c * 32);
+}
+
+// The chunks of `buffers` buffers in one launch, each hashed as
+// sha256_chunks hashes it alone. `table` holds the buffers' addresses
+// (4-byte aligned), then their lengths, then the launch-wide index of each
+// one's first chunk (ascending from 0), each `buffers` u64s; `chunks` is
+// the total. One launch keeps every chunk in flight at once: a chunk is
+// hashed serially by one thread, so outputs hashed one launch at a time
+// wait on each other.
+extern "C" __global__ void sha256_chunks_many(const u64* table, u32 buffers, u32 chunk_bytes,
+                                              u64 chunks, u8* out) {
+    u64 c = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= chunks) return;
+    const u64* addrs = table;
+    const u64* lens = table + buffers;
+    const u64* firsts = table + 2 * (u64)buffers;
+    // The last buffer whose first chunk is at or before c (an empty buffer
+    // shares its first index with the next, which wins).
+    u32 lo = 0, hi = buffers - 1;
+    while (lo < hi) {
+        u32 mid = (lo + hi + 1) / 2;
+        if (firsts[mid] <= c) lo = mid; else hi = mid - 1;
+    }
+    u64 start = (c - firsts[lo]) * chunk_bytes;
+    u64 rest = lens[lo] - start;
+    hash_chunk((const u8*)addrs[lo] + start, rest < chunk_bytes ? (u32)rest : chunk_bytes,
+               out + c * 32);
 }

@@ -37,6 +37,8 @@ pub struct DeviceFingerprinter {
     ctx: Arc<CudaContext>,
     /// `sha256_chunks`; it keeps its module loaded.
     func: CudaFunction,
+    /// `sha256_chunks_many`, of the same module.
+    many: CudaFunction,
     /// `nh128_chunks` (see `gemm_audit_model::trace::fast`).
     fast: CudaFunction,
     /// `gemm_audit_model::trace::fast::fast_keys()`, uploaded once.
@@ -69,6 +71,9 @@ impl DeviceFingerprinter {
         let func = module
             .load_function("sha256_chunks")
             .map_err(CudaError::with("fingerprint kernel"))?;
+        let many = module
+            .load_function("sha256_chunks_many")
+            .map_err(CudaError::with("fingerprint kernel over several buffers"))?;
         let cubin = nvrtc::compile_cubin(catalog::NH128_SOURCE, "nh128.cu", options)?;
         let fast = ctx
             .load_module(Ptx::from_binary(cubin))
@@ -85,6 +90,7 @@ impl DeviceFingerprinter {
         Ok(DeviceFingerprinter {
             ctx: ctx.clone(),
             func,
+            many,
             fast,
             keys,
         })
@@ -138,6 +144,115 @@ impl DeviceFingerprinter {
             ),
             FingerprintMode::NotObserved => OutputFingerprint::not_observed(len as u64),
         })
+    }
+
+    /// The strong fingerprints (input seed `input_seed`) of several device
+    /// buffers, in order, each equal to `OutputFingerprint::of(input_seed,
+    /// bytes)` of its bytes: the chunks of all of them hashed in one launch
+    /// on `stream` (a chunk is hashed serially by one thread, so a small
+    /// buffer's launch is mostly latency, and buffers hashed one launch at
+    /// a time wait on each other), one copy of their digests back. Every
+    /// buffer must belong to this fingerprinter's context; one that is not
+    /// 4-byte aligned is first copied to an aligned device buffer.
+    pub fn fingerprint_many(
+        &self,
+        stream: &Arc<CudaStream>,
+        bufs: &[CudaView<'_, u8>],
+        input_seed: u64,
+    ) -> Result<Vec<OutputFingerprint>, CudaError> {
+        for buf in bufs {
+            self.check_context(stream, buf)?;
+        }
+        // Aligned copies of unaligned buffers, alive until the digests are back.
+        let mut aligned = Vec::new();
+        for buf in bufs {
+            if !device_address(stream, buf).is_multiple_of(ALIGN) {
+                let mut copy = stream
+                    .alloc_zeros::<u8>(buf.len())
+                    .map_err(CudaError::with("allocating an aligned copy to fingerprint"))?;
+                stream
+                    .memcpy_dtod(buf, &mut copy)
+                    .map_err(CudaError::with("copying to an aligned buffer"))?;
+                aligned.push(Some(copy));
+            } else {
+                aligned.push(None);
+            }
+        }
+        let views: Vec<CudaView<'_, u8>> = bufs
+            .iter()
+            .zip(&aligned)
+            .map(|(buf, copy)| copy.as_ref().map_or_else(|| buf.slice(..), |c| c.as_view()))
+            .collect();
+        // The table the kernel reads: addresses, lengths, first chunks. The
+        // guards make `stream` wait for each buffer's last write (where the
+        // context tracks events) and hold its read until the launch is in.
+        let mut firsts = Vec::with_capacity(views.len());
+        let mut total = 0u64;
+        for v in &views {
+            firsts.push(total);
+            total += v.len().div_ceil(FINGERPRINT_CHUNK_BYTES) as u64;
+        }
+        let (addresses, guards): (Vec<u64>, Vec<_>) =
+            views.iter().map(|v| v.device_ptr(stream)).unzip();
+        let lens = views.iter().map(|v| v.len() as u64);
+        let table: Vec<u64> = addresses
+            .into_iter()
+            .chain(lens)
+            .chain(firsts.iter().copied())
+            .collect();
+        let digests = if total == 0 {
+            Vec::new()
+        } else {
+            let table = stream
+                .clone_htod(&table)
+                .map_err(CudaError::with("uploading the fingerprint table"))?;
+            let mut out = stream
+                .alloc_zeros::<u8>(total as usize * DIGEST_BYTES)
+                .map_err(CudaError::with("allocating digests"))?;
+            let blocks = u32::try_from(total.div_ceil(u64::from(THREADS)))
+                .map_err(|_| CudaError::msg("buffers too large to fingerprint"))?;
+            let buffers = u32::try_from(views.len())
+                .map_err(|_| CudaError::msg("too many buffers to fingerprint in one launch"))?;
+            let cfg = CuLaunch {
+                grid_dim: (blocks, 1, 1),
+                block_dim: (THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let chunk_bytes = FINGERPRINT_CHUNK_BYTES as u32;
+            let mut lb = stream.launch_builder(&self.many);
+            lb.arg(&table)
+                .arg(&buffers)
+                .arg(&chunk_bytes)
+                .arg(&total)
+                .arg(&mut out);
+            // SAFETY: matches `sha256_chunks_many(const u64*, u32, u32, u64,
+            // u8*)`. The table names, per buffer, the address and length of a
+            // view of this context (checked above) that stays alive, with its
+            // aligned copy, until the digests are copied back below (a
+            // synchronizing copy); every address is 4-byte aligned (copied
+            // where not), the first chunks ascend from 0 with `total` after
+            // the last, and `out` holds 32 bytes per chunk.
+            unsafe { lb.launch(cfg) }.map_err(CudaError::with("launching sha256_chunks_many"))?;
+            drop(guards);
+            stream
+                .clone_dtoh(&out)
+                .map_err(CudaError::with("downloading digests"))?
+        };
+        let mut out = Vec::with_capacity(views.len());
+        for (v, first) in views.iter().zip(&firsts) {
+            let chunks = v.len().div_ceil(FINGERPRINT_CHUNK_BYTES);
+            let start = *first as usize * DIGEST_BYTES;
+            let own: Vec<Digest> = digests[start..start + chunks * DIGEST_BYTES]
+                .chunks_exact(DIGEST_BYTES)
+                .map(|c| Digest(c.try_into().expect("32 bytes")))
+                .collect();
+            out.push(OutputFingerprint::from_chunk_digests(
+                input_seed,
+                v.len() as u64,
+                &own,
+            ));
+        }
+        Ok(out)
     }
 
     /// Per-chunk SHA-256 digests of `data`, computed on the device and

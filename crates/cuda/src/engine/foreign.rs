@@ -95,6 +95,57 @@ impl ForeignFingerprinter {
         result
     }
 
+    /// The strong fingerprints (input seed `input_seed`) of several byte
+    /// ranges, `(address, len)`, in order, each as
+    /// [`ForeignFingerprinter::fingerprint`] gives it, hashed in one launch
+    /// ([`DeviceFingerprinter::fingerprint_many`]): what a recorder of many
+    /// outputs calls. Refused, naming the range, when any range is not
+    /// inside one allocation of this device's primary context; nothing is
+    /// hashed then.
+    pub fn fingerprint_many(
+        &self,
+        ranges: &[(u64, usize)],
+        input_seed: u64,
+    ) -> Result<Vec<OutputFingerprint>, CudaError> {
+        for (i, &(address, len)) in ranges.iter().enumerate() {
+            if len > 0 {
+                self.check_range(address, len)
+                    .map_err(|e| CudaError::msg(format!("range {i}: {e}")))?;
+            }
+        }
+        let slices: Vec<_> = ranges
+            .iter()
+            .filter(|(_, len)| *len > 0)
+            .map(|&(address, len)| {
+                // SAFETY: check_range found [address, address + len) inside
+                // one live allocation of this context, so the view covers
+                // mapped device memory; it is only read (by the chunk kernel),
+                // and leaked below, so cudarc never frees memory it does not
+                // own.
+                unsafe { self.stream.upgrade_device_ptr::<u8>(address, len) }
+            })
+            .collect();
+        let views: Vec<_> = slices.iter().map(|s| s.as_view()).collect();
+        let result = self
+            .fingerprinter
+            .fingerprint_many(&self.stream, &views, input_seed);
+        drop(views);
+        for slice in slices {
+            slice.leak();
+        }
+        let mut hashed = result?.into_iter();
+        Ok(ranges
+            .iter()
+            .map(|&(_, len)| {
+                if len == 0 {
+                    OutputFingerprint::of(input_seed, &[])
+                } else {
+                    hashed.next().expect("one fingerprint per non-empty range")
+                }
+            })
+            .collect())
+    }
+
     /// Refuses a range that is not inside one allocation of this context.
     fn check_range(&self, address: u64, len: usize) -> Result<(), CudaError> {
         self.ctx
