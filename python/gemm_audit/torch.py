@@ -481,7 +481,7 @@ def _bind_profile(prof, prefix: str = RANGE_PREFIX) -> dict:
 #: driver version and the CPU model: none changes within a process, and
 #: finding them (a scan of ``/proc/self/maps``, thousands of lines once CUDA
 #: is up; NVML's init; ``/proc/cpuinfo``) costs milliseconds a recording.
-_PROCESS_FACTS: Dict[str, str] = {}
+_PROCESS_FACTS: dict = {}
 
 
 def _loaded_library(stem: str) -> Optional[str]:
@@ -506,7 +506,7 @@ def _blas_versions() -> Dict[str, str]:
     """cuBLAS's and cuBLASLt's versions, where loaded (remembered once
     both are: a loaded library's version does not change)."""
     if "blas" in _PROCESS_FACTS:
-        return json.loads(_PROCESS_FACTS["blas"])
+        return dict(_PROCESS_FACTS["blas"])
     out = {}
     path = _loaded_library("libcublas")
     if path:
@@ -531,7 +531,7 @@ def _blas_versions() -> Dict[str, str]:
         except (OSError, AttributeError):
             out["cublaslt"] = "unknown"
     if len(out) == 2:
-        _PROCESS_FACTS["blas"] = json.dumps(out)
+        _PROCESS_FACTS["blas"] = dict(out)
     return out
 
 

@@ -7,7 +7,6 @@ torch is required where ``GEMM_AUDIT_REQUIRE_TORCH`` is set (``.ci/run``
 sets it): a missing torch is then a failure, never a skip."""
 
 import os
-import pathlib
 import subprocess
 import sys
 
@@ -160,6 +159,20 @@ def test_a_compiled_step_runs_its_compiled_code_under_the_recorder():
     assert torch.equal(y, m(x))
 
 
+def opens_of(path, monkeypatch) -> list:
+    """The list each later ``open(path)`` appends ``path`` to."""
+    opened = []
+    real_open = open
+
+    def counting_open(p, *args, **kwargs):
+        if p == path:
+            opened.append(p)
+        return real_open(p, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", counting_open)
+    return opened
+
+
 def test_a_loaded_library_is_found_once_per_process(monkeypatch):
     """Finding a loaded library scans /proc/self/maps (thousands of lines
     in a CUDA process, every recording): a library found once is not
@@ -169,15 +182,7 @@ def test_a_loaded_library_is_found_once_per_process(monkeypatch):
     monkeypatch.setattr(recorder, "_PROCESS_FACTS", {})
     libc = recorder._loaded_library("libc")
     assert libc and "libc.so" in libc
-    scans = []
-    real_open = open
-
-    def counting_open(path, *args, **kwargs):
-        if path == "/proc/self/maps":
-            scans.append(path)
-        return real_open(path, *args, **kwargs)
-
-    monkeypatch.setattr("builtins.open", counting_open)
+    scans = opens_of("/proc/self/maps", monkeypatch)
     assert recorder._loaded_library("libc") == libc
     assert scans == []
     assert recorder._loaded_library("libgemm_audit_not_loaded") is None
@@ -192,15 +197,7 @@ def test_the_cpu_model_is_read_once_per_process(monkeypatch):
 
     monkeypatch.setattr(recorder, "_PROCESS_FACTS", {})
     first = recorder._volatile(None)
-    reads = []
-    real_open = open
-
-    def counting_open(path, *args, **kwargs):
-        if path == "/proc/cpuinfo":
-            reads.append(path)
-        return real_open(path, *args, **kwargs)
-
-    monkeypatch.setattr("builtins.open", counting_open)
+    reads = opens_of("/proc/cpuinfo", monkeypatch)
     assert recorder._volatile(None) == first
     assert reads == []
     monkeypatch.setattr(recorder, "_PROCESS_FACTS", {})
