@@ -164,20 +164,10 @@ impl DeviceFingerprinter {
             self.check_context(stream, buf)?;
         }
         // Aligned copies of unaligned buffers, alive until the digests are back.
-        let mut aligned = Vec::new();
-        for buf in bufs {
-            if !device_address(stream, buf).is_multiple_of(ALIGN) {
-                let mut copy = stream
-                    .alloc_zeros::<u8>(buf.len())
-                    .map_err(CudaError::with("allocating an aligned copy to fingerprint"))?;
-                stream
-                    .memcpy_dtod(buf, &mut copy)
-                    .map_err(CudaError::with("copying to an aligned buffer"))?;
-                aligned.push(Some(copy));
-            } else {
-                aligned.push(None);
-            }
-        }
+        let aligned = bufs
+            .iter()
+            .map(|buf| aligned_copy(stream, buf, ALIGN))
+            .collect::<Result<Vec<_>, _>>()?;
         let views: Vec<CudaView<'_, u8>> = bufs
             .iter()
             .zip(&aligned)
@@ -303,16 +293,9 @@ impl DeviceFingerprinter {
         let mut out = stream
             .alloc_zeros::<u8>(chunks * digest_bytes)
             .map_err(CudaError::with("allocating digests"))?;
-        if device_address(stream, data).is_multiple_of(align) {
-            self.launch_in(mode, stream, data, &mut out)?;
-        } else {
-            let mut aligned = stream
-                .alloc_zeros::<u8>(data.len())
-                .map_err(CudaError::with("allocating an aligned copy to fingerprint"))?;
-            stream
-                .memcpy_dtod(data, &mut aligned)
-                .map_err(CudaError::with("copying to an aligned buffer"))?;
-            self.launch_in(mode, stream, &aligned.as_view(), &mut out)?;
+        match aligned_copy(stream, data, align)? {
+            None => self.launch_in(mode, stream, data, &mut out)?,
+            Some(copy) => self.launch_in(mode, stream, &copy.as_view(), &mut out)?,
         }
         stream
             .clone_dtoh(&out)
@@ -463,6 +446,26 @@ fn not_observed() -> CudaError {
 }
 
 /// The device address `data` starts at.
+/// `None` where `data`'s address is a multiple of `align`, else a copy of
+/// it in a fresh (aligned) device buffer, enqueued on `stream`, which the
+/// caller keeps alive until the kernel reading it is done.
+fn aligned_copy(
+    stream: &Arc<CudaStream>,
+    data: &CudaView<'_, u8>,
+    align: u64,
+) -> Result<Option<CudaSlice<u8>>, CudaError> {
+    if device_address(stream, data).is_multiple_of(align) {
+        return Ok(None);
+    }
+    let mut copy = stream
+        .alloc_zeros::<u8>(data.len())
+        .map_err(CudaError::with("allocating an aligned copy to fingerprint"))?;
+    stream
+        .memcpy_dtod(data, &mut copy)
+        .map_err(CudaError::with("copying to an aligned buffer"))?;
+    Ok(Some(copy))
+}
+
 fn device_address(stream: &Arc<CudaStream>, data: &CudaView<'_, u8>) -> u64 {
     // The returned guard only records a read event (when the context tracks
     // events); no work is enqueued against the address.
