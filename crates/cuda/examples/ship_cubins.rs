@@ -51,14 +51,7 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        let key = CacheKey {
-            source,
-            options: &options,
-            target,
-            nvrtc_version: &nvrtc_version,
-            nvrtc_build: &nvrtc_build,
-        }
-        .digest();
+        let key = CacheKey::of_compile(source, &options, &nvrtc_version, &nvrtc_build).digest();
         let dest = out.join(format!("{module}.{target}"));
         if let Err(e) = std::fs::write(&dest, encode(&key, &cubin)) {
             eprintln!("ship_cubins: {}: {e}", dest.display());

@@ -61,7 +61,30 @@ pub struct CacheKey<'a> {
     pub nvrtc_build: &'a str,
 }
 
-impl CacheKey<'_> {
+impl<'a> CacheKey<'a> {
+    /// The key of compiling `source` with `options` by the NVRTC of
+    /// `nvrtc_version` and `nvrtc_build`, its target read from the
+    /// options' `--gpu-architecture=` (empty where none names one): how a
+    /// node keys what it compiles, and so how shipped cubins must be keyed.
+    pub fn of_compile(
+        source: &'a str,
+        options: &'a [String],
+        nvrtc_version: &'a str,
+        nvrtc_build: &'a str,
+    ) -> CacheKey<'a> {
+        let target = options
+            .iter()
+            .find_map(|o| o.strip_prefix("--gpu-architecture="))
+            .unwrap_or("");
+        CacheKey {
+            source,
+            options,
+            target,
+            nvrtc_version,
+            nvrtc_build,
+        }
+    }
+
     /// The key's digest: the entry's file name and its header's key.
     pub fn digest(&self) -> Digest {
         let mut w = DigestWriter::new("gemm-audit/kernel-cache/v1");

@@ -114,19 +114,9 @@ fn through_cache(
 ) -> Result<(Vec<u8>, Outcome), CudaError> {
     let nvrtc_version = nvrtc_version()?;
     let nvrtc_build = nvrtc_build()?;
-    let target = options
-        .iter()
-        .find_map(|o| o.strip_prefix("--gpu-architecture="))
-        .unwrap_or("");
-    let key = CacheKey {
-        source,
-        options,
-        target,
-        nvrtc_version: &nvrtc_version,
-        nvrtc_build: &nvrtc_build,
-    };
+    let key = CacheKey::of_compile(source, options, &nvrtc_version, &nvrtc_build);
     cache.get_or_compile(&key, |why| {
-        before_compile(&nvrtc_build, target, why);
+        before_compile(&nvrtc_build, key.target, why);
         compile_uncached(source, name, options)
     })
 }

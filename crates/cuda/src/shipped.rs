@@ -244,19 +244,10 @@ mod tests {
             .map_or(build, |(i, _)| &build[..i])
     }
 
-    fn key_of<'a>(
-        source: &'a str,
-        options: &'a [String],
-        target: &'a str,
-        build: &'a str,
-    ) -> CacheKey<'a> {
-        CacheKey {
-            source,
-            options,
-            target,
-            nvrtc_version: version_of(build),
-            nvrtc_build: build,
-        }
+    /// The key a node makes compiling `source` with `options` by NVRTC
+    /// `build`.
+    fn key_of<'a>(source: &'a str, options: &'a [String], build: &'a str) -> CacheKey<'a> {
+        CacheKey::of_compile(source, options, version_of(build), build)
     }
 
     /// Every shipped cubin is the committed source's, under the pinned
@@ -276,7 +267,12 @@ mod tests {
                 "{}",
                 s.nvrtc_build
             );
-            let key = key_of(source, &options, target, s.nvrtc_build);
+            let key = key_of(source, &options, s.nvrtc_build);
+            assert_eq!(
+                key.target, *target,
+                "{}: the options' architecture",
+                s.module
+            );
             if let Err(why) = admit(std::slice::from_ref(s), &key) {
                 panic!(
                     "kernels/cubin/nvrtc-{}/{}.{} is stale ({why}): kernels/{} or the NVRTC options \
@@ -398,7 +394,7 @@ mod tests {
         source: &str,
     ) -> ShippedCubin {
         let options = catalog::compile_options(target);
-        let key = key_of(source, &options, target, build).digest();
+        let key = key_of(source, &options, build).digest();
         let cubin: Vec<u8> = (0..512u32).map(|i| (i % 253) as u8).collect();
         ShippedCubin {
             module,
@@ -422,11 +418,11 @@ mod tests {
         ];
         let o90 = catalog::compile_options("sm_90");
         let o90a = catalog::compile_options("sm_90a");
-        let got = admit(&shipped, &key_of("kernel A", &o90, "sm_90", B88)).unwrap();
+        let got = admit(&shipped, &key_of("kernel A", &o90, B88)).unwrap();
         assert_eq!(got.len(), 512);
         for other in ["13.0.48 (CL-2)", "13.1.80 (CL-3)"] {
             assert_eq!(
-                admit(&shipped, &key_of("kernel A", &o90, "sm_90", other)),
+                admit(&shipped, &key_of("kernel A", &o90, other)),
                 Err(NotShipped::NoneFor {
                     target: "sm_90".into(),
                     nvrtc_build: other.into(),
@@ -435,30 +431,29 @@ mod tests {
             );
         }
         let o100 = catalog::compile_options("sm_100");
-        let e = admit(&shipped, &key_of("kernel A", &o100, "sm_100", B88)).unwrap_err();
+        let e = admit(&shipped, &key_of("kernel A", &o100, B88)).unwrap_err();
         assert_eq!(
             e.to_string(),
             "no cubin is shipped for sm_100 with NVRTC 13.0.88 (CL-1) (shipped: NVRTC 13.0.88 (CL-1) for sm_90, sm_90a)"
         );
         assert_eq!(
-            admit(&shipped, &key_of("kernel A, edited", &o90, "sm_90", B88)),
+            admit(&shipped, &key_of("kernel A, edited", &o90, B88)),
             Err(NotShipped::OtherSource {
                 target: "sm_90".into(),
                 nvrtc_build: B88.into()
             })
         );
         // The same source under the other module's options is another key.
-        assert!(admit(&shipped, &key_of("kernel B", &o90, "sm_90", B88)).is_err());
-        assert!(admit(&shipped, &key_of("kernel B", &o90a, "sm_90a", B88)).is_ok());
-        let mut damaged =
-            kernel_cache::encode(&key_of("kernel A", &o90, "sm_90", B88).digest(), &[7u8; 64]);
+        assert!(admit(&shipped, &key_of("kernel B", &o90, B88)).is_err());
+        assert!(admit(&shipped, &key_of("kernel B", &o90a, B88)).is_ok());
+        let mut damaged = kernel_cache::encode(&key_of("kernel A", &o90, B88).digest(), &[7u8; 64]);
         *damaged.last_mut().unwrap() ^= 1;
         let bad = [ShippedCubin {
             entry: Vec::leak(damaged),
             ..shipped[0]
         }];
         assert_eq!(
-            admit(&bad, &key_of("kernel A", &o90, "sm_90", B88)),
+            admit(&bad, &key_of("kernel A", &o90, B88)),
             Err(NotShipped::Rejected(Rejected::Checksum))
         );
         assert_eq!(describe(&[]), "none");
