@@ -852,25 +852,42 @@ def _recorder_mode():
 
 
 def _warn_if_compiled_code_runs_eagerly() -> None:
-    """Torch releases without ``ignore_compile_internals`` (before 2.9)
-    run torch.compile'd functions eagerly under the recorder: say so
-    where compiled code exists, rather than record the eager twin
-    silently."""
+    """Say so where torch.compile'd code would run eagerly under the
+    recorder, rather than record its eager twin silently: on torch
+    releases without ``ignore_compile_internals`` (before 2.9), and under
+    another dispatch mode that does not ignore compile internals (torch
+    skips compiled code under it, and keeps skipping that code object
+    afterwards)."""
     import sys
 
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    if hasattr(TorchDispatchMode, "ignore_compile_internals") or "torch._dynamo" not in sys.modules:
+    if "torch._dynamo" not in sys.modules:
         return
     import torch
+    from torch.utils import _python_dispatch as dispatch
 
-    warnings.warn(
-        f"torch {torch.__version__} runs torch.compile'd code eagerly under a dispatch mode, so a compiled "
-        "function called inside gemm_audit.torch.record() or capture() is recorded as its eager ops "
-        "(torch 2.9 and later run the compiled code): to gate a compiled step's own kernels, import a "
-        "profile of it with gemm-audit import",
-        stacklevel=3,
-    )
+    if not hasattr(dispatch.TorchDispatchMode, "ignore_compile_internals"):
+        warnings.warn(
+            f"torch {torch.__version__} runs torch.compile'd code eagerly under a dispatch mode, so a compiled "
+            "function called inside gemm_audit.torch.record() or capture() is recorded as its eager ops "
+            "(torch 2.9 and later run the compiled code): to gate a compiled step's own kernels, import a "
+            "profile of it with gemm-audit import",
+            stacklevel=3,
+        )
+        return
+    others = [
+        type(m).__name__
+        for m in dispatch._get_current_dispatch_mode_stack()
+        if not m.is_infra_mode() and not m.ignore_compile_internals()
+    ]
+    if others:
+        warnings.warn(
+            f"dispatch mode {', '.join(others)} is active and does not ignore compile internals: torch runs "
+            "torch.compile'd code eagerly under it, so a compiled function called inside "
+            "gemm_audit.torch.record() or capture() is recorded as its eager ops, and torch keeps running that "
+            "function eagerly afterwards; record outside that mode (or give it ignore_compile_internals) to "
+            "record the compiled code",
+            stacklevel=3,
+        )
 
 
 def assert_matches_golden(trace, golden_dir="traces", allow=()):

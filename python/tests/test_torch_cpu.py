@@ -9,6 +9,7 @@ sets it): a missing torch is then a failure, never a skip."""
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -157,6 +158,46 @@ def test_a_compiled_step_runs_its_compiled_code_under_the_recorder():
     assert [g["op_name"] for g in rec.gemms] == ["aten::addmm", "aten::addmm"], rec.gemms
     assert [(g["m"], g["k"], g["n"]) for g in rec.gemms] == [(8, 64, 256), (8, 256, 64)]
     assert torch.equal(y, m(x))
+
+
+def test_another_dispatch_mode_that_makes_compiled_code_eager_is_named():
+    """Under a user's dispatch mode that does not ignore compile internals
+    torch runs compiled code eagerly: a recording started under it says
+    so, naming the mode, and what it records is indeed the eager ops."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class UserTagging(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    calls = []
+
+    def counting(gm, inputs):
+        def run(*args):
+            calls.append(1)
+            return gm(*args)
+
+        return run
+
+    w = torch.randn(64, 32)
+
+    def step(x):  # its own code object: torch remembers a skipped one
+        return torch.mm(x, w)
+
+    compiled, x = torch.compile(step, backend=counting), torch.randn(8, 64)
+    compiled(x)
+    before = len(calls)
+    with UserTagging():
+        with pytest.warns(UserWarning, match="dispatch mode UserTagging is active") as caught:
+            with gat.record("eager-under-a-mode") as rec:
+                compiled(x)
+    assert "recorded as its eager ops" in str(caught[0].message)
+    assert len(calls) == before, "the compiled function ran: the warning would be false"
+    assert [g["op_name"] for g in rec.gemms] == ["aten::mm"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with gat.record("no-other-mode"):
+            torch.mm(x, w)
 
 
 def opens_of(path, monkeypatch) -> list:
