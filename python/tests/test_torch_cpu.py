@@ -218,7 +218,7 @@ def test_a_loaded_library_is_found_once_per_process(monkeypatch):
     """Finding a loaded library scans /proc/self/maps (thousands of lines
     in a CUDA process, every recording): a library found once is not
     looked for again, and one not loaded is looked for each time."""
-    from gemm_audit import torch as recorder
+    from gemm_audit import _environment as recorder
 
     monkeypatch.setattr(recorder, "_PROCESS_FACTS", {})
     libc = recorder._loaded_library("libc")
@@ -234,7 +234,7 @@ def test_a_loaded_library_is_found_once_per_process(monkeypatch):
 def test_the_cpu_model_is_read_once_per_process(monkeypatch):
     """The CPU model a trace keeps (never compared) comes from
     /proc/cpuinfo once per process, not at every recording."""
-    from gemm_audit import torch as recorder
+    from gemm_audit import _environment as recorder
 
     monkeypatch.setattr(recorder, "_PROCESS_FACTS", {})
     first = recorder._volatile(None)
