@@ -555,7 +555,11 @@ fn damaged_trace_files_exit_3_and_name_the_path_and_problem() {
     }
     let mut b = good.clone();
     b[..4].copy_from_slice(b"NOPE");
-    cases.push(("magic.gat".into(), b, &["not a gemm-audit trace", "magic"]));
+    cases.push((
+        "magic.gat".into(),
+        b,
+        &["not a gemm-audit trace", "begins with \"NOPEAUDT\""],
+    ));
     cases.push((
         "text.gat".into(),
         b"this is not a trace at all\n".to_vec(),

@@ -339,6 +339,28 @@ fn wrong_magic_is_refused() {
         decode(b"{\"workload\": \"x\"}"),
         Err(FormatError::BadMagic { .. })
     ));
+    // The error shows what the file begins with, and sends a profile to
+    // the command that reads it.
+    assert_eq!(
+        decode(&f).unwrap_err().to_string(),
+        "not a gemm-audit trace: it begins with \"GEMMAUDX\", a trace with \"GEMMAUDT\""
+    );
+    let json = decode(b"\n {\"traceEvents\": []}").unwrap_err().to_string();
+    assert!(
+        json.contains("it begins with \"\\n {\\\"trac\"")
+            && json.ends_with("(JSON: a PyTorch profiler trace is read by `gemm-audit import`)"),
+        "{json}"
+    );
+    let gz = decode(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        gz.contains("\"\\x1f\\x8b\\x08\\x00")
+            && gz.ends_with(
+                "(gzip data: a compressed PyTorch profiler trace is read by `gemm-audit import`)"
+            ),
+        "{gz}"
+    );
     assert_eq!(
         decode(&[]).unwrap_err(),
         FormatError::Truncated {

@@ -529,7 +529,7 @@ pub enum FormatError {
         len: u64,
     },
     /// The first 8 bytes are not the `GEMMAUDT` magic.
-    #[error("not a gemm-audit trace (bad magic {found:02x?})")]
+    #[error("not a gemm-audit trace: {}", not_a_trace(found))]
     BadMagic {
         /// The 8 bytes found instead.
         found: Vec<u8>,
@@ -687,4 +687,25 @@ pub enum RecorderError {
     /// A capture over capacity or of routes that do not form a launch set.
     #[error("the captured routes do not form a launch set: {0}")]
     LaunchSet(LaunchSetError),
+}
+
+/// What the first bytes of a file that is not a trace are, and where a
+/// PyTorch profile (JSON, or gzip'd JSON) was given instead, what reads it.
+fn not_a_trace(found: &[u8]) -> String {
+    let shown: String = found
+        .iter()
+        .flat_map(|b| std::ascii::escape_default(*b))
+        .map(char::from)
+        .collect();
+    let hint = if found.starts_with(&[0x1f, 0x8b]) {
+        " (gzip data: a compressed PyTorch profiler trace is read by `gemm-audit import`)"
+    } else if matches!(
+        found.iter().find(|b| !b.is_ascii_whitespace()),
+        Some(b'{' | b'[')
+    ) {
+        " (JSON: a PyTorch profiler trace is read by `gemm-audit import`)"
+    } else {
+        ""
+    };
+    format!("it begins with \"{shown}\", a trace with \"GEMMAUDT\"{hint}")
 }
