@@ -593,6 +593,17 @@ fn bad_profiles_are_clear_errors_and_nothing_is_written() {
             "trace event 0",
         ),
         (s.write("empty.json", ""), "not valid JSON"),
+        (
+            s.write(
+                "already.gat",
+                std::fs::read(
+                    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                        .join("traces/cpu-x86_64/m-sweep.gat"),
+                )
+                .unwrap(),
+            ),
+            "not a PyTorch profiler trace: it is a gemm-audit trace already",
+        ),
     ];
     for (path, want) in cases {
         let out = s.path("out.gat");

@@ -282,6 +282,11 @@ fn observed_step(
     file_name: &str,
     options: &ImportOptions,
 ) -> Result<(ObservedStep, u64), ProfileError> {
+    if text.starts_with(&gemm_audit_model::trace::codec::MAGIC) {
+        return Err(ProfileError::NotKineto(
+            "it is a gemm-audit trace already (`show`, `diff` and `check` read it)".into(),
+        ));
+    }
     let parsed = kineto::parse(
         text,
         kineto::ParseLimits {
