@@ -14,11 +14,14 @@ pub struct BlessArgs {
     /// as goldens instead of recording here.
     #[arg(long, value_name = "TRACE", num_args = 1..)]
     pub from: Vec<PathBuf>,
+    /// Where the goldens are written: DIR/<device>/<workload>.gat.
     #[arg(long, value_name = "DIR", default_value = "traces")]
     pub golden_dir: PathBuf,
     /// Replace existing goldens.
     #[arg(long)]
     pub force: bool,
+    /// Backend to record the goldens on; `auto` uses CUDA when present,
+    /// else the CPU.
     #[arg(long, value_parser = backend_kind(), default_value = "auto")]
     pub backend: BackendKind,
     /// How output fingerprints hash each 4 KiB chunk: `strong`
@@ -38,6 +41,8 @@ pub struct PendingArgs {
     /// candidate of a workload pending on several devices); default: every
     /// pending candidate.
     pub workloads: Vec<String>,
+    /// Where the goldens and the candidates pending beside them are
+    /// (DIR/<device>/).
     #[arg(long, value_name = "DIR", default_value = "traces")]
     pub golden_dir: PathBuf,
     /// accept only: install a candidate only if its digest (as `review`
@@ -45,6 +50,7 @@ pub struct PendingArgs {
     /// later run put in its place is refused, not installed unseen.
     #[arg(long, value_name = "DIGEST")]
     pub expect: Vec<String>,
+    /// Output format: a table, or JSON.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
 }

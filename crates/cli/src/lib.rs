@@ -233,7 +233,9 @@ pub enum Command {
     /// Print a trace as a table or as JSON.
     #[command(after_help = EXIT_CODES)]
     Show {
+        /// Trace file to show.
         trace: PathBuf,
+        /// Output format: a table, or JSON (docs/schema/show.schema.json).
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
@@ -637,7 +639,7 @@ pub struct AuditArgs {
     /// wgmma-sweep and ladder-sweep on compute capability 9.0.
     #[arg(long = "workload", value_name = "WORKLOAD")]
     pub workloads: Vec<String>,
-    /// Output format.
+    /// Output format: a table, or JSON (docs/schema/audit.schema.json).
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
     /// No progress at all: neither the bar on a terminal nor the one line
@@ -792,6 +794,26 @@ mod tests {
     #[test]
     fn cli_is_well_formed() {
         Args::command().debug_assert();
+    }
+
+    /// `--help` explains every argument of every command: one added
+    /// without a doc comment fails here, naming it.
+    #[test]
+    fn every_argument_has_help() {
+        fn walk(cmd: &clap::Command, path: &str, bare: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id != "help" && id != "version" && arg.get_help().is_none() {
+                    bare.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), bare);
+            }
+        }
+        let mut bare = Vec::new();
+        walk(&Args::command(), "gemm-audit", &mut bare);
+        assert!(bare.is_empty(), "arguments without help: {bare:?}");
     }
 
     #[test]

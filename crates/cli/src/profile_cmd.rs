@@ -31,6 +31,7 @@ pub struct ImportArgs {
     /// Replace existing output files.
     #[arg(long)]
     pub force: bool,
+    /// Output format: a table, or JSON (docs/schema/import.schema.json).
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
 }

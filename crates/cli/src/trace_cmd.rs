@@ -10,6 +10,7 @@ pub struct CompareArgs {
     /// Trace files, or folders to search for *.gat files.
     #[arg(required = true)]
     pub traces: Vec<PathBuf>,
+    /// Output format: a table, or JSON (docs/schema/compare.schema.json).
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
     /// Also write a JUnit XML file: one case per group and launch.
@@ -33,6 +34,7 @@ pub struct RecordArgs {
     /// Replace the output file if it exists.
     #[arg(long)]
     pub force: bool,
+    /// Backend to record on; `auto` uses CUDA when present, else the CPU.
     #[arg(long, value_parser = backend_kind(), default_value = "auto")]
     pub backend: BackendKind,
     /// Also dump each launch's raw output bytes into this folder (for
@@ -75,8 +77,11 @@ pub struct CheckArgs {
     /// applied.
     #[arg(long, value_name = "FILE", requires = "golden_source")]
     pub waivers: Option<PathBuf>,
+    /// Backend to rebuild and check the plan on; `auto` uses CUDA when
+    /// present, else the CPU.
     #[arg(long, value_parser = backend_kind(), default_value = "auto")]
     pub backend: BackendKind,
+    /// Output format: a table, or JSON (docs/schema/check.schema.json).
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
     #[command(flatten)]
@@ -86,7 +91,9 @@ pub struct CheckArgs {
 /// Arguments of `diff`.
 #[derive(Debug, clap::Args)]
 pub struct DiffArgs {
+    /// The trace to compare against (the golden, or the run before).
     pub golden: PathBuf,
+    /// The trace whose differences from GOLDEN are classified.
     pub candidate: PathBuf,
     /// Differences that pass (comma-separated): classes (identity,
     /// route, numeric, structural, policy) or fields wherever they
@@ -101,6 +108,7 @@ pub struct DiffArgs {
     /// Output dumps of the two traces (`record --outputs`), to count differing elements and ULPs.
     #[arg(long, num_args = 2, value_names = ["GOLDEN_DIR", "CANDIDATE_DIR"])]
     pub outputs: Vec<PathBuf>,
+    /// Output format: a table, or JSON (docs/schema/diff.schema.json).
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
 }
