@@ -1892,6 +1892,29 @@ fn terminal_output_never_carries_raw_control_characters() {
 
 /// Work over the compute or memory budget is refused before anything is
 /// allocated or launched, naming the flag that raises the limit.
+/// A CUDA-only workload on the CPU is refused for needing CUDA, before
+/// its compute is weighed (vendor-sweep is over the CPU's default limit,
+/// which would be the wrong reason), and nothing is written.
+#[test]
+fn a_cuda_only_workload_on_the_cpu_names_the_route_that_needs_cuda() {
+    let s = Scratch::new("cuda-only-on-cpu");
+    run_in(
+        &s.0,
+        &["record", "vendor-sweep", "--backend", "cpu", "-o", "v.gat"],
+    )
+    .code(BACKEND)
+    .says(&["GEMM \"sgemm\": route cublas needs the CUDA backend"])
+    .never_says(&["GFLOP"]);
+    assert!(!s.path("v.gat").exists());
+    run_in(
+        &s.0,
+        &["audit", "--backend", "cpu", "--workload", "batch-invariant"],
+    )
+    .code(BACKEND)
+    .says(&["route cublaslt-invariant needs the CUDA backend"])
+    .never_says(&["GFLOP"]);
+}
+
 #[test]
 fn work_over_budget_is_refused_before_it_starts() {
     let s = Scratch::new("budget");

@@ -135,6 +135,18 @@ fn budget(backend: &Backend) -> gemm_audit::budget::Budget {
 /// at once: their host memory adds up (compute does not: they run in
 /// parallel).
 fn check_workload_budget(backend: &Backend, w: &Workload, runs: u64, devices: usize) -> Result<()> {
+    // On the CPU a workload of CUDA-only routes is refused for that, not
+    // for the compute it would take (CPU routes resolve without work).
+    if backend
+        .downcast_ref::<gemm_audit::backend::cpu::CpuBackend>()
+        .is_some()
+    {
+        let own = backend.for_workload(w);
+        let b = own.as_ref().unwrap_or(backend);
+        for g in &w.gemms {
+            b.resolve(g)?;
+        }
+    }
     let shapes = w.gemms.iter().map(|g| {
         (
             gemm_audit::route::GemmShape {
