@@ -47,8 +47,20 @@ fn validate(root: &Value, s: &Value, v: &Value, path: &str, errors: &mut Vec<Str
         );
     }
     if let Some(r) = s.get("$ref").and_then(Value::as_str) {
-        let name = r.strip_prefix("#/$defs/").expect("a local $ref");
-        validate(root, &root["$defs"][name], v, path, errors);
+        // `#/$defs/name` in this schema, or `other.schema.json#/$defs/name`
+        // in a sibling (resolved against `$id`, as validators do).
+        let (file, name) = r.split_once("#/$defs/").expect("a $ref to a definition");
+        let other;
+        let root = if file.is_empty() {
+            root
+        } else {
+            let kind = file.strip_suffix(".schema.json").expect("a sibling schema");
+            other = schema(kind);
+            &other
+        };
+        let def = &root["$defs"][name];
+        assert!(def.is_object(), "$ref {r} names no definition");
+        validate(root, def, v, path, errors);
     }
     if let Some(t) = s.get("type") {
         let types: Vec<&str> = match t {
@@ -249,6 +261,83 @@ fn every_command_validates_against_its_schema() {
             errors.join("\n")
         );
     }
+}
+
+/// `review`, `accept` and `reject` print a `settle` document that
+/// validates in every outcome: a candidate with differences, a new
+/// golden, an unusable file; pending, refused, rejected and accepted.
+#[test]
+fn the_settle_documents_validate_in_every_outcome() {
+    let s = crate::common::Scratch::new("schema-settle");
+    let cpu = s.path("g/cpu-x86_64");
+    std::fs::create_dir_all(&cpu).unwrap();
+    let golden = root().join("traces/cpu-x86_64/m-sweep.gat");
+    std::fs::copy(&golden, cpu.join("m-sweep.gat")).unwrap();
+    let pending = |dir: &std::path::Path| {
+        let fast = dir.join("m-sweep.gat.pending");
+        let out = Command::new(BIN)
+            .args([
+                "record",
+                "m-sweep",
+                "--backend",
+                "cpu",
+                "--fingerprint",
+                "fast",
+                "-q",
+                "-o",
+            ])
+            .arg(&fast)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::copy(
+            root().join("traces/cpu-x86_64/transformer-block.gat"),
+            dir.join("transformer-block.gat.pending"),
+        )
+        .unwrap();
+    };
+    pending(&cpu);
+    std::fs::write(
+        cpu.join("short.gat.pending"),
+        &std::fs::read(&golden).unwrap()[..64],
+    )
+    .unwrap();
+    let dir = s.path("g");
+    let dir = dir.to_str().unwrap();
+    let mut outcomes = std::collections::BTreeSet::new();
+    let mut check = |args: &[&str]| {
+        let doc = json_of(&[args, &["--golden-dir", dir, "--format", "json"]].concat());
+        let errors = errors_of("settle", &doc);
+        assert!(errors.is_empty(), "{args:?}:\n{}", errors.join("\n"));
+        for c in doc["candidates"].as_array().unwrap() {
+            outcomes.insert(match &c["outcome"] {
+                Value::String(o) => o.clone(),
+                other => other.as_object().unwrap().keys().next().unwrap().clone(),
+            });
+        }
+        doc
+    };
+    let review = check(&["review"]);
+    assert_eq!(review["unusable"].as_array().unwrap().len(), 1, "{review}");
+    let numeric: Vec<&Value> = review["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["numeric"])
+        .collect();
+    assert_eq!(numeric, [&json!("modes-differ"), &Value::Null], "{review}");
+    check(&["accept", "--expect", "000000000000"]);
+    check(&["reject"]);
+    pending(&cpu);
+    check(&["accept"]);
+    assert_eq!(
+        outcomes.into_iter().collect::<Vec<_>>(),
+        ["accepted", "pending", "refused", "rejected"]
+    );
 }
 
 /// The schemas refuse what a consumer would trip on: a missing field, a
