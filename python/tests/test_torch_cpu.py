@@ -134,10 +134,9 @@ def test_gpu_features_on_a_cpu_machine_are_clear_errors():
         gemm_audit._native.DeviceFingerprints(0)
 
 
-def test_a_compiled_step_runs_its_compiled_code_under_the_recorder():
-    """torch.compile skips compiled code under a dispatch mode unless the
-    mode ignores compile internals: the recorder's does, so what runs
-    inside record() is the compiled step, not its eager twin."""
+def counting_backend():
+    """A torch.compile backend that runs the compiled graph and counts
+    its calls: (backend, calls)."""
     calls = []
 
     def counting(gm, inputs):
@@ -146,6 +145,15 @@ def test_a_compiled_step_runs_its_compiled_code_under_the_recorder():
             return gm(*args)
 
         return run
+
+    return counting, calls
+
+
+def test_a_compiled_step_runs_its_compiled_code_under_the_recorder():
+    """torch.compile skips compiled code under a dispatch mode unless the
+    mode ignores compile internals: the recorder's does, so what runs
+    inside record() is the compiled step, not its eager twin."""
+    counting, calls = counting_backend()
 
     m, x = model(), torch.randn(8, 64)
     compiled = torch.compile(m, backend=counting)
@@ -170,14 +178,7 @@ def test_another_dispatch_mode_that_makes_compiled_code_eager_is_named():
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             return func(*args, **(kwargs or {}))
 
-    calls = []
-
-    def counting(gm, inputs):
-        def run(*args):
-            calls.append(1)
-            return gm(*args)
-
-        return run
+    counting, calls = counting_backend()
 
     w = torch.randn(64, 32)
 
