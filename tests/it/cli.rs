@@ -2154,7 +2154,7 @@ fn compare_names_the_disagreeing_trace() {
     }
     run_in(&s.0, &["compare", "copies"]).code(FINDING).says(&[
         "warning: copies/b.gat is a copy of copies/a.gat",
-        "nothing to compare",
+        "2 traces, 1 voting: nothing to compare (every trace is of one device: add another device's, or pass --allow-single)",
         "compare: FAIL",
     ]);
     run_in(&s.0, &["compare", "copies", "--allow-single"])

@@ -48,7 +48,11 @@ fn group_verdict(g: &Group, allow_single: bool) -> String {
         return format!(
             "{} voting: nothing to compare{}",
             g.voters(),
-            if allow_single { " (allowed)" } else { "" }
+            if allow_single {
+                " (allowed)"
+            } else {
+                " (every trace is of one device: add another device's, or pass --allow-single)"
+            }
         );
     }
     if !g.outputs_observed() {
@@ -66,10 +70,11 @@ fn group_text(s: &mut String, g: &Group, allow_single: bool) {
     let one = |x: &str| one_line(x).into_owned();
     let _ = writeln!(
         s,
-        "{} on {}: {} traces, {}",
+        "{} on {}: {} trace{}, {}",
         one(&g.workload),
         one(&g.device),
         g.members,
+        if g.members == 1 { "" } else { "s" },
         group_verdict(g, allow_single)
     );
     for w in &g.warnings {
