@@ -21,7 +21,7 @@ pub(super) fn cmd_audit(args: AuditArgs) -> Result<u8> {
             .collect::<Result<_, _>>()?;
     }
     for w in &opts.workloads {
-        check_workload_budget(first, w, opts.runs as u64 + 2, devices.len())?;
+        check_workload_runs_here(first, w, opts.runs as u64 + 2, devices.len())?;
     }
     let fault_gemm = opts
         .workloads

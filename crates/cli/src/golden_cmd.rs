@@ -80,7 +80,7 @@ pub(super) fn cmd_bless(a: BlessArgs) -> Result<u8> {
             .collect::<Result<_, _>>()?
     };
     for w in &ws {
-        check_workload_budget(&devices[0].1, w, 2, devices.len())?;
+        check_workload_runs_here(&devices[0].1, w, 2, devices.len())?;
     }
     let fault_gemm = ws
         .first()

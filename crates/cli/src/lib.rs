@@ -130,13 +130,19 @@ fn budget(backend: &Backend) -> gemm_audit::budget::Budget {
     b
 }
 
-/// Refuses a workload whose estimated cost is over the budget, before any
-/// work (`runs` eager runs, plus capture and replay) on `devices` devices
-/// at once: their host memory adds up (compute does not: they run in
-/// parallel).
-fn check_workload_budget(backend: &Backend, w: &Workload, runs: u64, devices: usize) -> Result<()> {
-    // On the CPU a workload of CUDA-only routes is refused for that, not
-    // for the compute it would take (CPU routes resolve without work).
+/// Refuses, before any work, a workload the CPU backend cannot run (a
+/// route that needs CUDA: that, not its compute, is the reason), and one
+/// whose estimated cost is over the budget (`runs` eager runs, plus
+/// capture and replay) on `devices` devices at once: their host memory
+/// adds up (compute does not: they run in parallel).
+fn check_workload_runs_here(
+    backend: &Backend,
+    w: &Workload,
+    runs: u64,
+    devices: usize,
+) -> Result<()> {
+    // Only the CPU's routes resolve without work: the CUDA backend's may
+    // time cuBLASLt candidates, so it resolves once, in the run itself.
     if backend
         .downcast_ref::<gemm_audit::backend::cpu::CpuBackend>()
         .is_some()

@@ -160,7 +160,7 @@ pub(super) fn cmd_record(a: RecordArgs) -> Result<u8> {
     }
     let (mut devices, note) = open_devices(kind, dev)?;
     print_backend_note(&note);
-    check_workload_budget(&devices[0].1, &w, 2, devices.len())?;
+    check_workload_runs_here(&devices[0].1, &w, 2, devices.len())?;
     plant_fault(&mut devices, dev, w.gemms.first().map(|g| g.name.as_str()))?;
     if !dev.all() {
         let bar = if verbosity() > Verbosity::Quiet {

@@ -232,14 +232,10 @@ impl DeviceFingerprinter {
         for (v, first) in views.iter().zip(&firsts) {
             let chunks = v.len().div_ceil(FINGERPRINT_CHUNK_BYTES);
             let start = *first as usize * DIGEST_BYTES;
-            let own: Vec<Digest> = digests[start..start + chunks * DIGEST_BYTES]
-                .chunks_exact(DIGEST_BYTES)
-                .map(|c| Digest(c.try_into().expect("32 bytes")))
-                .collect();
             out.push(OutputFingerprint::from_chunk_digests(
                 input_seed,
                 v.len() as u64,
-                &own,
+                &sha256_digests(&digests[start..start + chunks * DIGEST_BYTES]),
             ));
         }
         Ok(out)
@@ -252,11 +248,11 @@ impl DeviceFingerprinter {
         stream: &Arc<CudaStream>,
         data: &CudaView<'_, u8>,
     ) -> Result<Vec<Digest>, CudaError> {
-        let host = self.digests(FingerprintMode::Strong, stream, data)?;
-        Ok(host
-            .chunks_exact(DIGEST_BYTES)
-            .map(|c| Digest(c.try_into().expect("32 bytes")))
-            .collect())
+        Ok(sha256_digests(&self.digests(
+            FingerprintMode::Strong,
+            stream,
+            data,
+        )?))
     }
 
     /// Per-chunk fast (NH) digests of `data`, computed on the device and
@@ -445,7 +441,14 @@ fn not_observed() -> CudaError {
     CudaError::msg("the not-observed fingerprint mode hashes nothing: it is for imported profiles")
 }
 
-/// The device address `data` starts at.
+/// Chunk digests as the SHA-256 kernels write them, 32 bytes each.
+fn sha256_digests(bytes: &[u8]) -> Vec<Digest> {
+    bytes
+        .chunks_exact(DIGEST_BYTES)
+        .map(|c| Digest(c.try_into().expect("32 bytes")))
+        .collect()
+}
+
 /// `None` where `data`'s address is a multiple of `align`, else a copy of
 /// it in a fresh (aligned) device buffer, enqueued on `stream`, which the
 /// caller keeps alive until the kernel reading it is done.
@@ -466,6 +469,7 @@ fn aligned_copy(
     Ok(Some(copy))
 }
 
+/// The device address `data` starts at.
 fn device_address(stream: &Arc<CudaStream>, data: &CudaView<'_, u8>) -> u64 {
     // The returned guard only records a read event (when the context tracks
     // events); no work is enqueued against the address.
